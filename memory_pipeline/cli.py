@@ -1,0 +1,227 @@
+"""``memory-pipeline``: run the pipeline and inspect what it wrote, without the UI."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from memory_pipeline.config import ConfigError, PipelineConfig, load_config
+from memory_pipeline.core.records import SourceError
+
+# Dagster's console logger prints every event at DEBUG; the progress bar is enough here.
+# The full event log stays in the instance (dagster dev shows it).
+QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+STAGES = [("ingest", "raw_messages"), ("sessions", "sessions"), ("chunks", "chunks")]
+
+
+def _instance_home(cfg: PipelineConfig) -> Path:
+    """DAGSTER_HOME: the env var, else the folder of the config file (holds dagster.yaml)."""
+    home = os.environ.get("DAGSTER_HOME")
+    if home:
+        return Path(home)
+    base = cfg.config_path.parent if cfg.config_path else Path.cwd()
+    os.environ["DAGSTER_HOME"] = str(base)
+    return base
+
+
+def plan_range(
+    cfg: PipelineConfig, found: list[dt.date], today: dt.date
+) -> tuple[dt.date, dt.date]:
+    """First and last partition to build: from the data's dates, inside the partitions."""
+    last_partition = cfg.end_date or today - dt.timedelta(days=1)
+    first = max(cfg.start_date, min(found))
+    last = min(max(found), last_partition)
+    return first, last
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import dagster as dg
+    from tqdm import tqdm
+
+    from memory_pipeline.core.stages import discover_dates
+    from memory_pipeline.core.storage import TableStore
+    from memory_pipeline.defs.build import build_assets
+    from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
+    from memory_pipeline.defs.resources import PipelineResource
+
+    cfg = load_config(args.config)
+    home = _instance_home(cfg)
+    print(f"config: {cfg.config_path}  sources: {', '.join(s.name for s in cfg.sources)}")
+    found = discover_dates(cfg.sources, cfg.start_date)
+    if not found:
+        print("no records in the configured sources: nothing to do")
+        return 0
+    today = dt.datetime.now(tz=dt.UTC).date()
+    first, last = plan_range(cfg, found, today)
+    if args.start:
+        first = max(first, dt.date.fromisoformat(args.start))
+    if args.end:
+        last = min(last, dt.date.fromisoformat(args.end))
+    later = sum(1 for d in found if d > last)
+    print(f"partitions: {first} .. {last} ({(last - first).days + 1} days)")
+    if later:
+        print(f"note: {later} dates with data lie after {last}; they wait for their partitions")
+    resource = PipelineResource(config_file=str(cfg.config_path))
+    assets = build_assets(cfg)
+    instance = dg.DagsterInstance.get()
+    tags = {RANGE_START: first.isoformat(), RANGE_END: last.isoformat()}
+    timings = {}
+    selection = [name for name, _ in STAGES] + ["warehouse"]
+    with tqdm(total=len(selection), unit="stage", disable=args.quiet) as bar:
+        for stage in selection:
+            bar.set_description(stage)
+            t0 = time.perf_counter()
+            result = dg.materialize(
+                assets,
+                selection=_stage_key(stage),
+                instance=instance,
+                resources={"pipeline": resource},
+                tags=tags if stage != "warehouse" else {},
+                raise_on_error=False,
+                run_config=QUIET_RUN,
+            )
+            timings[stage] = time.perf_counter() - t0
+            if not result.success:
+                bar.close()
+                _report_failure(result, stage)
+                return 1
+            failed = (
+                [
+                    e.asset_check_evaluation_data
+                    for e in result.get_asset_check_evaluations()
+                    if not e.passed
+                ]
+                if hasattr(result, "get_asset_check_evaluations")
+                else []
+            )
+            if failed:
+                bar.close()
+                for f in failed:
+                    print(f"check failed: {f.asset_key.to_user_string()} {f.check_name}")
+                return 1
+            bar.update(1)
+    store = TableStore(cfg.output_dir)
+    print_summary(store, cfg, (first, last), timings)
+    print(
+        f"\nDagster instance: {home} (runs, checks, lineage)\n"
+        f"Open the UI:  DAGSTER_HOME={home} dagster dev   then http://127.0.0.1:3000"
+    )
+    return 0
+
+
+def _stage_key(stage: str) -> list[str]:
+    return ["raw_messages", "quarantine", "ingest_audit"] if stage == "ingest" else [stage]
+
+
+def _report_failure(result, stage: str) -> None:
+    for event in result.all_events:
+        if event.is_failure and event.step_failure_data:
+            err = event.step_failure_data.error
+            user = event.step_failure_data.user_failure_data
+            message = (user.description if user and user.description else None) or (
+                err.message.strip() if err else "unknown error"
+            )
+            print(f"error in {stage}: {message}", file=sys.stderr)
+            return
+    print(f"error in {stage}: run failed", file=sys.stderr)
+
+
+def print_summary(store, cfg: PipelineConfig, span, timings: dict[str, float]) -> None:
+    """Rows per table and where they are: what a user wants after a run."""
+    days = [span[0] + dt.timedelta(days=i) for i in range((span[1] - span[0]).days + 1)]
+    rows = []
+    for table in ("raw_messages", "quarantine", "ingest_audit", "sessions", "chunks"):
+        t = store.read(table, days)
+        rows.append((table, t.num_rows, str(store.table_dir(table))))
+    width = max(len(r[0]) for r in rows)
+    print(f"\n{'table':<{width}}  {'rows':>9}  path")
+    for name, n, path in rows:
+        print(f"{name:<{width}}  {n:>9,}  {path}")
+    print(f"{'warehouse':<{width}}  {'views':>9}  {cfg.warehouse_path}")
+    quarantine = store.read("quarantine", days)
+    if quarantine.num_rows:
+        reasons = Counter(quarantine.column("reason").to_pylist())
+        print("quarantined by reason: " + ", ".join(f"{k}={v}" for k, v in sorted(reasons.items())))
+    print("timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from memory_pipeline.core import quality
+    from memory_pipeline.core.storage import TableStore
+
+    cfg = load_config(args.config)
+    store = TableStore(cfg.output_dir)
+    print(f"output: {cfg.output_dir}")
+    any_data = False
+    for table in ("raw_messages", "quarantine", "ingest_audit", "sessions", "chunks"):
+        dates = store.dates(table)
+        if not dates:
+            print(f"{table:<14} not materialized")
+            continue
+        any_data = True
+        t = store.read(table, dates)
+        print(
+            f"{table:<14} {len(dates):>4} partitions {dates[0]}..{dates[-1]} {t.num_rows:>9,} rows"
+        )
+    if not any_data:
+        print("nothing materialized yet: run `memory-pipeline run`")
+        return 0
+    msgs, quar = store.read("raw_messages"), store.read("quarantine")
+    sessions, chunks = store.read("sessions"), store.read("chunks")
+    checks = {
+        "message ids unique": quality.unique(msgs, "message_id"),
+        "conservation (read = ingested + quarantined)": quality.conservation(
+            store.read("ingest_audit"), msgs, quar
+        ),
+        "every message in exactly one session": quality.every_message_in_one_session(
+            sessions, msgs
+        ),
+        "sessions ordered and gap-respecting": quality.sessions_respect_gap(
+            sessions, msgs, cfg.session_gap_minutes
+        ),
+        "chunk windows cover sessions": quality.chunk_invariants(
+            chunks, sessions, cfg.chunk_size, cfg.chunk_stride
+        ),
+    }
+    print("\nchecks (recomputed from the stored tables):")
+    ok_all = True
+    for name, (ok, meta) in checks.items():
+        ok_all &= bool(ok)
+        extra = "" if ok else f"  {meta}"
+        print(f"  {'PASS' if ok else 'FAIL'}  {name}{extra}")
+    return 0 if ok_all else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memory-pipeline", description=__doc__)
+    parser.add_argument(
+        "--config", help="config file (default: $MEMORY_PIPELINE_CONFIG or ./memory_pipeline.toml)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="materialize every partition that has data")
+    run.add_argument("--start", help="first partition (YYYY-MM-DD)")
+    run.add_argument("--end", help="last partition (YYYY-MM-DD)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(func=cmd_run)
+    status = sub.add_parser("status", help="partitions, row counts and checks of the outputs")
+    status.set_defaults(func=cmd_status)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, SourceError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

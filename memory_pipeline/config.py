@@ -1,0 +1,252 @@
+"""One validated configuration: a TOML file plus ``MEMORY_PIPELINE_*`` environment overrides.
+
+Every problem is reported at once, naming the file and the key, so a user fixes their
+config in one pass instead of one traceback at a time. No Dagster import: the CLI, the
+Dagster definitions and the benchmarks all load the same object.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from memory_pipeline.core.chunking import DEFAULT_SIZE, DEFAULT_STRIDE
+from memory_pipeline.core.sessionize import MAX_GAP_MINUTES
+from memory_pipeline.core.sources import READERS, SourceSpec
+from memory_pipeline.core.timeutil import zone
+
+ENV_PREFIX = "MEMORY_PIPELINE_"
+CONFIG_ENV = "MEMORY_PIPELINE_CONFIG"
+DEFAULT_CONFIG_NAME = "memory_pipeline.toml"
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message lists every problem found."""
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Everything a run needs to know, resolved to absolute paths."""
+
+    owner: str
+    timezone: str
+    start_date: dt.date
+    end_date: dt.date | None
+    output_dir: Path
+    sources: tuple[SourceSpec, ...]
+    session_gap_minutes: int = 180
+    chunk_size: int = DEFAULT_SIZE
+    chunk_stride: int = DEFAULT_STRIDE
+    config_path: Path | None = None
+    disabled_sources: tuple[str, ...] = field(default=())
+
+    @property
+    def warehouse_path(self) -> Path:
+        return self.output_dir / "warehouse.duckdb"
+
+
+def find_config_file(
+    explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> Path:
+    """Explicit path, else $MEMORY_PIPELINE_CONFIG, else ./memory_pipeline.toml."""
+    env = os.environ if env is None else env
+    candidate = explicit or env.get(CONFIG_ENV) or DEFAULT_CONFIG_NAME
+    path = Path(candidate).expanduser().resolve()
+    if not path.is_file():
+        raise ConfigError(
+            f"config file not found: {path}; run from the repository root, pass --config, or set "
+            f"{CONFIG_ENV}=/path/to/{DEFAULT_CONFIG_NAME}"
+        )
+    return path
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> PipelineConfig:
+    """Read, override from the environment, validate; raise ConfigError listing all problems."""
+    env = os.environ if env is None else env
+    file = find_config_file(path, env)
+    try:
+        raw = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{file}: cannot read config: {exc}") from None
+    return parse_config(raw, base_dir=file.parent, env=env, origin=str(file))
+
+
+def _env_key(name: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "_", name.upper())
+
+
+def parse_config(
+    raw: Mapping[str, Any],
+    *,
+    base_dir: Path,
+    env: Mapping[str, str] | None = None,
+    origin: str = "<config>",
+) -> PipelineConfig:
+    """Validate a parsed TOML mapping (see memory_pipeline.toml for every key)."""
+    env = {} if env is None else env
+    errors: list[str] = []
+    pipe = dict(raw.get("pipeline", {}))
+    for key in (
+        "owner",
+        "timezone",
+        "start_date",
+        "end_date",
+        "output_dir",
+        "session_gap_minutes",
+        "chunk_size",
+        "chunk_stride",
+    ):
+        if (value := env.get(ENV_PREFIX + key.upper())) is not None:
+            pipe[key] = value
+    unknown = set(pipe) - {
+        "owner",
+        "timezone",
+        "start_date",
+        "end_date",
+        "output_dir",
+        "session_gap_minutes",
+        "chunk_size",
+        "chunk_stride",
+    }
+    if unknown:
+        errors.append(f"[pipeline]: unknown keys {sorted(unknown)}")
+
+    def req_str(key: str) -> str:
+        value = pipe.get(key)
+        if not isinstance(value, str) or not value.strip():
+            errors.append(f"[pipeline].{key}: required, a non-empty string")
+            return ""
+        return value.strip()
+
+    def as_date(key: str, required: bool) -> dt.date | None:
+        value = pipe.get(key)
+        if value is None:
+            if required:
+                errors.append(f"[pipeline].{key}: required, a date like 2024-03-01")
+            return None
+        if isinstance(value, dt.date):
+            return value
+        try:
+            return dt.date.fromisoformat(str(value))
+        except ValueError:
+            errors.append(f"[pipeline].{key}: {value!r} is not a date like 2024-03-01")
+            return None
+
+    def as_int(key: str, default: int, lo: int, hi: int) -> int:
+        value = pipe.get(key, default)
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            errors.append(f"[pipeline].{key}: {value!r} is not an integer")
+            return default
+        if not lo <= number <= hi:
+            errors.append(f"[pipeline].{key}: {number} is outside {lo}..{hi}")
+        return number
+
+    owner = req_str("owner")
+    timezone = req_str("timezone")
+    if timezone:
+        try:
+            zone(timezone)
+        except ValueError:
+            errors.append(f"[pipeline].timezone: unknown IANA timezone {timezone!r}")
+    start = as_date("start_date", True)
+    end = as_date("end_date", False)
+    if start and end and end < start:
+        errors.append(f"[pipeline].end_date: {end} is before start_date {start}")
+    out_dir = base_dir / str(pipe.get("output_dir", "data/output"))
+    gap = as_int("session_gap_minutes", 180, 1, MAX_GAP_MINUTES)
+    size = as_int("chunk_size", DEFAULT_SIZE, 1, 10_000)
+    stride = as_int("chunk_stride", DEFAULT_STRIDE, 1, 10_000)
+    if stride > size:
+        errors.append(f"[pipeline].chunk_stride: {stride} > chunk_size {size} would skip messages")
+
+    enabled_env = env.get(ENV_PREFIX + "SOURCES")
+    enabled_names = (
+        None if enabled_env is None else {s.strip() for s in enabled_env.split(",") if s.strip()}
+    )
+    specs: list[SourceSpec] = []
+    disabled: list[str] = []
+    names: set[str] = set()
+    raw_sources = raw.get("sources", [])
+    if not isinstance(raw_sources, list):
+        errors.append("[[sources]]: must be an array of tables")
+        raw_sources = []
+    for i, src in enumerate(raw_sources):
+        where = f"sources[{i}]"
+        name = src.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name or ""):
+            errors.append(f"{where}.name: required, lowercase letters, digits and _")
+            continue
+        where = f"sources[{i}] ({name})"
+        if name in names:
+            errors.append(f"{where}.name: duplicate source name")
+        names.add(name)
+        kind = src.get("kind")
+        if kind not in READERS:
+            errors.append(f"{where}.kind: {kind!r} is not one of {sorted(READERS)}")
+        path_value = env.get(f"{ENV_PREFIX}SOURCE_{_env_key(name)}_PATH", src.get("path"))
+        if not path_value:
+            errors.append(f"{where}.path: required")
+            continue
+        enabled = bool(src.get("enabled", True)) if enabled_names is None else name in enabled_names
+        if not enabled:
+            disabled.append(name)
+            continue
+        path = (base_dir / str(path_value)).resolve()
+        if not path.exists():
+            errors.append(f"{where}.path: {path} does not exist")
+        src_tz = src.get("timezone", timezone)
+        if src_tz != timezone:
+            try:
+                zone(src_tz)
+            except ValueError:
+                errors.append(f"{where}.timezone: unknown IANA timezone {src_tz!r}")
+        options = {
+            k: v
+            for k, v in src.items()
+            if k not in {"name", "kind", "path", "enabled", "owner", "timezone"}
+        }
+        specs.append(
+            SourceSpec(
+                name=name,
+                kind=str(kind),
+                path=path,
+                timezone=str(src_tz),
+                owner=src.get("owner", owner) or None,
+                options=options,
+            )
+        )
+    if enabled_names is not None and (missing := enabled_names - names):
+        errors.append(f"{ENV_PREFIX}SOURCES names unknown sources {sorted(missing)}")
+    if not specs and not errors:
+        errors.append("[[sources]]: no source is enabled")
+    if errors:
+        raise ConfigError(f"invalid configuration in {origin}:\n  - " + "\n  - ".join(errors))
+    assert start is not None
+    return PipelineConfig(
+        owner=owner,
+        timezone=timezone,
+        start_date=start,
+        end_date=end,
+        output_dir=out_dir.resolve(),
+        sources=tuple(specs),
+        session_gap_minutes=gap,
+        chunk_size=size,
+        chunk_stride=stride,
+        config_path=Path(origin) if origin != "<config>" else None,
+        disabled_sources=tuple(disabled),
+    )
+
+
+def with_overrides(cfg: PipelineConfig, **changes: Any) -> PipelineConfig:
+    """A copy with some fields replaced (tests and benchmarks)."""
+    return replace(cfg, **changes)

@@ -1,0 +1,22 @@
+"""Stable, content-derived identifiers.
+
+Ids are hashes of what identifies a record (content plus source position), never of
+run-time state, so any build order yields the same ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+_SEP = "\x1f"
+
+
+def stable_id(prefix: str, *parts: object, nbytes: int = 10) -> str:
+    """``prefix`` + hex blake2b of the parts joined by a unit separator."""
+    h = hashlib.blake2b(_SEP.join(map(str, parts)).encode("utf-8"), digest_size=nbytes)
+    return f"{prefix}_{h.hexdigest()}"
+
+
+def text_hash(text: str) -> str:
+    """Hash of a text, used as a cache key for expensive derived work."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()

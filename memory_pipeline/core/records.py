@@ -1,0 +1,114 @@
+"""Canonical records every source reader produces.
+
+A reader turns one input record (a JSON message, a text-export line, a corpus utterance)
+into exactly one ``Message`` or one ``QuarantineRecord``. That one-to-one rule is what
+makes the conservation check (records read = ingested + quarantined) meaningful.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+# Message types the pipeline understands; anything else is quarantined as unknown_type.
+MESSAGE_TYPES = frozenset(
+    {
+        "text",
+        "sticker",
+        "photo",
+        "video",
+        "audio",
+        "file",
+        "location",
+        "contact",
+        "call",
+        "system",
+    }
+)
+
+# Quarantine reason codes (stable strings: apps and checks filter on them).
+R_MALFORMED_JSON = "malformed_json"
+R_UNPARSEABLE_LINE = "unparseable_line"
+R_MISSING_TIMESTAMP = "missing_timestamp"
+R_BAD_TIMESTAMP = "bad_timestamp"
+R_EMPTY_TEXT = "empty_text"
+R_DUPLICATE = "duplicate"
+R_ENCODING = "encoding_error"
+R_TOO_LARGE = "too_large"
+R_UNKNOWN_TYPE = "unknown_type"
+R_MISSING_FIELD = "missing_field"
+R_OUT_OF_RANGE = "out_of_range"
+
+QUARANTINE_REASONS = frozenset(
+    {
+        R_MALFORMED_JSON,
+        R_UNPARSEABLE_LINE,
+        R_MISSING_TIMESTAMP,
+        R_BAD_TIMESTAMP,
+        R_EMPTY_TEXT,
+        R_DUPLICATE,
+        R_ENCODING,
+        R_TOO_LARGE,
+        R_UNKNOWN_TYPE,
+        R_MISSING_FIELD,
+        R_OUT_OF_RANGE,
+    }
+)
+
+# A message longer than this (in characters) is quarantined as too_large: one pasted log
+# must not dominate a chunk or blow an embedding request.
+MAX_MESSAGE_CHARS = 20_000
+# Quarantine keeps at most this much of the raw record so a bad line can be repaired.
+MAX_RAW_EXCERPT = 2_000
+
+
+@dataclass(slots=True)
+class Message:
+    """One canonical chat message (see README, "Canonical message schema")."""
+
+    source: str  # configured source name, e.g. "sample_line_json"
+    conversation_id: str
+    contact_id: str  # who the conversation is with, from the owner's point of view
+    sender: str
+    is_owner: bool
+    ts: dt.datetime  # timezone-aware UTC
+    local_ts: dt.datetime  # naive wall-clock time in ``tz``
+    tz: str  # IANA name, e.g. "Asia/Tokyo"
+    type: str  # one of MESSAGE_TYPES
+    text: str
+    source_order: int  # position in the source (0-based, stable across re-reads)
+    source_ref: str  # "path:line" or the dataset's own id (LoCoMo dia_id)
+    source_file: str  # input file, relative to the source's configured path
+    source_line: int | None = None  # 1-based line when the input is line-oriented
+    ts_inferred: bool = False  # True when the source gives no per-message time
+
+    @property
+    def local_date(self) -> dt.date:
+        return self.local_ts.date()
+
+
+@dataclass(slots=True)
+class QuarantineRecord:
+    """An input record that could not become a message, with where it came from and why.
+
+    ``partition_date`` is the best date the source position gives (the file's date, the
+    export's date line, the dialogue's neighbours); the record is accounted in that partition.
+    ``detail`` never contains message text: it is safe to log.
+    """
+
+    source: str
+    source_file: str
+    source_line: int | None  # 1-based line, when the input is line-oriented
+    record_ref: str  # line number, JSON path or dataset id
+    conversation_id: str | None
+    partition_date: dt.date | None
+    reason: str  # one of QUARANTINE_REASONS
+    detail: str
+    raw: str = ""  # at most MAX_RAW_EXCERPT characters of the original record
+
+
+Record = Message | QuarantineRecord
+
+
+class SourceError(Exception):
+    """A whole input is unreadable (missing, not a file, wrong format): named, never a traceback."""

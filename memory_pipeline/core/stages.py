@@ -1,0 +1,134 @@
+"""Stage functions over the table store: what each asset does, minus Dagster.
+
+Each takes the dates to build and returns the tables per date, so the Dagster assets, the
+CLI and the benchmarks share one implementation. Partition dependencies:
+
+- ``raw_messages[D]``: the source records dated D (plus undated/early ones on start_date).
+- ``sessions[D]``: sessions whose first message is on D. Needs ``raw_messages`` D-1 (is the
+  first message of D a continuation?) and D+1 (does a late session run past midnight?);
+  a session still open at the end of D+1 reads further days that exist.
+- ``chunks[D]``: the chunks of ``sessions[D]``, reading the messages of every day they span.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from memory_pipeline.core.chunking import chunk_sessions
+from memory_pipeline.core.ingest import (
+    IngestResult,
+    audit_table,
+    ingest,
+    messages_table,
+    quarantine_table,
+)
+from memory_pipeline.core.records import Message
+from memory_pipeline.core.sessionize import owned_by, sessionize
+from memory_pipeline.core.sources import SourceSpec, read_source
+from memory_pipeline.core.storage import TableStore
+
+DAY = dt.timedelta(days=1)
+
+
+@dataclass
+class IngestTables:
+    """The three tables ingest writes for one date."""
+
+    messages: pa.Table
+    quarantine: pa.Table
+    audit: pa.Table
+
+
+def read_all(
+    sources: Sequence[SourceSpec], dates: Iterable[dt.date], start_date: dt.date
+) -> IngestResult:
+    """Read every source once and keep the records of ``dates``."""
+    wanted = sorted(set(dates))
+
+    def records():
+        for spec in sources:
+            yield from read_source(spec, wanted)
+
+    return ingest(records(), start_date=start_date, dates=wanted)
+
+
+def split_ingest(result: IngestResult, dates: Iterable[dt.date]) -> dict[dt.date, IngestTables]:
+    """Per-date tables (an empty table for a date with no records, so the partition exists)."""
+    msgs = messages_table(result.messages)
+    quar = quarantine_table(result.quarantine)
+    audit = audit_table(result.audit_rows())
+    out = {}
+    for day in sorted(set(dates)):
+        scalar = pa.scalar(day, pa.date32())
+        out[day] = IngestTables(
+            messages=msgs.filter(pc.equal(msgs.column("local_date"), scalar)),
+            quarantine=quar.filter(pc.equal(quar.column("partition_date"), scalar)),
+            audit=audit.filter(pc.equal(audit.column("partition_date"), scalar)),
+        )
+    return out
+
+
+def build_sessions(
+    store: TableStore, dates: Iterable[dt.date], gap_minutes: int
+) -> dict[dt.date, pa.Table]:
+    """Sessions owned by each of ``dates``, from the stored raw_messages."""
+    days = sorted(set(dates))
+    if not days:
+        return {}
+    lo, hi = days[0] - DAY, days[-1] + DAY
+    while True:
+        window = _date_range(lo, hi)
+        sessions = owned_by(sessionize(store.read("raw_messages", window), gap_minutes), days)
+        still_open = pc.any(pc.equal(sessions.column("end_local_date"), pa.scalar(hi))).as_py()
+        if not still_open or not store.has("raw_messages", hi + DAY):
+            break
+        hi += DAY  # a session runs on past the window: read one more day
+    return _split_by_date(sessions, "local_date", days)
+
+
+def build_chunks(
+    store: TableStore, dates: Iterable[dt.date], size: int, stride: int
+) -> dict[dt.date, pa.Table]:
+    """Chunks of the stored sessions of each of ``dates``."""
+    days = sorted(set(dates))
+    sessions = store.read("sessions", days)
+    if sessions.num_rows == 0:
+        return _split_by_date(chunk_sessions(sessions, sessions), "local_date", days)
+    first = pc.min(sessions.column("local_date")).as_py()
+    last = pc.max(sessions.column("end_local_date")).as_py()
+    spans = {
+        d
+        for s, e in zip(
+            sessions.column("local_date").to_pylist(),
+            sessions.column("end_local_date").to_pylist(),
+            strict=True,
+        )
+        for d in _date_range(s, e)
+    }
+    assert first in spans and last in spans
+    messages = store.read("raw_messages", sorted(spans))
+    return _split_by_date(chunk_sessions(sessions, messages, size, stride), "local_date", days)
+
+
+def _date_range(lo: dt.date, hi: dt.date) -> list[dt.date]:
+    return [lo + dt.timedelta(days=i) for i in range((hi - lo).days + 1)]
+
+
+def _split_by_date(table: pa.Table, column: str, days: list[dt.date]) -> dict[dt.date, pa.Table]:
+    col = table.column(column)
+    return {d: table.filter(pc.equal(col, pa.scalar(d, pa.date32()))) for d in days}
+
+
+def discover_dates(sources: Sequence[SourceSpec], start_date: dt.date) -> list[dt.date]:
+    """The partition dates that hold any record (a run plans its range from these)."""
+    found: set[dt.date] = set()
+    for spec in sources:
+        for rec in read_source(spec):
+            day = rec.local_date if isinstance(rec, Message) else rec.partition_date
+            found.add(start_date if day is None or day < start_date else day)
+    return sorted(found)

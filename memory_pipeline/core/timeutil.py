@@ -1,0 +1,26 @@
+"""Time handling shared by readers: local wall time + IANA zone -> UTC, deterministically."""
+
+from __future__ import annotations
+
+import datetime as dt
+from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+
+@lru_cache(maxsize=64)
+def zone(name: str) -> ZoneInfo:
+    """Cached ZoneInfo; raises ValueError with the bad name instead of a KeyError chain."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown timezone {name!r}") from exc
+
+
+def to_utc(local: dt.datetime, tz: str) -> dt.datetime:
+    """Interpret a naive wall-clock time in ``tz``; ambiguous DST times take the first (fold=0)."""
+    return local.replace(tzinfo=zone(tz)).astimezone(dt.UTC)
+
+
+def local_parts(ts_utc: dt.datetime, tz: str) -> dt.datetime:
+    """UTC instant -> naive wall-clock time in ``tz``."""
+    return ts_utc.astimezone(zone(tz)).replace(tzinfo=None)

@@ -1,0 +1,42 @@
+"""Assemble the Dagster definitions for one configuration."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from memory_pipeline.config import PipelineConfig
+from memory_pipeline.defs.catalog import build_catalog_asset
+from memory_pipeline.defs.chunks import CHUNKS, build_chunks_asset
+from memory_pipeline.defs.ingest import AUDIT, QUARANTINE, RAW, build_ingest
+from memory_pipeline.defs.jobs import build_jobs
+from memory_pipeline.defs.partitions import daily_partitions
+from memory_pipeline.defs.resources import PipelineResource
+from memory_pipeline.defs.sessions import SESSIONS, build_sessions_asset
+
+TABLE_KEYS = [RAW, QUARANTINE, AUDIT, SESSIONS, CHUNKS]
+
+
+def build_assets(cfg: PipelineConfig) -> list[dg.AssetsDefinition]:
+    """Every asset, partitioned by the configured dates."""
+    parts = daily_partitions(cfg)
+    return [
+        build_ingest(parts),
+        build_sessions_asset(parts),
+        build_chunks_asset(parts),
+        build_catalog_asset(TABLE_KEYS),
+    ]
+
+
+def build_definitions(cfg: PipelineConfig, config_file: str | None = None) -> dg.Definitions:
+    """Definitions for one configuration (tests build their own with a tmp config)."""
+    jobs, schedules = build_jobs(cfg, daily_partitions(cfg))
+    return dg.Definitions(
+        assets=build_assets(cfg),
+        jobs=jobs,
+        schedules=schedules,
+        resources={
+            "pipeline": PipelineResource(
+                config_file=config_file or (str(cfg.config_path) if cfg.config_path else None)
+            )
+        },
+    )

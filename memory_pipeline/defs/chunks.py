@@ -1,0 +1,60 @@
+"""chunks: overlapping message windows inside each session, with rendered raw_text."""
+
+import dagster as dg
+
+from memory_pipeline.core import quality
+from memory_pipeline.core.stages import build_chunks
+from memory_pipeline.defs.ingest import RAW, _check
+from memory_pipeline.defs.partitions import keys_to_dates, raw_window
+from memory_pipeline.defs.resources import PipelineResource
+from memory_pipeline.defs.sessions import SESSIONS
+
+CHUNKS = dg.AssetKey("chunks")
+CHECK_CHUNK_INVARIANTS = "chunk_windows_cover_sessions"
+
+
+def build_chunks_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
+    """The chunks asset for the configured partitions."""
+
+    @dg.asset(
+        key=CHUNKS,
+        deps=[
+            SESSIONS,
+            # a session's messages may run into the next day(s)
+            dg.AssetDep(RAW, partition_mapping=raw_window(start_offset=0, end_offset=1)),
+        ],
+        partitions_def=partitions_def,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        check_specs=[dg.AssetCheckSpec(CHECK_CHUNK_INVARIANTS, asset=CHUNKS, blocking=True)],
+        group_name="ingest",
+        description=(
+            "Chunks: windows of at most chunk_size messages every chunk_stride messages inside "
+            "one session; raw_text has one '[local time] sender: text' line per message."
+        ),
+    )
+    def chunks(context: dg.AssetExecutionContext, pipeline: PipelineResource):
+        cfg, store = pipeline.cfg, pipeline.store
+        days = keys_to_dates(context.partition_keys)
+        per_day = build_chunks(store, days, cfg.chunk_size, cfg.chunk_stride)
+        for day, table in per_day.items():
+            store.write("chunks", table, day)
+        written = store.read("chunks", days)
+        sessions = store.read("sessions", days)
+        context.log.info(f"chunks: {written.num_rows} chunks in {len(days)} partitions")
+        yield dg.MaterializeResult(
+            metadata={
+                "rows": written.num_rows,
+                "chunk_size": cfg.chunk_size,
+                "chunk_stride": cfg.chunk_stride,
+                "path": dg.MetadataValue.path(str(store.table_dir("chunks"))),
+            },
+            check_results=[
+                _check(
+                    CHUNKS,
+                    CHECK_CHUNK_INVARIANTS,
+                    quality.chunk_invariants(written, sessions, cfg.chunk_size, cfg.chunk_stride),
+                )
+            ],
+        )
+
+    return chunks

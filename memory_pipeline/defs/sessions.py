@@ -1,0 +1,76 @@
+"""sessions: conversations split at inactivity gaps; owned by the date they start on."""
+
+import dagster as dg
+
+from memory_pipeline.core import quality
+from memory_pipeline.core.stages import DAY, build_sessions
+from memory_pipeline.defs.ingest import RAW, _check, _merge
+from memory_pipeline.defs.partitions import keys_to_dates, raw_window
+from memory_pipeline.defs.resources import PipelineResource
+
+SESSIONS = dg.AssetKey("sessions")
+CHECK_SESSIONS_VALID = "sessions_ordered_and_gap_respecting"
+CHECK_SESSION_IDS_UNIQUE = "session_ids_unique"
+
+# Sessions of D need the day before (continuation?) and the day after (past midnight?).
+RAW_WINDOW = raw_window(start_offset=-1, end_offset=1)
+
+
+def build_sessions_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
+    """The sessions asset for the configured partitions."""
+
+    @dg.asset(
+        key=SESSIONS,
+        deps=[dg.AssetDep(RAW, partition_mapping=RAW_WINDOW)],
+        partitions_def=partitions_def,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        check_specs=[
+            dg.AssetCheckSpec(CHECK_SESSIONS_VALID, asset=SESSIONS, blocking=True),
+            dg.AssetCheckSpec(CHECK_SESSION_IDS_UNIQUE, asset=SESSIONS, blocking=True),
+        ],
+        group_name="ingest",
+        description=(
+            "Sessions: a conversation split where the inactivity gap exceeds the configured "
+            "threshold. A session belongs to the local date of its first message and may run "
+            "past midnight."
+        ),
+    )
+    def sessions(context: dg.AssetExecutionContext, pipeline: PipelineResource):
+        cfg, store = pipeline.cfg, pipeline.store
+        days = keys_to_dates(context.partition_keys)
+        per_day = build_sessions(store, days, cfg.session_gap_minutes)
+        for day, table in per_day.items():
+            store.write("sessions", table, day)
+        written = store.read("sessions", days)
+        window = store.read("raw_messages", [days[0] - DAY, *days, days[-1] + DAY])
+        crossing = sum(
+            1
+            for s, e in zip(
+                written.column("local_date").to_pylist(),
+                written.column("end_local_date").to_pylist(),
+                strict=True,
+            )
+            if e != s
+        )
+        context.log.info(f"sessions: {written.num_rows} sessions in {len(days)} partitions")
+        yield dg.MaterializeResult(
+            metadata={
+                "rows": written.num_rows,
+                "crossing_midnight": crossing,
+                "gap_minutes": cfg.session_gap_minutes,
+                "path": dg.MetadataValue.path(str(store.table_dir("sessions"))),
+            },
+            check_results=[
+                _check(
+                    SESSIONS,
+                    CHECK_SESSIONS_VALID,
+                    _merge(
+                        quality.sessions_respect_gap(written, window, cfg.session_gap_minutes),
+                        quality.dates_within(written, "local_date", days),
+                    ),
+                ),
+                _check(SESSIONS, CHECK_SESSION_IDS_UNIQUE, quality.unique(written, "session_id")),
+            ],
+        )
+
+    return sessions
