@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 
-from memory_pipeline.config import PipelineConfig, load_config
+from memory_pipeline.config import PipelineConfig
 from memory_pipeline.core.schema import TABLES
 from memory_pipeline.core.storage import TableStore
 from memory_pipeline.defs.build import build_assets
@@ -87,9 +87,10 @@ def rpc_slice(src: Path, dest: Path, owner: str, first: str, last: str) -> int:
     dest.mkdir(parents=True, exist_ok=True)
     kept = 0
     needle = f'"{owner}"'
-    with gzip.open(src / "dialogues.jsonl.gz", "rt", encoding="utf-8") as fin, gzip.open(
-        dest / "dialogues.jsonl.gz", "wt", encoding="utf-8"
-    ) as fout:
+    with (
+        gzip.open(src / "dialogues.jsonl.gz", "rt", encoding="utf-8") as fin,
+        gzip.open(dest / "dialogues.jsonl.gz", "wt", encoding="utf-8") as fout,
+    ):
         for line in fin:
             if needle not in line:
                 continue

@@ -63,7 +63,10 @@ def test_each_bad_kind_is_quarantined_with_reason_and_location():
 
 def test_same_text_at_other_position_is_not_a_duplicate():
     result = ingest(
-        [msg("2024-03-01 10:00", "[sticker]", order=0), msg("2024-03-01 10:00", "[sticker]", order=1)],
+        [
+            msg("2024-03-01 10:00", "[sticker]", order=0),
+            msg("2024-03-01 10:00", "[sticker]", order=1),
+        ],
         start_date=START,
     )
     assert len(result.messages) == 2 and not result.quarantine

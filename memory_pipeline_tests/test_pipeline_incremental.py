@@ -80,7 +80,7 @@ def test_one_partition_at_a_time_equals_backfill(full: Runner, corpus: Path, tmp
 def test_nightly_runs_equal_backfill(full: Runner, corpus: Path, tmp_path):
     """Night by night: each night ingests its day and rebuilds sessions/chunks of D-1 and D."""
     r = runner(corpus, tmp_path, "nightly")
-    for i, day in enumerate(DAYS):
+    for i in range(len(DAYS)):
         window = DAYS[max(0, i - 1) : i + 1]
         r.run(INGEST_KEYS, window)
         r.run(["sessions"], window)

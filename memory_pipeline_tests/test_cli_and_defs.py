@@ -1,0 +1,100 @@
+"""The CLI end to end on the bundled sample, the code location, and the SQL catalog."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from memory_pipeline import cli
+from memory_pipeline.config import load_config
+from memory_pipeline.core.storage import TableStore
+from memory_pipeline.defs.build import build_definitions
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def sample_config(tmp_path: Path, monkeypatch) -> Path:
+    """The repository config, copied next to a copy of the sample, output in tmp."""
+    shutil.copytree(ROOT / "data" / "sample", tmp_path / "data" / "sample")
+    shutil.copy(ROOT / "memory_pipeline.toml", tmp_path / "memory_pipeline.toml")
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.delenv("MEMORY_PIPELINE_CONFIG", raising=False)
+    return tmp_path / "memory_pipeline.toml"
+
+
+def test_run_then_status_then_sql(sample_config: Path, capsys):
+    assert cli.main(["--config", str(sample_config), "run", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "partitions: 2024-03-01 .. 2024-03-14" in out
+    for table in ("raw_messages", "quarantine", "sessions", "chunks", "warehouse.duckdb"):
+        assert table in out
+    assert "dagster dev" in out
+
+    assert cli.main(["--config", str(sample_config), "status"]) == 0
+    status = capsys.readouterr().out
+    assert "FAIL" not in status and status.count("PASS") == 5
+
+    cfg = load_config(sample_config, env={})
+    store = TableStore(cfg.output_dir)
+    con = duckdb.connect(str(cfg.warehouse_path), read_only=True)
+    try:
+        for table in ("raw_messages", "sessions", "chunks", "quarantine", "ingest_audit"):
+            n = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            assert n == store.read(table).num_rows
+        for example in sorted((ROOT / "sql" / "examples").glob("*.sql")):
+            con.execute(example.read_text(encoding="utf-8")).fetchall()
+    finally:
+        con.close()
+    # a second run rewrites the same partitions and leaves the same data
+    before = store.read("chunks").sort_by("chunk_id")
+    assert cli.main(["--config", str(sample_config), "run", "--quiet"]) == 0
+    assert store.read("chunks").sort_by("chunk_id").equals(before)
+
+
+def test_invalid_config_is_a_clear_error(tmp_path: Path, capsys):
+    bad = tmp_path / "memory_pipeline.toml"
+    bad.write_text('[pipeline]\nowner = "x"\ntimezone = "Nowhere/Land"\n', encoding="utf-8")
+    assert cli.main(["--config", str(bad), "status"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid configuration" in err and "Nowhere/Land" in err and "Traceback" not in err
+
+
+def test_unreadable_input_names_the_file(sample_config: Path, capsys):
+    broken = sample_config.parent / "data" / "sample" / "line_txt" / "not_an_export.txt"
+    broken.write_text("this is not a LINE export\njust text\n", encoding="utf-8")
+    assert cli.main(["--config", str(sample_config), "run", "--quiet"]) != 0
+    captured = capsys.readouterr()
+    assert "not_an_export.txt" in captured.err and "Traceback" not in captured.err
+
+
+def test_code_location_loads_with_assets_checks_jobs_schedule():
+    cfg = load_config(ROOT / "memory_pipeline.toml", env={})
+    defs = build_definitions(cfg)
+    repo = defs.get_repository_def()
+    keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
+    assert {"raw_messages", "quarantine", "ingest_audit", "sessions", "chunks"} <= keys
+    assert "warehouse" in keys
+    checks = {k.name for k in repo.asset_graph.asset_check_keys}
+    assert {"conservation", "message_ids_unique", "chunk_windows_cover_sessions"} <= checks
+    assert {j.name for j in repo.get_all_jobs()} >= {"memory_pipeline_daily", "refresh_warehouse"}
+    schedule = repo.get_schedule_def("nightly")
+    when = dt.datetime(2024, 3, 10, 3, 0, tzinfo=dt.UTC)
+    ctx = dg.build_schedule_context(scheduled_execution_time=when)
+    request = schedule.evaluate_tick(ctx).run_requests[0]
+    assert request.tags["dagster/asset_partition_range_start"] == "2024-03-08"
+    assert request.tags["dagster/asset_partition_range_end"] == "2024-03-09"
+
+
+def test_module_definitions_import(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("MEMORY_PIPELINE_CONFIG", raising=False)
+    import importlib
+
+    module = importlib.import_module("memory_pipeline.definitions")
+    assert isinstance(module.defs, dg.Definitions)

@@ -1,0 +1,40 @@
+"""Docs that promise things are kept honest: commands, schema, SQL views."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from memory_pipeline.core.catalog import views_sql
+from memory_pipeline.core.schema import MESSAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def readme_commands() -> list[str]:
+    """The commands of the README's first code block, in order."""
+    block = re.search(r"```(?:bash|sh)\n(.*?)```", README, re.S)
+    assert block, "README must open with a code block of commands"
+    return [ln for ln in block.group(1).splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def test_readme_opens_with_two_commands():
+    commands = readme_commands()
+    assert len(commands) == 2
+    assert "memory-pipeline run" in commands[0]
+    assert "pytest" in commands[1]
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert readme_commands()[1] in ci
+
+
+def test_readme_documents_every_message_column():
+    for name in MESSAGES.names:
+        assert f"`{name}`" in README, name
+
+
+def test_sql_views_file_matches_the_code():
+    assert (ROOT / "sql" / "views.sql").read_text(encoding="utf-8") == views_sql()
