@@ -68,10 +68,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if later:
         print(f"note: {later} dates with data lie after {last}; they wait for their partitions")
     resource = PipelineResource(config_file=str(cfg.config_path))
-    assets = build_assets(cfg)
+    from memory_pipeline.defs.gx_checks import build_gx_checks
+    from memory_pipeline.defs.partitions import daily_partitions
+
+    # great-expectations suites ride along with each stage (non-blocking checks)
+    assets = [*build_assets(cfg), *build_gx_checks(daily_partitions(cfg))]
     instance = dg.DagsterInstance.get()
     tags = {RANGE_START: first.isoformat(), RANGE_END: last.isoformat()}
     timings = {}
+    checks_passed = 0
     selection = [name for name, _ in STAGES] + ["warehouse"]
     with tqdm(total=len(selection), unit="stage", disable=args.quiet) as bar:
         for stage in selection:
@@ -91,23 +96,19 @@ def cmd_run(args: argparse.Namespace) -> int:
                 bar.close()
                 _report_failure(result, stage)
                 return 1
-            failed = (
-                [
-                    e.asset_check_evaluation_data
-                    for e in result.get_asset_check_evaluations()
-                    if not e.passed
-                ]
-                if hasattr(result, "get_asset_check_evaluations")
-                else []
-            )
+            evaluations = result.get_asset_check_evaluations()
+            checks_passed += sum(1 for e in evaluations if e.passed)
+            failed = [e for e in evaluations if not e.passed]
             if failed:
                 bar.close()
                 for f in failed:
                     print(f"check failed: {f.asset_key.to_user_string()} {f.check_name}")
+                print("the data is written; inspect it with `memory-pipeline status`")
                 return 1
             bar.update(1)
     store = TableStore(cfg.output_dir)
     print_summary(store, cfg, (first, last), timings)
+    print(f"asset checks: {checks_passed} passed, 0 failed")
     print(
         f"\nDagster instance: {home} (runs, checks, lineage)\n"
         f"Open the UI:  DAGSTER_HOME={home} dagster dev   then http://127.0.0.1:3000"

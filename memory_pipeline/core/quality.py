@@ -89,6 +89,7 @@ def sessions_respect_gap(sessions: pa.Table, messages: pa.Table, gap_minutes: in
     if sessions.num_rows == 0:
         return True, {"sessions": 0}
     limit = gap_minutes * 60
+    limit_us = limit * 1_000_000
     problems["gap_inside_too_long"] = int(
         pc.sum(pc.greater(sessions.column("max_gap_seconds"), limit)).as_py() or 0
     )
@@ -101,10 +102,10 @@ def sessions_respect_gap(sessions: pa.Table, messages: pa.Table, gap_minutes: in
     )
     ordered = sessions.sort_by([("conversation_id", "ascending"), ("start_ts", "ascending")])
     conv = ordered.column("conversation_id").to_pylist()
-    start = ordered.column("start_ts").cast(pa.int64()).to_numpy() // 1_000_000
-    end = ordered.column("end_ts").cast(pa.int64()).to_numpy() // 1_000_000
+    start = ordered.column("start_ts").cast(pa.int64()).to_numpy()
+    end = ordered.column("end_ts").cast(pa.int64()).to_numpy()
     for i in range(1, len(conv)):
-        if conv[i] == conv[i - 1] and start[i] - end[i - 1] <= limit:
+        if conv[i] == conv[i - 1] and start[i] - end[i - 1] <= limit_us:
             problems["consecutive_sessions_too_close"] += 1
     if messages.num_rows:
         ids = pc.list_flatten(sessions.column("message_ids"))

@@ -86,7 +86,7 @@ def sessionize(messages: pa.Table, gap_minutes: int) -> pa.Table:
             "message_count": pa.array(ends - starts, pa.int32()),
             "owner_message_count": pa.array(owner_cum[ends] - owner_cum[starts], pa.int32()),
             "duration_seconds": pa.array((ts_us[last] - ts_us[starts]) // 1_000_000),
-            "max_gap_seconds": pa.array(max_gap // 1_000_000),
+            "max_gap_seconds": pa.array(-(-max_gap // 1_000_000)),  # ceil: never hides a gap
             "gap_minutes": pa.array(np.full(len(starts), gap_minutes), pa.int32()),
             "participants": [
                 sorted(set(senders[s:e]))

@@ -7,6 +7,7 @@ import dagster as dg
 from memory_pipeline.config import PipelineConfig
 from memory_pipeline.defs.catalog import build_catalog_asset
 from memory_pipeline.defs.chunks import CHUNKS, build_chunks_asset
+from memory_pipeline.defs.gx_checks import build_gx_checks
 from memory_pipeline.defs.ingest import AUDIT, QUARANTINE, RAW, build_ingest
 from memory_pipeline.defs.jobs import build_jobs
 from memory_pipeline.defs.partitions import daily_partitions
@@ -29,9 +30,11 @@ def build_assets(cfg: PipelineConfig) -> list[dg.AssetsDefinition]:
 
 def build_definitions(cfg: PipelineConfig, config_file: str | None = None) -> dg.Definitions:
     """Definitions for one configuration (tests build their own with a tmp config)."""
-    jobs, schedules = build_jobs(cfg, daily_partitions(cfg))
+    parts = daily_partitions(cfg)
+    jobs, schedules = build_jobs(cfg)
     return dg.Definitions(
         assets=build_assets(cfg),
+        asset_checks=build_gx_checks(parts),
         jobs=jobs,
         schedules=schedules,
         resources={

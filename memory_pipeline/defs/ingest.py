@@ -22,7 +22,15 @@ CHECK_IN_PARTITION = "timestamps_in_partition"
 CHECK_CONSERVATION = "conservation"
 CHECK_QUARANTINE_LOCATED = "quarantine_records_located"
 
-KEY_COLUMNS = ("message_id", "conversation_id", "contact_id", "sender", "ts", "local_date")
+KEY_COLUMNS = (
+    "message_id",
+    "conversation_id",
+    "contact_id",
+    "sender",
+    "ts",
+    "local_date",
+    "source_ref",
+)
 
 
 def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:

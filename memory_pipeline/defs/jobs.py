@@ -18,14 +18,11 @@ RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
 
 
-def build_jobs(
-    cfg: PipelineConfig, partitions_def: dg.PartitionsDefinition
-) -> tuple[list, list[dg.ScheduleDefinition]]:
+def build_jobs(cfg: PipelineConfig) -> tuple[list, list[dg.ScheduleDefinition]]:
     """The partitioned pipeline job, the catalog job and the nightly schedule."""
     daily = dg.define_asset_job(
         INGEST_JOB,
         selection=dg.AssetSelection.groups("ingest"),
-        partitions_def=partitions_def,
         description="raw_messages -> sessions -> chunks for a date range.",
     )
     catalog = dg.define_asset_job(CATALOG_JOB, selection=dg.AssetSelection.groups("catalog"))
