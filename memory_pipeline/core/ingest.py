@@ -11,6 +11,7 @@ import datetime as dt
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from hashlib import blake2b
 
 import pyarrow as pa
 
@@ -19,7 +20,8 @@ from memory_pipeline.core.ids import stable_id
 from memory_pipeline.core.records import Message, QuarantineRecord, Record
 from memory_pipeline.core.schema import INGEST_AUDIT, MESSAGES, QUARANTINE
 
-_RENDERABLE_EMPTY = R.MESSAGE_TYPES - {"text"}  # a sticker may have no text; a text may not
+_RENDERABLE_EMPTY = R.MESSAGE_TYPES - {"text"}
+_SEP = "\x1f"  # a sticker may have no text; a text may not
 
 
 @dataclass
@@ -32,7 +34,7 @@ class IngestResult:
     read_counts: Counter[tuple[dt.date, str]] = field(default_factory=Counter)
 
     def audit_rows(self) -> list[dict]:
-        """Per (date, source): records read, ingested, quarantined."""
+        """Per (date, source): records read, ingested, quarantined (from the record lists)."""
         ingested = Counter((m.local_date, m.source) for _, m in self.messages)
         quarantined = Counter((q.partition_date, q.source) for q in self.quarantine)
         return [
@@ -48,10 +50,15 @@ class IngestResult:
 
 
 def message_id(m: Message) -> str:
-    """Stable id from content and position: survives re-runs and any build order."""
-    return stable_id(
-        "msg", m.conversation_id, m.local_ts.isoformat(), m.sender, m.type, m.text, m.source_order
+    """Stable id from content and position: survives re-runs and any build order.
+
+    Equal to ``stable_id("msg", conversation, local_ts, sender, type, text, source_order)``,
+    inlined because it runs once per message (400k times on RealPersonaChat).
+    """
+    key = _SEP.join(
+        (m.conversation_id, m.local_ts.isoformat(), m.sender, m.type, m.text, str(m.source_order))
     )
+    return "msg_" + blake2b(key.encode("utf-8"), digest_size=10).hexdigest()
 
 
 def _quarantine(m: Message, reason: str, detail: str, day: dt.date) -> QuarantineRecord:
@@ -96,7 +103,7 @@ def ingest(
     """
     wanted = None if dates is None else frozenset(dates)
     out = IngestResult()
-    seen: dict[tuple, str] = {}
+    seen: set[str] = set()
     for rec in records:
         if isinstance(rec, QuarantineRecord):
             day = rec.partition_date
@@ -124,13 +131,13 @@ def ingest(
         if problem is not None:
             out.quarantine.append(_quarantine(rec, *problem, day))
             continue
-        key = (rec.conversation_id, rec.sender, rec.ts, rec.type, rec.text, rec.source_order)
+        # The id hashes exactly the duplicate key (conversation, local time, sender, type,
+        # text, source_order): an exact duplicate is a message whose id was already seen.
         mid = message_id(rec)
-        first = seen.get(key)
-        if first is not None:
-            out.quarantine.append(_quarantine(rec, R.R_DUPLICATE, f"duplicate of {first}", day))
+        if mid in seen:
+            out.quarantine.append(_quarantine(rec, R.R_DUPLICATE, f"duplicate of {mid}", day))
             continue
-        seen[key] = mid
+        seen.add(mid)
         out.messages.append((mid, rec))
     out.messages.sort(key=lambda p: (p[1].conversation_id, p[1].ts, p[1].source_order, p[0]))
     out.quarantine.sort(key=_quarantine_sort_key)

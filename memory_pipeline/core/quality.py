@@ -54,21 +54,15 @@ def local_ts_matches_date(messages: pa.Table) -> Result:
 
 def conservation(audit: pa.Table, messages: pa.Table, quarantine: pa.Table) -> Result:
     """Per partition and source: records read = messages stored + records quarantined."""
-    read = Counter()
-    for d, s, n in zip(
-        audit.column("partition_date").to_pylist(),
-        audit.column("source").to_pylist(),
-        audit.column("records_read").to_pylist(),
-        strict=True,
-    ):
-        read[(d, s)] += n
-    stored = Counter(_pairs(messages, "local_date", "source"))
-    stored.update(_pairs(quarantine, "partition_date", "source"))
-    keys = set(read) | set(stored)
+    read = count_by(audit, "partition_date", "records_read")
+    stored = count_by(messages, "local_date")
+    for key, n in count_by(quarantine, "partition_date").items():
+        stored[key] = stored.get(key, 0) + n
+    keys = sorted(set(read) | set(stored))
     off = {
-        f"{d}/{s}": {"read": read[(d, s)], "stored": stored[(d, s)]}
-        for d, s in sorted(keys)
-        if read[(d, s)] != stored[(d, s)]
+        f"{d}/{s}": {"read": read.get((d, s), 0), "stored": stored.get((d, s), 0)}
+        for d, s in keys
+        if read.get((d, s), 0) != stored.get((d, s), 0)
     }
     return not off, {
         "records_read": sum(read.values()),
@@ -78,8 +72,24 @@ def conservation(audit: pa.Table, messages: pa.Table, quarantine: pa.Table) -> R
     }
 
 
-def _pairs(table: pa.Table, a: str, b: str) -> list[tuple]:
-    return list(zip(table.column(a).to_pylist(), table.column(b).to_pylist(), strict=True))
+def count_by(table: pa.Table, date_col: str, weight: str | None = None) -> dict[tuple, int]:
+    """{(date, source): rows or sum of ``weight``}, grouped in Arrow (fast at 400k rows)."""
+    if table.num_rows == 0:
+        return {}
+    agg = (weight, "sum") if weight else ("source", "count")
+    grouped = table.group_by([date_col, "source"]).aggregate([agg])
+    counts = grouped.column(f"{agg[0]}_{agg[1]}").to_pylist()
+    return dict(
+        zip(
+            zip(
+                grouped.column(date_col).to_pylist(),
+                grouped.column("source").to_pylist(),
+                strict=True,
+            ),
+            counts,
+            strict=True,
+        )
+    )
 
 
 def sessions_respect_gap(sessions: pa.Table, messages: pa.Table, gap_minutes: int) -> Result:

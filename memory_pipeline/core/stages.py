@@ -13,9 +13,12 @@ CLI and the benchmarks share one implementation. Partition dependencies:
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+import gc
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -27,6 +30,7 @@ from memory_pipeline.core.ingest import (
     messages_table,
     quarantine_table,
 )
+from memory_pipeline.core.quality import count_by
 from memory_pipeline.core.records import Message
 from memory_pipeline.core.sessionize import owned_by, sessionize
 from memory_pipeline.core.sources import SourceSpec, read_source
@@ -54,23 +58,51 @@ def read_all(
         for spec in sources:
             yield from read_source(spec, wanted)
 
-    return ingest(records(), start_date=start_date, dates=wanted)
+    with gc_paused():
+        return ingest(records(), start_date=start_date, dates=wanted)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while building ~10^6 acyclic record objects.
+
+    Measured on RealPersonaChat: the collector's repeated full passes over the live records
+    cost ~1.3 s of 7.7 s. Freezing afterwards keeps later passes from re-scanning the
+    survivors; they are still freed by reference counting.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def split_ingest(result: IngestResult, dates: Iterable[dt.date]) -> dict[dt.date, IngestTables]:
     """Per-date tables (an empty table for a date with no records, so the partition exists)."""
-    msgs = messages_table(result.messages)
-    quar = quarantine_table(result.quarantine)
-    audit = audit_table(result.audit_rows())
-    out = {}
-    for day in sorted(set(dates)):
-        scalar = pa.scalar(day, pa.date32())
-        out[day] = IngestTables(
-            messages=msgs.filter(pc.equal(msgs.column("local_date"), scalar)),
-            quarantine=quar.filter(pc.equal(quar.column("partition_date"), scalar)),
-            audit=audit.filter(pc.equal(audit.column("partition_date"), scalar)),
-        )
-    return out
+    days = sorted(set(dates))
+    with gc_paused():
+        msgs = messages_table(result.messages)
+        quar = quarantine_table(result.quarantine)
+    ingested = count_by(msgs, "local_date")
+    quarantined = count_by(quar, "partition_date")
+    audit = audit_table(
+        [
+            {
+                "partition_date": d,
+                "source": s,
+                "records_read": n,
+                "ingested": ingested.get((d, s), 0),
+                "quarantined": quarantined.get((d, s), 0),
+            }
+            for (d, s), n in sorted(result.read_counts.items())
+        ]
+    )
+    per = [_split_by_date(t, c, days) for t, c in ((msgs, "local_date"), (quar, "partition_date"))]
+    audits = _split_by_date(audit, "partition_date", days)
+    return {d: IngestTables(per[0][d], per[1][d], audits[d]) for d in days}
 
 
 def build_sessions(
@@ -120,8 +152,18 @@ def _date_range(lo: dt.date, hi: dt.date) -> list[dt.date]:
 
 
 def _split_by_date(table: pa.Table, column: str, days: list[dt.date]) -> dict[dt.date, pa.Table]:
-    col = table.column(column)
-    return {d: table.filter(pc.equal(col, pa.scalar(d, pa.date32()))) for d in days}
+    """Rows per date, each in its original order (one stable sort, then slices)."""
+    ordered = table.take(pc.sort_indices(table, [(column, "ascending")]))
+    keys = ordered.column(column).cast(pa.int32()).to_numpy(zero_copy_only=False)
+    out = {}
+    for d in days:
+        ordinal = (d - _EPOCH).days
+        lo, hi = np.searchsorted(keys, ordinal, "left"), np.searchsorted(keys, ordinal, "right")
+        out[d] = ordered.slice(lo, hi - lo)
+    return out
+
+
+_EPOCH = dt.date(1970, 1, 1)
 
 
 def discover_dates(sources: Sequence[SourceSpec], start_date: dt.date) -> list[dt.date]:
