@@ -17,6 +17,18 @@ from memory_pipeline.core.records import SourceError
 # The full event log stays in the instance (dagster dev shows it).
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
+SUMMARY_TABLES = (
+    "raw_messages",
+    "quarantine",
+    "ingest_audit",
+    "sessions",
+    "chunks",
+    "chunk_summaries",
+    "embedding_texts",
+    "session_enrichment",
+    "chunk_embeddings",
+)
+
 STAGES = [("ingest", "raw_messages"), ("sessions", "sessions"), ("chunks", "chunks")]
 
 
@@ -48,6 +60,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from memory_pipeline.core.storage import TableStore
     from memory_pipeline.defs.build import build_assets
     from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
+    from memory_pipeline.defs.providers import provider_resources
     from memory_pipeline.defs.resources import PipelineResource
 
     cfg = load_config(args.config)
@@ -76,8 +89,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     instance = dg.DagsterInstance.get()
     tags = {RANGE_START: first.isoformat(), RANGE_END: last.isoformat()}
     timings = {}
-    checks_passed = 0
-    selection = [name for name, _ in STAGES] + ["warehouse"]
+    checks_passed = checks_warned = 0
+    selection = [name for name, _ in STAGES] + ["representations", "warehouse"]
     with tqdm(total=len(selection), unit="stage", disable=args.quiet) as bar:
         for stage in selection:
             bar.set_description(stage)
@@ -86,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 assets,
                 selection=_stage_key(stage),
                 instance=instance,
-                resources={"pipeline": resource},
+                resources={"pipeline": resource, **provider_resources()},
                 tags=tags if stage != "warehouse" else {},
                 raise_on_error=False,
                 run_config=QUIET_RUN,
@@ -98,7 +111,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 return 1
             evaluations = result.get_asset_check_evaluations()
             checks_passed += sum(1 for e in evaluations if e.passed)
-            failed = [e for e in evaluations if not e.passed]
+            warned = [e for e in evaluations if not e.passed and e.severity.value == "WARN"]
+            checks_warned += len(warned)
+            for w in warned:
+                tqdm.write(f"warning: check {w.asset_key.to_user_string()} {w.check_name}")
+            failed = [e for e in evaluations if not e.passed and e.severity.value != "WARN"]
             if failed:
                 bar.close()
                 for f in failed:
@@ -108,7 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             bar.update(1)
     store = TableStore(cfg.output_dir)
     print_summary(store, cfg, (first, last), timings)
-    print(f"asset checks: {checks_passed} passed, 0 failed")
+    print(f"asset checks: {checks_passed} passed, {checks_warned} warnings, 0 failed")
     print(
         f"\nDagster instance: {home} (runs, checks, lineage)\n"
         f"Open the UI:  DAGSTER_HOME={home} dagster dev   then http://127.0.0.1:3000"
@@ -116,8 +133,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+STAGE_KEYS = {
+    "ingest": ["raw_messages", "quarantine", "ingest_audit"],
+    "representations": [
+        "chunk_summaries",
+        "embedding_texts",
+        "session_enrichment",
+        "chunk_embeddings",
+    ],
+}
+
+
 def _stage_key(stage: str) -> list[str]:
-    return ["raw_messages", "quarantine", "ingest_audit"] if stage == "ingest" else [stage]
+    return STAGE_KEYS.get(stage, [stage])
 
 
 def _report_failure(result, stage: str) -> None:
@@ -137,7 +165,7 @@ def print_summary(store, cfg: PipelineConfig, span, timings: dict[str, float]) -
     """Rows per table and where they are: what a user wants after a run."""
     days = [span[0] + dt.timedelta(days=i) for i in range((span[1] - span[0]).days + 1)]
     rows = []
-    for table in ("raw_messages", "quarantine", "ingest_audit", "sessions", "chunks"):
+    for table in SUMMARY_TABLES:
         t = store.read(table, days)
         rows.append((table, t.num_rows, str(store.table_dir(table))))
     width = max(len(r[0]) for r in rows)
@@ -160,7 +188,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     store = TableStore(cfg.output_dir)
     print(f"output: {cfg.output_dir}")
     any_data = False
-    for table in ("raw_messages", "quarantine", "ingest_audit", "sessions", "chunks"):
+    for table in SUMMARY_TABLES:
         dates = store.dates(table)
         if not dates:
             print(f"{table:<14} not materialized")

@@ -22,6 +22,8 @@ from memory_pipeline.core.sources import READERS, SourceSpec
 from memory_pipeline.core.timeutil import zone
 
 ENV_PREFIX = "MEMORY_PIPELINE_"
+# the three search representations of a chunk (the LINE paper's)
+REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
 CONFIG_ENV = "MEMORY_PIPELINE_CONFIG"
 DEFAULT_CONFIG_NAME = "memory_pipeline.toml"
 
@@ -45,6 +47,12 @@ class PipelineConfig:
     chunk_stride: int = DEFAULT_STRIDE
     config_path: Path | None = None
     disabled_sources: tuple[str, ...] = field(default=())
+    dense_representations: tuple[str, ...] = REPRESENTATIONS
+
+    @property
+    def cache_path(self) -> Path:
+        """The content-addressed provider cache, shared by every partition and run."""
+        return self.output_dir / "cache" / "provider_cache.sqlite"
 
     @property
     def warehouse_path(self) -> Path:
@@ -225,6 +233,16 @@ def parse_config(
                 options=options,
             )
         )
+    reps = raw.get("representations", {})
+    dense_value = env.get(ENV_PREFIX + "DENSE_REPRESENTATIONS")
+    dense = (
+        [v.strip() for v in dense_value.split(",") if v.strip()]
+        if dense_value is not None
+        else reps.get("dense", list(REPRESENTATIONS))
+    )
+    if not isinstance(dense, list) or not set(dense) <= set(REPRESENTATIONS):
+        errors.append(f"[representations].dense: {dense!r} must be a subset of {REPRESENTATIONS}")
+        dense = list(REPRESENTATIONS)
     if enabled_names is not None and (missing := enabled_names - names):
         errors.append(f"{ENV_PREFIX}SOURCES names unknown sources {sorted(missing)}")
     if not specs and not errors:
@@ -244,6 +262,7 @@ def parse_config(
         chunk_stride=stride,
         config_path=Path(origin) if origin != "<config>" else None,
         disabled_sources=tuple(disabled),
+        dense_representations=tuple(r for r in REPRESENTATIONS if r in dense),
     )
 
 

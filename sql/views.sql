@@ -15,3 +15,15 @@ CREATE OR REPLACE VIEW sessions AS
 
 CREATE OR REPLACE VIEW chunks AS
   SELECT * FROM read_parquet('data/output/parquet/chunks/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE VIEW chunk_summaries AS
+  SELECT * FROM read_parquet('data/output/parquet/chunk_summaries/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE VIEW embedding_texts AS
+  SELECT * FROM read_parquet('data/output/parquet/embedding_texts/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE VIEW session_enrichment AS
+  SELECT * FROM read_parquet('data/output/parquet/session_enrichment/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE VIEW chunk_embeddings AS
+  SELECT * FROM read_parquet('data/output/parquet/chunk_embeddings/*.parquet', union_by_name = true);

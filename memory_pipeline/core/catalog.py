@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory_pipeline.core.schema import TABLES
+from memory_pipeline.core.schema import DYNAMIC_TABLES, TABLES
+
+ALL_TABLES = [*TABLES, *DYNAMIC_TABLES]
 
 DEFAULT_PARQUET_ROOT = "data/output/parquet"
 HEADER = (
@@ -20,7 +22,7 @@ HEADER = (
 
 def views_sql(parquet_root: str = DEFAULT_PARQUET_ROOT, tables: list[str] | None = None) -> str:
     """CREATE VIEW statements for ``tables`` (default: every table) under ``parquet_root``."""
-    names = list(TABLES) if tables is None else tables
+    names = ALL_TABLES if tables is None else tables
     stmts = [
         f"CREATE OR REPLACE VIEW {name} AS\n"
         f"  SELECT * FROM read_parquet('{parquet_root}/{name}/*.parquet', union_by_name = true);"
@@ -36,7 +38,7 @@ def refresh_catalog(db_path: Path, parquet_root: Path) -> list[str]:
     """
     import duckdb
 
-    present = [t for t in TABLES if any((parquet_root / t).glob("*.parquet"))]
+    present = [t for t in ALL_TABLES if any((parquet_root / t).glob("*.parquet"))]
     db_path.parent.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(str(db_path))
     try:
@@ -47,7 +49,7 @@ def refresh_catalog(db_path: Path, parquet_root: Path) -> list[str]:
                 "SELECT view_name FROM duckdb_views() WHERE NOT internal"
             ).fetchall()
         } - set(present)
-        for name in sorted(stale & set(TABLES)):
+        for name in sorted(stale & set(ALL_TABLES)):
             con.execute(f"DROP VIEW {name}")
     finally:
         con.close()

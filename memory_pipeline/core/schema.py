@@ -96,6 +96,63 @@ CHUNKS = pa.schema(
     ]
 )
 
+CHUNK_SUMMARIES = pa.schema(
+    [
+        ("chunk_id", pa.string()),
+        ("session_id", pa.string()),
+        ("local_date", pa.date32()),
+        ("lang", pa.string()),
+        ("summary", pa.string()),
+        ("method", pa.string()),  # "extractive" or "<provider>/<model>"
+        ("summary_length", pa.int32()),  # characters (ja) or words (en)
+        ("source_length", pa.int32()),  # the same unit over the chunk's text messages
+        ("within_target", pa.bool_()),
+        ("redactions", pa.int32()),  # placeholders inserted before the text left the machine
+        ("error", pa.string()),  # why a provider could not summarize (then summary is a fallback)
+    ]
+)
+
+EMBEDDING_TEXTS = pa.schema(
+    [
+        ("chunk_id", pa.string()),
+        ("local_date", pa.date32()),
+        ("lang", pa.string()),
+        ("embedding_text", pa.string()),
+        ("excerpt_chars", pa.int32()),
+    ]
+)
+
+SESSION_ENRICHMENT = pa.schema(
+    [
+        ("session_id", pa.string()),
+        ("local_date", pa.date32()),
+        ("lang", pa.string()),
+        ("title", pa.string()),
+        ("bullets", pa.list_(pa.string())),
+        ("method", pa.string()),
+    ]
+)
+
+
+def embeddings_schema(dim: int, provider: str = "", model: str = "") -> pa.Schema:
+    """chunk_embeddings: vectors as fixed-size lists; model and dimension also in metadata."""
+    return pa.schema(
+        [
+            ("chunk_id", pa.string()),
+            ("local_date", pa.date32()),
+            ("representation", pa.string()),  # raw_text | summary | embedding_text
+            ("provider", pa.string()),
+            ("model", pa.string()),
+            ("dim", pa.int32()),
+            ("vector", pa.list_(pa.float32(), dim)),
+            ("text_hash", pa.string()),
+            ("truncated", pa.bool_()),
+            ("error", pa.string()),
+        ],
+        metadata={"provider": provider, "model": model, "dim": str(dim)},
+    )
+
+
 # table name -> (schema, column holding the partition date)
 TABLES: dict[str, tuple[pa.Schema, str]] = {
     "raw_messages": (MESSAGES, "local_date"),
@@ -103,4 +160,10 @@ TABLES: dict[str, tuple[pa.Schema, str]] = {
     "ingest_audit": (INGEST_AUDIT, "partition_date"),
     "sessions": (SESSIONS, "local_date"),
     "chunks": (CHUNKS, "local_date"),
+    "chunk_summaries": (CHUNK_SUMMARIES, "local_date"),
+    "embedding_texts": (EMBEDDING_TEXTS, "local_date"),
+    "session_enrichment": (SESSION_ENRICHMENT, "local_date"),
 }
+
+# Tables whose schema depends on the run (vector dimension): stored as written.
+DYNAMIC_TABLES = ("chunk_embeddings",)

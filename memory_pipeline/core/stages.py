@@ -129,10 +129,12 @@ def build_chunks(
     """Chunks of the stored sessions of each of ``dates``."""
     days = sorted(set(dates))
     sessions = store.read("sessions", days)
-    if sessions.num_rows == 0:
-        return _split_by_date(chunk_sessions(sessions, sessions), "local_date", days)
-    first = pc.min(sessions.column("local_date")).as_py()
-    last = pc.max(sessions.column("end_local_date")).as_py()
+    messages = session_messages(store, sessions)
+    return _split_by_date(chunk_sessions(sessions, messages, size, stride), "local_date", days)
+
+
+def session_messages(store: TableStore, sessions: pa.Table) -> pa.Table:
+    """The stored messages of every day the given sessions span (a session may pass midnight)."""
     spans = {
         d
         for s, e in zip(
@@ -142,9 +144,7 @@ def build_chunks(
         )
         for d in _date_range(s, e)
     }
-    assert first in spans and last in spans
-    messages = store.read("raw_messages", sorted(spans))
-    return _split_by_date(chunk_sessions(sessions, messages, size, stride), "local_date", days)
+    return store.read("raw_messages", sorted(spans))
 
 
 def _date_range(lo: dt.date, hi: dt.date) -> list[dt.date]:

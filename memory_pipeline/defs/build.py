@@ -11,10 +11,28 @@ from memory_pipeline.defs.gx_checks import build_gx_checks
 from memory_pipeline.defs.ingest import AUDIT, QUARANTINE, RAW, build_ingest
 from memory_pipeline.defs.jobs import build_jobs
 from memory_pipeline.defs.partitions import daily_partitions
+from memory_pipeline.defs.providers import provider_resources
+from memory_pipeline.defs.representations import (
+    EMBEDDING_TEXTS,
+    EMBEDDINGS,
+    ENRICHMENT,
+    SUMMARIES,
+    build_representation_assets,
+)
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS, build_sessions_asset
 
-TABLE_KEYS = [RAW, QUARANTINE, AUDIT, SESSIONS, CHUNKS]
+TABLE_KEYS = [
+    RAW,
+    QUARANTINE,
+    AUDIT,
+    SESSIONS,
+    CHUNKS,
+    SUMMARIES,
+    EMBEDDING_TEXTS,
+    ENRICHMENT,
+    EMBEDDINGS,
+]
 
 
 def build_assets(cfg: PipelineConfig) -> list[dg.AssetsDefinition]:
@@ -24,6 +42,7 @@ def build_assets(cfg: PipelineConfig) -> list[dg.AssetsDefinition]:
         build_ingest(parts),
         build_sessions_asset(parts),
         build_chunks_asset(parts),
+        *build_representation_assets(parts),
         build_catalog_asset(TABLE_KEYS),
     ]
 
@@ -40,6 +59,7 @@ def build_definitions(cfg: PipelineConfig, config_file: str | None = None) -> dg
         resources={
             "pipeline": PipelineResource(
                 config_file=config_file or (str(cfg.config_path) if cfg.config_path else None)
-            )
+            ),
+            **provider_resources(),
         },
     )

@@ -22,8 +22,8 @@ def build_jobs(cfg: PipelineConfig) -> tuple[list, list[dg.ScheduleDefinition]]:
     """The partitioned pipeline job, the catalog job and the nightly schedule."""
     daily = dg.define_asset_job(
         INGEST_JOB,
-        selection=dg.AssetSelection.groups("ingest"),
-        description="raw_messages -> sessions -> chunks for a date range.",
+        selection=dg.AssetSelection.groups("ingest", "representations"),
+        description="raw_messages -> sessions -> chunks -> representations for a date range.",
     )
     catalog = dg.define_asset_job(CATALOG_JOB, selection=dg.AssetSelection.groups("catalog"))
 

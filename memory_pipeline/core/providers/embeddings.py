@@ -432,6 +432,12 @@ def load_sentence_transformer(model_name: str, device: str = "cpu", threads: int
 
             if threads:
                 torch.set_num_threads(threads)
+            try:  # no "Loading weights" bar in pipeline output; logs stay quiet
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
+            except ImportError:  # pragma: no cover - transformers comes with the model
+                pass
             model = SentenceTransformer(path, device=device)
             _MODEL_CACHE[key] = model
     return model

@@ -1,0 +1,133 @@
+"""Provider resources: which summarizer and embedder the representation assets use.
+
+Offline by default (extractive summaries, local MiniLM vectors). A remote provider is an
+explicit choice — ``MEMORY_PIPELINE_SUMMARIZER=openai`` / ``MEMORY_PIPELINE_EMBEDDER=openai|voyage``
+plus its key — never a side effect of an API key that happens to be in the environment,
+because it sends chat text off the machine. Secrets reach the resources as ``EnvVar``s.
+"""
+
+import os
+from collections.abc import Mapping
+
+import dagster as dg
+
+from memory_pipeline.core.providers.base import Embedder, Summarizer
+
+# Every remote call goes through this pool, so concurrent runs cannot multiply the rate.
+PROVIDER_POOL = "provider_api"
+
+DEFAULT_MODELS = {
+    "local": "all-MiniLM-L6-v2",
+    "openai": "text-embedding-3-small",
+    "voyage": "voyage-3.5",
+}
+DEFAULT_LLM = "gpt-4o-mini"
+
+
+class EmbeddingResource(dg.ConfigurableResource):
+    """Dense vectors: ``local`` (sentence-transformers, offline), ``openai`` or ``voyage``."""
+
+    provider: str = "local"
+    model: str | None = None
+    dimensions: int | None = None
+    api_key: str | None = None
+    base_url: str | None = None
+    batch_size: int = 32
+    redact: bool | None = None  # None: on for remote providers, off for local
+    timeout_seconds: float = 60.0
+
+    def build(self) -> Embedder:
+        from memory_pipeline.core.providers import embeddings as E
+
+        model = self.model or DEFAULT_MODELS.get(self.provider)
+        if self.provider == "local":
+            return E.LocalEmbedder(model_name=model, batch_size=self.batch_size)
+        if not self.api_key:
+            raise dg.Failure(f"embedding provider {self.provider!r} needs an API key")
+        if self.provider == "openai":
+            return E.OpenAIEmbedder(
+                model=model,
+                dimensions=self.dimensions,
+                api_key=self.api_key,
+                base_url=self.base_url,
+                timeout=self.timeout_seconds,
+            )
+        if self.provider == "voyage":
+            return E.VoyageEmbedder(
+                model=model,
+                api_key=self.api_key,
+                base_url=self.base_url,
+                timeout=self.timeout_seconds,
+            )
+        raise dg.Failure(f"unknown embedding provider {self.provider!r} (local, openai, voyage)")
+
+    @property
+    def redacts(self) -> bool:
+        return self.provider != "local" if self.redact is None else self.redact
+
+
+class SummarizerResource(dg.ConfigurableResource):
+    """Chunk summaries: ``extractive`` (offline, deterministic) or ``openai`` (any
+    OpenAI-compatible endpoint via ``base_url``)."""
+
+    provider: str = "extractive"
+    model: str | None = None
+    api_key: str | None = None
+    base_url: str | None = None
+    temperature: float = 0.0
+    timeout_seconds: float = 60.0
+    redact: bool | None = None
+
+    def build(self) -> Summarizer | None:
+        """None means the built-in extractive summarizer."""
+        if self.provider == "extractive":
+            return None
+        if self.provider != "openai":
+            raise dg.Failure(f"unknown summarizer {self.provider!r} (extractive, openai)")
+        if not self.api_key:
+            raise dg.Failure("summarizer 'openai' needs an API key")
+        from memory_pipeline.core.providers.llm import OpenAICompatibleSummarizer
+
+        return OpenAICompatibleSummarizer(
+            model=self.model or DEFAULT_LLM,
+            api_key=self.api_key,
+            base_url=self.base_url,
+            temperature=self.temperature,
+            timeout=self.timeout_seconds,
+        )
+
+    @property
+    def redacts(self) -> bool:
+        return self.provider != "extractive" if self.redact is None else self.redact
+
+
+def _redact_flag(env: Mapping[str, str]) -> bool | None:
+    value = env.get("MEMORY_PIPELINE_REDACT", "auto").strip().lower()
+    return None if value == "auto" else value in {"1", "true", "on", "yes"}
+
+
+def provider_resources(env: Mapping[str, str] | None = None) -> dict[str, dg.ConfigurableResource]:
+    """Resources from the environment (see README, "Providers")."""
+    env = os.environ if env is None else env
+    embedder = env.get("MEMORY_PIPELINE_EMBEDDER", "local").strip().lower()
+    summarizer = env.get("MEMORY_PIPELINE_SUMMARIZER", "extractive").strip().lower()
+    key_var = {"openai": "OPENAI_API_KEY", "voyage": "VOYAGE_API_KEY"}.get(embedder)
+    base_var = {"openai": "OPENAI_BASE_URL", "voyage": "VOYAGE_BASE_URL"}.get(embedder)
+    dims = env.get("MEMORY_PIPELINE_EMBEDDING_DIMENSIONS")
+    return {
+        "embedder": EmbeddingResource(
+            provider=embedder,
+            model=env.get("MEMORY_PIPELINE_EMBEDDING_MODEL") or None,
+            dimensions=int(dims) if dims else None,
+            api_key=dg.EnvVar(key_var) if key_var else None,
+            base_url=env.get(base_var) if base_var else None,
+            redact=_redact_flag(env),
+        ),
+        "summarizer": SummarizerResource(
+            provider=summarizer,
+            model=env.get("MEMORY_PIPELINE_LLM_MODEL") or None,
+            api_key=dg.EnvVar("OPENAI_API_KEY") if summarizer == "openai" else None,
+            base_url=env.get("MEMORY_PIPELINE_LLM_BASE_URL") or env.get("OPENAI_BASE_URL"),
+            redact=_redact_flag(env),
+        ),
+    }
