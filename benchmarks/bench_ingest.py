@@ -266,6 +266,7 @@ def child_dagster(config: Path, out_dir: Path) -> dict[str, Any]:
     from memory_pipeline.core.storage import TableStore
     from memory_pipeline.defs.build import build_assets
     from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
+    from memory_pipeline.defs.providers import provider_resources
     from memory_pipeline.defs.resources import PipelineResource
 
     pipeline = PipelineResource(config_file=str(config), output_dir=str(out_dir))
@@ -284,7 +285,7 @@ def child_dagster(config: Path, out_dir: Path) -> dict[str, Any]:
             res = dg.materialize(
                 assets,
                 selection=keys,
-                resources={"pipeline": pipeline},
+                resources={"pipeline": pipeline, **provider_resources(env={})},
                 instance=instance,
                 run_config=QUIET,
                 tags=tags,

@@ -90,7 +90,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     tags = {RANGE_START: first.isoformat(), RANGE_END: last.isoformat()}
     timings = {}
     checks_passed = checks_warned = 0
-    selection = [name for name, _ in STAGES] + ["representations", "warehouse"]
+    selection = [name for name, _ in STAGES] + ["representations", "indexes", "warehouse"]
     with tqdm(total=len(selection), unit="stage", disable=args.quiet) as bar:
         for stage in selection:
             bar.set_description(stage)
@@ -100,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 selection=_stage_key(stage),
                 instance=instance,
                 resources={"pipeline": resource, **provider_resources()},
-                tags=tags if stage != "warehouse" else {},
+                tags=tags if stage not in ("indexes", "warehouse") else {},
                 raise_on_error=False,
                 run_config=QUIET_RUN,
             )
@@ -134,6 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 STAGE_KEYS = {
+    "indexes": ["bm25_index", "vector_index", "time_metadata"],
     "ingest": ["raw_messages", "quarantine", "ingest_audit"],
     "representations": [
         "chunk_summaries",
@@ -227,6 +228,54 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0 if ok_all else 1
 
 
+def cmd_search(args: argparse.Namespace) -> int:
+    import json
+
+    from memory_pipeline import search
+    from memory_pipeline.core.searcher import IndexNotBuilt
+
+    as_of = dt.datetime.fromisoformat(args.as_of) if args.as_of else None
+    try:
+        result = search(
+            args.query,
+            args.k,
+            config=args.config,
+            contact=args.contact,
+            conversation=args.conversation,
+            as_of=as_of,
+            mode=args.mode,
+            fusion=args.fusion,
+        )
+    except IndexNotBuilt as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=1, default=str))
+        return 0
+    filters = ", ".join(
+        f"{f['field']} {f['op']} {f.get('value') or ''}{f.get('start') or ''}"
+        f"{'..' + str(f['end']) if f.get('end') else ''}"
+        for f in result.filters
+    )
+    print(
+        f"query: {result.query!r}  [{result.kind}, {result.mode}]"
+        + (f"  filters: {filters}" if filters else "")
+    )
+    for note in result.notes:
+        print(f"  note: {note}")
+    if not result.chunks:
+        print("no results")
+    for hit in result.chunks:
+        print(
+            f"\n{hit.rank}. {hit.contact_id} · {hit.start} → {hit.end} · "
+            f"score {hit.score:.4f} · session {hit.session_id}"
+        )
+        for h in hit.highlights:
+            text = h.text if len(h.text) <= 160 else h.text[:157] + "…"
+            print(f"   [{h.local_ts}] {h.sender}: {text}   ({h.source_ref})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memory-pipeline", description=__doc__)
     parser.add_argument(
@@ -240,6 +289,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     status = sub.add_parser("status", help="partitions, row counts and checks of the outputs")
     status.set_defaults(func=cmd_status)
+    search = sub.add_parser("search", help="search the published memory")
+    search.add_argument("query")
+    search.add_argument("--k", type=int, default=5)
+    search.add_argument("--json", action="store_true", help="machine-readable output")
+    search.add_argument("--mode", choices=["bm25", "dense", "hybrid"], default="hybrid")
+    search.add_argument("--fusion", choices=["rrf", "linear"], default="rrf")
+    search.add_argument("--contact", help="only conversations with this contact_id")
+    search.add_argument("--conversation", help="only this conversation_id")
+    search.add_argument("--as-of", help="reference time for 'yesterday', 'last Tuesday' (ISO)")
+    search.set_defaults(func=cmd_search)
     return parser
 
 

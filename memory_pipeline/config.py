@@ -48,6 +48,8 @@ class PipelineConfig:
     config_path: Path | None = None
     disabled_sources: tuple[str, ...] = field(default=())
     dense_representations: tuple[str, ...] = REPRESENTATIONS
+    tokenizer: str = "auto"  # BM25 analyzer: auto | sudachi | regex | cjk_bigram | english
+    hnsw_threshold: int = 50_000  # exact dense search below this many vectors, HNSW above
 
     @property
     def cache_path(self) -> Path:
@@ -243,6 +245,15 @@ def parse_config(
     if not isinstance(dense, list) or not set(dense) <= set(REPRESENTATIONS):
         errors.append(f"[representations].dense: {dense!r} must be a subset of {REPRESENTATIONS}")
         dense = list(REPRESENTATIONS)
+    retrieval = raw.get("retrieval", {})
+    tokenizer = str(env.get(ENV_PREFIX + "TOKENIZER", retrieval.get("tokenizer", "auto")))
+    if tokenizer not in {"auto", "sudachi", "regex", "cjk_bigram", "english"}:
+        errors.append(f"[retrieval].tokenizer: {tokenizer!r} is not a known tokenizer")
+    try:
+        hnsw_threshold = int(retrieval.get("hnsw_threshold", 50_000))
+    except (TypeError, ValueError):
+        errors.append("[retrieval].hnsw_threshold: must be an integer")
+        hnsw_threshold = 50_000
     if enabled_names is not None and (missing := enabled_names - names):
         errors.append(f"{ENV_PREFIX}SOURCES names unknown sources {sorted(missing)}")
     if not specs and not errors:
@@ -263,6 +274,8 @@ def parse_config(
         config_path=Path(origin) if origin != "<config>" else None,
         disabled_sources=tuple(disabled),
         dense_representations=tuple(r for r in REPRESENTATIONS if r in dense),
+        tokenizer=tokenizer,
+        hnsw_threshold=hnsw_threshold,
     )
 
 

@@ -31,6 +31,16 @@ ID_COLUMNS = {
     "session_enrichment": "session_id",
 }
 REPRESENTATION_KEYS = ["chunk_summaries", "embedding_texts", "session_enrichment"]
+INDEX_KEYS = ["bm25_index", "vector_index", "time_metadata"]
+
+
+def build_all(runner: Runner, days: list[dt.date]) -> None:
+    """Every stage in dependency order, each as one run over ``days``, then the indexes."""
+    for keys in (INGEST_KEYS, ["sessions"], ["chunks"], REPRESENTATION_KEYS, ["chunk_embeddings"]):
+        runner.run(keys, days)
+    runner.run(INDEX_KEYS, [])
+
+
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
@@ -60,7 +70,9 @@ class Runner:
     ) -> dg.ExecuteInProcessResult:
         """One run over a date range (single-run backfill) or one date."""
         days = sorted(dates)
-        if len(days) == 1:
+        if not days:  # unpartitioned assets (indexes, warehouse)
+            extra = {}
+        elif len(days) == 1:
             extra = {"partition_key": days[0].isoformat()}
         else:
             extra = {"tags": {RANGE_START: days[0].isoformat(), RANGE_END: days[-1].isoformat()}}

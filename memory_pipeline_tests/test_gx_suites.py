@@ -157,7 +157,7 @@ def test_gx_check_fails_and_names_the_partition(built, tmp_path):
         [*runner.assets, *checks],
         selection=dg.AssetSelection.checks(chunk_check),
         tags={RANGE_START: DAYS[0].isoformat(), RANGE_END: DAYS[-1].isoformat()},
-        resources={"pipeline": runner.resource},
+        resources={"pipeline": runner.resource, **runner.providers},
         run_config=QUIET,
     )
     (e,) = result.get_asset_check_evaluations()

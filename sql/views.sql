@@ -27,3 +27,12 @@ CREATE OR REPLACE VIEW session_enrichment AS
 
 CREATE OR REPLACE VIEW chunk_embeddings AS
   SELECT * FROM read_parquet('data/output/parquet/chunk_embeddings/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE VIEW bm25_postings AS
+  SELECT * FROM read_parquet('data/output/parquet/bm25_postings/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE VIEW session_meta AS
+  SELECT * FROM read_parquet('data/output/parquet/session_meta/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE VIEW message_meta AS
+  SELECT * FROM read_parquet('data/output/parquet/message_meta/*.parquet', union_by_name = true);

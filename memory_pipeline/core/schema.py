@@ -166,4 +166,4 @@ TABLES: dict[str, tuple[pa.Schema, str]] = {
 }
 
 # Tables whose schema depends on the run (vector dimension): stored as written.
-DYNAMIC_TABLES = ("chunk_embeddings",)
+DYNAMIC_TABLES = ("chunk_embeddings", "bm25_postings", "session_meta", "message_meta")

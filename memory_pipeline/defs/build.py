@@ -8,6 +8,7 @@ from memory_pipeline.config import PipelineConfig
 from memory_pipeline.defs.catalog import build_catalog_asset
 from memory_pipeline.defs.chunks import CHUNKS, build_chunks_asset
 from memory_pipeline.defs.gx_checks import build_gx_checks
+from memory_pipeline.defs.indexes import BM25, TIME_META, search_indexes
 from memory_pipeline.defs.ingest import AUDIT, QUARANTINE, RAW, build_ingest
 from memory_pipeline.defs.jobs import build_jobs
 from memory_pipeline.defs.partitions import daily_partitions
@@ -32,6 +33,8 @@ TABLE_KEYS = [
     EMBEDDING_TEXTS,
     ENRICHMENT,
     EMBEDDINGS,
+    BM25,
+    TIME_META,
 ]
 
 
@@ -43,6 +46,7 @@ def build_assets(cfg: PipelineConfig) -> list[dg.AssetsDefinition]:
         build_sessions_asset(parts),
         build_chunks_asset(parts),
         *build_representation_assets(parts),
+        search_indexes,
         build_catalog_asset(TABLE_KEYS),
     ]
 

@@ -25,7 +25,11 @@ def build_jobs(cfg: PipelineConfig) -> tuple[list, list[dg.ScheduleDefinition]]:
         selection=dg.AssetSelection.groups("ingest", "representations"),
         description="raw_messages -> sessions -> chunks -> representations for a date range.",
     )
-    catalog = dg.define_asset_job(CATALOG_JOB, selection=dg.AssetSelection.groups("catalog"))
+    catalog = dg.define_asset_job(
+        CATALOG_JOB,
+        selection=dg.AssetSelection.groups("indexes", "catalog"),
+        description="Rebuild the search indexes over all partitions and refresh the DuckDB views.",
+    )
 
     @dg.schedule(job=daily, cron_schedule="0 3 * * *", execution_timezone=cfg.timezone)
     def nightly(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:

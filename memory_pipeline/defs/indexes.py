@@ -1,0 +1,138 @@
+"""bm25_index, vector_index, time_metadata: the published search indexes.
+
+Unpartitioned: BM25 weights depend on the whole corpus, so the indexes are rebuilt over all
+chunk partitions (not appended). One op builds a new index version and publishes it
+atomically, so the three always describe the same snapshot.
+"""
+
+import dagster as dg
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from memory_pipeline.core.bm25 import Bm25Index
+from memory_pipeline.core.indexes import (
+    build_bm25,
+    build_dense,
+    index_root,
+    new_version,
+    publish,
+    representation_table,
+)
+from memory_pipeline.core.retrieval import message_metadata, session_metadata
+from memory_pipeline.defs.chunks import CHUNKS
+from memory_pipeline.defs.ingest import RAW, _check
+from memory_pipeline.defs.representations import EMBEDDING_TEXTS, EMBEDDINGS, SUMMARIES
+from memory_pipeline.defs.resources import PipelineResource
+from memory_pipeline.defs.sessions import SESSIONS
+
+BM25 = dg.AssetKey("bm25_index")
+VECTORS = dg.AssetKey("vector_index")
+TIME_META = dg.AssetKey("time_metadata")
+
+CHECK_BM25_COVERS = "covers_every_chunk_nonempty_vocabulary"
+CHECK_POSTINGS = "postings_consistent_with_bm25s"
+CHECK_VECTORS = "vector_count_equals_vectors"
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            BM25,
+            deps=[CHUNKS, SUMMARIES, EMBEDDING_TEXTS],
+            description="bm25s index per representation + postings table (token, chunk, score).",
+        ),
+        dg.AssetSpec(
+            VECTORS, deps=[EMBEDDINGS], description="Dense matrices (+ HNSW above a size)."
+        ),
+        dg.AssetSpec(
+            TIME_META,
+            deps=[SESSIONS, RAW],
+            description="Per session and message: session index, response index, speaker, "
+            "day name, ISO week, date, time (for time filters).",
+        ),
+    ],
+    check_specs=[
+        dg.AssetCheckSpec(CHECK_BM25_COVERS, asset=BM25, blocking=True),
+        dg.AssetCheckSpec(CHECK_POSTINGS, asset=BM25, blocking=True),
+        dg.AssetCheckSpec(CHECK_VECTORS, asset=VECTORS, blocking=True),
+    ],
+    group_name="indexes",
+    name="search_indexes",
+)
+def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource):
+    cfg, store = pipeline.cfg, pipeline.store
+    chunks = store.read("chunks")
+    reps = representation_table(
+        chunks, store.read("chunk_summaries"), store.read("embedding_texts")
+    )
+    root = index_root(cfg.output_dir)
+    version = new_version(root)
+    bm25 = build_bm25(reps, version, cfg.tokenizer)
+    embeddings = store.read("chunk_embeddings") if store.dates("chunk_embeddings") else None
+    dense = build_dense(embeddings, version, cfg.hnsw_threshold) if embeddings is not None else {}
+    sessions = store.read("sessions")
+    smeta = session_metadata(sessions)
+    mmeta = message_metadata(store.read("raw_messages"), sessions, smeta)
+    pq.write_table(smeta, version / "session_meta.parquet")
+    pq.write_table(mmeta, version / "message_meta.parquet")
+    # checks on the new version before it becomes visible
+    n = chunks.num_rows
+    covers = all(bm25.stats[f"{r}_docs"] == n for r in reps)
+    vocab_ok = all(bm25.stats[f"{r}_vocabulary"] > 0 for r in reps) or n == 0
+    consistent, detail = _postings_agree(version, bm25.postings)
+    valid_vectors = 0
+    if embeddings is not None:
+        valid_vectors = embeddings.num_rows - embeddings.column("vector").null_count
+    indexed = sum(v for k, v in dense.items() if k.endswith("_vectors"))
+    ok = covers and vocab_ok and consistent and indexed == valid_vectors
+    if ok:
+        publish(root, version)
+        store.write("bm25_postings", bm25.postings)
+        store.write("session_meta", smeta)
+        store.write("message_meta", mmeta)
+    context.log.info(
+        f"search_indexes: version {version.name} {'published' if ok else 'NOT published'}"
+    )
+    yield dg.MaterializeResult(asset_key=BM25, metadata={**bm25.stats, "version": version.name})
+    yield dg.MaterializeResult(asset_key=VECTORS, metadata={**dense, "version": version.name})
+    yield dg.MaterializeResult(
+        asset_key=TIME_META, metadata={"sessions": smeta.num_rows, "messages": mmeta.num_rows}
+    )
+    yield _check(BM25, CHECK_BM25_COVERS, (covers and vocab_ok, {"chunks": n, **bm25.stats}))
+    yield _check(BM25, CHECK_POSTINGS, (consistent, detail))
+    yield _check(
+        VECTORS,
+        CHECK_VECTORS,
+        (indexed == valid_vectors, {"indexed": indexed, "vectors": valid_vectors}),
+    )
+
+
+def _postings_agree(version, postings, samples: int = 20) -> tuple[bool, dict]:
+    """Sum of postings per chunk equals bm25s's score, for sample queries made of real tokens."""
+    worst = 0.0
+    checked = 0
+    for rep in ("raw_text", "summary", "embedding_text"):
+        index = Bm25Index.load(version / "bm25" / rep)
+        part = postings.filter(pc.equal(postings.column("representation"), rep))
+        if part.num_rows == 0:
+            continue
+        tokens = part.column("token").to_pylist()
+        rng = np.random.default_rng(0)
+        for _ in range(samples):
+            query = [tokens[i] for i in rng.integers(0, len(tokens), size=3)]
+            expected = dict(index._rank(query, len(index.doc_ids)))
+            sub = part.filter(pc.is_in(part.column("token"), value_set=pa.array(query)))
+            got: dict[str, float] = {}
+            for tok, cid, score in zip(
+                sub.column("token").to_pylist(),
+                sub.column("chunk_id").to_pylist(),
+                sub.column("score").to_pylist(),
+                strict=True,
+            ):
+                got[cid] = got.get(cid, 0.0) + score * query.count(tok)
+            for cid, score in expected.items():
+                worst = max(worst, abs(got.get(cid, 0.0) - score))
+            checked += 1
+    return worst < 1e-3, {"queries_checked": checked, "max_abs_difference": float(worst)}

@@ -1,0 +1,143 @@
+"""Search over the published sample: API, CLI, SQL files, time queries, atomic publishing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+import memory_pipeline
+from memory_pipeline import cli
+from memory_pipeline.core.bm25 import query_tokens
+from memory_pipeline.core.catalog import refresh_catalog
+from memory_pipeline.core.indexes import current_version, index_root, new_version
+from memory_pipeline.core.retrieval import fold, linear_fusion, minmax, rrf
+from memory_pipeline_tests.pipeline_helpers import Runner, build_all
+
+ROOT = Path(__file__).resolve().parents[1]
+DAYS = [dt.date(2024, 3, 1) + dt.timedelta(days=i) for i in range(14)]
+SQL = ROOT / "sql"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Runner:
+    out = tmp_path_factory.mktemp("search") / "out"
+    runner = Runner(ROOT / "memory_pipeline.toml", out)
+    build_all(runner, DAYS)
+    refresh_catalog(out / "warehouse.duckdb", out / "parquet")
+    return runner
+
+
+def test_fusion_by_hand():
+    bm25 = [("a", 10.0), ("b", 5.0), ("c", 0.0)]
+    dense = [("b", 0.9), ("d", 0.5)]
+    assert minmax(bm25) == {"a": 1.0, "b": 0.5, "c": 0.0}
+    # beta 0.5: a = .5*1 + .5*0 = .5 ; b = .5*.5 + .5*1 = .75 ; d = .5*0 + .5*0 = 0 ; c = 0
+    assert linear_fusion(bm25, dense, 0.5) == [("b", 0.75), ("a", 0.5), ("c", 0.0), ("d", 0.0)]
+    assert [d for d, _ in linear_fusion(bm25, dense, 1.0)][:2] == ["a", "b"]
+    assert [d for d, _ in linear_fusion(bm25, dense, 0.0)][:2] == ["b", "a"]
+    # rrf k=60: b = 1/62 + 1/61, a = 1/61, d = 1/62, c = 1/63
+    fused = dict(rrf([bm25, dense], k=60))
+    assert fused["b"] == pytest.approx(1 / 62 + 1 / 61)
+    assert [d for d, _ in rrf([bm25, dense], k=60)] == ["b", "a", "d", "c"]
+    assert fold([("x1", 3.0), ("y1", 2.0), ("x2", 1.0)], {"x1": "X", "x2": "X", "y1": "Y"}) == [
+        ("X", 3.0),
+        ("Y", 2.0),
+    ]
+    with pytest.raises(ValueError):
+        linear_fusion(bm25, dense, 1.5)
+
+
+def test_content_query_finds_the_dog_shelter(built: Runner):
+    result = memory_pipeline.search(
+        "what did Maria say about the dog shelter?", k=3, output_dir=built.store.root
+    )
+    assert result.kind == "content_only"
+    top = result.chunks[0]
+    assert top.contact_id == "Maria"
+    assert any("shelter" in h.text for h in top.highlights)
+    assert all(h.source_ref for h in top.highlights)
+    assert result.sessions and result.sessions[0].session_id == top.session_id
+
+
+def test_japanese_time_only_query(built: Runner):
+    result = memory_pipeline.search(
+        "先週の火曜日に何を話した？",
+        k=10,
+        output_dir=built.store.root,
+        as_of=dt.datetime(2024, 3, 13, 12, 0),
+    )
+    assert result.kind == "time_only"
+    assert result.chunks
+    assert all(h.start.startswith("2024-03-05") for h in result.chunks)
+    starts = [h.start for h in result.chunks]
+    assert starts == sorted(starts)  # chronological
+
+
+def test_scope_filter(built: Runner):
+    result = memory_pipeline.search("shelter", k=10, output_dir=built.store.root, contact="健太")
+    assert all(h.contact_id == "健太" for h in result.chunks)
+
+
+def test_bm25_sql_returns_the_same_top_results_as_the_api(built: Runner):
+    s = memory_pipeline.searcher(output_dir=built.store.root)
+    con = duckdb.connect(str(built.store.root / "warehouse.duckdb"), read_only=True)
+    sql = (SQL / "bm25_search.sql").read_text(encoding="utf-8")
+    for query in ["dog shelter blankets", "京都 旅行 新幹線", "引っ越し の 日", "Kyoto ryokan"]:
+        for rep in ("raw_text", "summary", "embedding_text"):
+            api = s.search(query, 5, mode="bm25", bm25_rep=rep, use_time=False, highlights=0)
+            tokens = query_tokens(s.bm25[rep], query)
+            rows = con.execute(sql, {"tokens": tokens, "representation": rep, "k": 5}).fetchall()
+            assert [r[0] for r in rows] == [h.chunk_id for h in api.chunks], (query, rep)
+            assert np.allclose([r[1] for r in rows], [h.score for h in api.chunks], atol=1e-4)
+    con.close()
+
+
+def test_vector_sql_returns_the_same_top_results_as_the_api(built: Runner):
+    s = memory_pipeline.searcher(output_dir=built.store.root)
+    con = duckdb.connect(str(built.store.root / "warehouse.duckdb"), read_only=True)
+    sql = (SQL / "vector_search.sql").read_text(encoding="utf-8")
+    for query in ["adopting a dog", "birthday present for Misaki", "train tickets to Kyoto"]:
+        for rep in ("summary", "embedding_text"):
+            api = s.search(query, 5, mode="dense", dense_rep=rep, use_time=False, highlights=0)
+            vec = s.embed_query(query, rep)
+            rows = con.execute(
+                sql, {"query_vector": vec.tolist(), "representation": rep, "k": 5}
+            ).fetchall()
+            assert [r[0] for r in rows] == [h.chunk_id for h in api.chunks], (query, rep)
+    con.close()
+
+
+def test_cli_search_json(built: Runner, capsys, tmp_path):
+    config = tmp_path / "memory_pipeline.toml"
+    text = (ROOT / "memory_pipeline.toml").read_text(encoding="utf-8")
+    text = text.replace('output_dir = "data/output"', f'output_dir = "{built.store.root}"')
+    text = text.replace('path = "data/sample/', f'path = "{ROOT}/data/sample/')
+    config.write_text(text, encoding="utf-8")
+    assert cli.main(["--config", str(config), "search", "Kyoto ryokan", "--k", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["chunks"]) == 2 and data["chunks"][0]["highlights"]
+    assert cli.main(["--config", str(config), "search", "Kyoto ryokan", "--k", "1"]) == 0
+    assert "Kyoto" in capsys.readouterr().out
+
+
+def test_readers_see_the_published_version_only(built: Runner):
+    out = built.store.root
+    before = current_version(out)
+    half_built = new_version(index_root(out))  # a run writing its next version
+    (half_built / "bm25").mkdir()
+    assert current_version(out) == before
+    s = memory_pipeline.searcher(output_dir=out)
+    assert s.version == before
+    assert s.search("Kyoto", 1).chunks
+
+
+def test_search_before_any_run_is_a_clear_error(tmp_path):
+    from memory_pipeline.core.searcher import IndexNotBuilt
+
+    with pytest.raises(IndexNotBuilt, match="memory-pipeline run"):
+        memory_pipeline.search("anything", output_dir=tmp_path)
