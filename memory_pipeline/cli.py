@@ -90,7 +90,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     tags = {RANGE_START: first.isoformat(), RANGE_END: last.isoformat()}
     timings = {}
     checks_passed = checks_warned = 0
-    selection = [name for name, _ in STAGES] + ["representations", "indexes", "warehouse"]
+    selection = [name for name, _ in STAGES] + [
+        "representations",
+        "indexes",
+        "evaluation",
+        "warehouse",
+    ]
     with tqdm(total=len(selection), unit="stage", disable=args.quiet) as bar:
         for stage in selection:
             bar.set_description(stage)
@@ -100,7 +105,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 selection=_stage_key(stage),
                 instance=instance,
                 resources={"pipeline": resource, **provider_resources()},
-                tags=tags if stage not in ("indexes", "warehouse") else {},
+                tags=tags if stage not in ("indexes", "evaluation", "warehouse") else {},
                 raise_on_error=False,
                 run_config=QUIET_RUN,
             )
@@ -276,6 +281,25 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from memory_pipeline.eval_runner import evaluate_locomo
+
+    locomo = Path(args.locomo).resolve()
+    if not locomo.is_file():
+        print(f"error: LoCoMo file not found: {locomo}", file=sys.stderr)
+        return 2
+    out = Path(args.out).resolve()
+    t0 = time.perf_counter()
+    meta = evaluate_locomo(locomo, out, resamples=args.resamples, seed=args.seed)
+    print(f"\nselected on dev: {meta['selected_config']}  ({meta['selection_metric']})")
+    print(f"questions: {meta['questions']}, configurations swept: {meta['configurations']}")
+    print(f"tables: {out / 'tables'}   duckdb: {out / 'evaluation.duckdb'}")
+    if "report_html" in meta:
+        print(f"report: {meta['report_html']}  (and {meta['report_md']})")
+    print(f"done in {time.perf_counter() - t0:.0f}s")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memory-pipeline", description=__doc__)
     parser.add_argument(
@@ -299,6 +323,16 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--conversation", help="only this conversation_id")
     search.add_argument("--as-of", help="reference time for 'yesterday', 'last Tuesday' (ISO)")
     search.set_defaults(func=cmd_search)
+    ev = sub.add_parser("eval", help="score the retrievers on LoCoMo; tables + HTML report")
+    ev.add_argument(
+        "--locomo",
+        default="../shared/data/locomo/locomo_dev.json",
+        help="a JSON file in LoCoMo's format (evaluation only: CC BY-NC)",
+    )
+    ev.add_argument("--out", default="data/eval/locomo", help="where tables and report go")
+    ev.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.set_defaults(func=cmd_eval)
     return parser
 
 

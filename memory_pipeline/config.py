@@ -50,6 +50,8 @@ class PipelineConfig:
     dense_representations: tuple[str, ...] = REPRESENTATIONS
     tokenizer: str = "auto"  # BM25 analyzer: auto | sudachi | regex | cjk_bigram | english
     hnsw_threshold: int = 50_000  # exact dense search below this many vectors, HNSW above
+    eval_questions: Path | None = None  # the user's labelled JSONL questions
+    eval_locomo: Path | None = None  # a LoCoMo-format file to benchmark against
 
     @property
     def cache_path(self) -> Path:
@@ -254,6 +256,13 @@ def parse_config(
     except (TypeError, ValueError):
         errors.append("[retrieval].hnsw_threshold: must be an integer")
         hnsw_threshold = 50_000
+    evaluation = raw.get("evaluation", {})
+    eval_paths: dict[str, Path | None] = {}
+    for key in ("questions", "locomo"):
+        value = env.get(f"{ENV_PREFIX}EVAL_{key.upper()}", evaluation.get(key))
+        eval_paths[key] = (base_dir / str(value)).resolve() if value else None
+        if eval_paths[key] is not None and not eval_paths[key].is_file():
+            errors.append(f"[evaluation].{key}: {eval_paths[key]} is not a file")
     if enabled_names is not None and (missing := enabled_names - names):
         errors.append(f"{ENV_PREFIX}SOURCES names unknown sources {sorted(missing)}")
     if not specs and not errors:
@@ -276,6 +285,8 @@ def parse_config(
         dense_representations=tuple(r for r in REPRESENTATIONS if r in dense),
         tokenizer=tokenizer,
         hnsw_threshold=hnsw_threshold,
+        eval_questions=eval_paths["questions"],
+        eval_locomo=eval_paths["locomo"],
     )
 
 

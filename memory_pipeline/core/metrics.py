@@ -317,9 +317,10 @@ def summarize(
     """Macro-average an :func:`evaluate_run` table per group of ``by`` and overall.
 
     Columns: the ``by`` columns (``"all"`` in the overall rows, which average all questions, not
-    the group means), metric, k, mean (null when no
-    question has a value), n (questions averaged), n_excluded (questions without gold), and
-    with ``ci=True`` a percentile-bootstrap interval (ci_lo, ci_hi) over questions.
+    the group means), metric, k, mean (null when no question has a value), n (questions
+    averaged), n_excluded (questions without gold), and with ``ci=True`` a percentile-bootstrap
+    interval (ci_lo, ci_hi) over questions. A group literally named "all" would merge with the
+    overall rows.
     """
     by = tuple(by)
     data = rows.select([*by, "metric", "k", "value"]).to_pydict()

@@ -135,9 +135,11 @@ class Searcher:
         self.end_ts = chunks.column("end_ts").to_pylist()
         self.bm25 = load_bm25(version)
         self._dense: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._bm25_pos: dict[str, np.ndarray] = {}
         meta_path = version / "dense" / "meta.json"
         self.dense_meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         self._embedder = embedder
+        self._query_vectors: dict[tuple, np.ndarray] = {}
         self.sessions = pq.read_table(version / "session_meta.parquet")
         self._session_rows = {
             r["session_id"]: r
@@ -175,10 +177,16 @@ class Searcher:
         if not ids:
             return []
         scores = np.asarray(index.retriever.get_scores_from_ids(ids), dtype=np.float64)
-        doc_pos = np.array([self.position[d] for d in index.doc_ids])
+        doc_pos = self._doc_positions(rep)
         if mask is not None:
             scores = np.where(mask[doc_pos], scores, 0.0)
         return _top(index.doc_ids, scores, n, positive_only=True)
+
+    def _doc_positions(self, rep: str) -> np.ndarray:
+        """Row of each BM25 document in the chunk arrays (computed once per index)."""
+        if rep not in self._bm25_pos:
+            self._bm25_pos[rep] = np.array([self.position[d] for d in self.bm25[rep].doc_ids])
+        return self._bm25_pos[rep]
 
     def dense_matrix(self, rep: str) -> tuple[np.ndarray, np.ndarray]:
         if rep not in self._dense:
@@ -189,10 +197,21 @@ class Searcher:
         return self._dense[rep]
 
     def embed_query(self, query: str, rep: str) -> np.ndarray:
+        """The query vector in the space of ``rep``'s stored vectors (memoized: hybrid and
+        sweeps ask for the same query once per representation)."""
+        meta = self.dense_meta[rep]
+        key = (query, meta["provider"], meta["model"], meta["dim"])
+        cached = self._query_vectors.get(key)
+        if cached is not None:
+            return cached
         if self._embedder is None:
-            self._embedder = embedder_for(self.dense_meta[rep])
+            self._embedder = embedder_for(meta)
         result = self._embedder.embed([query], input_type="query")
-        return np.asarray(result.vectors[0], dtype=np.float32)
+        vector = np.asarray(result.vectors[0], dtype=np.float32)
+        if len(self._query_vectors) > 4096:
+            self._query_vectors.clear()
+        self._query_vectors[key] = vector
+        return vector
 
     def dense_ranked(self, query: str, rep: str, mask: np.ndarray | None, n: int) -> Ranked:
         if rep not in self.dense_meta:

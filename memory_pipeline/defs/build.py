@@ -7,6 +7,7 @@ import dagster as dg
 from memory_pipeline.config import PipelineConfig
 from memory_pipeline.defs.catalog import build_catalog_asset
 from memory_pipeline.defs.chunks import CHUNKS, build_chunks_asset
+from memory_pipeline.defs.evaluation import evaluation
 from memory_pipeline.defs.gx_checks import build_gx_checks
 from memory_pipeline.defs.indexes import BM25, TIME_META, search_indexes
 from memory_pipeline.defs.ingest import AUDIT, QUARANTINE, RAW, build_ingest
@@ -47,6 +48,7 @@ def build_assets(cfg: PipelineConfig) -> list[dg.AssetsDefinition]:
         build_chunks_asset(parts),
         *build_representation_assets(parts),
         search_indexes,
+        evaluation,
         build_catalog_asset(TABLE_KEYS),
     ]
 
