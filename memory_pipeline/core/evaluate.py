@@ -21,6 +21,7 @@ import pyarrow as pa
 from memory_pipeline.core import metrics as M
 from memory_pipeline.core.evalsets import EvalQuestion
 from memory_pipeline.core.retrieval import Ranked, fold, linear_fusion, rrf
+from memory_pipeline.core.searcher import TURN_CHUNKS
 
 REPS = ("raw_text", "summary", "embedding_text")
 BETAS = tuple(round(0.05 * i, 2) for i in range(21))
@@ -90,6 +91,8 @@ def gather(
 ) -> dict[str, Candidates]:
     """Candidate lists of every retriever for every question (scoped to its corpus)."""
     out: dict[str, Candidates] = {}
+    for rep in dense_reps:  # one batched embedding call instead of one call per question
+        searcher.prime_queries([q.question for q in questions], rep)
     for i, q in enumerate(questions):
         scope = q.scope or {"conversation_id": q.corpus_id}
         mask = searcher.scope_mask(scope.get("contact_id"), scope.get("conversation_id"))
@@ -119,6 +122,8 @@ class Units:
             ids = searcher.message_ids[i]
             self.session_refs.setdefault(sid, set()).update(self.ref_of[m] for m in ids)
             self.session_msgs.setdefault(sid, set()).update(ids)
+        self._chunk_turns: dict[tuple, list[str]] = {}
+        self.s_turn_chunks = TURN_CHUNKS
         self.chunk_refs = {
             c: {self.ref_of[m] for m in searcher.message_ids[i]}
             for c, i in searcher.position.items()
@@ -127,26 +132,20 @@ class Units:
     def sessions(self, ranked: Ranked) -> list[str]:
         return [s for s, _ in fold(ranked, self.session_of)]
 
-        self._chunk_turns: dict[tuple[str, str], list[str]] = {}
-
     def turns(self, ranked: Ranked, query: str, depth: int = 20) -> list[str]:
-        """Evidence refs of the messages of the top chunks, ranked inside each chunk (cached
-        per question and chunk: the sweep re-ranks the same chunks many times)."""
-        refs: list[str] = []
-        seen: set[str] = set()
-        for cid, _ in ranked:
-            key = (query, cid)
-            inside = self._chunk_turns.get(key)
-            if inside is None:
-                inside = [self.ref_of[m] for m, _ in self.s.ranked_messages([cid], query)]
-                self._chunk_turns[key] = inside
-            for ref in inside:
+        """Evidence refs of the turn-level ranking (Searcher.ranked_turns), cached per
+        question and top chunks: the sweep re-ranks the same chunks many times."""
+        key = (query, tuple(ranked[: self.s_turn_chunks]))  # ids and scores: both matter
+        refs = self._chunk_turns.get(key)
+        if refs is None:
+            refs, seen = [], set()
+            for mid, _ in self.s.ranked_turns(ranked, query):
+                ref = self.ref_of[mid]
                 if ref not in seen:
                     seen.add(ref)
                     refs.append(ref)
-            if len(refs) >= depth:
-                break
-        return refs
+            self._chunk_turns[key] = refs
+        return refs[:depth]
 
 
 def question_scores(

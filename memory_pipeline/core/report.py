@@ -41,7 +41,7 @@ DEFAULT_COMMAND = "memory-pipeline eval"
 LEVELS = ("turn", "session", "chunk")
 LEVEL_NAMES = {"turn": "turn (dialog turn)", "session": "session", "chunk": "chunk"}
 SPLIT_ORDER = ("test", "dev", "all")
-ALL = "all"  # qtype of the macro average over question types
+ALL = "all"  # qtype of the mean over all questions (each question weighs the same)
 ER = "evidence_recall"
 DEFAULT_SELECTION = ("session", ER, 5)
 HEADLINE_ROWS = (  # (level, metric, k, qtype)
@@ -369,7 +369,7 @@ def _plot_recall_vs_k(
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("evidence recall@K (share of gold evidence found)")
-    fig.suptitle(f"Evidence recall vs K — {split} split, macro average over question types")
+    fig.suptitle(f"Evidence recall vs K — {split} split, mean over all questions")
     fig.legend(
         list(handles.values()),
         list(handles.keys()),
@@ -616,7 +616,7 @@ def _plot_types(
                         linestyle=(0, (2, 1)),
                     )
                     handles.setdefault("goal target", gl)
-        labels = [f"{'all types (macro)' if q == ALL else _plain(q)}\n{n_of(q)}" for q in qtypes]
+        labels = [f"{'all questions' if q == ALL else _plain(q)}\n{n_of(q)}" for q in qtypes]
         ax.set_xticks(range(len(qtypes)), labels, fontsize=8)
         if ALL in qtypes and len(qtypes) > 1:
             ax.axvline(len(qtypes) - 1.5, color="0.6", linewidth=0.8)
@@ -880,7 +880,8 @@ def _recall_section(
             "Evidence recall against K per level for the selected config and the best single "
             "retrievers, test split, with 95% confidence bands",
             "How much of the gold evidence is in the top K, as K grows, on the held-out test "
-            "split (macro average over question types). Red, thick: the selected configuration; "
+            "split (mean over all questions, each weighing the same). Red, thick: the selected "
+            "configuration; "
             "other lines: the best BM25 and dense retriever chosen on dev. Shaded bands: 95% "
             "bootstrap CI. Hollow black markers are figures published in the papers, plotted "
             "for orientation only — they are not our measurements.",
@@ -1042,8 +1043,8 @@ def _types_section(
             "level, test split, with 95% CI error bars",
             "Evidence recall of the selected configuration on the test split for each question "
             "type (n = questions of that type), turn vs session level; error bars are 95% "
-            "bootstrap CIs, so wide bars mean few questions. The right-most group is the macro "
-            "average over types; short dashed black lines mark goal targets.",
+            "bootstrap CIs, so wide bars mean few questions. The right-most group is the mean "
+            "over all questions; short dashed black lines mark goal targets.",
         )
     )
     cols = [(lv, k) for k in (5, 10) for lv in ("turn", "session")]
@@ -1055,7 +1056,7 @@ def _types_section(
     for qtype in qtypes:
         cells = [summ.get(selected, "test", qtype, lv, ER, k) for lv, k in cols]
         n = next((_int(c.get("n")) for c in cells if c is not None), "—")
-        label = "all types (macro)" if qtype == ALL else qtype
+        label = "all questions" if qtype == ALL else qtype
         rows.append([label, *(_Cell(_mean_ci(c), "num") for c in cells), _Cell(n, "num")])
     if rows:
         sec.blocks.append(
@@ -1124,7 +1125,7 @@ def _ceiling_section(rows: Sequence[Mapping[str, Any]], why: str | None) -> _Sec
     out = [
         [
             LEVEL_NAMES.get(r["level"], str(r["level"])),
-            "all types (macro)" if r["qtype"] == ALL else str(r["qtype"]),
+            "all questions" if r["qtype"] == ALL else str(r["qtype"]),
             _Cell(_int(r["pool"]), "num"),
             _Cell(_f(r["oracle_recall"]), "num strong"),
             _Cell(_int(r["n"]), "num"),
