@@ -132,6 +132,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_summary(store, cfg, (first, last), timings)
     print(f"asset checks: {checks_passed} passed, {checks_warned} warnings, 0 failed")
     print(
+        f"search index: {cfg.output_dir / 'indexes'}   evaluation: {cfg.output_dir / 'eval'}\n"
+        f'try:  memory-pipeline search "what did we plan?" --k 3\n'
         f"\nDagster instance: {home} (runs, checks, lineage)\n"
         f"Open the UI:  DAGSTER_HOME={home} dagster dev   then http://127.0.0.1:3000"
     )
