@@ -4,7 +4,7 @@ import time
 from collections import Counter
 
 import dagster as dg
-import pyarrow as pa
+import pyarrow.compute as pc
 
 from memory_pipeline.core import quality
 from memory_pipeline.core.records import SourceError
@@ -111,7 +111,7 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
             metadata={
                 "rows": messages.num_rows,
                 "partitions": len(days),
-                "conversations": len(set(messages.column("conversation_id").to_pylist())),
+                "conversations": pc.count_distinct(messages.column("conversation_id")).as_py(),
                 "path": dg.MetadataValue.path(str(store.table_dir("raw_messages"))),
             },
         )
@@ -126,7 +126,7 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         yield dg.MaterializeResult(
             asset_key=AUDIT,
             metadata={
-                "records_read": int(pa.compute.sum(audit.column("records_read")).as_py() or 0),
+                "records_read": int(pc.sum(audit.column("records_read")).as_py() or 0),
                 "ingested": messages.num_rows,
                 "quarantined": quarantine.num_rows,
             },

@@ -1,6 +1,7 @@
 """sessions: conversations split at inactivity gaps; owned by the date they start on."""
 
 import dagster as dg
+import pyarrow.compute as pc
 
 from memory_pipeline.core import quality
 from memory_pipeline.core.stages import DAY, build_sessions
@@ -43,14 +44,11 @@ def build_sessions_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDe
             store.write("sessions", table, day)
         written = store.read("sessions", days)
         window = store.read("raw_messages", [days[0] - DAY, *days, days[-1] + DAY])
-        crossing = sum(
-            1
-            for s, e in zip(
-                written.column("local_date").to_pylist(),
-                written.column("end_local_date").to_pylist(),
-                strict=True,
-            )
-            if e != s
+        crossing = (
+            pc.sum(
+                pc.not_equal(written.column("local_date"), written.column("end_local_date"))
+            ).as_py()
+            or 0
         )
         context.log.info(f"sessions: {written.num_rows} sessions in {len(days)} partitions")
         yield dg.MaterializeResult(
