@@ -1,0 +1,1229 @@
+"""Retrieval benchmark: index build and search latency on RealPersonaChat, ANN at 1M vectors.
+
+Usage (from the repository root)::
+
+    /work/venv/bin/python benchmarks/bench_retrieval.py                 # everything
+    /work/venv/bin/python benchmarks/bench_retrieval.py --quick         # smoke run, small subsets
+    /work/venv/bin/python benchmarks/bench_retrieval.py --only corpus   # RealPersonaChat part only
+    /work/venv/bin/python benchmarks/bench_retrieval.py --only synthetic --synthetic 1000000
+
+Part 1, **corpus** (in this process): every RealPersonaChat dialogue (no owner: benchmark
+mode), timezone Asia/Tokyo, daily partitions 2022-07-29..2022-11-05, turned into raw_messages,
+sessions and chunks by the core functions and written to a temporary ``TableStore``; then the
+representations (extractive summaries, embedding_texts), vectors with the packaged local
+MiniLM for ``--dense-reps`` (default: embedding_text only, the Searcher's default dense
+representation; cached in ``benchmarks/results/cache/provider_cache.sqlite``, a
+``ContentCache``, so reruns do not encode again), ``build_bm25`` (tokenizer auto), ``build_dense``,
+the time metadata, ``publish``. Each step is timed.
+
+Part 2, **search** (same process): ``--queries`` utterances drawn at random (seeded) from the
+corpus messages, each searched through ``Searcher.search`` in modes bm25, dense, hybrid-RRF and
+hybrid-linear, with ``highlights=0`` and with the default highlights. Query embedding time is
+measured inside the search (a timing wrapper around ``Searcher.embed_query``) and reported
+apart. The same BM25 queries are scored by rank_bm25 (``BM25Okapi`` over the same token lists,
+same k1/b) and by bm25s in the same run (ratio printed; skipped with a message if rank_bm25 is
+not installed). Then the hybrid path is profiled: inclusive time per component (timing
+wrappers on the real code path), cProfile, and timings of the individual expressions inside
+``bm25_ranked`` / ``dense_ranked`` / highlights / filters, with the alternative each suggests.
+
+Part 3, **synthetic** (fresh child processes, so each peak RSS is its own): ``--synthetic``
+clustered, L2-normalized float32 vectors (384-d) generated in 50k-row chunks from a seed (so
+no process holds the whole set), exact top-10 of ``--synthetic-queries`` queries by numpy
+(batched over the chunks), then one usearch HNSW index per dtype (``--synthetic-dtypes``,
+default f32,i8; metric ip and usearch's default graph parameters, as ``build_dense``): build
+time, per-query latency (one query per call), batch throughput, recall@10, peak RSS.
+
+Figures go to benchmarks/results/retrieval.json (git-ignored); a run with ``--only`` keeps the
+other part's figures from the previous file (each part records when it ran).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime as dt
+import functools
+import inspect
+import io
+import json
+import os
+import platform
+import pstats
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "realpersonachat"
+DEFAULT_JSON = REPO / "benchmarks" / "results" / "retrieval.json"
+DEFAULT_CACHE = REPO / "benchmarks" / "results" / "cache" / "provider_cache.sqlite"
+
+SOURCE = "realpersonachat"
+TIMEZONE = "Asia/Tokyo"
+START = dt.date(2022, 7, 29)
+END = dt.date(2022, 11, 5)
+REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
+
+TARGET_HYBRID_P50_MS = 10.0
+TARGET_DENSE_1M_P50_MS = 50.0
+
+QUICK = {"limit": 400, "queries": 100, "synthetic": 20_000, "synthetic_queries": 100}
+WARMUP_QUERIES = 20
+EMBED_SLICE = 1024  # texts per cached_embed call while warming the cache (progress lines)
+SYN_CHUNK = 50_000  # synthetic rows generated (and added) at a time
+CPU = "/cpu"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@contextmanager
+def timed(into: dict[str, float], name: str) -> Iterator[None]:
+    """Wall seconds into ``into[name]``, process CPU seconds (all threads) into ``name/cpu``."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    yield
+    into[name] = time.perf_counter() - t0
+    into[name + CPU] = time.process_time() - c0
+
+
+def peak_rss_mib() -> float:
+    """VmHWM of this process (peak resident set size), MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def ms_stats(seconds: list[float] | np.ndarray) -> dict[str, float]:
+    """p50/p95/p99/mean/max in milliseconds."""
+    a = np.asarray(seconds, dtype=np.float64) * 1e3
+    if a.size == 0:
+        return {"n": 0}
+    p50, p95, p99 = np.percentile(a, [50, 95, 99])
+    return {
+        "n": int(a.size),
+        "p50": float(p50),
+        "p95": float(p95),
+        "p99": float(p99),
+        "mean": float(a.mean()),
+        "max": float(a.max()),
+    }
+
+
+def pkg_version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def say(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def days_of_range() -> list[dt.date]:
+    return [START + dt.timedelta(days=i) for i in range((END - START).days + 1)]
+
+
+def write_config(folder: Path, data: Path, limit: int | None) -> Path:
+    """The benchmark's memory_pipeline.toml: one realpersonachat source with no owner.
+
+    ``owner = ""`` on the source is what config.py turns into ``None`` (every dialogue).
+    """
+    lines = [
+        "[pipeline]",
+        'owner = "benchmark"  # required; the source below overrides it with no owner',
+        f'timezone = "{TIMEZONE}"',
+        f'start_date = "{START.isoformat()}"',
+        f'end_date = "{END.isoformat()}"',
+        'output_dir = "out"',
+        "",
+        "[[sources]]",
+        f'name = "{SOURCE}"',
+        'kind = "realpersonachat"',
+        f"path = {json.dumps(str(data.resolve()))}",
+        'owner = ""  # "" -> None: benchmark mode, every dialogue',
+    ]
+    if limit is not None:
+        lines.append(f"dialogue_limit = {limit}")
+    path = folder / "memory_pipeline.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def step_table(title: str, t: dict[str, float], names: list[str]) -> None:
+    say(title)
+    say(f"  {'step':<52}{'wall s':>9}{'cpu s':>9}")
+    for name in names:
+        say(f"  {name:<52}{t[name]:>9.2f}{t[name + CPU]:>9.2f}")
+
+
+# --------------------------------------------------------------------------- part 1: build
+
+
+def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Core functions over RealPersonaChat -> published indexes in ``work/out``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from memory_pipeline.config import load_config
+    from memory_pipeline.core.cache import ContentCache, cached_embed
+    from memory_pipeline.core.chunking import chunk_sessions
+    from memory_pipeline.core.indexes import (
+        build_bm25,
+        build_dense,
+        index_root,
+        new_version,
+        publish,
+        representation_table,
+    )
+    from memory_pipeline.core.providers.embeddings import LocalEmbedder, load_sentence_transformer
+    from memory_pipeline.core.represent import (
+        embed_chunks,
+        embedding_texts,
+        representation_texts,
+        summarize_chunks,
+    )
+    from memory_pipeline.core.retrieval import message_metadata, session_metadata
+    from memory_pipeline.core.sessionize import sessionize
+    from memory_pipeline.core.stages import read_all, split_ingest
+    from memory_pipeline.core.storage import TableStore
+
+    cfg = load_config(write_config(work, args.data, args.limit), env={})
+    (spec,) = cfg.sources
+    if spec.owner is not None:
+        raise SystemExit(f"benchmark config not as intended: {spec}")
+    days = days_of_range()
+    out = work / "out"
+    store = TableStore(out)
+    t: dict[str, float] = {}
+    order: list[str] = []
+
+    def step(name: str):
+        order.append(name)
+        return timed(t, name)
+
+    with step("read + ingest (stages.read_all, split_ingest)"):
+        per_day = split_ingest(read_all(cfg.sources, days, cfg.start_date), days)
+    with step("sessionize + chunk"):
+        messages = pa.concat_tables([x.messages for x in per_day.values()])
+        sessions = sessionize(messages, cfg.session_gap_minutes)
+        chunks = chunk_sessions(sessions, messages, cfg.chunk_size, cfg.chunk_stride)
+    with step("write raw_messages + chunks (TableStore)"):
+        for day, tables in per_day.items():
+            store.write("raw_messages", tables.messages, day)
+        col = chunks.column("local_date")
+        for day in days:
+            store.write("chunks", chunks.filter(pc.equal(col, day)), day)
+    del per_day
+    say(
+        f"corpus: {messages.num_rows:,} messages, {sessions.num_rows:,} sessions, "
+        f"{chunks.num_rows:,} chunks"
+    )
+    with step("summaries (summarize_chunks, extractive)"):
+        summaries = summarize_chunks(chunks)
+    with step("embedding_texts"):
+        texts = embedding_texts(chunks, summaries)
+
+    embedder = LocalEmbedder()
+    with step("load MiniLM (torch import + model)"):
+        load_sentence_transformer(embedder.model, embedder.device, embedder.threads)
+    cache = ContentCache(args.cache)
+    encoded: dict[str, int] = {}
+    with step(f"vectors: encode cache misses ({','.join(args.dense_reps)})"):
+        for rep in args.dense_reps:
+            values = representation_texts(chunks, summaries, texts, rep)
+            misses = 0
+            t0 = time.perf_counter()
+            for start in range(0, len(values), EMBED_SLICE):
+                res = cached_embed(cache, embedder, values[start : start + EMBED_SLICE])
+                misses += int((~res.hit_mask).sum())
+                if misses:
+                    done = min(start + EMBED_SLICE, len(values))
+                    rate = misses / max(time.perf_counter() - t0, 1e-9)
+                    say(
+                        f"  {rep}: {done:,}/{len(values):,} texts, {misses:,} encoded "
+                        f"({rate:.0f} texts/s)"
+                    )
+            encoded[rep] = misses
+    with step("vectors: embed_chunks (all from the cache)"):
+        embeddings, estats = embed_chunks(
+            chunks,
+            summaries,
+            texts,
+            embedder=embedder,
+            cache=cache,
+            representations=args.dense_reps,
+        )
+    cache.close()
+    with step("representation_table"):
+        reps = representation_table(chunks, summaries, texts)
+    root = index_root(out)
+    version_dir = new_version(root)
+    with step(f"build_bm25 (tokenizer {cfg.tokenizer}, 3 representations)"):
+        bm25 = build_bm25(reps, version_dir, cfg.tokenizer)
+    with step(f"build_dense (hnsw_threshold {cfg.hnsw_threshold:,})"):
+        dense = build_dense(embeddings, version_dir, cfg.hnsw_threshold)
+    with step("time metadata (session_meta, message_meta)"):
+        smeta = session_metadata(sessions)
+        mmeta = message_metadata(messages, sessions, smeta)
+        pq.write_table(smeta, version_dir / "session_meta.parquet")
+        pq.write_table(mmeta, version_dir / "message_meta.parquet")
+    with step("publish"):
+        publish(root, version_dir)
+    index_names = [n for n in order if n.startswith(("build_", "time metadata", "publish"))]
+    t["indexes total"] = sum(t[n] for n in index_names)
+    t["indexes total" + CPU] = sum(t[n + CPU] for n in index_names)
+    order.append("indexes total")
+    step_table("build (RealPersonaChat -> published index)", t, order)
+    say(f"  bm25: {json.dumps(bm25.stats)}")
+    say(
+        f"  dense: {json.dumps(dense)}; embed_chunks: {json.dumps(estats)}; "
+        f"encoded this run: {json.dumps(encoded)}"
+    )
+    say(f"  peak RSS so far: {peak_rss_mib():,.0f} MiB")
+
+    chunk_of: dict[str, list[str]] = defaultdict(list)
+    for cid, mids in zip(
+        chunks.column("chunk_id").to_pylist(),
+        chunks.column("message_ids").to_pylist(),
+        strict=True,
+    ):
+        for m in mids:
+            chunk_of[m].append(cid)
+    return {
+        "out": out,
+        "messages": messages.select(["message_id", "text"]),
+        "chunk_of": chunk_of,
+        "figures": {
+            "messages": messages.num_rows,
+            "sessions": sessions.num_rows,
+            "chunks": chunks.num_rows,
+            "build_s": t,
+            "build_order": order,
+            "bm25_stats": bm25.stats,
+            "dense_stats": dense,
+            "embed_stats": estats,
+            "encoded_this_run": encoded,
+            "peak_rss_after_build_mib": peak_rss_mib(),
+        },
+    }
+
+
+# --------------------------------------------------------------------------- part 2: search
+
+
+def pick_queries(messages: Any, n: int, seed: int) -> list[tuple[str, str]]:
+    """``n`` random non-blank utterances (message_id, text), seeded."""
+    mids = messages.column("message_id").to_pylist()
+    texts = messages.column("text").to_pylist()
+    order = np.random.default_rng(seed).permutation(len(texts)).tolist()
+    return [(mids[i], texts[i]) for i in order if texts[i] and texts[i].strip()][:n]
+
+
+class EmbedClock:
+    """Wraps ``Searcher.embed_query`` on one instance: seconds spent embedding per search."""
+
+    def __init__(self, searcher: Any) -> None:
+        self.seconds = 0.0
+        inner = searcher.embed_query
+
+        @functools.wraps(inner)
+        def embed_query(query: str, rep: str):
+            t0 = time.perf_counter()
+            try:
+                return inner(query, rep)
+            finally:
+                self.seconds += time.perf_counter() - t0
+
+        searcher.embed_query = embed_query
+
+
+def forget_query_vectors(searcher: Any) -> None:
+    """Empty the Searcher's query-vector memo (if this version has one): every timed search
+    then pays its query embedding, as a new user query does. Within one search the memo
+    still works (hybrid embeds once)."""
+    memo = getattr(searcher, "_query_vectors", None)
+    if isinstance(memo, dict):
+        memo.clear()
+
+
+def run_config(
+    searcher: Any,
+    clock: EmbedClock,
+    queries: list[tuple[str, str]],
+    chunk_of: dict[str, list[str]],
+    kwargs: dict[str, Any],
+) -> dict[str, Any]:
+    lat, cpu, emb = [], [], []
+    kinds: Counter = Counter()
+    self_hits = empty = 0
+    for mid, q in queries:
+        forget_query_vectors(searcher)
+        clock.seconds = 0.0
+        c0, t0 = time.process_time(), time.perf_counter()
+        res = searcher.search(q, **kwargs)
+        lat.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        emb.append(clock.seconds)
+        kinds[res.kind] += 1
+        got = {h.chunk_id for h in res.chunks}
+        empty += not got
+        self_hits += bool(got.intersection(chunk_of.get(mid, ())))
+    lat_a, emb_a = np.asarray(lat), np.asarray(emb)
+    return {
+        "latency_ms": ms_stats(lat_a),
+        "cpu_ms": ms_stats(cpu),
+        "embed_ms": ms_stats(emb_a),
+        "without_embed_ms": ms_stats(lat_a - emb_a),
+        "embed_share": float(emb_a.sum() / lat_a.sum()) if lat_a.sum() else 0.0,
+        "kinds": dict(kinds),
+        "empty_results": empty,
+        "self_hit_at_k": self_hits / max(len(queries), 1),
+    }
+
+
+MODES = (
+    ("bm25", "bm25", "rrf"),
+    ("dense", "dense", "rrf"),
+    ("hybrid rrf", "hybrid", "rrf"),
+    ("hybrid linear", "hybrid", "linear"),
+)
+
+
+def search_latency(
+    searcher: Any, queries: list, warm: list, chunk_of: dict, args: argparse.Namespace
+) -> dict[str, Any]:
+    from memory_pipeline.core.searcher import Searcher
+
+    default_hl = inspect.signature(Searcher.search).parameters["highlights"].default
+    clock = EmbedClock(searcher)
+    out: dict[str, Any] = {"default_highlights": default_hl, "k": args.k, "modes": {}}
+    hdr = "{:<16}{:>6}{:>8}{:>8}{:>8}{:>8}{:>9}{:>9}{:>8}{:>8}"
+    say(
+        f"search latency, {len(queries):,} corpus utterances per row, k={args.k}, "
+        f"dense_rep={args.dense_reps[0]} (ms; 'embed' = query embedding inside the search, "
+        "'w/o emb' = latency minus it, 'self@k' = a chunk holding the utterance in the top k)"
+    )
+    say(
+        hdr.format(
+            "mode", "hl", "p50", "p95", "p99", "cpu p50", "emb p50", "w/o emb", "emb %", "self@k"
+        )
+    )
+    for label, mode, fusion in MODES:
+        for hl in (0, default_hl):
+            kwargs: dict[str, Any] = {
+                "k": args.k,
+                "mode": mode,
+                "fusion": fusion,
+                "dense_rep": args.dense_reps[0],
+            }
+            if hl == 0:
+                kwargs["highlights"] = 0  # else: the default, not passed
+            for _, q in warm:
+                searcher.search(q, **kwargs)
+            r = run_config(searcher, clock, queries, chunk_of, kwargs)
+            key = f"{label} highlights={hl}"
+            out["modes"][key] = r
+            lat = r["latency_ms"]
+            say(
+                hdr.format(
+                    label,
+                    hl,
+                    f"{lat['p50']:.2f}",
+                    f"{lat['p95']:.2f}",
+                    f"{lat['p99']:.2f}",
+                    f"{r['cpu_ms']['p50']:.2f}",
+                    f"{r['embed_ms']['p50']:.2f}",
+                    f"{r['without_embed_ms']['p50']:.2f}",
+                    f"{100 * r['embed_share']:.0f}",
+                    f"{r['self_hit_at_k']:.2f}",
+                )
+            )
+    kinds = next(iter(out["modes"].values()))["kinds"]
+    say(f"  query kinds (parse_query): {kinds}; load average now {os.getloadavg()[0]:.1f}")
+    return out
+
+
+def rank_bm25_compare(searcher: Any, queries: list, args: argparse.Namespace) -> dict[str, Any]:
+    """bm25s vs rank_bm25 over the same tokens: scoring + top-``candidates`` per query."""
+    try:
+        from rank_bm25 import BM25Okapi
+    except ImportError:
+        msg = "rank_bm25 is not installed (/work/venv/bin/pip install rank_bm25): skipped"
+        say(f"rank_bm25 comparison: {msg}")
+        return {"skipped": msg}
+    from memory_pipeline.core import searcher as searcher_mod
+
+    index = searcher.bm25["raw_text"]
+    tok, vocab, n = index.tokenizer, index.vocab, args.candidates
+    params = index.params
+    t: dict[str, float] = {}
+    with timed(t, "tokenize corpus"):
+        corpus = tok.tokenize_many([searcher.raw_text[searcher.position[d]] for d in index.doc_ids])
+    with timed(t, "BM25Okapi build"):
+        okapi = BM25Okapi(corpus, k1=params["k1"], b=params["b"])
+    q_tokens = [tok.tokenize(q) for _, q in queries]
+    q_tokens = [x for x in q_tokens if any(w in vocab for w in x)]
+    fast, slow, overlap = [], [], []
+    for toks in q_tokens:
+        t0 = time.perf_counter()
+        ids = [vocab[w] for w in toks if w in vocab]
+        scores = np.asarray(index.retriever.get_scores_from_ids(ids), dtype=np.float64)
+        a = searcher_mod._top(index.doc_ids, scores, n, positive_only=True)
+        fast.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        s2 = np.asarray(okapi.get_scores(toks), dtype=np.float64)
+        b = searcher_mod._top(index.doc_ids, s2, n, positive_only=True)
+        slow.append(time.perf_counter() - t0)
+        top_a, top_b = {d for d, _ in a[:10]}, {d for d, _ in b[:10]}
+        if top_a or top_b:
+            overlap.append(len(top_a & top_b) / max(len(top_a), len(top_b)))
+    f, s = ms_stats(fast), ms_stats(slow)
+    ratio_p50 = s["p50"] / f["p50"] if f["p50"] else float("inf")
+    ratio_total = sum(slow) / sum(fast) if sum(fast) else float("inf")
+    say(
+        f"BM25 scoring + top-{n}, same tokens (raw_text, {len(index.doc_ids):,} chunks, "
+        f"{len(q_tokens):,} queries with an in-vocabulary token; tokenization not timed)"
+    )
+    say(
+        f"  bm25s (Searcher's path)   p50 {f['p50']:.3f} ms  p95 {f['p95']:.3f} ms  "
+        f"total {sum(fast):.2f} s"
+    )
+    say(
+        f"  rank_bm25 BM25Okapi       p50 {s['p50']:.3f} ms  p95 {s['p95']:.3f} ms  "
+        f"total {sum(slow):.2f} s   (build {t['BM25Okapi build']:.2f} s)"
+    )
+    say(
+        f"  rank_bm25 / bm25s: {ratio_p50:.1f}x at p50, {ratio_total:.1f}x in total; "
+        f"top-10 overlap {np.mean(overlap) if overlap else float('nan'):.2f} "
+        "(rank_bm25's Okapi idf differs from bm25s's lucene idf)"
+    )
+    return {
+        "queries": len(q_tokens),
+        "candidates": n,
+        "bm25s_ms": f,
+        "rank_bm25_ms": s,
+        "ratio_p50": ratio_p50,
+        "ratio_total": ratio_total,
+        "top10_overlap": float(np.mean(overlap)) if overlap else None,
+        "setup_s": t,
+        "rank_bm25_version": pkg_version("rank_bm25"),
+    }
+
+
+# --------------------------------------------------------------------------- profiling
+
+
+@contextmanager
+def component_clocks(searcher: Any) -> Iterator[dict[str, float]]:
+    """Inclusive seconds per component of the real search path (wrappers, then restored)."""
+    from memory_pipeline.core import searcher as mod
+
+    acc: dict[str, float] = defaultdict(float)
+
+    def wrap(name: str, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def inner(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                acc[name] += time.perf_counter() - t0
+
+        return inner
+
+    module_fns = ("parse_query", "rrf", "linear_fusion", "fold")
+    methods = (
+        "scope_mask",
+        "time_mask",
+        "bm25_ranked",
+        "dense_ranked",
+        "embed_query",
+        "_chunk_hit",
+        "_session_hit",
+    )
+    saved = {name: getattr(mod, name) for name in module_fns}
+    for name in module_fns:
+        setattr(mod, name, wrap(name, saved[name]))
+    for name in methods:
+        setattr(searcher, f"_bench_{name}", getattr(searcher, name))
+        setattr(searcher, name, wrap(name, getattr(searcher, name)))
+    try:
+        yield acc
+    finally:
+        for name, fn in saved.items():
+            setattr(mod, name, fn)
+        for name in methods:
+            setattr(searcher, name, getattr(searcher, f"_bench_{name}"))
+            delattr(searcher, f"_bench_{name}")
+
+
+def profile_hybrid(searcher: Any, queries: list, args: argparse.Namespace) -> dict[str, Any]:
+    from memory_pipeline.core import searcher as mod
+    from memory_pipeline.core.timeexpr import parse_query
+
+    sample = queries[: args.profile_queries]
+    kwargs = {"k": args.k, "mode": "hybrid", "fusion": "rrf", "dense_rep": args.dense_reps[0]}
+    result: dict[str, Any] = {"queries": len(sample)}
+
+    # 1) inclusive time per component, real code path (default highlights)
+    totals = []
+    with component_clocks(searcher) as acc:
+        for _, q in sample:
+            forget_query_vectors(searcher)
+            t0 = time.perf_counter()
+            searcher.search(q, **kwargs)
+            totals.append(time.perf_counter() - t0)
+    total = sum(totals)
+    comp = dict(acc)
+    # embed_query runs inside dense_ranked; _session_hit/fold run at top level
+    top_level = (
+        "parse_query",
+        "scope_mask",
+        "time_mask",
+        "bm25_ranked",
+        "dense_ranked",
+        "rrf",
+        "linear_fusion",
+        "fold",
+        "_chunk_hit",
+        "_session_hit",
+    )
+    comp["other (search body: dict for fold, list building, dataclasses)"] = total - sum(
+        comp.get(n, 0.0) for n in top_level
+    )
+    n = max(len(sample), 1)
+    say(
+        f"hybrid RRF with default highlights, per query mean over {len(sample)} queries "
+        f"(wrappers on the real path; embed_query is inside dense_ranked, highlights inside "
+        f"_chunk_hit): total {1e3 * total / n:.2f} ms"
+    )
+    for name, sec in sorted(comp.items(), key=lambda kv: -kv[1]):
+        say(f"  {name:<66}{1e3 * sec / n:>8.3f} ms {100 * sec / total:>5.1f}%")
+    result["components_ms_per_query"] = {k: 1e3 * v / n for k, v in comp.items()}
+    result["total_ms_per_query"] = 1e3 * total / n
+
+    # 2) cProfile of the same queries
+    prof = cProfile.Profile()
+    for _, q in sample:
+        forget_query_vectors(searcher)
+        prof.enable()
+        searcher.search(q, **kwargs)
+        prof.disable()
+    buf = io.StringIO()
+    stats = pstats.Stats(prof, stream=buf)
+    stats.sort_stats("tottime").print_stats(args.top)
+    target = args.json.with_name("retrieval_hybrid.prof")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    stats.dump_stats(str(target))
+    say(
+        f"cProfile, hybrid RRF default highlights, {len(sample)} queries, top {args.top} by "
+        f"tottime (timings inflated by the profiler; full profile: {target})"
+    )
+    lines = buf.getvalue().splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.strip().startswith("ncalls")), 0)
+    for ln in lines[start:]:
+        if ln.strip():
+            say("  " + ln.replace(str(REPO) + "/", "").replace(sys.prefix + "/", "~venv/"))
+
+    # 3) the expressions inside the retrievers, timed one by one on the same queries
+    from memory_pipeline.core.retrieval import highlight_scores
+
+    rep, drep, cand = "raw_text", args.dense_reps[0], args.candidates
+    index = searcher.bm25[rep]
+    vocab = index.vocab
+    matrix, pos = searcher.dense_matrix(drep)
+    embedder = searcher._embedder
+    parts: dict[str, list[float]] = defaultdict(list)
+
+    def clock(name: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        value = fn()
+        parts[name].append(time.perf_counter() - t0)
+        return value
+
+    pos_cached = "cached" if hasattr(searcher, "_doc_positions") else "per query"
+    doc_pos_cached = np.array([searcher.position[d] for d in index.doc_ids])
+    ids_cached = np.asarray(searcher.chunk_ids, dtype=object)[pos]
+    msg_tokens: dict[str, list[str]] = {}  # for the "pre-tokenized highlights" alternative
+    idf = searcher._idf
+    for _, q in sample:
+        clock(
+            "parse_query",
+            lambda q=q: parse_query(q, now=searcher.latest, speakers=searcher.known_speakers),
+        )
+        clock("parse_query (speakers=())", lambda q=q: parse_query(q, now=searcher.latest))
+        toks = clock("bm25: tokenize query (sudachi)", lambda q=q: index.tokenizer.tokenize(q))
+        ids = [vocab[w] for w in toks if w in vocab]
+        if ids:
+            scores = clock(
+                "bm25: get_scores_from_ids",
+                lambda ids=ids: np.asarray(
+                    index.retriever.get_scores_from_ids(ids), dtype=np.float64
+                ),
+            )
+            clock(
+                f"bm25: doc_pos list from position dict ({pos_cached} in Searcher)",
+                lambda: np.array([searcher.position[d] for d in index.doc_ids]),
+            )
+            lexical = clock(
+                "bm25: _top(doc_ids, scores, 200)",
+                lambda s=scores: mod._top(index.doc_ids, s, cand, positive_only=True),
+            )
+        else:
+            lexical = []
+        vec = clock(
+            "dense: embed 1 query (MiniLM, torch threads as loaded)",
+            lambda q=q: np.asarray(embedder.embed([q], input_type="query").vectors[0]),
+        )
+        dscores = clock(
+            "dense: matrix @ q (+ float64)", lambda v=vec: np.asarray(matrix @ v, dtype=np.float64)
+        )
+        ids_list = clock(
+            "dense: ids = [chunk_ids[p] for p in pos]", lambda: [searcher.chunk_ids[p] for p in pos]
+        )
+        dense = clock(
+            "dense: _top(ids, scores, 200)",
+            lambda s=dscores, il=ids_list: mod._top(il, s, cand, positive_only=False),
+        )
+        clock(
+            "alt dense: argpartition top-200, then ids of those only",
+            lambda s=dscores: _top_positions(s, cand, ids_cached),
+        )
+        fused = clock("rrf([bm25, dense])", lambda a=lexical, b=dense: mod.rrf([a, b], k=60))
+        clock(
+            "fold: parent map + fold",
+            lambda f=fused: mod.fold(
+                f, {c: searcher.session_of[searcher.position[c]] for c, _ in f}
+            ),
+        )
+        top = [c for c, _ in fused[: args.k]]
+        clock(
+            "highlights: ranked_messages per hit (k hits)",
+            lambda top=top, q=q: [searcher.ranked_messages([c], q) for c in top],
+        )
+        mids = [m for c in top for m in searcher.message_ids[searcher.position[c]]]
+        todo = [m for m in mids if m not in msg_tokens]
+        msg_tokens.update(
+            zip(
+                todo,
+                index.tokenizer.tokenize_many([searcher._messages[m]["text"] for m in todo]),
+                strict=True,
+            )
+        )
+        clock(
+            "alt highlights: same, messages pre-tokenized at index time",
+            lambda top=top, qt=toks: [
+                highlight_scores(
+                    qt,
+                    [msg_tokens[m] for m in searcher.message_ids[searcher.position[c]]],
+                    idf,
+                )
+                for c in top
+            ],
+        )
+        clock(
+            "_chunk_hit x k, highlights=0",
+            lambda top=top, q=q: [searcher._chunk_hit(1, c, 1.0, q, 0) for c in top],
+        )
+    # query embedding with 1 torch thread (torch's setting is per process: restored after)
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for _, q in sample:
+            clock(
+                "alt dense: embed 1 query with torch.set_num_threads(1)",
+                lambda q=q: embedder.embed([q], input_type="query"),
+            )
+    finally:
+        torch.set_num_threads(threads)
+    # filters (not on the default path: no contact given, few time expressions in chat text)
+    contact = Counter(searcher.contact.tolist()).most_common(1)[0][0]
+    for _ in range(20):
+        mask = clock(
+            "filter: scope_mask(contact) (object-array ==)",
+            lambda: searcher.scope_mask(contact, None),
+        )
+        clock(
+            "filter: np.where(mask[doc_pos], scores, 0)",
+            lambda m=mask: np.where(m[doc_pos_cached], np.ones(len(doc_pos_cached)), 0.0),
+        )
+        for expr in ("先週の話", "last month", "昨日"):
+            parsed = parse_query(expr, now=searcher.latest, speakers=searcher.known_speakers)
+            clock(
+                f"filter: time_mask({expr!r}) (loop over all sessions)",
+                lambda p=parsed: searcher.time_mask(p),
+            )
+    say(
+        f"expression timings on the same {len(sample)} queries (ms: p50 / mean; 'alt' = "
+        f"a suggested replacement, for comparison; torch threads as loaded: {threads})"
+    )
+    micro = {}
+    for name, secs in parts.items():
+        st = ms_stats(secs)
+        micro[name] = st
+        say(f"  {name:<64}{st['p50']:>8.3f}{st['mean']:>9.3f}")
+    result["expressions_ms"] = micro
+    result["profile_file"] = str(target)
+    result["sessions"] = len(searcher._session_rows)
+    result["known_speakers"] = len(searcher.known_speakers)
+    return result
+
+
+def _top_positions(scores: np.ndarray, n: int, ids: np.ndarray) -> list[tuple[str, float]]:
+    """What dense_ranked could do: select the top-n positions first, map only those to ids."""
+    if scores.size > n:
+        cand = np.argpartition(-scores, n - 1)[:n]
+    else:
+        cand = np.arange(scores.size)
+    cid = ids[cand]
+    order = np.lexsort((cid, -scores[cand]))
+    return list(zip(cid[order].tolist(), scores[cand][order].tolist(), strict=True))
+
+
+# --------------------------------------------------------------------------- corpus driver
+
+
+def run_corpus(args: argparse.Namespace) -> dict[str, Any]:
+    from memory_pipeline.core.searcher import Searcher
+
+    with tempfile.TemporaryDirectory(prefix="bench_retrieval_") as tmp:
+        built = build_corpus(args, Path(tmp))
+        figures = built["figures"]
+        say()
+        t: dict[str, float] = {}
+        with timed(t, "Searcher init"):
+            searcher = Searcher(built["out"])
+        with timed(t, "first dense query (model + matrix mmap)"):
+            searcher.search("warm-up", k=args.k, mode="dense", dense_rep=args.dense_reps[0])
+        say(
+            f"Searcher init {t['Searcher init']:.2f} s (reads chunks, raw_messages, postings); "
+            f"first dense query {t['first dense query (model + matrix mmap)']:.2f} s; "
+            f"{len(searcher._session_rows):,} sessions, "
+            f"{len(searcher.known_speakers):,} known speakers; "
+            f"peak RSS {peak_rss_mib():,.0f} MiB"
+        )
+        queries = pick_queries(built["messages"], args.queries, args.seed)
+        if not queries:
+            say("--queries 0: search measurements skipped")
+        else:
+            warm = pick_queries(built["messages"], WARMUP_QUERIES, args.seed + 1)
+            lengths = [len(q) for _, q in queries]
+            say(
+                f"{len(queries):,} queries: random utterances (seed {args.seed}), length p50 "
+                f"{np.median(lengths):.0f} chars, max {max(lengths)}; the Searcher's "
+                "query-vector memo is emptied before each timed search"
+            )
+            say()
+            figures["queries"] = {
+                "n": len(queries),
+                "seed": args.seed,
+                "chars_p50": float(np.median(lengths)),
+            }
+            figures["search"] = search_latency(searcher, queries, warm, built["chunk_of"], args)
+            say()
+            figures["rank_bm25"] = rank_bm25_compare(searcher, queries, args)
+            say()
+            if args.profile_queries:
+                figures["profile"] = profile_hybrid(searcher, queries, args)
+                say()
+        figures["peak_rss_mib"] = peak_rss_mib()
+        del searcher
+    return figures
+
+
+# --------------------------------------------------------------------------- part 3: synthetic
+
+
+def syn_centers(a: argparse.Namespace) -> np.ndarray:
+    c = np.random.default_rng([a.seed, 0]).standard_normal((a.clusters, a.dim), dtype=np.float32)
+    return c / np.linalg.norm(c, axis=1, keepdims=True)
+
+
+def syn_rows(a: argparse.Namespace, centers: np.ndarray, stream: int, rows: int) -> np.ndarray:
+    """Cluster centre + isotropic noise of norm ~``noise``, L2-normalized float32."""
+    rng = np.random.default_rng([a.seed, 1, stream])
+    x = centers[rng.integers(0, len(centers), rows)]
+    x += rng.standard_normal((rows, a.dim), dtype=np.float32) * np.float32(a.noise / a.dim**0.5)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
+def syn_chunks(a: argparse.Namespace, centers: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    for i, start in enumerate(range(0, a.synthetic, SYN_CHUNK)):
+        yield start, syn_rows(a, centers, i, min(SYN_CHUNK, a.synthetic - start))
+
+
+def syn_queries(a: argparse.Namespace, centers: np.ndarray) -> np.ndarray:
+    return syn_rows(a, centers, 10**9, a.synthetic_queries)  # a stream no chunk uses
+
+
+def child_truth(a: argparse.Namespace) -> dict[str, Any]:
+    """Exact top-10 (inner product) of the queries over all vectors, chunk by chunk."""
+    centers = syn_centers(a)
+    q = syn_queries(a, centers)
+    best_s = np.full((len(q), 10), -np.inf, dtype=np.float32)
+    best_i = np.zeros((len(q), 10), dtype=np.int64)
+    gen = search = 0.0
+    t0 = time.perf_counter()
+    for start, x in syn_chunks(a, centers):
+        gen += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        s = q @ x.T
+        part = np.argpartition(s, -10, axis=1)[:, -10:]
+        cand_s = np.concatenate([best_s, np.take_along_axis(s, part, axis=1)], axis=1)
+        cand_i = np.concatenate([best_i, part + start], axis=1)
+        keep = np.argpartition(cand_s, -10, axis=1)[:, -10:]
+        best_s = np.take_along_axis(cand_s, keep, axis=1)
+        best_i = np.take_along_axis(cand_i, keep, axis=1)
+        search += time.perf_counter() - t0
+        t0 = time.perf_counter()
+    np.save(Path(a.workdir) / "truth.npy", best_i)
+    nn1 = float(np.median(best_s.max(axis=1)))
+    return {
+        "generate_s": gen,
+        "exact_search_s": search,
+        "nn1_cosine_p50": nn1,
+        "nn10_cosine_p50": float(np.median(best_s.min(axis=1))),
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def child_index(a: argparse.Namespace) -> dict[str, Any]:
+    """One usearch HNSW index (as build_dense makes it), built chunk by chunk, then queried."""
+    from usearch.index import Index
+
+    centers = syn_centers(a)
+    index = Index(ndim=a.dim, metric="ip", dtype=a.dtype)
+    gen = build = 0.0
+    t0 = time.perf_counter()
+    last = 0.0
+    for start, x in syn_chunks(a, centers):
+        gen += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        index.add(np.arange(start, start + len(x), dtype=np.uint64), x, threads=0)
+        build += time.perf_counter() - t0
+        done = start + len(x)
+        if build - last > 60 or done == a.synthetic:
+            last = build
+            sys.stderr.write(f"  [{a.dtype}] {done:,}/{a.synthetic:,} added, {build:.0f} s\n")
+            sys.stderr.flush()
+        t0 = time.perf_counter()
+    q = syn_queries(a, centers)
+    for v in q[:20]:  # warm-up
+        index.search(v, 10)
+    lat, keys = [], []
+    for v in q:
+        t0 = time.perf_counter()
+        m = index.search(v, 10)
+        lat.append(time.perf_counter() - t0)
+        keys.append(np.asarray(m.keys, dtype=np.int64))
+    t0 = time.perf_counter()
+    index.search(q, 10, threads=0)
+    batch = time.perf_counter() - t0
+    truth = np.load(Path(a.workdir) / "truth.npy")
+    recall = float(
+        np.mean(
+            [len(set(k.tolist()) & set(t.tolist())) / 10 for k, t in zip(keys, truth, strict=True)]
+        )
+    )
+    return {
+        "dtype": a.dtype,
+        "vectors": len(index),
+        "generate_s": gen,
+        "build_s": build,
+        "adds_per_s": a.synthetic / build if build else None,
+        "latency_ms": ms_stats(lat),
+        "batch_search_s": batch,
+        "batch_qps": len(q) / batch if batch else None,
+        "recall_at_10": recall,
+        "index_memory_mib": index.memory_usage / 2**20,
+        "connectivity": index.connectivity,
+        "expansion_add": index.expansion_add,
+        "expansion_search": index.expansion_search,
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def run_child(kind: str, a: argparse.Namespace, work: Path, extra: list[str]) -> dict[str, Any]:
+    """A fresh interpreter for one synthetic step; its own peak RSS comes from wait4."""
+    result = work / f"{kind}{'_'.join([''] + extra[1::2])}.json"
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        kind,
+        "--workdir",
+        str(work),
+        "--result",
+        str(result),
+        "--synthetic",
+        str(a.synthetic),
+        "--synthetic-queries",
+        str(a.synthetic_queries),
+        "--seed",
+        str(a.seed),
+        "--dim",
+        str(a.dim),
+        "--clusters",
+        str(a.clusters),
+        "--noise",
+        str(a.noise),
+        *extra,
+    ]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"synthetic child {kind} {extra} failed with exit code {code}")
+    data = json.loads(result.read_text(encoding="utf-8"))
+    data["process_wall_s"] = time.perf_counter() - t0
+    data["peak_rss_wait4_mib"] = usage.ru_maxrss / 1024
+    data["loadavg_1min_at_start"] = load
+    return data
+
+
+def run_synthetic(args: argparse.Namespace) -> dict[str, Any]:
+    n, nq = args.synthetic, args.synthetic_queries
+    say(
+        f"synthetic dense: {n:,} x {args.dim}-d clustered normalized float32 vectors "
+        f"({args.clusters:,} clusters, noise {args.noise}), generated in {SYN_CHUNK:,}-row "
+        f"chunks, seed {args.seed}; {nq:,} queries (new points, same distribution)"
+    )
+    out: dict[str, Any] = {
+        "vectors": n,
+        "queries": nq,
+        "dim": args.dim,
+        "clusters": args.clusters,
+        "noise": args.noise,
+        "indexes": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="bench_retrieval_syn_") as tmp:
+        work = Path(tmp)
+        truth = run_child("truth", args, work, [])
+        out["exact"] = truth
+        say(
+            f"  exact top-10 (numpy, batched): generate {truth['generate_s']:.1f} s, search "
+            f"{truth['exact_search_s']:.1f} s for {nq:,} queries "
+            f"({1e3 * truth['exact_search_s'] / nq:.1f} ms/query amortized); "
+            f"cosine to NN1 p50 {truth['nn1_cosine_p50']:.3f}, to NN10 "
+            f"{truth['nn10_cosine_p50']:.3f}; peak RSS {truth['peak_rss_wait4_mib']:,.0f} MiB"
+        )
+        hdr = "  {:<6}{:>9}{:>9}{:>9}{:>9}{:>10}{:>10}{:>11}{:>11}"
+        rows = []
+        for dtype in args.synthetic_dtypes:
+            r = run_child("index", args, work, ["--dtype", dtype])
+            out["indexes"][dtype] = r
+            lat = r["latency_ms"]
+            rows.append(
+                hdr.format(
+                    dtype,
+                    f"{r['build_s']:.0f}",
+                    f"{lat['p50']:.3f}",
+                    f"{lat['p95']:.3f}",
+                    f"{r['recall_at_10']:.3f}",
+                    f"{r['batch_qps']:,.0f}",
+                    f"{r['index_memory_mib']:,.0f}",
+                    f"{r['peak_rss_wait4_mib']:,.0f}",
+                    f"{r['loadavg_1min_at_start']:.1f}",
+                )
+            )
+        say(
+            f"  usearch HNSW, metric ip, connectivity/expansion_add/expansion_search = "
+            f"{r['connectivity']}/{r['expansion_add']}/{r['expansion_search']} (defaults, as "
+            "build_dense); build with 2 threads; latency = one query per call, 1 thread"
+        )
+        say(
+            hdr.format(
+                "dtype",
+                "build s",
+                "p50 ms",
+                "p95 ms",
+                "recall",
+                "batch q/s",
+                "index MiB",
+                "peak RSS",
+                "load avg",
+            )
+        )
+        for row in rows:
+            say(row)
+    return out
+
+
+# --------------------------------------------------------------------------- report
+
+
+def targets(corpus: dict | None, synthetic: dict | None) -> list[tuple[str, str, str, bool]]:
+    rows = []
+    if corpus and "search" in corpus:
+        for key, r in corpus["search"]["modes"].items():
+            if key.startswith("hybrid"):
+                p50 = r["latency_ms"]["p50"]
+                rows.append(
+                    (
+                        f"{key} p50",
+                        f"<= {TARGET_HYBRID_P50_MS:.0f} ms",
+                        f"{p50:.2f} ms",
+                        p50 <= TARGET_HYBRID_P50_MS,
+                    )
+                )
+    if synthetic:
+        n = synthetic["vectors"]
+        for dtype, r in synthetic["indexes"].items():
+            p50 = r["latency_ms"]["p50"]
+            rows.append(
+                (
+                    f"dense {n:,} {dtype} p50",
+                    f"<= {TARGET_DENSE_1M_P50_MS:.0f} ms",
+                    f"{p50:.3f} ms",
+                    p50 <= TARGET_DENSE_1M_P50_MS,
+                )
+            )
+    return rows
+
+
+def child_main(args: argparse.Namespace) -> None:
+    data = child_truth(args) if args.child == "truth" else child_index(args)
+    Path(args.result).write_text(json.dumps(data), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="RealPersonaChat folder")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"small subsets: {', '.join(f'{k}={v:,}' for k, v in QUICK.items())}",
+    )
+    p.add_argument("--only", choices=["all", "corpus", "synthetic"], default="all")
+    p.add_argument("--limit", type=int, default=None, help="read only the first N dialogues")
+    p.add_argument("--queries", type=int, default=1_000, help="corpus queries per mode")
+    p.add_argument("--k", type=int, default=5, help="results per search (Searcher default 5)")
+    p.add_argument(
+        "--candidates",
+        type=int,
+        default=200,
+        help="per-retriever candidates (Searcher default 200)",
+    )
+    p.add_argument(
+        "--dense-reps",
+        default="embedding_text",
+        help="comma-separated representations to embed ('all' for the three); "
+        "the first is the one searched",
+    )
+    p.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="ContentCache file")
+    p.add_argument(
+        "--profile-queries",
+        type=int,
+        default=200,
+        help="hybrid queries to profile (0: skip the profile)",
+    )
+    p.add_argument("--top", type=int, default=25, help="cProfile rows to print")
+    p.add_argument(
+        "--synthetic", type=int, default=1_000_000, help="synthetic vectors (0: skip part 3)"
+    )
+    p.add_argument("--synthetic-queries", type=int, default=1_000)
+    p.add_argument("--synthetic-dtypes", default="f32,i8", help="usearch dtypes, comma-separated")
+    p.add_argument("--dim", type=int, default=384)
+    p.add_argument("--clusters", type=int, default=1_000)
+    p.add_argument(
+        "--noise",
+        type=float,
+        default=0.75,
+        help="norm of the gaussian noise added to a unit cluster centre",
+    )
+    p.add_argument("--seed", type=int, default=20221105)
+    p.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write the figures")
+    p.add_argument("--child", choices=["truth", "index"], help=argparse.SUPPRESS)
+    p.add_argument("--workdir", help=argparse.SUPPRESS)
+    p.add_argument("--result", help=argparse.SUPPRESS)
+    p.add_argument("--dtype", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        child_main(args)
+        return
+    explicit = {a.lstrip("-").split("=")[0].replace("-", "_") for a in (argv or sys.argv[1:])}
+    if args.quick:
+        for key, value in QUICK.items():
+            if key not in explicit:
+                setattr(args, key, value)
+    reps = REPRESENTATIONS if args.dense_reps == "all" else tuple(args.dense_reps.split(","))
+    if not reps or any(r not in REPRESENTATIONS for r in reps):
+        p.error(f"--dense-reps: choose from {REPRESENTATIONS} or 'all'")
+    args.dense_reps = list(reps)
+    args.synthetic_dtypes = [d for d in args.synthetic_dtypes.split(",") if d]
+    do_corpus = args.only in ("all", "corpus")
+    do_synth = args.only in ("all", "synthetic") and args.synthetic > 0
+    if do_corpus and not (args.data / "dialogues.jsonl.gz").is_file():
+        p.error(f"no dialogues.jsonl.gz in {args.data}")
+
+    when = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    say(
+        f"retrieval benchmark {when}: python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; usearch "
+        f"{pkg_version('usearch')}, bm25s {pkg_version('bm25s')}, rank_bm25 "
+        f"{pkg_version('rank_bm25') or 'not installed'}, numpy {np.__version__}"
+        f"{'; --quick' if args.quick else ''}"
+    )
+    say()
+    previous: dict[str, Any] = {}
+    if args.json.is_file():
+        try:
+            previous = json.loads(args.json.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            previous = {}
+    t0 = time.perf_counter()
+    corpus = synthetic = None
+    if do_corpus:
+        corpus = run_corpus(args)
+        corpus["when"] = when
+    if do_synth:
+        synthetic = run_synthetic(args)
+        synthetic["when"] = when
+        say()
+    wall = time.perf_counter() - t0
+    rows = targets(corpus, synthetic)
+    tfmt = "{:<40}{:>12}{:>14}  {}"
+    say(tfmt.format("target", "goal", "measured", "result"))
+    for name, goal, got, ok in rows:
+        say(tfmt.format(name, goal, got, "PASS" if ok else "MISS"))
+    say(f"benchmark wall time {wall:.0f} s; load average now {os.getloadavg()[0]:.1f}")
+    figures = {
+        "when": when,
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "env": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            **{name: pkg_version(name) for name in ("usearch", "bm25s", "rank_bm25", "numpy")},
+        },
+        "corpus": corpus if corpus is not None else previous.get("corpus"),
+        "synthetic": synthetic if synthetic is not None else previous.get("synthetic"),
+        "targets": {name: {"goal": g, "measured": m, "pass": ok} for name, g, m, ok in rows},
+        "wall_s": wall,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n", encoding="utf-8")
+    say(f"figures written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
