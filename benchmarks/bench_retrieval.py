@@ -924,23 +924,19 @@ def child_index(a: argparse.Namespace) -> dict[str, Any]:
             sys.stderr.flush()
         t0 = time.perf_counter()
     q = syn_queries(a, centers)
-    for v in q[:20]:  # warm-up
-        index.search(v, 10)
-    lat, keys = [], []
-    for v in q:
-        t0 = time.perf_counter()
-        m = index.search(v, 10)
-        lat.append(time.perf_counter() - t0)
-        keys.append(np.asarray(m.keys, dtype=np.int64))
-    t0 = time.perf_counter()
-    index.search(q, 10, threads=0)
-    batch = time.perf_counter() - t0
     truth = np.load(Path(a.workdir) / "truth.npy")
-    recall = float(
-        np.mean(
-            [len(set(k.tolist()) & set(t.tolist())) / 10 for k, t in zip(keys, truth, strict=True)]
-        )
-    )
+    default_ef = index.expansion_search
+    lat, recall, batch = _search_run(index, q, truth)
+    sweep = {}
+    for ef in sorted({int(e) for e in a.ef_sweep.split(",") if e} - {default_ef}):
+        index.expansion_search = ef
+        s_lat, s_recall, s_batch = _search_run(index, q, truth)
+        sweep[ef] = {
+            "latency_ms": ms_stats(s_lat),
+            "recall_at_10": s_recall,
+            "batch_qps": len(q) / s_batch if s_batch else None,
+        }
+    index.expansion_search = default_ef
     return {
         "dtype": a.dtype,
         "vectors": len(index),
@@ -955,8 +951,24 @@ def child_index(a: argparse.Namespace) -> dict[str, Any]:
         "connectivity": index.connectivity,
         "expansion_add": index.expansion_add,
         "expansion_search": index.expansion_search,
+        "expansion_search_sweep": sweep,
         "peak_rss_mib": peak_rss_mib(),
     }
+
+
+def _search_run(index: Any, q: np.ndarray, truth: np.ndarray) -> tuple[list[float], float, float]:
+    """Per-query latency (one query per call), recall@10 against ``truth``, batch seconds."""
+    for v in q[:20]:  # warm-up
+        index.search(v, 10)
+    lat, hits = [], 0
+    for v, t in zip(q, truth, strict=True):
+        t0 = time.perf_counter()
+        m = index.search(v, 10)
+        lat.append(time.perf_counter() - t0)
+        hits += len(set(np.asarray(m.keys, dtype=np.int64).tolist()) & set(t.tolist()))
+    t0 = time.perf_counter()
+    index.search(q, 10, threads=0)
+    return lat, hits / (10 * len(q)), time.perf_counter() - t0
 
 
 def run_child(kind: str, a: argparse.Namespace, work: Path, extra: list[str]) -> dict[str, Any]:
@@ -983,6 +995,8 @@ def run_child(kind: str, a: argparse.Namespace, work: Path, extra: list[str]) ->
         str(a.clusters),
         "--noise",
         str(a.noise),
+        "--ef-sweep",
+        a.ef_sweep,
         *extra,
     ]
     env = dict(os.environ)
@@ -1066,13 +1080,33 @@ def run_synthetic(args: argparse.Namespace) -> dict[str, Any]:
         )
         for row in rows:
             say(row)
+        say("  expansion_search sweep on the same indexes (search-time parameter, no rebuild)")
+        shdr = "  {:<6}{:>8}{:>9}{:>9}{:>9}{:>11}"
+        say(shdr.format("dtype", "ef", "p50 ms", "p95 ms", "recall", "batch q/s"))
+        for dtype, r in out["indexes"].items():
+            points = {r["expansion_search"]: r, **r["expansion_search_sweep"]}
+            for ef, pt in sorted(points.items(), key=lambda kv: int(kv[0])):
+                lat = pt["latency_ms"]
+                say(
+                    shdr.format(
+                        dtype,
+                        ef,
+                        f"{lat['p50']:.3f}",
+                        f"{lat['p95']:.3f}",
+                        f"{pt['recall_at_10']:.3f}",
+                        f"{pt['batch_qps']:,.0f}",
+                    )
+                )
     return out
 
 
 # --------------------------------------------------------------------------- report
 
 
-def targets(corpus: dict | None, synthetic: dict | None) -> list[tuple[str, str, str, bool]]:
+def targets(
+    corpus: dict | None, synthetic: dict | None, tags: tuple[str, str] = ("", "")
+) -> list[tuple[str, str, str, bool]]:
+    """(name, goal, measured, pass); ``tags`` mark a part carried over from a previous run."""
     rows = []
     if corpus and "search" in corpus:
         for key, r in corpus["search"]["modes"].items():
@@ -1080,7 +1114,18 @@ def targets(corpus: dict | None, synthetic: dict | None) -> list[tuple[str, str,
                 p50 = r["latency_ms"]["p50"]
                 rows.append(
                     (
-                        f"{key} p50",
+                        f"{key} p50{tags[0]}",
+                        f"<= {TARGET_HYBRID_P50_MS:.0f} ms",
+                        f"{p50:.2f} ms",
+                        p50 <= TARGET_HYBRID_P50_MS,
+                    )
+                )
+        for key, r in corpus["search"]["modes"].items():
+            if key.startswith("hybrid"):
+                p50 = r["without_embed_ms"]["p50"]
+                rows.append(
+                    (
+                        f"{key} p50 w/o query embedding (info){tags[0]}",
                         f"<= {TARGET_HYBRID_P50_MS:.0f} ms",
                         f"{p50:.2f} ms",
                         p50 <= TARGET_HYBRID_P50_MS,
@@ -1092,7 +1137,7 @@ def targets(corpus: dict | None, synthetic: dict | None) -> list[tuple[str, str,
             p50 = r["latency_ms"]["p50"]
             rows.append(
                 (
-                    f"dense {n:,} {dtype} p50",
+                    f"dense {n:,} {dtype} p50{tags[1]}",
                     f"<= {TARGET_DENSE_1M_P50_MS:.0f} ms",
                     f"{p50:.3f} ms",
                     p50 <= TARGET_DENSE_1M_P50_MS,
@@ -1151,6 +1196,11 @@ def main(argv: list[str] | None = None) -> None:
         default=0.75,
         help="norm of the gaussian noise added to a unit cluster centre",
     )
+    p.add_argument(
+        "--ef-sweep",
+        default="128,256",
+        help="usearch expansion_search values to measure on each built index, besides its default",
+    )
     p.add_argument("--seed", type=int, default=20221105)
     p.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write the figures")
     p.add_argument("--child", choices=["truth", "index"], help=argparse.SUPPRESS)
@@ -1193,30 +1243,35 @@ def main(argv: list[str] | None = None) -> None:
             previous = {}
     t0 = time.perf_counter()
     corpus = synthetic = None
+    run_args = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     if do_corpus:
         corpus = run_corpus(args)
-        corpus["when"] = when
+        corpus.update(when=when, args=run_args)
     if do_synth:
         synthetic = run_synthetic(args)
-        synthetic["when"] = when
+        synthetic.update(when=when, args=run_args)
         say()
     wall = time.perf_counter() - t0
-    rows = targets(corpus, synthetic)
-    tfmt = "{:<40}{:>12}{:>14}  {}"
+    prev = " [previous run]"
+    merged_corpus = corpus if corpus is not None else previous.get("corpus")
+    merged_synthetic = synthetic if synthetic is not None else previous.get("synthetic")
+    tags = ("" if corpus is not None else prev, "" if synthetic is not None else prev)
+    rows = targets(merged_corpus, merged_synthetic, tags)
+    tfmt = "{:<66}{:>10}{:>12}  {}"
     say(tfmt.format("target", "goal", "measured", "result"))
     for name, goal, got, ok in rows:
         say(tfmt.format(name, goal, got, "PASS" if ok else "MISS"))
     say(f"benchmark wall time {wall:.0f} s; load average now {os.getloadavg()[0]:.1f}")
     figures = {
         "when": when,
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "args": run_args,
         "env": {
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
             **{name: pkg_version(name) for name in ("usearch", "bm25s", "rank_bm25", "numpy")},
         },
-        "corpus": corpus if corpus is not None else previous.get("corpus"),
-        "synthetic": synthetic if synthetic is not None else previous.get("synthetic"),
+        "corpus": merged_corpus,
+        "synthetic": merged_synthetic,
         "targets": {name: {"goal": g, "measured": m, "pass": ok} for name, g, m, ok in rows},
         "wall_s": wall,
     }
