@@ -116,12 +116,10 @@ class Units:
         self.session_of = {c: searcher.session_of[i] for c, i in searcher.position.items()}
         self.ref_of = {m: r["source_ref"] for m, r in searcher._messages.items()}
         self.session_refs: dict[str, set[str]] = {}
-        self.session_msgs: dict[str, set[str]] = {}
         for i in searcher.position.values():
             sid = searcher.session_of[i]
             ids = searcher.message_ids[i]
             self.session_refs.setdefault(sid, set()).update(self.ref_of[m] for m in ids)
-            self.session_msgs.setdefault(sid, set()).update(ids)
         self._chunk_turns: dict[tuple, list[str]] = {}
         self.s_turn_chunks = TURN_CHUNKS
         self.chunk_refs = {

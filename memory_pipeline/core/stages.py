@@ -100,8 +100,8 @@ def split_ingest(result: IngestResult, dates: Iterable[dt.date]) -> dict[dt.date
             for (d, s), n in sorted(result.read_counts.items())
         ]
     )
-    per = [_split_by_date(t, c, days) for t, c in ((msgs, "local_date"), (quar, "partition_date"))]
-    audits = _split_by_date(audit, "partition_date", days)
+    per = [split_by_date(t, c, days) for t, c in ((msgs, "local_date"), (quar, "partition_date"))]
+    audits = split_by_date(audit, "partition_date", days)
     return {d: IngestTables(per[0][d], per[1][d], audits[d]) for d in days}
 
 
@@ -120,7 +120,7 @@ def build_sessions(
         if not still_open or not store.has("raw_messages", hi + DAY):
             break
         hi += DAY  # a session runs on past the window: read one more day
-    return _split_by_date(sessions, "local_date", days)
+    return split_by_date(sessions, "local_date", days)
 
 
 def build_chunks(
@@ -130,7 +130,7 @@ def build_chunks(
     days = sorted(set(dates))
     sessions = store.read("sessions", days)
     messages = session_messages(store, sessions)
-    return _split_by_date(chunk_sessions(sessions, messages, size, stride), "local_date", days)
+    return split_by_date(chunk_sessions(sessions, messages, size, stride), "local_date", days)
 
 
 def session_messages(store: TableStore, sessions: pa.Table) -> pa.Table:
@@ -151,7 +151,7 @@ def _date_range(lo: dt.date, hi: dt.date) -> list[dt.date]:
     return [lo + dt.timedelta(days=i) for i in range((hi - lo).days + 1)]
 
 
-def _split_by_date(table: pa.Table, column: str, days: list[dt.date]) -> dict[dt.date, pa.Table]:
+def split_by_date(table: pa.Table, column: str, days: list[dt.date]) -> dict[dt.date, pa.Table]:
     """Rows per date, each in its original order (one stable sort, then slices)."""
     ordered = table.take(pc.sort_indices(table, [(column, "ascending")]))
     keys = ordered.column(column).cast(pa.int32()).to_numpy(zero_copy_only=False)

@@ -17,7 +17,7 @@ from memory_pipeline.core.cache import ContentCache
 from memory_pipeline.core.embedding_text import SUMMARY_LABEL, excerpt_of
 from memory_pipeline.core.represent import embed_chunks, embedding_texts, enrich_sessions
 from memory_pipeline.core.represent import summarize_chunks as summarize_core
-from memory_pipeline.core.stages import session_messages
+from memory_pipeline.core.stages import session_messages, split_by_date
 from memory_pipeline.defs.chunks import CHUNKS
 from memory_pipeline.defs.ingest import RAW, _check
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
@@ -252,9 +252,8 @@ def build_representation_assets(
 
 
 def _write_by_day(store, table_name: str, table, days) -> None:
-    col = table.column("local_date")
-    for day in days:
-        store.write(table_name, table.filter(pc.equal(col, day)), day)
+    for day, part in split_by_date(table, "local_date", list(days)).items():
+        store.write(table_name, part, day)
 
 
 def _pairs(table, key: str, value: str) -> dict:
