@@ -1,6 +1,7 @@
 """memory_pipeline: a date-partitioned, source-linked retrieval memory over chat history.
 
-``search`` is the app-facing API; it reads only published outputs (see README, "Search").
+``search`` and ``context`` are the app-facing API; they read only published outputs (see
+README, "Search" and "Context packs").
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["search", "searcher"]
+__all__ = ["context", "recall", "search", "searcher"]
 
 _LOCK = threading.Lock()
 _SEARCHERS: dict[tuple[Path, str], Any] = {}
+_MEMORY_INDEXES: dict[tuple[Path, str], Any] = {}
 
 
 def searcher(config: str | Path | None = None, output_dir: str | Path | None = None) -> Any:
@@ -57,4 +59,75 @@ def search(
     """
     return searcher(config, output_dir).search(
         query, k, mode=mode, contact=contact, conversation=conversation, as_of=as_of, **options
+    )
+
+
+def memory_index(config: str | Path | None = None, output_dir: str | Path | None = None) -> Any:
+    """The (cached) MemoryIndex over the memory timeline published with the search index."""
+    from memory_pipeline.core.context import MemoryIndex
+
+    s = searcher(config, output_dir)
+    key = (Path(s.version).resolve().parent, s.version.name)
+    with _LOCK:
+        if key not in _MEMORY_INDEXES:
+            _MEMORY_INDEXES.clear()
+            _MEMORY_INDEXES[key] = MemoryIndex.for_searcher(s)
+        return _MEMORY_INDEXES[key]
+
+
+def context(
+    question: str,
+    budget: int = 24_000,
+    *,
+    strategy: str = "split",
+    config: str | Path | None = None,
+    output_dir: str | Path | None = None,
+    contact: str | None = None,
+    as_of: dt.datetime | None = None,
+    k_memories: int = 10,
+):
+    """What an LLM should read for ``question``: memory hits first, then their source
+    material (``strategy``: ``neighbors`` chunks, whole source ``sessions``, or ``split`` —
+    half to source sessions, half to independent raw search), within ``budget`` UTF-16
+    code units. Every piece carries its citation; ``.render()`` gives the text."""
+    from memory_pipeline.core.context import build_context
+
+    s = searcher(config, output_dir)
+    return build_context(
+        s,
+        memory_index(config, output_dir),
+        question,
+        budget,
+        strategy=strategy,
+        k_memories=k_memories,
+        contact=contact,
+        as_of=as_of,
+    )
+
+
+def recall(
+    question: str,
+    budget: int = 24_000,
+    *,
+    sources: bool | None = None,
+    strategy: str = "split",
+    config: str | Path | None = None,
+    output_dir: str | Path | None = None,
+    contact: str | None = None,
+    as_of: dt.datetime | None = None,
+):
+    """Memories alone first; the source material only when asked (``sources=True``) or when
+    the memory evidence is weak (``sources=None``). The pack says whether and why it escalated."""
+    from memory_pipeline.core.context import recall as recall_core
+
+    s = searcher(config, output_dir)
+    return recall_core(
+        s,
+        memory_index(config, output_dir),
+        question,
+        budget=budget,
+        sources=sources,
+        strategy=strategy,
+        contact=contact,
+        as_of=as_of,
     )

@@ -27,6 +27,9 @@ SUMMARY_TABLES = (
     "embedding_texts",
     "session_enrichment",
     "chunk_embeddings",
+    "memories",
+    "memory_rejects",
+    "dossiers",
 )
 
 STAGES = [("ingest", "raw_messages"), ("sessions", "sessions"), ("chunks", "chunks")]
@@ -92,7 +95,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     checks_passed = checks_warned = 0
     selection = [name for name, _ in STAGES] + [
         "representations",
+        "memories",
         "indexes",
+        "storage",
         "evaluation",
         "warehouse",
     ]
@@ -105,7 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 selection=_stage_key(stage),
                 instance=instance,
                 resources={"pipeline": resource, **provider_resources()},
-                tags=tags if stage not in ("indexes", "evaluation", "warehouse") else {},
+                tags=tags if stage not in UNPARTITIONED_STAGES else {},
                 raise_on_error=False,
                 run_config=QUIET_RUN,
             )
@@ -133,15 +138,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"asset checks: {checks_passed} passed, {checks_warned} warnings, 0 failed")
     print(
         f"search index: {cfg.output_dir / 'indexes'}   evaluation: {cfg.output_dir / 'eval'}\n"
+        f"dossiers: {cfg.dossiers_path}   storage report: "
+        f"{store.table_dir('storage_report')}\n"
         f'try:  memory-pipeline search "what did we plan?" --k 3\n'
+        f'      memory-pipeline context "When is the Kyoto trip?" --budget 4000\n'
         f"\nDagster instance: {home} (runs, checks, lineage)\n"
         f"Open the UI:  DAGSTER_HOME={home} dagster dev   then http://127.0.0.1:3000"
     )
     return 0
 
 
+UNPARTITIONED_STAGES = ("indexes", "storage", "evaluation", "warehouse")
 STAGE_KEYS = {
-    "indexes": ["bm25_index", "vector_index", "time_metadata"],
+    "indexes": ["bm25_index", "vector_index", "time_metadata", "memory_timeline"],
+    "memories": ["memories", "dossiers"],
+    "storage": ["storage_report"],
     "ingest": ["raw_messages", "quarantine", "ingest_audit"],
     "representations": [
         "chunk_summaries",
@@ -283,6 +294,42 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_context(args: argparse.Namespace) -> int:
+    import json
+
+    from memory_pipeline import context, recall
+    from memory_pipeline.core.searcher import IndexNotBuilt
+
+    as_of = dt.datetime.fromisoformat(args.as_of) if args.as_of else None
+    common = {"config": args.config, "contact": args.contact, "as_of": as_of}
+    try:
+        if args.escalate:
+            sources = True if args.sources else None
+            pack = recall(
+                args.question, args.budget, sources=sources, strategy=args.strategy, **common
+            )
+        else:
+            pack = context(args.question, args.budget, strategy=args.strategy, **common)
+    except IndexNotBuilt as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(pack.to_dict(), ensure_ascii=False, indent=1, default=str))
+        return 0
+    kinds = Counter(p.kind for p in pack.pieces)
+    print(
+        f"# context for {args.question!r}: {pack.utf16:,} of {pack.budget:,} UTF-16 units, "
+        f"strategy {pack.strategy}, "
+        + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        + (f"; {pack.reason}" if pack.reason else "")
+    )
+    for note in pack.notes:
+        print(f"# note: {note}")
+    print()
+    print(pack.render())
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from memory_pipeline.eval_runner import evaluate_locomo
 
@@ -325,6 +372,27 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--conversation", help="only this conversation_id")
     search.add_argument("--as-of", help="reference time for 'yesterday', 'last Tuesday' (ISO)")
     search.set_defaults(func=cmd_search)
+    ctx = sub.add_parser(
+        "context", help="the context pack an LLM should read: memories + their sources"
+    )
+    ctx.add_argument("question")
+    ctx.add_argument("--budget", type=int, default=24_000, help="UTF-16 code units")
+    ctx.add_argument(
+        "--strategy",
+        choices=["split", "sessions", "neighbors", "none"],
+        default="split",
+        help="source material after the memories (split: half source sessions, half search)",
+    )
+    ctx.add_argument(
+        "--escalate",
+        action="store_true",
+        help="memories alone unless their evidence is weak (or --sources is given)",
+    )
+    ctx.add_argument("--sources", action="store_true", help="with --escalate: always add sources")
+    ctx.add_argument("--contact", help="only memories and conversations with this contact_id")
+    ctx.add_argument("--as-of", help="what was true then (ISO date or time)")
+    ctx.add_argument("--json", action="store_true", help="machine-readable output")
+    ctx.set_defaults(func=cmd_context)
     ev = sub.add_parser("eval", help="score the retrievers on LoCoMo; tables + HTML report")
     ev.add_argument(
         "--locomo",

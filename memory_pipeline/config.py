@@ -52,6 +52,12 @@ class PipelineConfig:
     hnsw_threshold: int = 50_000  # exact dense search below this many vectors, HNSW above
     eval_questions: Path | None = None  # the user's labelled JSONL questions
     eval_locomo: Path | None = None  # a LoCoMo-format file to benchmark against
+    dossier_dir: Path | None = None  # where the current dossiers go as <contact>.md
+
+    @property
+    def dossiers_path(self) -> Path:
+        """The configured folder, else ``dossiers/`` beside the output folder (data/dossiers)."""
+        return self.dossier_dir or self.output_dir.parent / "dossiers"
 
     @property
     def cache_path(self) -> Path:
@@ -115,6 +121,7 @@ def parse_config(
         "session_gap_minutes",
         "chunk_size",
         "chunk_stride",
+        "dossier_dir",
     ):
         if (value := env.get(ENV_PREFIX + key.upper())) is not None:
             pipe[key] = value
@@ -127,6 +134,7 @@ def parse_config(
         "session_gap_minutes",
         "chunk_size",
         "chunk_stride",
+        "dossier_dir",
     }
     if unknown:
         errors.append(f"[pipeline]: unknown keys {sorted(unknown)}")
@@ -175,6 +183,9 @@ def parse_config(
     if start and end and end < start:
         errors.append(f"[pipeline].end_date: {end} is before start_date {start}")
     out_dir = base_dir / str(pipe.get("output_dir", "data/output"))
+    dossier_dir = (
+        (base_dir / str(pipe["dossier_dir"])).resolve() if pipe.get("dossier_dir") else None
+    )
     gap = as_int("session_gap_minutes", 180, 1, MAX_GAP_MINUTES)
     size = as_int("chunk_size", DEFAULT_SIZE, 1, 10_000)
     stride = as_int("chunk_stride", DEFAULT_STRIDE, 1, 10_000)
@@ -287,6 +298,7 @@ def parse_config(
         hnsw_threshold=hnsw_threshold,
         eval_questions=eval_paths["questions"],
         eval_locomo=eval_paths["locomo"],
+        dossier_dir=dossier_dir,
     )
 
 

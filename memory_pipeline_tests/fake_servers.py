@@ -373,3 +373,69 @@ class _Handler(BaseHTTPRequestHandler):
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         }
         return 200, payload, None
+
+
+# --------------------------------------------------------------------------- scripted chat
+
+
+class _ScriptedChatHandler(_Handler):
+    """Answers chat completions from a queue of scripted contents, then like the default."""
+
+    replies: list[str]
+
+    def _chat(self, body: dict) -> _Reply:
+        with self.state.lock:
+            content = self.replies.pop(0) if self.replies else None
+        if content is None:
+            return super()._chat(body)
+        payload = {
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", ""),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+        return 200, payload, None
+
+
+class ScriptedChatServer(FakeProviderServer):
+    """A FakeProviderServer whose next chat completions return ``script_chat(...)`` texts.
+
+    For structured-output clients: the scripted text is the message content verbatim (e.g. a
+    JSON body), one per request in order; once the queue is empty the default fake answers.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._replies: list[str] = []
+
+    def script_chat(self, *contents: str) -> None:
+        """Queue ``contents`` as the next chat completions' message contents."""
+        with self._state.lock:
+            self._replies.extend(contents)
+
+    def start(self) -> ScriptedChatServer:
+        """Bind and serve in a background thread (like the base, with the scripted handler)."""
+        state, replies = self._state, self._replies
+
+        class Handler(_ScriptedChatHandler):
+            pass
+
+        Handler.state = state
+        Handler.replies = replies
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd.daemon_threads = False
+        httpd.block_on_close = True
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self

@@ -29,14 +29,25 @@ ID_COLUMNS = {
     "chunk_summaries": "chunk_id",
     "embedding_texts": "chunk_id",
     "session_enrichment": "session_id",
+    "memories": "memory_id",
+    "memory_rejects": "session_id",
+    "dossiers": "contact_id",
 }
 REPRESENTATION_KEYS = ["chunk_summaries", "embedding_texts", "session_enrichment"]
-INDEX_KEYS = ["bm25_index", "vector_index", "time_metadata"]
+MEMORY_KEYS = ["memories", "dossiers"]
+INDEX_KEYS = ["bm25_index", "vector_index", "time_metadata", "memory_timeline"]
 
 
 def build_all(runner: Runner, days: list[dt.date]) -> None:
     """Every stage in dependency order, each as one run over ``days``, then the indexes."""
-    for keys in (INGEST_KEYS, ["sessions"], ["chunks"], REPRESENTATION_KEYS, ["chunk_embeddings"]):
+    for keys in (
+        INGEST_KEYS,
+        ["sessions"],
+        ["chunks"],
+        REPRESENTATION_KEYS,
+        ["chunk_embeddings"],
+        MEMORY_KEYS,
+    ):
         runner.run(keys, days)
     runner.run(INDEX_KEYS, [])
 
@@ -103,6 +114,12 @@ class Runner:
             sort = [(ID_COLUMNS[name], "ascending")]
             if name == "ingest_audit":
                 sort = [("partition_date", "ascending"), *sort]
+            if name in ("dossiers", "memory_rejects"):
+                sort = [
+                    ("local_date", "ascending"),
+                    *sort,
+                    ("text" if name != "dossiers" else "name", "ascending"),
+                ]
             out[name] = t.sort_by(sort)
         return out
 

@@ -176,3 +176,87 @@ def chunk_invariants(chunks: pa.Table, sessions: pa.Table, size: int, stride: in
         "max_messages": int(sizes.max()),
         "mean_messages": round(float(sizes.mean()), 2),
     }
+
+
+def memories_cite_sources(memories: pa.Table, sessions: pa.Table, message_ids: set[str]) -> Result:
+    """Every memory cites >= 1 stored message, all of its own session and contact.
+
+    The second half is contact isolation: a memory can only come from a conversation with
+    the contact it is filed under.
+    """
+    by_session = {
+        s: (c, set(m))
+        for s, c, m in zip(
+            sessions.column("session_id").to_pylist(),
+            sessions.column("contact_id").to_pylist(),
+            sessions.column("message_ids").to_pylist(),
+            strict=True,
+        )
+    }
+    problems: Counter[str] = Counter()
+    for sid, contact, mids in zip(
+        memories.column("session_id").to_pylist(),
+        memories.column("contact_id").to_pylist(),
+        memories.column("message_ids").to_pylist(),
+        strict=True,
+    ):
+        found = by_session.get(sid)
+        if found is None:
+            problems["unknown_session"] += 1
+        elif found[0] != contact:
+            problems["other_contact"] += 1
+        elif not mids:
+            problems["no_source"] += 1
+        elif not set(mids) <= found[1]:
+            problems["message_outside_session"] += 1
+        elif not set(mids) <= message_ids:
+            problems["unknown_message"] += 1
+    return not problems, {"memories": memories.num_rows, "problems": dict(problems)}
+
+
+def dossiers_valid(dossiers: pa.Table, session_contact: dict[str, str]) -> dict[str, Result]:
+    """Per check name: sections present; every bullet cited by existing sessions; isolation.
+
+    ``session_contact`` maps every stored session id to its contact.
+    """
+    from memory_pipeline.core.dossier import cited_sessions, missing_sections, uncited_bullets
+
+    missing: dict[str, list[str]] = {}
+    uncited: dict[str, int] = {}
+    unknown: dict[str, int] = {}
+    foreign: dict[str, int] = {}
+    for contact, day, markdown in zip(
+        dossiers.column("contact_id").to_pylist(),
+        dossiers.column("local_date").to_pylist(),
+        dossiers.column("markdown").to_pylist(),
+        strict=True,
+    ):
+        key = f"{contact}@{day}"
+        if gone := missing_sections(markdown):
+            missing[key] = gone
+        if bad := uncited_bullets(markdown):
+            uncited[key] = len(bad)
+        cited = cited_sessions(markdown)
+        if n := sum(1 for s in cited if s not in session_contact):
+            unknown[key] = n
+        if n := sum(1 for s in cited if s in session_contact and session_contact[s] != contact):
+            foreign[key] = n
+    n = dossiers.num_rows
+    return {
+        "sections": (
+            not missing,
+            {"dossiers": n, "missing_sections": dict(list(missing.items())[:20])},
+        ),
+        "citations": (
+            not uncited and not unknown,
+            {
+                "dossiers": n,
+                "uncited_bullets": dict(list(uncited.items())[:20]),
+                "unknown_sessions": dict(list(unknown.items())[:20]),
+            },
+        ),
+        "isolation": (
+            not foreign,
+            {"dossiers": n, "other_contact_sessions": dict(list(foreign.items())[:20])},
+        ),
+    }

@@ -134,6 +134,70 @@ SESSION_ENRICHMENT = pa.schema(
 )
 
 
+# One remembered fact per row, extracted from one session. ``contact_id`` scopes it: a
+# contact's memories come only from conversations with that contact.
+MEMORIES = pa.schema(
+    [
+        ("memory_id", pa.string()),  # content-derived: session + kind + attribute + text
+        ("contact_id", pa.string()),
+        ("conversation_id", pa.string()),
+        ("session_id", pa.string()),
+        ("local_date", pa.date32()),  # the session's partition
+        ("subject", pa.string()),  # who it is about (a sender name)
+        ("subject_is_owner", pa.bool_()),
+        ("kind", pa.string()),  # fact | preference | plan | event | relationship | possession
+        ("attribute", pa.string()),  # e.g. residence, employer; "" = not single-valued
+        ("value", pa.string()),  # the attribute's value ("Osaka"); "" when not applicable
+        ("text", pa.string()),  # the memory as a sentence, in the source language
+        ("lang", pa.string()),
+        ("valid_from", TS_UTC),  # when it became true (the stating message's time)
+        ("event_date", pa.date32()),  # the date a plan/event is for, when stated
+        ("message_ids", pa.list_(pa.string())),  # the messages it came from (>= 1)
+        ("method", pa.string()),  # "rules" or "<provider>/<model>"
+        ("confidence", pa.float32()),
+    ]
+)
+
+# A memory candidate whose source could not be resolved: never stored as a memory.
+MEMORY_REJECTS = pa.schema(
+    [
+        ("session_id", pa.string()),
+        ("contact_id", pa.string()),
+        ("local_date", pa.date32()),
+        ("kind", pa.string()),
+        ("text", pa.string()),
+        ("message_ids", pa.list_(pa.string())),
+        ("method", pa.string()),
+        ("reason", pa.string()),
+    ]
+)
+
+# Every memory with its validity interval: valid_to/superseded_by are set when a newer
+# memory about the same subject and attribute replaces it (rebuilt over all partitions).
+MEMORY_TIMELINE = pa.schema(
+    [
+        *MEMORIES,
+        ("valid_to", TS_UTC),
+        ("superseded_by", pa.string()),
+    ]
+)
+
+# One row per contact whose dossier changed on that date (its version of the day).
+DOSSIERS = pa.schema(
+    [
+        ("contact_id", pa.string()),
+        ("local_date", pa.date32()),  # the version's date (Last Updated)
+        ("name", pa.string()),
+        ("markdown", pa.string()),
+        ("state", pa.string()),  # JSON: what tomorrow's update starts from
+        ("cited_sessions", pa.list_(pa.string())),
+        ("sessions_total", pa.int32()),
+        ("messages_total", pa.int32()),
+        ("method", pa.string()),
+    ]
+)
+
+
 def embeddings_schema(dim: int, provider: str = "", model: str = "") -> pa.Schema:
     """chunk_embeddings: vectors as fixed-size lists; model and dimension also in metadata."""
     return pa.schema(
@@ -163,7 +227,17 @@ TABLES: dict[str, tuple[pa.Schema, str]] = {
     "chunk_summaries": (CHUNK_SUMMARIES, "local_date"),
     "embedding_texts": (EMBEDDING_TEXTS, "local_date"),
     "session_enrichment": (SESSION_ENRICHMENT, "local_date"),
+    "memories": (MEMORIES, "local_date"),
+    "memory_rejects": (MEMORY_REJECTS, "local_date"),
+    "dossiers": (DOSSIERS, "local_date"),
+    "memory_timeline": (MEMORY_TIMELINE, ""),
 }
 
 # Tables whose schema depends on the run (vector dimension): stored as written.
-DYNAMIC_TABLES = ("chunk_embeddings", "bm25_postings", "session_meta", "message_meta")
+DYNAMIC_TABLES = (
+    "chunk_embeddings",
+    "bm25_postings",
+    "session_meta",
+    "message_meta",
+    "storage_report",
+)

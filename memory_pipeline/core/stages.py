@@ -174,3 +174,82 @@ def discover_dates(sources: Sequence[SourceSpec], start_date: dt.date) -> list[d
             day = rec.local_date if isinstance(rec, Message) else rec.partition_date
             found.add(start_date if day is None or day < start_date else day)
     return sorted(found)
+
+
+# -- memories and dossiers ---------------------------------------------------------------------
+def build_memories(
+    store: TableStore, dates: Iterable[dt.date], extractor: object | None = None
+) -> dict[dt.date, tuple[pa.Table, pa.Table]]:
+    """(memories, rejected candidates) of the stored sessions of each of ``dates``."""
+    from memory_pipeline.core.memories import extract_memories
+
+    days = sorted(set(dates))
+    sessions = store.read("sessions", days)
+    memories, rejects = extract_memories(
+        sessions, session_messages(store, sessions), extractor=extractor
+    )
+    per_mem = split_by_date(memories, "local_date", days)
+    per_rej = split_by_date(rejects, "local_date", days)
+    return {d: (per_mem[d], per_rej[d]) for d in days}
+
+
+class DossierChainBroken(RuntimeError):
+    """An earlier date's dossiers were never built, so today's cannot start from them."""
+
+
+def prior_dossier_states(store: TableStore, before: dt.date) -> dict[str, str]:
+    """The latest stored dossier state (JSON) of every contact, from partitions before ``before``.
+
+    Raises DossierChainBroken when a date that has sessions has no dossier partition: a
+    dossier is a fold over every earlier day, so building on a gap would silently lose days.
+    """
+    built = set(store.dates("dossiers"))
+    gaps = [d for d in store.dates("sessions") if d < before and d not in built]
+    if gaps:
+        raise DossierChainBroken(
+            f"dossiers for {before} start from the dossiers of every earlier day, but "
+            f"{len(gaps)} earlier date(s) with sessions have none (first: {gaps[0]}); "
+            f"materialize dossiers from {gaps[0]} to {before} in one run (a backfill)"
+        )
+    states: dict[str, str] = {}
+    for day in sorted((d for d in built if d < before), reverse=True):
+        table = store.read("dossiers", [day]).select(["contact_id", "state"])
+        for contact, state in zip(
+            table.column("contact_id").to_pylist(), table.column("state").to_pylist(), strict=True
+        ):
+            states.setdefault(contact, state)
+    return states
+
+
+def build_dossiers(
+    store: TableStore, dates: Iterable[dt.date]
+) -> Iterator[tuple[dt.date, pa.Table]]:
+    """Dossier versions per date, folding each day onto the previous one, in date order.
+
+    Yields (date, rows of the contacts whose dossier changed that day) so the caller writes
+    each day before the next is computed; a range is the same fold as one day at a time.
+    """
+    from memory_pipeline.core.dossier import DossierState, build_day, dossier_rows
+
+    days = sorted(set(dates))
+    if not days:
+        return
+    states = {c: DossierState.from_json(s) for c, s in prior_dossier_states(store, days[0]).items()}
+    sessions_all = store.read("sessions", days)
+    memories_all = store.read("memories", days)
+    enrichment_all = store.read("session_enrichment", days)
+    per_sessions = split_by_date(sessions_all, "local_date", days)
+    per_memories = split_by_date(memories_all, "local_date", days)
+    per_enrichment = split_by_date(enrichment_all, "local_date", days)
+    for day in days:
+        sessions = per_sessions[day]
+        changed = build_day(
+            states,
+            day,
+            sessions,
+            session_messages(store, sessions),
+            per_enrichment[day],
+            per_memories[day],
+        )
+        states.update(changed)
+        yield day, dossier_rows(changed, day)

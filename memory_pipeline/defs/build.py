@@ -9,9 +9,10 @@ from memory_pipeline.defs.catalog import build_catalog_asset
 from memory_pipeline.defs.chunks import CHUNKS, build_chunks_asset
 from memory_pipeline.defs.evaluation import evaluation
 from memory_pipeline.defs.gx_checks import build_gx_checks
-from memory_pipeline.defs.indexes import BM25, TIME_META, search_indexes
+from memory_pipeline.defs.indexes import BM25, MEMORY_INDEX, TIME_META, search_indexes
 from memory_pipeline.defs.ingest import AUDIT, QUARANTINE, RAW, build_ingest
 from memory_pipeline.defs.jobs import build_jobs
+from memory_pipeline.defs.memories import DOSSIERS, MEMORIES, build_memory_assets
 from memory_pipeline.defs.partitions import daily_partitions
 from memory_pipeline.defs.providers import provider_resources
 from memory_pipeline.defs.representations import (
@@ -23,6 +24,7 @@ from memory_pipeline.defs.representations import (
 )
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS, build_sessions_asset
+from memory_pipeline.defs.storage import STORAGE_REPORT, storage_report_asset
 
 TABLE_KEYS = [
     RAW,
@@ -34,8 +36,12 @@ TABLE_KEYS = [
     EMBEDDING_TEXTS,
     ENRICHMENT,
     EMBEDDINGS,
+    MEMORIES,
+    DOSSIERS,
     BM25,
     TIME_META,
+    MEMORY_INDEX,
+    STORAGE_REPORT,
 ]
 
 
@@ -47,7 +53,9 @@ def build_assets(cfg: PipelineConfig) -> list[dg.AssetsDefinition]:
         build_sessions_asset(parts),
         build_chunks_asset(parts),
         *build_representation_assets(parts),
+        *build_memory_assets(parts),
         search_indexes,
+        storage_report_asset,
         evaluation,
         build_catalog_asset(TABLE_KEYS),
     ]

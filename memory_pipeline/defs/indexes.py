@@ -20,9 +20,11 @@ from memory_pipeline.core.indexes import (
     publish,
     representation_table,
 )
+from memory_pipeline.core.memories import supersede
 from memory_pipeline.core.retrieval import message_metadata, session_metadata
 from memory_pipeline.defs.chunks import CHUNKS
 from memory_pipeline.defs.ingest import RAW, _check
+from memory_pipeline.defs.memories import MEMORIES
 from memory_pipeline.defs.representations import EMBEDDING_TEXTS, EMBEDDINGS, SUMMARIES
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS
@@ -30,10 +32,12 @@ from memory_pipeline.defs.sessions import SESSIONS
 BM25 = dg.AssetKey("bm25_index")
 VECTORS = dg.AssetKey("vector_index")
 TIME_META = dg.AssetKey("time_metadata")
+MEMORY_INDEX = dg.AssetKey("memory_timeline")
 
 CHECK_BM25_COVERS = "covers_every_chunk_nonempty_vocabulary"
 CHECK_POSTINGS = "postings_consistent_with_bm25s"
 CHECK_VECTORS = "vector_count_equals_vectors"
+CHECK_TIMELINE = "one_timeline_row_per_memory_and_valid_intervals"
 
 
 @dg.multi_asset(
@@ -52,11 +56,19 @@ CHECK_VECTORS = "vector_count_equals_vectors"
             description="Per session and message: session index, response index, speaker, "
             "day name, ISO week, date, time (for time filters).",
         ),
+        dg.AssetSpec(
+            MEMORY_INDEX,
+            deps=[MEMORIES],
+            description="Every memory with its validity interval (valid_to / superseded_by set "
+            "when a newer memory about the same subject and attribute replaces it); what "
+            "memory search and context packs read.",
+        ),
     ],
     check_specs=[
         dg.AssetCheckSpec(CHECK_BM25_COVERS, asset=BM25, blocking=True),
         dg.AssetCheckSpec(CHECK_POSTINGS, asset=BM25, blocking=True),
         dg.AssetCheckSpec(CHECK_VECTORS, asset=VECTORS, blocking=True),
+        dg.AssetCheckSpec(CHECK_TIMELINE, asset=MEMORY_INDEX, blocking=True),
     ],
     group_name="indexes",
     name="search_indexes",
@@ -77,6 +89,10 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
     mmeta = message_metadata(store.read("raw_messages"), sessions, smeta)
     pq.write_table(smeta, version / "session_meta.parquet")
     pq.write_table(mmeta, version / "message_meta.parquet")
+    memories = store.read("memories")
+    timeline = supersede(memories)
+    pq.write_table(timeline, version / "memory_timeline.parquet")
+    timeline_ok, timeline_meta = _timeline_valid(memories, timeline)
     # checks on the new version before it becomes visible
     n = chunks.num_rows
     covers = all(bm25.stats[f"{r}_docs"] == n for r in reps)
@@ -86,12 +102,13 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
     if embeddings is not None:
         valid_vectors = embeddings.num_rows - embeddings.column("vector").null_count
     indexed = sum(v for k, v in dense.items() if k.endswith("_vectors"))
-    ok = covers and vocab_ok and consistent and indexed == valid_vectors
+    ok = covers and vocab_ok and consistent and indexed == valid_vectors and timeline_ok
     if ok:
         publish(root, version)
         store.write("bm25_postings", bm25.postings)
         store.write("session_meta", smeta)
         store.write("message_meta", mmeta)
+        store.write("memory_timeline", timeline)
     context.log.info(
         f"search_indexes: version {version.name} {'published' if ok else 'NOT published'}"
     )
@@ -100,6 +117,8 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
     yield dg.MaterializeResult(
         asset_key=TIME_META, metadata={"sessions": smeta.num_rows, "messages": mmeta.num_rows}
     )
+    yield dg.MaterializeResult(asset_key=MEMORY_INDEX, metadata=timeline_meta)
+    yield _check(MEMORY_INDEX, CHECK_TIMELINE, (timeline_ok, timeline_meta))
     yield _check(BM25, CHECK_BM25_COVERS, (covers and vocab_ok, {"chunks": n, **bm25.stats}))
     yield _check(BM25, CHECK_POSTINGS, (consistent, detail))
     yield _check(
@@ -136,3 +155,22 @@ def _postings_agree(version, postings, samples: int = 20) -> tuple[bool, dict]:
                 worst = max(worst, abs(got.get(cid, 0.0) - score))
             checked += 1
     return worst < 1e-3, {"queries_checked": checked, "max_abs_difference": float(worst)}
+
+
+def _timeline_valid(memories: pa.Table, timeline: pa.Table) -> tuple[bool, dict]:
+    """Nothing lost or added by supersession, and every interval ends after it starts."""
+    same = sorted(memories.column("memory_id").to_pylist()) == sorted(
+        timeline.column("memory_id").to_pylist()
+    )
+    ended = timeline.filter(pc.is_valid(timeline.column("valid_to")))
+    backwards = (
+        pc.sum(pc.less(ended.column("valid_to"), ended.column("valid_from"))).as_py() or 0
+        if ended.num_rows
+        else 0
+    )
+    return same and backwards == 0, {
+        "memories": memories.num_rows,
+        "timeline_rows": timeline.num_rows,
+        "superseded": ended.num_rows,
+        "intervals_ending_before_start": backwards,
+    }

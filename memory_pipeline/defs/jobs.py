@@ -22,8 +22,9 @@ def build_jobs(cfg: PipelineConfig) -> tuple[list, list[dg.ScheduleDefinition]]:
     """The partitioned pipeline job, the catalog job and the nightly schedule."""
     daily = dg.define_asset_job(
         INGEST_JOB,
-        selection=dg.AssetSelection.groups("ingest", "representations"),
-        description="raw_messages -> sessions -> chunks -> representations for a date range.",
+        selection=dg.AssetSelection.groups("ingest", "representations", "memories"),
+        description="raw_messages -> sessions -> chunks -> representations -> memories -> "
+        "dossiers for a date range.",
     )
     catalog = dg.define_asset_job(
         CATALOG_JOB,

@@ -101,6 +101,36 @@ class SummarizerResource(dg.ConfigurableResource):
         return self.provider != "extractive" if self.redact is None else self.redact
 
 
+class MemoryExtractorResource(dg.ConfigurableResource):
+    """Memory extraction: ``rules`` (offline, deterministic, English and Japanese) or
+    ``openai`` (any OpenAI-compatible endpoint; structured output with the same schema)."""
+
+    provider: str = "rules"
+    model: str | None = None
+    api_key: str | None = None
+    base_url: str | None = None
+    timeout_seconds: float = 60.0
+
+    def build(self):
+        """None means the built-in rules."""
+        if self.provider == "rules":
+            return None
+        if self.provider != "openai":
+            raise dg.Failure(f"unknown memory extractor {self.provider!r} (rules, openai)")
+        if not self.api_key:
+            raise dg.Failure("memory extractor 'openai' needs an API key")
+        from memory_pipeline.core.memory_llm import LlmMemoryExtractor
+        from memory_pipeline.core.providers.llm import OpenAICompatibleLlm
+
+        llm = OpenAICompatibleLlm(
+            model=self.model or DEFAULT_LLM,
+            api_key=self.api_key,
+            base_url=self.base_url,
+            timeout=self.timeout_seconds,
+        )
+        return LlmMemoryExtractor(llm)
+
+
 def _redact_flag(env: Mapping[str, str]) -> bool | None:
     value = env.get("MEMORY_PIPELINE_REDACT", "auto").strip().lower()
     return None if value == "auto" else value in {"1", "true", "on", "yes"}
@@ -111,6 +141,7 @@ def provider_resources(env: Mapping[str, str] | None = None) -> dict[str, dg.Con
     env = os.environ if env is None else env
     embedder = env.get("MEMORY_PIPELINE_EMBEDDER", "local").strip().lower()
     summarizer = env.get("MEMORY_PIPELINE_SUMMARIZER", "extractive").strip().lower()
+    extractor = env.get("MEMORY_PIPELINE_MEMORY_EXTRACTOR", "rules").strip().lower()
     key_var = {"openai": "OPENAI_API_KEY", "voyage": "VOYAGE_API_KEY"}.get(embedder)
     base_var = {"openai": "OPENAI_BASE_URL", "voyage": "VOYAGE_BASE_URL"}.get(embedder)
     dims = env.get("MEMORY_PIPELINE_EMBEDDING_DIMENSIONS")
@@ -129,5 +160,11 @@ def provider_resources(env: Mapping[str, str] | None = None) -> dict[str, dg.Con
             api_key=dg.EnvVar("OPENAI_API_KEY") if summarizer == "openai" else None,
             base_url=env.get("MEMORY_PIPELINE_LLM_BASE_URL") or env.get("OPENAI_BASE_URL"),
             redact=_redact_flag(env),
+        ),
+        "memory_extractor": MemoryExtractorResource(
+            provider=extractor,
+            model=env.get("MEMORY_PIPELINE_LLM_MODEL") or None,
+            api_key=dg.EnvVar("OPENAI_API_KEY") if extractor == "openai" else None,
+            base_url=env.get("MEMORY_PIPELINE_LLM_BASE_URL") or env.get("OPENAI_BASE_URL"),
         ),
     }

@@ -1,0 +1,186 @@
+"""memories and dossiers: source-linked facts per session, and a living dossier per contact.
+
+``memories[D]`` extracts facts from the sessions of D (rules offline, or an LLM with the same
+schema); a candidate whose source messages cannot be resolved goes to ``memory_rejects``,
+never into ``memories``. ``dossiers[D]`` is self-dependent: yesterday's dossiers plus D's
+sessions and memories give D's, so a range is built as one run folding the days in order
+(single-run backfill) and gives the same versions as building night by night.
+"""
+
+import time
+
+import dagster as dg
+
+from memory_pipeline.core import quality
+from memory_pipeline.core.dossier import write_markdown_atomic
+from memory_pipeline.core.memories import count_by_kind
+from memory_pipeline.core.stages import (
+    DossierChainBroken,
+    build_dossiers,
+    build_memories,
+    session_messages,
+)
+from memory_pipeline.defs.ingest import RAW, _check
+from memory_pipeline.defs.partitions import keys_to_dates, raw_window
+from memory_pipeline.defs.providers import PROVIDER_POOL, MemoryExtractorResource
+from memory_pipeline.defs.representations import ENRICHMENT
+from memory_pipeline.defs.resources import PipelineResource
+from memory_pipeline.defs.sessions import SESSIONS
+
+MEMORIES = dg.AssetKey("memories")
+DOSSIERS = dg.AssetKey("dossiers")
+
+CHECK_MEMORY_SOURCES = "memories_cite_existing_messages_of_their_contact"
+CHECK_MEMORY_IDS = "memory_ids_unique"
+CHECK_DOSSIER_SECTIONS = "dossier_sections_present"
+CHECK_DOSSIER_CITATIONS = "dossier_bullets_cite_existing_sessions"
+CHECK_DOSSIER_ISOLATION = "dossier_cites_only_its_contact"
+
+GROUP = "memories"
+
+
+def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
+    """The memories and dossiers assets for the configured partitions."""
+
+    @dg.asset(
+        key=MEMORIES,
+        deps=[SESSIONS, dg.AssetDep(RAW, partition_mapping=raw_window(0, 1))],
+        partitions_def=partitions_def,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        pool=PROVIDER_POOL,
+        group_name=GROUP,
+        check_specs=[
+            dg.AssetCheckSpec(CHECK_MEMORY_SOURCES, asset=MEMORIES, blocking=True),
+            dg.AssetCheckSpec(CHECK_MEMORY_IDS, asset=MEMORIES, blocking=True),
+        ],
+        description=(
+            "Facts, preferences, plans, events, relationships and possessions per session, "
+            "each linked to the messages it came from. Candidates without a resolvable source "
+            "go to the memory_rejects table."
+        ),
+    )
+    def memories(
+        context: dg.AssetExecutionContext,
+        pipeline: PipelineResource,
+        memory_extractor: MemoryExtractorResource,
+    ):
+        store = pipeline.store
+        days = keys_to_dates(context.partition_keys)
+        extractor = memory_extractor.build()
+        t0 = time.perf_counter()
+        per_day = build_memories(store, days, extractor=extractor)
+        for day, (mem, rejects) in per_day.items():
+            store.write("memories", mem, day)
+            store.write("memory_rejects", rejects, day)
+        written = store.read("memories", days)
+        rejected = store.read("memory_rejects", days)
+        sessions = store.read("sessions", days)
+        message_ids = set(session_messages(store, sessions).column("message_id").to_pylist())
+        kinds = count_by_kind(written)
+        seconds = time.perf_counter() - t0
+        context.log.info(
+            f"memories: {written.num_rows} memories, {rejected.num_rows} rejected, "
+            f"{sessions.num_rows} sessions in {len(days)} partitions, {seconds:.1f}s"
+        )
+        return dg.MaterializeResult(
+            metadata={
+                "rows": written.num_rows,
+                "rejected": rejected.num_rows,
+                "sessions": sessions.num_rows,
+                "by_kind": dg.MetadataValue.json({str(k): v for k, v in sorted(kinds.items())}),
+                "method": extractor.method if extractor is not None else "rules",
+                "seconds": round(seconds, 2),
+                "path": dg.MetadataValue.path(str(store.table_dir("memories"))),
+            },
+            check_results=[
+                _check(
+                    MEMORIES,
+                    CHECK_MEMORY_SOURCES,
+                    quality.memories_cite_sources(written, sessions, message_ids),
+                ),
+                _check(MEMORIES, CHECK_MEMORY_IDS, quality.unique(written, "memory_id")),
+            ],
+        )
+
+    @dg.asset(
+        key=DOSSIERS,
+        deps=[
+            dg.AssetDep(DOSSIERS, partition_mapping=raw_window(-1, -1)),
+            SESSIONS,
+            MEMORIES,
+            ENRICHMENT,
+            dg.AssetDep(RAW, partition_mapping=raw_window(0, 1)),
+        ],
+        partitions_def=partitions_def,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        group_name=GROUP,
+        check_specs=[
+            dg.AssetCheckSpec(CHECK_DOSSIER_SECTIONS, asset=DOSSIERS, blocking=True),
+            dg.AssetCheckSpec(CHECK_DOSSIER_CITATIONS, asset=DOSSIERS, blocking=True),
+            dg.AssetCheckSpec(CHECK_DOSSIER_ISOLATION, asset=DOSSIERS, blocking=True),
+        ],
+        description=(
+            "A Markdown dossier per contact (profile, ongoing commitments, communication "
+            "patterns, recent topics; every bullet cites its sessions), folded day by day "
+            "from yesterday's. The current one is written to <dossier_dir>/<contact>.md."
+        ),
+    )
+    def dossiers(context: dg.AssetExecutionContext, pipeline: PipelineResource):
+        cfg, store = pipeline.cfg, pipeline.store
+        days = keys_to_dates(context.partition_keys)
+        t0 = time.perf_counter()
+        latest: dict[str, str] = {}
+        try:
+            for day, rows in build_dossiers(store, days):
+                store.write("dossiers", rows, day)
+                latest.update(
+                    zip(
+                        rows.column("contact_id").to_pylist(),
+                        rows.column("markdown").to_pylist(),
+                        strict=True,
+                    )
+                )
+        except DossierChainBroken as exc:
+            raise dg.Failure(str(exc)) from None
+        later = [d for d in store.dates("dossiers") if d > days[-1]]
+        if later:
+            # a past range was rebuilt: the current files come from later versions; those
+            # are now stale and need the range up to the last date rebuilt
+            context.log.warning(
+                f"dossiers: {len(later)} later partitions (up to {later[-1]}) were built on the "
+                f"old versions; rebuild {days[0]}..{later[-1]} to refresh them"
+            )
+        else:
+            for contact, markdown in latest.items():
+                write_markdown_atomic(cfg.dossiers_path, contact, markdown)
+        written = store.read("dossiers", days)
+        sessions = store.read("sessions").select(["session_id", "contact_id"])
+        session_contact = dict(
+            zip(
+                sessions.column("session_id").to_pylist(),
+                sessions.column("contact_id").to_pylist(),
+                strict=True,
+            )
+        )
+        checks = quality.dossiers_valid(written, session_contact)
+        seconds = time.perf_counter() - t0
+        context.log.info(
+            f"dossiers: {written.num_rows} versions of {len(latest)} contacts in {len(days)} "
+            f"partitions, {seconds:.1f}s"
+        )
+        return dg.MaterializeResult(
+            metadata={
+                "versions": written.num_rows,
+                "contacts_updated": len(latest),
+                "files_written": 0 if later else len(latest),
+                "seconds": round(seconds, 2),
+                "dossier_dir": dg.MetadataValue.path(str(cfg.dossiers_path)),
+            },
+            check_results=[
+                _check(DOSSIERS, CHECK_DOSSIER_SECTIONS, checks["sections"]),
+                _check(DOSSIERS, CHECK_DOSSIER_CITATIONS, checks["citations"]),
+                _check(DOSSIERS, CHECK_DOSSIER_ISOLATION, checks["isolation"]),
+            ],
+        )
+
+    return [memories, dossiers]
