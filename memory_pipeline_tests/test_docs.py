@@ -38,3 +38,14 @@ def test_readme_documents_every_message_column():
 
 def test_sql_views_file_matches_the_code():
     assert (ROOT / "sql" / "views.sql").read_text(encoding="utf-8") == views_sql()
+
+
+def test_readme_dossier_excerpt_is_a_valid_dossier():
+    from memory_pipeline.core.dossier import cited_sessions, missing_sections, uncited_bullets
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("```markdown\n# Dossier:") + len("```markdown\n")
+    excerpt = text[start : text.index("```", start)]
+    assert not missing_sections(excerpt)
+    assert not uncited_bullets(excerpt)
+    assert cited_sessions(excerpt)

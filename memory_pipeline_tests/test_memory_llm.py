@@ -125,3 +125,24 @@ def test_provider_failure_is_recorded(server: ScriptedChatServer) -> None:
     mem, rej = extract_memories(sessions, messages, extractor=extractor)
     assert mem.num_rows == 0 and len(server.chat_requests()) == 1
     assert rej.column("reason")[0].as_py().startswith(R_EXTRACTOR_ERROR)
+
+
+def test_answers_are_cached_by_content_and_text_is_redacted(server: ScriptedChatServer, tmp_path):
+    from memory_pipeline.core.cache import ContentCache
+
+    messages = table(
+        msg("2024-03-04 21:10", "I moved to Osaka, mail me at ken@example.com", "B", order=0),
+        msg("2024-03-04 21:11", "nice!", "A", order=1),
+    )
+    sessions = sessionize(messages, 180)
+    answer = {"memories": [_memory("B moved to Osaka", [0], kind="fact", value="Osaka")]}
+    server.script_chat(json.dumps(answer))
+    with ContentCache(tmp_path / "cache.sqlite") as cache:
+        first = LlmMemoryExtractor(_llm(server), cache=cache)
+        mem1, _ = extract_memories(sessions, messages, extractor=first)
+        second = LlmMemoryExtractor(_llm(server), cache=cache)
+        mem2, _ = extract_memories(sessions, messages, extractor=second)
+    (request,) = server.chat_requests()  # the second run made no call
+    assert "ken@example.com" not in request.body["messages"][-1]["content"]
+    assert first.llm.calls == 1 and second.llm.calls == 0 and second.cache_hits == 1
+    assert mem1 == mem2 and mem1.num_rows == 1

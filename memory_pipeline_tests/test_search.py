@@ -113,11 +113,7 @@ def test_vector_sql_returns_the_same_top_results_as_the_api(built: Runner):
 
 
 def test_cli_search_json(built: Runner, capsys, tmp_path):
-    config = tmp_path / "memory_pipeline.toml"
-    text = (ROOT / "memory_pipeline.toml").read_text(encoding="utf-8")
-    text = text.replace('output_dir = "data/output"', f'output_dir = "{built.store.root}"')
-    text = text.replace('path = "data/sample/', f'path = "{ROOT}/data/sample/')
-    config.write_text(text, encoding="utf-8")
+    config = _cli_config(built, tmp_path)
     assert cli.main(["--config", str(config), "search", "Kyoto ryokan", "--k", "2", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data["chunks"]) == 2 and data["chunks"][0]["highlights"]
@@ -141,3 +137,60 @@ def test_search_before_any_run_is_a_clear_error(tmp_path):
 
     with pytest.raises(IndexNotBuilt, match="memory-pipeline run"):
         memory_pipeline.search("anything", output_dir=tmp_path)
+
+
+def _cli_config(built: Runner, tmp_path) -> Path:
+    config = tmp_path / "memory_pipeline.toml"
+    text = (ROOT / "memory_pipeline.toml").read_text(encoding="utf-8")
+    text = text.replace('output_dir = "data/output"', f'output_dir = "{built.store.root}"')
+    text = text.replace('path = "data/sample/', f'path = "{ROOT}/data/sample/')
+    config.write_text(text, encoding="utf-8")
+    return config
+
+
+def test_context_api_puts_the_extracted_memory_first_within_budget(built: Runner):
+    from memory_pipeline.core.context import utf16_len
+
+    pack = memory_pipeline.context("Where did Maria get a job?", 3_000, output_dir=built.store.root)
+    text = pack.render()
+    assert utf16_len(text) <= 3_000
+    assert pack.pieces[0].kind == "memory" and "Hikari Design" in pack.pieces[0].text
+    sources = [p for p in pack.pieces if p.kind != "memory"]
+    assert sources and all(p.citation.session_id for p in pack.pieces)
+    # the memory's source session is in the pack (memories are read with their source)
+    assert pack.pieces[0].citation.session_id in {p.citation.session_id for p in sources}
+
+
+def test_recall_escalates_only_when_memory_evidence_is_weak(built: Runner):
+    strong = memory_pipeline.recall("Where did Maria get a job?", output_dir=built.store.root)
+    assert not strong.escalated and {p.kind for p in strong.pieces} == {"memory"}
+    weak = memory_pipeline.recall("What is the name of the cat?", output_dir=built.store.root)
+    assert weak.escalated and weak.reason
+    asked = memory_pipeline.recall(
+        "Where did Maria get a job?", sources=True, output_dir=built.store.root
+    )
+    assert asked.escalated and any(p.kind != "memory" for p in asked.pieces)
+
+
+def test_cli_context(built: Runner, capsys, tmp_path):
+    config = _cli_config(built, tmp_path)
+    args = ["--config", str(config), "context", "引っ越しはいつ？", "--budget", "2000"]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert "of 2,000 UTF-16 units" in out and "武蔵小杉" in out
+    assert cli.main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["utf16"] <= 2000 and data["pieces"]
+
+
+def test_storage_report_accounts_for_every_layer(built: Runner):
+    built.run(["storage_report"], [])
+    report = {r["component"]: r for r in built.store.read("storage_report").to_pylist()}
+    categories = {r["category"] for r in report.values()}
+    assert {"source", "derived", "index", "vectors", "memory", "dossier"} <= categories
+    sessions = built.store.read("sessions").num_rows
+    raw = report["raw_messages (parquet)"]
+    files = sorted((built.store.table_dir("raw_messages")).glob("*.parquet"))
+    assert raw["bytes"] == sum(p.stat().st_size for p in files)
+    assert raw["bytes_per_1000_sessions"] == pytest.approx(raw["bytes"] * 1000 / sessions, 0.01)
+    assert report["dossier files (.md, current)"]["files"] == 4  # Maria, 健太, 家族, Sam

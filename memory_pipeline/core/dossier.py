@@ -346,7 +346,8 @@ def _fold(
     for m in today.memories:
         # a dated or undated plan/event is ongoing; one that sets a single-valued attribute
         # (got a job -> employer, moving -> residence) is also who the person now is
-        if m["kind"] in PLAN_KINDS:
+        settled = m["attribute"] and m["event_date"] is None  # "got the job": done, not pending
+        if m["kind"] in PLAN_KINDS and not settled:
             _apply(plans, m, iso)
         if (m["kind"] not in PLAN_KINDS or m["attribute"]) and not m["subject_is_owner"]:
             _apply(profile, m, iso)

@@ -9,10 +9,13 @@ source. A malformed or failed answer yields no candidates and an ``error`` (the 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from typing import Any
 
+from memory_pipeline.core.cache import ContentCache
+from memory_pipeline.core.ids import text_hash
 from memory_pipeline.core.memories import (
     KINDS,
     MAX_TEXT_CHARS,
@@ -22,6 +25,7 @@ from memory_pipeline.core.memories import (
 )
 from memory_pipeline.core.providers.llm import OpenAICompatibleLlm
 from memory_pipeline.core.providers.retry import call_with_retries
+from memory_pipeline.core.redact import redact
 
 #: Placeholder id for a cited index outside the session (never a real message id).
 UNKNOWN_INDEX_PREFIX = "unknown-index:"
@@ -153,14 +157,48 @@ def parse_answer(session: SessionMessages, content: str) -> list[MemoryCandidate
 class LlmMemoryExtractor:
     """Memories proposed by a chat model (temperature 0, JSON-schema structured output)."""
 
-    def __init__(self, llm: OpenAICompatibleLlm, *, max_input_chars: int = 12000) -> None:
+    def __init__(
+        self,
+        llm: OpenAICompatibleLlm,
+        *,
+        max_input_chars: int = 12000,
+        cache: ContentCache | None = None,
+        redact_text: bool = True,
+    ) -> None:
         self.llm = llm
         self.max_input_chars = max_input_chars
         self.method = f"{llm.provider}/{llm.model}"
         self.errors: list[tuple[str, str]] = []  # (session_id, error), also in the rejects
+        self.cache = cache
+        self.redact_text = redact_text
+        self.cache_hits = 0
+        # the answer depends on the prompt, schema and model: all of them key the cache
+        self._cache_key = (
+            cache.key_for(
+                llm.provider,
+                llm.model,
+                {
+                    "task": "memories",
+                    "prompt": text_hash(SYSTEM_PROMPT + USER_TEMPLATE),
+                    "schema": text_hash(json.dumps(MEMORY_JSON_SCHEMA, sort_keys=True)),
+                    "max_input_chars": max_input_chars,
+                    "redact": redact_text,
+                    **llm.params,
+                },
+            )
+            if cache is not None
+            else ""
+        )
 
     def build_messages(self, session: SessionMessages) -> list[dict[str, str]]:
         """The chat request's messages for one session."""
+        if self.redact_text:  # chat text leaves the machine: mask e-mails, phones, cards
+            session = dataclasses.replace(
+                session,
+                messages=tuple(
+                    dataclasses.replace(m, text=redact(m.text)[0]) for m in session.messages
+                ),
+            )
         body = format_session(session, self.max_input_chars)
         return [
             {"role": "system", "content": SYSTEM_PROMPT},
@@ -192,7 +230,18 @@ class LlmMemoryExtractor:
         if not any(m.type == "text" and m.text for m in session.messages):
             return SessionExtraction([])
         try:
-            content = self._complete(self.build_messages(session))
+            messages = self.build_messages(session)
+            content = None
+            digest = text_hash(messages[-1]["content"])
+            if self.cache is not None:
+                content = self.cache.get_json(self._cache_key, [digest]).get(digest)
+                self.cache_hits += content is not None
+            if content is None:
+                content = self._complete(messages)
+                candidates = parse_answer(session, content)  # only a parsable answer is kept
+                if self.cache is not None:
+                    self.cache.put_json(self._cache_key, {digest: content})
+                return SessionExtraction(candidates)
             return SessionExtraction(parse_answer(session, content))
         except Exception as exc:  # one bad session must not stop the run
             error = f"{type(exc).__name__}: {exc}"[:300]

@@ -12,6 +12,7 @@ import time
 import dagster as dg
 
 from memory_pipeline.core import quality
+from memory_pipeline.core.cache import ContentCache
 from memory_pipeline.core.dossier import write_markdown_atomic
 from memory_pipeline.core.memories import count_by_kind
 from memory_pipeline.core.stages import (
@@ -66,9 +67,17 @@ def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Asse
     ):
         store = pipeline.store
         days = keys_to_dates(context.partition_keys)
-        extractor = memory_extractor.build()
+        cache = None
+        if memory_extractor.provider != "rules":
+            pipeline.cfg.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            cache = ContentCache(pipeline.cfg.cache_path)
+        extractor = memory_extractor.build(cache=cache)
         t0 = time.perf_counter()
-        per_day = build_memories(store, days, extractor=extractor)
+        try:
+            per_day = build_memories(store, days, extractor=extractor)
+        finally:
+            if cache is not None:
+                cache.close()
         for day, (mem, rejects) in per_day.items():
             store.write("memories", mem, day)
             store.write("memory_rejects", rejects, day)
@@ -89,6 +98,8 @@ def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Asse
                 "sessions": sessions.num_rows,
                 "by_kind": dg.MetadataValue.json({str(k): v for k, v in sorted(kinds.items())}),
                 "method": extractor.method if extractor is not None else "rules",
+                "provider_calls": extractor.llm.calls if extractor is not None else 0,
+                "cache_hits": extractor.cache_hits if extractor is not None else 0,
                 "seconds": round(seconds, 2),
                 "path": dg.MetadataValue.path(str(store.table_dir("memories"))),
             },

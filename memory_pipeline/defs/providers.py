@@ -110,9 +110,10 @@ class MemoryExtractorResource(dg.ConfigurableResource):
     api_key: str | None = None
     base_url: str | None = None
     timeout_seconds: float = 60.0
+    redact: bool | None = None  # None: on (the text leaves the machine)
 
-    def build(self):
-        """None means the built-in rules."""
+    def build(self, cache=None):
+        """None means the built-in rules; ``cache`` (a ContentCache) keeps answers by content."""
         if self.provider == "rules":
             return None
         if self.provider != "openai":
@@ -128,7 +129,7 @@ class MemoryExtractorResource(dg.ConfigurableResource):
             base_url=self.base_url,
             timeout=self.timeout_seconds,
         )
-        return LlmMemoryExtractor(llm)
+        return LlmMemoryExtractor(llm, cache=cache, redact_text=self.redact is not False)
 
 
 def _redact_flag(env: Mapping[str, str]) -> bool | None:
@@ -166,5 +167,6 @@ def provider_resources(env: Mapping[str, str] | None = None) -> dict[str, dg.Con
             model=env.get("MEMORY_PIPELINE_LLM_MODEL") or None,
             api_key=dg.EnvVar("OPENAI_API_KEY") if extractor == "openai" else None,
             base_url=env.get("MEMORY_PIPELINE_LLM_BASE_URL") or env.get("OPENAI_BASE_URL"),
+            redact=_redact_flag(env),
         ),
     }
