@@ -101,7 +101,8 @@ def build_corpus(locomo: Path, work: Path, log: Callable[[str], None] = print) -
         ["chunks"],
         ["chunk_summaries", "embedding_texts", "session_enrichment"],
         ["chunk_embeddings"],
-        ["bm25_index", "vector_index", "time_metadata"],
+        ["memories"],
+        ["bm25_index", "vector_index", "time_metadata", "memory_timeline"],
     ]
     for keys in stages:
         result = dg.materialize(
@@ -148,6 +149,7 @@ def evaluate_locomo(
     from memory_pipeline.config import load_config
     from memory_pipeline.core.evalsets import generate_time_queries, load_locomo_questions
     from memory_pipeline.core.evaluate import run_evaluation
+    from memory_pipeline.core.evaluate_memory import run_memory_evaluation
     from memory_pipeline.core.searcher import Searcher
     from memory_pipeline.core.storage import TableStore
 
@@ -166,11 +168,16 @@ def evaluate_locomo(
         resamples=resamples,
         log=log,
     )
+    memory = run_memory_evaluation(
+        searcher, questions, run, seed=seed, resamples=resamples, log=log
+    )
     tables = dict(run.tables)
+    tables.update(memory.tables)
     tables["questions_report"] = _questions_report(questions, report)
     write_tables(tables, out)
     meta = {
         **run.meta,
+        **memory.meta,
         "title": "memory_pipeline retrieval evaluation — LoCoMo",
         "dataset": f"{locomo.name} (LoCoMo, CC BY-NC 4.0, evaluation only)",
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -110,6 +110,29 @@ REQUIRED = {
     ),
     "ceiling": ("level", "qtype", "pool", "oracle_recall", "n"),
     "questions_report": ("corpus_id", "qtype", "questions", "excluded", "unresolved_ids"),
+    "memory_summary": (
+        "config",
+        "split",
+        "qtype",
+        "level",
+        "metric",
+        "k",
+        "mean",
+        "ci_lo",
+        "ci_hi",
+        "n",
+    ),
+    "memory_diffs": (
+        "config_a",
+        "config_b",
+        "level",
+        "metric",
+        "k",
+        "split",
+        "mean_diff",
+        "ci_lo",
+        "ci_hi",
+    ),
 }
 
 
@@ -1299,6 +1322,224 @@ def _questions_section(
     return sec
 
 
+def _plot_context_recall(
+    msumm: _Summary, configs: Sequence[str], baseline: str, split: str = "test"
+) -> bytes | None:
+    """Context-pack evidence recall against the budget, one line (+ CI band) per strategy."""
+    fig = Figure(figsize=(7.2, 4.6), layout="constrained")
+    ax = fig.subplots()
+    drawn = False
+    for i, config in enumerate(configs):
+        pts = sorted(
+            (key[5], row)
+            for key, row in msumm.index.items()
+            if key[:5] == (config, split, ALL, "context", ER)
+            and key[5] is not None
+            and _num(row.get("mean")) is not None
+        )
+        if not pts:
+            continue
+        xs = [k for k, _ in pts]
+        is_base = config == baseline
+        color = "#444444" if is_base else PALETTE[i % len(PALETTE)]
+        ax.plot(
+            xs,
+            [float(r["mean"]) for _, r in pts],
+            marker="o",
+            markersize=4,
+            linewidth=1.5,
+            linestyle="--" if is_base else "-",
+            color=color,
+            label=_plain(_short(config, 60)),
+        )
+        _band(ax, xs, [r.get("ci_lo") for _, r in pts], [r.get("ci_hi") for _, r in pts], color)
+        drawn = True
+    if not drawn:
+        return None
+    ax.set_xscale("log")
+    ax.set_xlabel("budget (UTF-16 units, log scale)")
+    ax.set_ylabel("share of gold evidence in the pack")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.set_title(f"Context-pack evidence recall vs budget — {split} split")
+    ax.legend(fontsize=8, frameon=False)
+    return _png(fig)
+
+
+def _memory_section(
+    rows: Sequence[Mapping[str, Any]],
+    why: str | None,
+    diff_rows: Sequence[Mapping[str, Any]],
+    diff_why: str | None,
+    summ: _Summary | None,
+    meta: Mapping[str, Any],
+    selected: str,
+) -> _Section:
+    sec = _Section("memories", "Memories and context packs")
+    if why:
+        sec.blocks.append(_note(f"{why}, so memory retrieval and context packs are not shown."))
+        return sec
+    msumm = _Summary(rows)
+    split = "test" if any(key[1] == "test" for key in msumm.index) else "all"
+    cols = [("session", 5), ("session", 10), ("turn", 5), ("turn", 10)]
+    table = []
+    memory_configs = sorted(
+        {key[0] for key in msumm.index if key[3] in ("session", "turn", "memory")}
+    )
+    for config in memory_configs:
+        zero = msumm.get(config, split, ALL, "memory", "zero_hits", 0)
+        n = msumm.get(config, split, ALL, "session", ER, 5)
+        table.append(
+            [
+                config,
+                *(
+                    _Cell(_mean_ci(msumm.get(config, split, ALL, lv, ER, k)), "num")
+                    for lv, k in cols
+                ),
+                _Cell(_mean_ci(zero), "num"),
+                _Cell(_int(n.get("n") if n else None), "num"),
+            ]
+        )
+    if summ is not None and selected:
+        n = summ.get(selected, split, ALL, "session", ER, 5)
+        table.append(
+            [
+                f"{selected} (selected chunk config)",
+                *(
+                    _Cell(_mean_ci(summ.get(selected, split, ALL, lv, ER, k)), "num")
+                    for lv, k in cols
+                ),
+                _Cell("—", "num"),
+                _Cell(_int(n.get("n") if n else None), "num"),
+            ]
+        )
+    sec.blocks.append(_Sub(f"Memory retrieval ({split} split)"))
+    sec.blocks.append(
+        _Table(["Configuration", *(f"{lv} R@{k}" for lv, k in cols), "no memory hit", "n"], table)
+    )
+    sec.blocks.append(
+        _P(
+            "memory[bm25]: BM25 over the memories; memory[fused]: fused with the hybrid score "
+            "of each memory's source session. Ranked memories map to their source sessions "
+            "(session level) and to the evidence refs of their messages (turn level). "
+            "Mean [95% bootstrap CI].",
+            "caption",
+        )
+    )
+    baseline = str(meta.get("memory_baseline") or "")
+    contexts = sorted(
+        {key[0] for key in msumm.index if key[3] == "context"},
+        key=lambda c: (c == baseline, c),
+    )
+    budgets = sorted({key[5] for key in msumm.index if key[3] == "context" and key[5]})
+    if contexts and budgets:
+        sec.blocks.append(_Sub(f"Context-pack evidence recall by budget ({split} split)"))
+        png = _plot_context_recall(msumm, contexts, baseline, split)
+        if png is not None:
+            sec.blocks.append(
+                _Img(
+                    "memory_context_recall.png",
+                    png,
+                    "Context-pack evidence recall against budget",
+                    "Share of gold evidence whose message is in the pack, by budget; dashed: "
+                    "the selected chunk configuration's top chunks packed whole (raw text, no "
+                    "citation headers; packing stops at the first chunk that does not fit, so "
+                    "a budget below the top chunk's size holds nothing).",
+                )
+            )
+        sec.blocks.append(
+            _Table(
+                ["Pack", *(f"{int(b):,}" for b in budgets)],
+                [
+                    [
+                        c,
+                        *(
+                            _Cell(_mean_ci(msumm.get(c, split, ALL, "context", ER, b)), "num")
+                            for b in budgets
+                        ),
+                    ]
+                    for c in contexts
+                ],
+            )
+        )
+        sec.blocks.append(
+            _Details(
+                "Mean rendered size (UTF-16 units)",
+                [
+                    _Table(
+                        ["Pack", *(f"{int(b):,}" for b in budgets)],
+                        [
+                            [
+                                c,
+                                *(
+                                    _Cell(
+                                        _f(msumm.mean(c, split, ALL, "context", "utf16", b), 0),
+                                        "num",
+                                    )
+                                    for b in budgets
+                                ),
+                            ]
+                            for c in contexts
+                        ],
+                    )
+                ],
+            )
+        )
+    if diff_why:
+        sec.blocks.append(_note(f"{diff_why}, so no paired differences are shown."))
+    else:
+        out = []
+        for r in sorted(
+            diff_rows,
+            key=lambda r: (
+                _split_key(r["split"]),
+                str(r["level"]) == "context",
+                str(r["level"]),
+                str(r["config_a"]),
+                _num(r["k"]) or 0,
+            ),
+        ):
+            lo, hi = _num(r.get("ci_lo")), _num(r.get("ci_hi"))
+            verdict = (
+                "A better"
+                if lo is not None and lo > 0
+                else "B better"
+                if hi is not None and hi < 0
+                else "no CI"
+                if lo is None or hi is None
+                else "CI spans 0"
+            )
+            what = (
+                f"pack recall @ budget {_int(r['k'])}"
+                if r["level"] == "context"
+                else _measure(str(r["level"]), str(r["metric"]), _int(r["k"]))
+            )
+            out.append(
+                [
+                    str(r["split"]),
+                    what,
+                    str(r["config_a"]),
+                    str(r["config_b"]),
+                    _Cell(_signed(r.get("mean_diff")), "num strong"),
+                    _Cell(_ci(lo, hi), "num"),
+                    _Cell(verdict),
+                ]
+            )
+        sec.blocks.append(_Sub("Paired differences against the chunk retriever"))
+        sec.blocks.append(_Table(["Split", "Measure", "A", "B", "A − B", "95% CI", "Verdict"], out))
+    seconds = meta.get("memory_seconds")
+    if seconds is not None:
+        sec.blocks.append(
+            _P(
+                f"{_int(meta.get('memories'))} memories; memory evaluation took {seconds}s. "
+                "Pack recall counts a gold ref when its message is cited by any piece "
+                "(memory pieces included).",
+                "caption",
+            )
+        )
+    return sec
+
+
 def _reproduce_section(meta: Mapping[str, Any]) -> _Section:
     sec = _Section("reproduce", "How to reproduce")
     sec.blocks.append(_Code(str(meta.get("command") or DEFAULT_COMMAND)))
@@ -1484,6 +1725,13 @@ def write_report(
         _questions_section(q_rows, q_why, meta),
         _reproduce_section(meta),
     ]
+    if "memory_summary" in tables:  # only runs that scored memories get the section
+        mem_rows, mem_why = _table_rows(tables, "memory_summary")
+        mdiff_rows, mdiff_why = _table_rows(tables, "memory_diffs")
+        sections.insert(
+            -1,
+            _memory_section(mem_rows, mem_why, mdiff_rows, mdiff_why, summ, meta, selected),
+        )
     for sec in sections:
         for img in _images(sec.blocks):
             (out_dir / img.filename).write_bytes(img.png)

@@ -213,7 +213,7 @@ def prior_dossier_states(store: TableStore, before: dt.date) -> dict[str, str]:
         )
     states: dict[str, str] = {}
     for day in sorted((d for d in built if d < before), reverse=True):
-        table = store.read("dossiers", [day]).select(["contact_id", "state"])
+        table = store.read("dossiers", [day], columns=["contact_id", "state"])
         for contact, state in zip(
             table.column("contact_id").to_pylist(), table.column("state").to_pylist(), strict=True
         ):
@@ -234,7 +234,8 @@ def build_dossiers(
     days = sorted(set(dates))
     if not days:
         return
-    states = {c: DossierState.from_json(s) for c, s in prior_dossier_states(store, days[0]).items()}
+    saved = prior_dossier_states(store, days[0])  # JSON, parsed only for contacts seen
+    states: dict[str, DossierState] = {}
     sessions_all = store.read("sessions", days)
     memories_all = store.read("memories", days)
     enrichment_all = store.read("session_enrichment", days)
@@ -243,6 +244,9 @@ def build_dossiers(
     per_enrichment = split_by_date(enrichment_all, "local_date", days)
     for day in days:
         sessions = per_sessions[day]
+        for contact in set(sessions.column("contact_id").to_pylist()):
+            if contact not in states and contact in saved:
+                states[contact] = DossierState.from_json(saved[contact])
         changed = build_day(
             states,
             day,

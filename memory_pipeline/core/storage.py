@@ -66,16 +66,25 @@ class TableStore:
             tmp.unlink(missing_ok=True)
         return target
 
-    def read(self, table: str, days: Iterable[dt.date] | None = None) -> pa.Table:
-        """Concatenate the partitions of ``days`` that exist (all when None); empty if none."""
+    def read(
+        self,
+        table: str,
+        days: Iterable[dt.date] | None = None,
+        columns: list[str] | None = None,
+    ) -> pa.Table:
+        """Concatenate the partitions of ``days`` that exist (all when None); empty if none.
+
+        ``columns`` reads only those (a nightly check over every partition stays cheap)."""
         schema = TABLES[table][0] if table in TABLES else None
+        if schema is not None and columns is not None:
+            schema = pa.schema([schema.field(c) for c in columns])
         if days is None:
             paths = [self.path(table, d) for d in self.dates(table)]
             if not paths and self.has(table):
                 paths = [self.path(table)]
         else:
             paths = [p for d in sorted(set(days)) if (p := self.path(table, d)).is_file()]
-        parts = [pq.read_table(p) for p in paths]
+        parts = [pq.read_table(p, columns=columns) for p in paths]
         if not parts:
             if schema is None:
                 raise FileNotFoundError(

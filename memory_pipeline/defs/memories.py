@@ -165,7 +165,7 @@ def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Asse
             for contact, markdown in latest.items():
                 write_markdown_atomic(cfg.dossiers_path, contact, markdown)
         written = store.read("dossiers", days)
-        sessions = store.read("sessions").select(["session_id", "contact_id"])
+        sessions = store.read("sessions", columns=["session_id", "contact_id"])
         session_contact = dict(
             zip(
                 sessions.column("session_id").to_pylist(),
