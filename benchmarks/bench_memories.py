@@ -221,7 +221,7 @@ def install_probe() -> Probe:
     from memory_pipeline.core import dossier, memories, quality, stages, storage
 
     probe = Probe()
-    probe.wrap(storage.TableStore, "read", lambda self, table, days=None: f"read {table}")
+    probe.wrap(storage.TableStore, "read", lambda self, table, *a, **k: f"read {table}")
     probe.wrap(storage.TableStore, "write", lambda self, table, *a, **k: f"write {table}")
     probe.wrap(stages, "prior_dossier_states", "prior_dossier_states (excl. reads)")
     probe.wrap(memories, "extract_memories", "extract_memories")

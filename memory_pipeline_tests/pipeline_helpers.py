@@ -142,3 +142,26 @@ def rpc_slice(src: Path, dest: Path, owner: str, first: str, last: str) -> int:
                 fout.write(line)
                 kept += 1
     return kept
+
+
+def rpc_corpus(shared_data: Path, root: Path, owner: str, first: str, last: str) -> Path:
+    """A folder with a real RealPersonaChat slice of ``owner`` and its memory_pipeline.toml."""
+    kept = rpc_slice(shared_data / "realpersonachat", root / "rpc", owner, first, last)
+    assert kept > 30
+    write_config(
+        root,
+        f"""
+[pipeline]
+owner = "{owner}"
+timezone = "Asia/Tokyo"
+start_date = "{first}"
+end_date = "{last}"
+output_dir = "out"
+
+[[sources]]
+name = "rpc"
+kind = "realpersonachat"
+path = "rpc"
+""",
+    )
+    return root

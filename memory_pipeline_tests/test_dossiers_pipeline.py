@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from memory_pipeline.core.dossier import contact_file_name
-from memory_pipeline_tests.pipeline_helpers import INGEST_KEYS, Runner, rpc_slice, write_config
+from memory_pipeline_tests.pipeline_helpers import INGEST_KEYS, Runner, rpc_corpus
 
 OWNER = "DT"
 FIRST, LAST = "2022-08-09", "2022-08-15"
@@ -25,25 +25,7 @@ SESSION_ID = re.compile(r"ses_[0-9a-f]{20}")
 
 @pytest.fixture(scope="module")
 def corpus(shared_data: Path, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("rpc_dossiers")
-    assert rpc_slice(shared_data / "realpersonachat", root / "rpc", OWNER, FIRST, LAST) > 30
-    write_config(
-        root,
-        f"""
-[pipeline]
-owner = "{OWNER}"
-timezone = "Asia/Tokyo"
-start_date = "{FIRST}"
-end_date = "{LAST}"
-output_dir = "out"
-
-[[sources]]
-name = "rpc"
-kind = "realpersonachat"
-path = "rpc"
-""",
-    )
-    return root
+    return rpc_corpus(shared_data, tmp_path_factory.mktemp("rpc_dossiers"), OWNER, FIRST, LAST)
 
 
 def _runner(corpus: Path, folder: Path) -> Runner:

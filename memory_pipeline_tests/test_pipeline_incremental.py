@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from memory_pipeline_tests.pipeline_helpers import INGEST_KEYS, Runner, rpc_slice, write_config
+from memory_pipeline_tests.pipeline_helpers import INGEST_KEYS, Runner, rpc_corpus
 
 OWNER = "DT"  # a speaker with several dialogues that run past midnight
 FIRST, LAST = "2022-08-09", "2022-08-15"
@@ -22,26 +22,7 @@ DAYS = [dt.date(2022, 8, 9) + dt.timedelta(days=i) for i in range(7)]
 
 @pytest.fixture(scope="module")
 def corpus(shared_data: Path, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("rpc")
-    kept = rpc_slice(shared_data / "realpersonachat", root / "rpc", OWNER, FIRST, LAST)
-    assert kept > 30
-    write_config(
-        root,
-        f"""
-[pipeline]
-owner = "{OWNER}"
-timezone = "Asia/Tokyo"
-start_date = "{FIRST}"
-end_date = "{LAST}"
-output_dir = "out"
-
-[[sources]]
-name = "rpc"
-kind = "realpersonachat"
-path = "rpc"
-""",
-    )
-    return root
+    return rpc_corpus(shared_data, tmp_path_factory.mktemp("rpc"), OWNER, FIRST, LAST)
 
 
 def runner(corpus: Path, tmp_path: Path, name: str) -> Runner:

@@ -27,6 +27,7 @@ import pyarrow as pa
 from memory_pipeline.core.ids import stable_id
 from memory_pipeline.core.lang import detect_lang
 from memory_pipeline.core.schema import MEMORIES, MEMORY_REJECTS, MEMORY_TIMELINE
+from memory_pipeline.core.timeutil import MONTH_NUMBERS
 
 KINDS = ("fact", "preference", "plan", "event", "relationship", "possession")
 RULES_METHOD = "rules"
@@ -106,26 +107,7 @@ class MemoryExtractor(Protocol):
 
 # ----------------------------------------------------------------------------- dates
 
-_MONTHS = {
-    m: i + 1
-    for i, names in enumerate(
-        [
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march", "mar"),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sep", "sept"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ]
-    )
-    for m in names
-}
+_MONTHS = MONTH_NUMBERS
 _WEEKDAYS_EN = {
     d: i
     for i, d in enumerate(

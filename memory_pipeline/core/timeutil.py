@@ -24,3 +24,28 @@ def to_utc(local: dt.datetime, tz: str) -> dt.datetime:
 def local_parts(ts_utc: dt.datetime, tz: str) -> dt.datetime:
     """UTC instant -> naive wall-clock time in ``tz``."""
     return ts_utc.astimezone(zone(tz)).replace(tzinfo=None)
+
+
+# English month names and abbreviations -> month number ("sept" too): LoCoMo session times,
+# memory dates ("on March 20").
+MONTH_NUMBERS: dict[str, int] = {
+    name: number
+    for number, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ],
+        start=1,
+    )
+    for name in names
+}

@@ -29,7 +29,7 @@ from memory_pipeline.core.records import (
     SourceError,
 )
 from memory_pipeline.core.sources.base import SourceSpec, register
-from memory_pipeline.core.timeutil import to_utc, zone
+from memory_pipeline.core.timeutil import MONTH_NUMBERS, to_utc, zone
 
 log = logging.getLogger(__name__)
 
@@ -42,27 +42,7 @@ _SESSION_TIME = re.compile(
     r"\s*(\d{1,2})\s*:\s*(\d{2})\s*([ap])\.?\s*m\.?\s+on\s+(\d{1,2})\s+([a-z]+)\.?\s*,?\s*(\d{4})\s*",
     re.IGNORECASE,
 )
-_MONTHS = {
-    name: number
-    for number, names in enumerate(
-        [
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march", "mar"),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sep", "sept"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ],
-        start=1,
-    )
-    for name in names
-}
+_MONTHS = MONTH_NUMBERS
 
 
 def parse_session_time(value: str) -> dt.datetime:
