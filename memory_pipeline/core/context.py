@@ -36,7 +36,6 @@ import pyarrow.parquet as pq
 from memory_pipeline.core.bm25 import Bm25Index, build_index
 from memory_pipeline.core.retrieval import Ranked, fold, minmax
 from memory_pipeline.core.schema import MEMORY_TIMELINE
-from memory_pipeline.core.storage import TableStore
 from memory_pipeline.core.tokenize import Tokenizer, get_tokenizer
 
 if TYPE_CHECKING:
@@ -527,14 +526,13 @@ class _Layout:
     """Per session, its chunks in chunk_index order and its messages in order."""
 
     def __init__(self, searcher: Searcher) -> None:
-        index = _chunk_indexes(searcher)
         by_session: dict[str, list[str]] = {}
         for cid, sid in zip(searcher.chunk_ids, searcher.session_of, strict=True):
             by_session.setdefault(sid, []).append(cid)
 
         def order(cid: str) -> tuple:
             i = searcher.position[cid]
-            return (index.get(cid, 0), searcher.start_ts[i], searcher.end_ts[i], cid)
+            return (searcher.chunk_index[i], cid)
 
         self.chunks = {sid: sorted(cids, key=order) for sid, cids in by_session.items()}
         self.index_in_session = {
@@ -546,24 +544,6 @@ class _Layout:
             for cid in cids:
                 ids.update(dict.fromkeys(searcher.message_ids[searcher.position[cid]]))
             self.messages[sid] = list(ids)
-
-
-def _chunk_indexes(searcher: Searcher) -> dict[str, int]:
-    """chunk_index of the searcher's chunks from the published chunks table; {} (then
-    chunks are ordered by time) when the table cannot be read."""
-    try:
-        store = TableStore(Path(searcher.version).parent.parent)
-        t = store.read("chunks").select(["chunk_id", "chunk_index"])
-    except (OSError, KeyError, ValueError, pa.ArrowException):
-        return {}
-    known = searcher.position
-    return {
-        c: i
-        for c, i in zip(
-            t.column("chunk_id").to_pylist(), t.column("chunk_index").to_pylist(), strict=True
-        )
-        if c in known
-    }
 
 
 def _layout(searcher: Searcher) -> _Layout:

@@ -130,6 +130,7 @@ class Searcher:
         self.chunk_ids: list[str] = chunks.column("chunk_id").to_pylist()
         self.position = {c: i for i, c in enumerate(self.chunk_ids)}
         self.session_of = chunks.column("session_id").to_pylist()
+        self.chunk_index: list[int] = chunks.column("chunk_index").to_pylist()
         self.conversation = np.array(chunks.column("conversation_id").to_pylist(), dtype=object)
         self.contact = np.array(chunks.column("contact_id").to_pylist(), dtype=object)
         self.speakers = chunks.column("speakers").to_pylist()
