@@ -12,7 +12,7 @@ import itertools
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -205,6 +205,49 @@ SUMMARY_SCHEMA = pa.schema(
 )
 
 
+def summary_rows_for(
+    vals: Mapping[tuple[str, str, str, int], Mapping[str, float | None]],
+    split_of: Mapping[str, str],
+    qtype_of: Mapping[str, str],
+    resamples: int,
+    seed: int,
+    *,
+    skip_empty_qtypes: bool = False,
+) -> list[dict]:
+    """SUMMARY_SCHEMA rows: per (config, level, metric, k) and per split (dev, test, all) x
+    qtype ("all" and each type), the mean of the question values with its bootstrap CI."""
+    qtypes = sorted(set(qtype_of.values()))
+    rows = []
+    for (name, level, metric, k), values in vals.items():
+        for split in ("dev", "test", "all"):
+            for qt in ["all", *qtypes]:
+                sel = [
+                    v
+                    for qid, v in values.items()
+                    if (split == "all" or split_of[qid] == split)
+                    and (qt == "all" or qtype_of[qid] == qt)
+                ]
+                n = sum(v is not None for v in sel)
+                if skip_empty_qtypes and not n and qt != "all":
+                    continue
+                mean, lo, hi = M.bootstrap_ci(sel, n_resamples=resamples, seed=seed)
+                rows.append(
+                    {
+                        "config": name,
+                        "split": split,
+                        "qtype": qt,
+                        "level": level,
+                        "metric": metric,
+                        "k": k,
+                        "mean": mean,
+                        "ci_lo": lo,
+                        "ci_hi": hi,
+                        "n": n,
+                    }
+                )
+    return rows
+
+
 @dataclass
 class EvalRun:
     """Everything an evaluation produced: tables for Parquet/DuckDB and the report, plus meta."""
@@ -292,32 +335,13 @@ def run_evaluation(
                 )
         full_vals[name] = vals
     qtype_of = {q.question_id: q.qtype for q in scored}
-    qtypes = sorted(set(qtype_of.values()))
-    summary_rows = []
-    for name in reported:
-        for (level, metric, k), values in full_vals[name].items():
-            for split, keep in (("dev", dev), ("test", test), ("all", set(ids))):
-                for qt in ["all", *qtypes]:
-                    sel = [
-                        v
-                        for qid, v in values.items()
-                        if qid in keep and (qt == "all" or qtype_of[qid] == qt)
-                    ]
-                    mean, lo, hi = M.bootstrap_ci(sel, n_resamples=resamples, seed=seed)
-                    summary_rows.append(
-                        {
-                            "config": name,
-                            "split": split,
-                            "qtype": qt,
-                            "level": level,
-                            "metric": metric,
-                            "k": k,
-                            "mean": mean,
-                            "ci_lo": lo,
-                            "ci_hi": hi,
-                            "n": sum(v is not None for v in sel),
-                        }
-                    )
+    summary_rows = summary_rows_for(
+        {(name, *key): values for name in reported for key, values in full_vals[name].items()},
+        split_of,
+        qtype_of,
+        resamples,
+        seed,
+    )
     sweep_rows = []
     for cfg in configs:
         for key, values in sweep_vals[cfg.name].items():

@@ -57,6 +57,7 @@ from memory_pipeline.core.evaluate import (
     Config,
     EvalRun,
     Units,
+    summary_rows_for,
     sweep_configs,
 )
 
@@ -342,7 +343,7 @@ def run_memory_evaluation(
             log(f"eval: memories: {n}/{len(scored)} questions ({time.perf_counter() - t0:.0f}s)")
     t_stats = time.perf_counter()
     qtype_of = {q.question_id: q.qtype for q in scored}
-    summary = _summary_rows(vals, split_of, qtype_of, resamples, seed)
+    summary = summary_rows_for(vals, split_of, qtype_of, resamples, seed, skip_empty_qtypes=True)
     diffs = _diff_rows(vals, chunk_vals, split_of, selected, baseline, budgets, resamples, seed)
     per_question = [
         {
@@ -402,45 +403,6 @@ def _from_run(
         split_of[r["question_id"]] = r["split"]
         values[(r["level"], r["metric"], r["k"])][r["question_id"]] = r["value"]
     return split_of, values
-
-
-def _summary_rows(
-    vals: Mapping[tuple[str, str, str, int], Mapping[str, float | None]],
-    split_of: Mapping[str, str],
-    qtype_of: Mapping[str, str],
-    resamples: int,
-    seed: int,
-) -> list[dict]:
-    qtypes = sorted(set(qtype_of.values()))
-    rows = []
-    for (name, level, metric, k), values in vals.items():
-        for split in ("dev", "test", "all"):
-            for qt in ["all", *qtypes]:
-                sel = [
-                    v
-                    for qid, v in values.items()
-                    if (split == "all" or split_of[qid] == split)
-                    and (qt == "all" or qtype_of[qid] == qt)
-                ]
-                n = sum(v is not None for v in sel)
-                if not n and qt != "all":
-                    continue
-                mean, lo, hi = M.bootstrap_ci(sel, n_resamples=resamples, seed=seed)
-                rows.append(
-                    {
-                        "config": name,
-                        "split": split,
-                        "qtype": qt,
-                        "level": level,
-                        "metric": metric,
-                        "k": k,
-                        "mean": mean,
-                        "ci_lo": lo,
-                        "ci_hi": hi,
-                        "n": n,
-                    }
-                )
-    return rows
 
 
 def _diff_rows(
