@@ -12,7 +12,6 @@ import time
 import dagster as dg
 
 from memory_pipeline.core import quality
-from memory_pipeline.core.cache import ContentCache
 from memory_pipeline.core.dossier import write_markdown_atomic
 from memory_pipeline.core.memories import count_by_kind
 from memory_pipeline.core.stages import (
@@ -67,10 +66,7 @@ def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Asse
     ):
         store = pipeline.store
         days = keys_to_dates(context.partition_keys)
-        cache = None
-        if memory_extractor.provider != "rules":
-            pipeline.cfg.cache_path.parent.mkdir(parents=True, exist_ok=True)
-            cache = ContentCache(pipeline.cfg.cache_path)
+        cache = pipeline.content_cache() if memory_extractor.provider != "rules" else None
         extractor = memory_extractor.build(cache=cache)
         t0 = time.perf_counter()
         try:

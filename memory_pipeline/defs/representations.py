@@ -13,7 +13,6 @@ import numpy as np
 import pyarrow.compute as pc
 
 from memory_pipeline.core import quality
-from memory_pipeline.core.cache import ContentCache
 from memory_pipeline.core.embedding_text import SUMMARY_LABEL, excerpt_of
 from memory_pipeline.core.represent import embed_chunks, embedding_texts, enrich_sessions
 from memory_pipeline.core.represent import summarize_chunks as summarize_core
@@ -37,12 +36,6 @@ CHECK_ENRICHMENT = "one_title_per_session"
 CHECK_VECTORS = "one_normalized_vector_per_chunk"
 
 GROUP = "representations"
-
-
-def _cache(pipeline: PipelineResource) -> ContentCache:
-    path = pipeline.cfg.cache_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return ContentCache(path)
 
 
 def build_representation_assets(
@@ -80,7 +73,7 @@ def build_representation_assets(
         chunks = store.read("chunks", days)
         provider = summarizer.build()
         t0 = time.perf_counter()
-        cache = _cache(pipeline) if provider is not None else None
+        cache = pipeline.content_cache() if provider is not None else None
         try:
             table = summarize_core(
                 chunks, summarizer=provider, cache=cache, redact_text=summarizer.redacts
@@ -209,7 +202,7 @@ def build_representation_assets(
         texts = store.read("embedding_texts", days)
         provider = embedder.build()
         t0 = time.perf_counter()
-        cache = _cache(pipeline)
+        cache = pipeline.content_cache()
         try:
             table, stats = embed_chunks(
                 chunks,

@@ -5,6 +5,7 @@ from functools import cached_property
 import dagster as dg
 
 from memory_pipeline.config import PipelineConfig, load_config, with_overrides
+from memory_pipeline.core.cache import ContentCache
 from memory_pipeline.core.storage import TableStore
 
 
@@ -29,3 +30,9 @@ class PipelineResource(dg.ConfigurableResource):
     @property
     def store(self) -> TableStore:
         return TableStore(self.cfg.output_dir)
+
+    def content_cache(self) -> ContentCache:
+        """The provider cache shared by every partition and run (the caller closes it)."""
+        path = self.cfg.cache_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return ContentCache(path)
