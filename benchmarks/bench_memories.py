@@ -429,7 +429,7 @@ def child_core(out_dir: Path, upstream: Path, config: Path, days: list[dt.date])
         raise SystemExit("the core child imported dagster")
 
     def memories_step(span: list[dt.date]) -> None:
-        for day, (mem, rejects) in build_memories(store, span).items():
+        for day, (mem, rejects) in build_memories(store, span).per_day.items():
             store.write("memories", mem, day)
             store.write("memory_rejects", rejects, day)
 

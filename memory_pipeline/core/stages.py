@@ -177,20 +177,29 @@ def discover_dates(sources: Sequence[SourceSpec], start_date: dt.date) -> list[d
 
 
 # -- memories and dossiers ---------------------------------------------------------------------
+@dataclass
+class MemoryBuild:
+    """(memories, rejected candidates) per date, and the inputs they came from (the asset's
+    source check reuses them instead of reading sessions and messages again)."""
+
+    per_day: dict[dt.date, tuple[pa.Table, pa.Table]]
+    sessions: pa.Table
+    messages: pa.Table
+
+
 def build_memories(
     store: TableStore, dates: Iterable[dt.date], extractor: object | None = None
-) -> dict[dt.date, tuple[pa.Table, pa.Table]]:
-    """(memories, rejected candidates) of the stored sessions of each of ``dates``."""
+) -> MemoryBuild:
+    """Memories of the stored sessions of each of ``dates``."""
     from memory_pipeline.core.memories import extract_memories
 
     days = sorted(set(dates))
     sessions = store.read("sessions", days)
-    memories, rejects = extract_memories(
-        sessions, session_messages(store, sessions), extractor=extractor
-    )
+    messages = session_messages(store, sessions)
+    memories, rejects = extract_memories(sessions, messages, extractor=extractor)
     per_mem = split_by_date(memories, "local_date", days)
     per_rej = split_by_date(rejects, "local_date", days)
-    return {d: (per_mem[d], per_rej[d]) for d in days}
+    return MemoryBuild({d: (per_mem[d], per_rej[d]) for d in days}, sessions, messages)
 
 
 class DossierChainBroken(RuntimeError):

@@ -18,7 +18,6 @@ from memory_pipeline.core.stages import (
     DossierChainBroken,
     build_dossiers,
     build_memories,
-    session_messages,
 )
 from memory_pipeline.defs.ingest import RAW, _check
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
@@ -70,17 +69,17 @@ def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Asse
         extractor = memory_extractor.build(cache=cache)
         t0 = time.perf_counter()
         try:
-            per_day = build_memories(store, days, extractor=extractor)
+            built = build_memories(store, days, extractor=extractor)
         finally:
             if cache is not None:
                 cache.close()
-        for day, (mem, rejects) in per_day.items():
+        for day, (mem, rejects) in built.per_day.items():
             store.write("memories", mem, day)
             store.write("memory_rejects", rejects, day)
         written = store.read("memories", days)
         rejected = store.read("memory_rejects", days)
-        sessions = store.read("sessions", days)
-        message_ids = set(session_messages(store, sessions).column("message_id").to_pylist())
+        sessions = built.sessions
+        message_ids = set(built.messages.column("message_id").to_pylist())
         kinds = count_by_kind(written)
         seconds = time.perf_counter() - t0
         context.log.info(
