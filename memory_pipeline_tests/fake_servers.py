@@ -110,6 +110,7 @@ class _State:
     requests: list[RecordedRequest] = field(default_factory=list)
     failures: list[_Failure] = field(default_factory=list)
     reject_substrings: list[tuple[str, int]] = field(default_factory=list)
+    chat_replies: list[str] = field(default_factory=list)  # scripted contents, in order
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -143,6 +144,12 @@ class FakeProviderServer:
         )
         self._thread.start()
         return self
+
+    def script_chat(self, *contents: str) -> None:
+        """Queue ``contents`` as the next chat completions' message contents (verbatim, e.g.
+        a structured-output JSON body); once the queue is empty the default fake answers."""
+        with self._state.lock:
+            self._state.chat_replies.extend(contents)
 
     def stop(self) -> None:
         """Stop serving and join the server and all handler threads."""
@@ -346,6 +353,10 @@ class _Handler(BaseHTTPRequestHandler):
         return 200, {"object": "list", "data": data, "model": model, "usage": usage}, None
 
     def _chat(self, body: dict) -> _Reply:
+        with self.state.lock:
+            scripted = self.state.chat_replies.pop(0) if self.state.chat_replies else None
+        if scripted is not None:  # script_chat(): the content verbatim (e.g. a JSON answer)
+            return 200, _completion(body, scripted), None
         messages = body.get("messages") or []
         user = next(
             (m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), ""
@@ -357,85 +368,22 @@ class _Handler(BaseHTTPRequestHandler):
         for substring, status in rejects:
             if substring in user:
                 return self._error(status, f"input rejected: contains {substring!r}")
-        content = fake_summary(user)
-        payload = {
-            "id": "chatcmpl-fake",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body.get("model", ""),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
-        return 200, payload, None
+        return 200, _completion(body, fake_summary(user)), None
 
 
-# --------------------------------------------------------------------------- scripted chat
-
-
-class _ScriptedChatHandler(_Handler):
-    """Answers chat completions from a queue of scripted contents, then like the default."""
-
-    replies: list[str]
-
-    def _chat(self, body: dict) -> _Reply:
-        with self.state.lock:
-            content = self.replies.pop(0) if self.replies else None
-        if content is None:
-            return super()._chat(body)
-        payload = {
-            "id": "chatcmpl-scripted",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body.get("model", ""),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
-        return 200, payload, None
-
-
-class ScriptedChatServer(FakeProviderServer):
-    """A FakeProviderServer whose next chat completions return ``script_chat(...)`` texts.
-
-    For structured-output clients: the scripted text is the message content verbatim (e.g. a
-    JSON body), one per request in order; once the queue is empty the default fake answers.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._replies: list[str] = []
-
-    def script_chat(self, *contents: str) -> None:
-        """Queue ``contents`` as the next chat completions' message contents."""
-        with self._state.lock:
-            self._replies.extend(contents)
-
-    def start(self) -> ScriptedChatServer:
-        """Bind and serve in a background thread (like the base, with the scripted handler)."""
-        state, replies = self._state, self._replies
-
-        class Handler(_ScriptedChatHandler):
-            pass
-
-        Handler.state = state
-        Handler.replies = replies
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        httpd.daemon_threads = False
-        httpd.block_on_close = True
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
+def _completion(body: dict, content: str) -> dict:
+    """A chat.completion response carrying ``content``."""
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", ""),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }

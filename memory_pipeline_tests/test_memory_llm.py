@@ -12,7 +12,7 @@ from memory_pipeline.core.memory_llm import LlmMemoryExtractor
 from memory_pipeline.core.providers import OpenAICompatibleLlm
 from memory_pipeline.core.sessionize import sessionize
 from memory_pipeline_tests.factories import msg, table
-from memory_pipeline_tests.fake_servers import ScriptedChatServer, block_external_network
+from memory_pipeline_tests.fake_servers import FakeProviderServer, block_external_network
 
 
 @pytest.fixture(autouse=True)
@@ -22,11 +22,11 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def server():
-    with ScriptedChatServer() as srv:
+    with FakeProviderServer() as srv:
         yield srv
 
 
-def _llm(server: ScriptedChatServer) -> OpenAICompatibleLlm:
+def _llm(server: FakeProviderServer) -> OpenAICompatibleLlm:
     return OpenAICompatibleLlm(
         "gpt-test",
         api_key="test-key",
@@ -58,7 +58,7 @@ def _memory(text: str, indexes: list, **kw) -> dict:
     }
 
 
-def test_structured_request_and_index_mapping(server: ScriptedChatServer) -> None:
+def test_structured_request_and_index_mapping(server: FakeProviderServer) -> None:
     messages, sessions = _chat()
     answer = {
         "memories": [
@@ -96,7 +96,7 @@ def test_structured_request_and_index_mapping(server: ScriptedChatServer) -> Non
     assert bad["message_ids"][0] == ids[0] and bad["method"] == "openai/gpt-test"
 
 
-def test_no_index_means_no_source(server: ScriptedChatServer) -> None:
+def test_no_index_means_no_source(server: FakeProviderServer) -> None:
     messages, sessions = _chat()
     server.script_chat(json.dumps({"memories": [_memory("B moves", [])]}))
     mem, rej = extract_memories(sessions, messages, extractor=LlmMemoryExtractor(_llm(server)))
@@ -105,7 +105,7 @@ def test_no_index_means_no_source(server: ScriptedChatServer) -> None:
 
 
 @pytest.mark.parametrize("content", ['{"memories": [', '{"facts": []}', "not json at all"])
-def test_malformed_answer_is_an_error_not_a_crash(server: ScriptedChatServer, content: str) -> None:
+def test_malformed_answer_is_an_error_not_a_crash(server: FakeProviderServer, content: str) -> None:
     messages, sessions = _chat()
     server.script_chat(content)
     extractor = LlmMemoryExtractor(_llm(server))
@@ -118,7 +118,7 @@ def test_malformed_answer_is_an_error_not_a_crash(server: ScriptedChatServer, co
     )
 
 
-def test_provider_failure_is_recorded(server: ScriptedChatServer) -> None:
+def test_provider_failure_is_recorded(server: FakeProviderServer) -> None:
     messages, sessions = _chat()
     server.fail_next(500, path="/chat/completions")
     extractor = LlmMemoryExtractor(_llm(server))
@@ -127,7 +127,7 @@ def test_provider_failure_is_recorded(server: ScriptedChatServer) -> None:
     assert rej.column("reason")[0].as_py().startswith(R_EXTRACTOR_ERROR)
 
 
-def test_answers_are_cached_by_content_and_text_is_redacted(server: ScriptedChatServer, tmp_path):
+def test_answers_are_cached_by_content_and_text_is_redacted(server: FakeProviderServer, tmp_path):
     from memory_pipeline.core.cache import ContentCache
 
     messages = table(
