@@ -110,30 +110,10 @@ REQUIRED = {
     ),
     "ceiling": ("level", "qtype", "pool", "oracle_recall", "n"),
     "questions_report": ("corpus_id", "qtype", "questions", "excluded", "unresolved_ids"),
-    "memory_summary": (
-        "config",
-        "split",
-        "qtype",
-        "level",
-        "metric",
-        "k",
-        "mean",
-        "ci_lo",
-        "ci_hi",
-        "n",
-    ),
-    "memory_diffs": (
-        "config_a",
-        "config_b",
-        "level",
-        "metric",
-        "k",
-        "split",
-        "mean_diff",
-        "ci_lo",
-        "ci_hi",
-    ),
 }
+# the memory evaluation writes the same shapes as the chunk evaluation
+REQUIRED["memory_summary"] = REQUIRED["summary"]
+REQUIRED["memory_diffs"] = REQUIRED["diffs"]
 
 
 # ----------------------------------------------------------------------------- document model
