@@ -17,6 +17,7 @@ import gc
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -266,3 +267,37 @@ def build_dossiers(
         )
         states.update(changed)
         yield day, dossier_rows(changed, day)
+
+
+@dataclass
+class DossierWrite:
+    """What ``write_dossiers`` did: the contacts updated, and later partitions (if any)."""
+
+    contacts: list[str]
+    later: list[dt.date]  # dossier partitions after the range: its files were left alone
+
+
+def write_dossiers(store: TableStore, dates: Iterable[dt.date], folder: Path) -> DossierWrite:
+    """Build and write the dossier partitions of ``dates`` in order, then the current files.
+
+    The ``.md`` files are the latest versions; when later partitions exist (a past range was
+    rebuilt) they hold the current versions, so the files are left alone.
+    """
+    from memory_pipeline.core.dossier import write_markdown_atomic
+
+    days = sorted(set(dates))
+    latest: dict[str, str] = {}
+    for day, rows in build_dossiers(store, days):
+        store.write("dossiers", rows, day)
+        latest.update(
+            zip(
+                rows.column("contact_id").to_pylist(),
+                rows.column("markdown").to_pylist(),
+                strict=True,
+            )
+        )
+    later = [d for d in store.dates("dossiers") if days and d > days[-1]]
+    if not later:
+        for contact, markdown in latest.items():
+            write_markdown_atomic(folder, contact, markdown)
+    return DossierWrite(sorted(latest), later)

@@ -12,12 +12,11 @@ import time
 import dagster as dg
 
 from memory_pipeline.core import quality
-from memory_pipeline.core.dossier import write_markdown_atomic
 from memory_pipeline.core.memories import count_by_kind
 from memory_pipeline.core.stages import (
     DossierChainBroken,
-    build_dossiers,
     build_memories,
+    write_dossiers,
 )
 from memory_pipeline.defs.ingest import RAW, _check
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
@@ -135,30 +134,17 @@ def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Asse
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(context.partition_keys)
         t0 = time.perf_counter()
-        latest: dict[str, str] = {}
         try:
-            for day, rows in build_dossiers(store, days):
-                store.write("dossiers", rows, day)
-                latest.update(
-                    zip(
-                        rows.column("contact_id").to_pylist(),
-                        rows.column("markdown").to_pylist(),
-                        strict=True,
-                    )
-                )
+            done = write_dossiers(store, days, cfg.dossiers_path)
         except DossierChainBroken as exc:
             raise dg.Failure(str(exc)) from None
-        later = [d for d in store.dates("dossiers") if d > days[-1]]
-        if later:
+        if done.later:
             # a past range was rebuilt: the current files come from later versions; those
             # are now stale and need the range up to the last date rebuilt
             context.log.warning(
-                f"dossiers: {len(later)} later partitions (up to {later[-1]}) were built on the "
-                f"old versions; rebuild {days[0]}..{later[-1]} to refresh them"
+                f"dossiers: {len(done.later)} later partitions (up to {done.later[-1]}) were "
+                f"built on the old versions; rebuild {days[0]}..{done.later[-1]} to refresh them"
             )
-        else:
-            for contact, markdown in latest.items():
-                write_markdown_atomic(cfg.dossiers_path, contact, markdown)
         written = store.read("dossiers", days)
         sessions = store.read("sessions", columns=["session_id", "contact_id"])
         session_contact = dict(
@@ -171,14 +157,14 @@ def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Asse
         checks = quality.dossiers_valid(written, session_contact)
         seconds = time.perf_counter() - t0
         context.log.info(
-            f"dossiers: {written.num_rows} versions of {len(latest)} contacts in {len(days)} "
-            f"partitions, {seconds:.1f}s"
+            f"dossiers: {written.num_rows} versions of {len(done.contacts)} contacts in "
+            f"{len(days)} partitions, {seconds:.1f}s"
         )
         return dg.MaterializeResult(
             metadata={
                 "versions": written.num_rows,
-                "contacts_updated": len(latest),
-                "files_written": 0 if later else len(latest),
+                "contacts_updated": len(done.contacts),
+                "files_written": 0 if done.later else len(done.contacts),
                 "seconds": round(seconds, 2),
                 "dossier_dir": dg.MetadataValue.path(str(cfg.dossiers_path)),
             },
