@@ -39,17 +39,16 @@ import json
 import os
 import platform
 import pstats
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+from _common import CPU, peak_rss_mib, rate, timed
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "realpersonachat"
@@ -76,18 +75,6 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-CPU = "/cpu"  # key suffix: process CPU seconds (all threads) of the phase of the same name
-
-
-@contextmanager
-def timed(into: dict[str, float], name: str) -> Iterator[None]:
-    """Wall seconds into ``into[name]``, process CPU seconds into ``into[name + CPU]``."""
-    c0, t0 = time.process_time(), time.perf_counter()
-    yield
-    into[name] = time.perf_counter() - t0
-    into[name + CPU] = time.process_time() - c0
 
 
 def add_up(into: dict[str, float], name: str, parts: list[str]) -> None:
@@ -130,14 +117,6 @@ def check_config(cfg: Any) -> None:
     (spec,) = cfg.sources
     if spec.owner is not None or spec.kind != SOURCE or cfg.timezone != TIMEZONE:
         raise SystemExit(f"benchmark config not as intended: {spec}")
-
-
-def peak_rss_mib() -> float:
-    """VmHWM of this process (peak resident set size), MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def id_digest(values: list[str]) -> str:
@@ -359,10 +338,6 @@ def run_round(data: Path, limit: int | None) -> tuple[dict, dict]:
         core = run_child("core", config, work)
         dagster = run_child("dagster", config, work)
     return core, dagster
-
-
-def rate(n: int, seconds: float) -> float:
-    return n / seconds if seconds > 0 else float("inf")
 
 
 def verify(core: dict, dagster: dict, full: bool) -> list[tuple[str, bool, str]]:

@@ -42,17 +42,17 @@ import hashlib
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+from _common import CPU, peak_rss_mib, rate, timed
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "realpersonachat"
@@ -77,7 +77,6 @@ UPSTREAM_STAGES = (
 OUTPUT_TABLES = ("memories", "memory_rejects", "dossiers")
 UPSTREAM_TABLES = ("raw_messages", "quarantine", "ingest_audit", "sessions", "session_enrichment")
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
-CPU = "/cpu"
 INCR_LABELS = {  # see incremental_spans
     "one_day": "last day D (first runs)",
     "two_days": "last two days (nightly)",
@@ -89,15 +88,6 @@ INCR_LABELS = {  # see incremental_spans
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-@contextmanager
-def timed(into: dict[str, float], name: str) -> Iterator[None]:
-    """Wall seconds into ``into[name]``, process CPU seconds into ``into[name + CPU]``."""
-    c0, t0 = time.process_time(), time.perf_counter()
-    yield
-    into[name] = time.perf_counter() - t0
-    into[name + CPU] = time.process_time() - c0
 
 
 def days_of_range(n_days: int | None) -> list[dt.date]:
@@ -132,13 +122,6 @@ def check_config(cfg: Any) -> None:
     (spec,) = cfg.sources
     if spec.owner is not None or spec.kind != SOURCE or cfg.timezone != TIMEZONE:
         raise SystemExit(f"benchmark config not as intended: {spec}")
-
-
-def peak_rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def digest(values: list[Any]) -> str:
@@ -528,10 +511,6 @@ def upstream_ready(work: Path, days: list[dt.date]) -> bool:
     return all(
         (folder / t / f"{d.isoformat()}.parquet").is_file() for t in UPSTREAM_TABLES for d in days
     )
-
-
-def rate(n: int, seconds: float) -> float:
-    return n / seconds if seconds > 0 else float("inf")
 
 
 def pct(part: float, whole: float) -> str:

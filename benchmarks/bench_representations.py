@@ -41,18 +41,18 @@ import hashlib
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+from _common import CPU, peak_rss_mib, rate, timed
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "realpersonachat"
@@ -70,7 +70,6 @@ UPSTREAM_TABLES = ("chunks", "chunk_summaries", "embedding_texts")
 WARMUP = [f"warm-up sentence number {i}, about the weather and lunch" for i in range(BATCH)]
 QUICK_TEXTS = 200
 QUICK_DIALOGUES = 1_000
-CPU = "/cpu"  # key suffix: process CPU seconds (all threads) of the phase of the same name
 
 TARGET_RATIO = 0.9
 TARGET_SUMMARY_CHUNKS_S = 2_000  # memory_pipeline/core/summarize.py docstring
@@ -82,15 +81,6 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-@contextmanager
-def timed(into: dict[str, float], name: str) -> Iterator[None]:
-    """Wall seconds into ``into[name]``, process CPU seconds into ``into[name + CPU]``."""
-    c0, t0 = time.process_time(), time.perf_counter()
-    yield
-    into[name] = time.perf_counter() - t0
-    into[name + CPU] = time.process_time() - c0
 
 
 def days_of_range() -> list[dt.date]:
@@ -138,20 +128,8 @@ def check_config(cfg: Any, representation: str) -> None:
         raise SystemExit(f"benchmark config not as intended: {spec}, {cfg.dense_representations}")
 
 
-def peak_rss_mib() -> float:
-    """VmHWM of this process (peak resident set size), MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def digest(values: list[str]) -> str:
     return hashlib.blake2b("\n".join(values).encode(), digest_size=8).hexdigest()
-
-
-def rate(n: int, seconds: float) -> float:
-    return n / seconds if seconds > 0 else float("inf")
 
 
 def store_days(selection: dict) -> list[dt.date]:

@@ -49,7 +49,6 @@ import json
 import os
 import platform
 import pstats
-import resource
 import subprocess
 import sys
 import tempfile
@@ -62,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import CPU, peak_rss_mib, timed
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "realpersonachat"
@@ -81,27 +81,9 @@ QUICK = {"limit": 400, "queries": 100, "synthetic": 20_000, "synthetic_queries":
 WARMUP_QUERIES = 20
 EMBED_SLICE = 1024  # texts per cached_embed call while warming the cache (progress lines)
 SYN_CHUNK = 50_000  # synthetic rows generated (and added) at a time
-CPU = "/cpu"
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-@contextmanager
-def timed(into: dict[str, float], name: str) -> Iterator[None]:
-    """Wall seconds into ``into[name]``, process CPU seconds (all threads) into ``name/cpu``."""
-    c0, t0 = time.process_time(), time.perf_counter()
-    yield
-    into[name] = time.perf_counter() - t0
-    into[name + CPU] = time.process_time() - c0
-
-
-def peak_rss_mib() -> float:
-    """VmHWM of this process (peak resident set size), MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def ms_stats(seconds: list[float] | np.ndarray) -> dict[str, float]:
