@@ -149,18 +149,13 @@ def child_core(config: Path, out_dir: Path, profile: Path | None) -> dict[str, A
     import pyarrow as pa
 
     from memory_pipeline.config import load_config
-    from memory_pipeline.core.chunking import chunk_sessions
-    from memory_pipeline.core.ingest import ingest
-    from memory_pipeline.core.sessionize import sessionize
-    from memory_pipeline.core.sources import read_source
-    from memory_pipeline.core.stages import (
-        build_chunks,
-        build_sessions,
-        gc_paused,
-        read_all,
-        split_ingest,
-    )
-    from memory_pipeline.core.storage import TableStore
+    from memory_pipeline.core.common.storage import TableStore
+    from memory_pipeline.core.ingest.normalize import ingest
+    from memory_pipeline.core.ingest.sources import read_source
+    from memory_pipeline.core.ingest.stage import gc_paused, read_all, split_ingest
+    from memory_pipeline.core.sessions.chunking import chunk_sessions
+    from memory_pipeline.core.sessions.sessionize import sessionize
+    from memory_pipeline.core.sessions.stage import build_chunks, build_sessions
 
     cfg = load_config(config, env={})
     check_config(cfg)
@@ -242,7 +237,7 @@ def child_dagster(config: Path, out_dir: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     import dagster as dg
 
-    from memory_pipeline.core.storage import TableStore
+    from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.defs.build import build_assets
     from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
     from memory_pipeline.defs.providers import provider_resources

@@ -139,7 +139,7 @@ DOSSIER_COLUMNS = ["contact_id", "local_date", "markdown", "state"]
 
 def outputs_summary(store: Any, dossier_dir: Path, days: list[dt.date]) -> dict[str, Any]:
     """Counts and digests of memories / rejects / dossiers (outside every timed region)."""
-    from memory_pipeline.core.memories import count_by_kind
+    from memory_pipeline.core.memories.extract import count_by_kind
 
     memories = store.read("memories", days)
     rejects = store.read("memory_rejects", days)
@@ -202,7 +202,11 @@ class Probe:
 
 
 def install_probe() -> Probe:
-    from memory_pipeline.core import dossier, memories, quality, stages, storage
+    from memory_pipeline.core.common import storage
+    from memory_pipeline.core.memories import dossier
+    from memory_pipeline.core.memories import extract as memories
+    from memory_pipeline.core.memories import stage as stages
+    from memory_pipeline.core.quality import checks as quality
 
     probe = Probe()
     probe.wrap(storage.TableStore, "read", lambda self, table, *a, **k: f"read {table}")
@@ -226,7 +230,7 @@ def install_probe() -> Probe:
 def child_prep(config: Path, out_dir: Path, days: list[dt.date]) -> dict[str, Any]:
     import dagster as dg
 
-    from memory_pipeline.core.storage import TableStore
+    from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.defs.build import build_assets
     from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
     from memory_pipeline.defs.providers import provider_resources
@@ -337,7 +341,7 @@ def child_dagster(config: Path, out_dir: Path, days: list[dt.date]) -> dict[str,
     import dagster  # noqa: F401  (import time is setup)
 
     import memory_pipeline.defs.memories  # noqa: F401
-    from memory_pipeline.core.storage import TableStore
+    from memory_pipeline.core.common.storage import TableStore
 
     runner = DagsterRunner(config, out_dir)
     probe = install_probe()
@@ -398,8 +402,12 @@ def incremental_spans(store: Any, days: list[dt.date]) -> dict[str, list[dt.date
 def child_core(out_dir: Path, upstream: Path, config: Path, days: list[dt.date]) -> dict[str, Any]:
     t0 = time.perf_counter()
     from memory_pipeline.config import load_config
-    from memory_pipeline.core.stages import build_memories, prior_dossier_states, write_dossiers
-    from memory_pipeline.core.storage import TableStore
+    from memory_pipeline.core.common.storage import TableStore
+    from memory_pipeline.core.memories.stage import (
+        build_memories,
+        prior_dossier_states,
+        write_dossiers,
+    )
 
     cfg = load_config(config, env={})
     check_config(cfg)

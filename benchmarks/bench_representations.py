@@ -145,7 +145,7 @@ def load_model_timed(setup: dict[str, float]) -> Any:
     with timed(setup, "import_torch_st"):
         import sentence_transformers  # noqa: F401
         import torch  # noqa: F401
-    from memory_pipeline.core.providers.embeddings import load_sentence_transformer
+    from memory_pipeline.core.represent.providers.embeddings import load_sentence_transformer
 
     with timed(setup, "load_model"):
         model = load_sentence_transformer(MODEL, "cpu", THREADS)
@@ -173,16 +173,16 @@ def child_prep(args: argparse.Namespace) -> dict[str, Any]:
     import pyarrow.compute as pc
 
     from memory_pipeline.config import load_config
-    from memory_pipeline.core.chunking import chunk_sessions
-    from memory_pipeline.core.ingest import messages_table
-    from memory_pipeline.core.represent import (
+    from memory_pipeline.core.common.storage import TableStore
+    from memory_pipeline.core.ingest.normalize import messages_table
+    from memory_pipeline.core.ingest.stage import gc_paused, read_all
+    from memory_pipeline.core.represent.build import (
         embedding_texts,
         representation_texts,
         summarize_chunks,
     )
-    from memory_pipeline.core.sessionize import sessionize
-    from memory_pipeline.core.stages import gc_paused, read_all
-    from memory_pipeline.core.storage import TableStore
+    from memory_pipeline.core.sessions.chunking import chunk_sessions
+    from memory_pipeline.core.sessions.sessionize import sessionize
 
     cfg = load_config(args.config, env={})
     check_config(cfg, args.representation)
@@ -261,10 +261,10 @@ def pick_window(per_day: Counter, days: list[dt.date], want: int) -> list[dt.dat
 
 def child_summarize(args: argparse.Namespace) -> dict[str, Any]:
     """The extractive summarizer over every chunk: parse, lang, summary-only, whole call."""
-    from memory_pipeline.core.lang import detect_lang
-    from memory_pipeline.core.represent import summarize_chunks
-    from memory_pipeline.core.storage import TableStore
-    from memory_pipeline.core.summarize import (
+    from memory_pipeline.core.common.lang import detect_lang
+    from memory_pipeline.core.common.storage import TableStore
+    from memory_pipeline.core.represent.build import summarize_chunks
+    from memory_pipeline.core.represent.summarize import (
         SUMMARY_TARGETS,
         extractive_summary,
         parse_raw_text,
@@ -320,8 +320,8 @@ def child_summarize(args: argparse.Namespace) -> dict[str, Any]:
 
 def embedding_input(base: Path, selection: dict, representation: str) -> tuple[list, list]:
     """(chunk_ids, texts) of the window, exactly as the asset builds them from the store."""
-    from memory_pipeline.core.represent import representation_texts
-    from memory_pipeline.core.storage import TableStore
+    from memory_pipeline.core.common.storage import TableStore
+    from memory_pipeline.core.represent.build import representation_texts
 
     store, days = TableStore(base), store_days(selection)
     chunks = store.read("chunks", days)
@@ -338,7 +338,7 @@ def child_raw(args: argparse.Namespace) -> dict[str, Any]:
     """One raw ``SentenceTransformer.encode`` call over the window's texts."""
     import numpy as np
 
-    from memory_pipeline.core.ids import text_hash
+    from memory_pipeline.core.common.ids import text_hash
 
     selection = json.loads(Path(args.selection).read_text(encoding="utf-8"))
     setup: dict[str, float] = {}
@@ -404,11 +404,11 @@ def install_timers() -> Timers:
     """Time the parts of the chunk_embeddings path (module globals the asset looks up)."""
     from sentence_transformers import SentenceTransformer
 
-    import memory_pipeline.core.cache as cache_mod
-    import memory_pipeline.core.represent as represent_mod
+    import memory_pipeline.core.represent.build as represent_mod
+    import memory_pipeline.core.represent.cache as cache_mod
     import memory_pipeline.defs.representations as rep_mod
-    from memory_pipeline.core.providers.embeddings import LocalEmbedder
-    from memory_pipeline.core.storage import TableStore
+    from memory_pipeline.core.common.storage import TableStore
+    from memory_pipeline.core.represent.providers.embeddings import LocalEmbedder
 
     timers = Timers()
     timers.patch(SentenceTransformer, "encode", "encode (SentenceTransformer)")
@@ -449,7 +449,7 @@ def child_asset(args: argparse.Namespace) -> dict[str, Any]:
     with timed(setup, "import_dagster_build_assets"):
         import dagster as dg
 
-        from memory_pipeline.core.storage import TableStore
+        from memory_pipeline.core.common.storage import TableStore
         from memory_pipeline.defs.build import build_assets
         from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
         from memory_pipeline.defs.providers import provider_resources

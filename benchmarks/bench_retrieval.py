@@ -160,9 +160,9 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     from memory_pipeline.config import load_config
-    from memory_pipeline.core.cache import ContentCache, cached_embed
-    from memory_pipeline.core.chunking import chunk_sessions
-    from memory_pipeline.core.indexes import (
+    from memory_pipeline.core.common.storage import TableStore
+    from memory_pipeline.core.indexes.metadata import message_metadata, session_metadata
+    from memory_pipeline.core.indexes.publish import (
         build_bm25,
         build_dense,
         index_root,
@@ -170,17 +170,20 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         publish,
         representation_table,
     )
-    from memory_pipeline.core.providers.embeddings import LocalEmbedder, load_sentence_transformer
-    from memory_pipeline.core.represent import (
+    from memory_pipeline.core.ingest.stage import read_all, split_ingest
+    from memory_pipeline.core.represent.build import (
         embed_chunks,
         embedding_texts,
         representation_texts,
         summarize_chunks,
     )
-    from memory_pipeline.core.retrieval import message_metadata, session_metadata
-    from memory_pipeline.core.sessionize import sessionize
-    from memory_pipeline.core.stages import read_all, split_ingest
-    from memory_pipeline.core.storage import TableStore
+    from memory_pipeline.core.represent.cache import ContentCache, cached_embed
+    from memory_pipeline.core.represent.providers.embeddings import (
+        LocalEmbedder,
+        load_sentence_transformer,
+    )
+    from memory_pipeline.core.sessions.chunking import chunk_sessions
+    from memory_pipeline.core.sessions.sessionize import sessionize
 
     cfg = load_config(write_config(work, args.data, args.limit), env={})
     (spec,) = cfg.sources
@@ -387,7 +390,7 @@ MODES = (
 def search_latency(
     searcher: Any, queries: list, warm: list, chunk_of: dict, args: argparse.Namespace
 ) -> dict[str, Any]:
-    from memory_pipeline.core.searcher import Searcher
+    from memory_pipeline.core.retrieval.searcher import Searcher
 
     default_hl = inspect.signature(Searcher.search).parameters["highlights"].default
     clock = EmbedClock(searcher)
@@ -446,7 +449,7 @@ def rank_bm25_compare(searcher: Any, queries: list, args: argparse.Namespace) ->
         msg = "rank_bm25 is not installed (/work/venv/bin/pip install rank_bm25): skipped"
         say(f"rank_bm25 comparison: {msg}")
         return {"skipped": msg}
-    from memory_pipeline.core import searcher as searcher_mod
+    from memory_pipeline.core.retrieval import searcher as searcher_mod
 
     index = searcher.bm25["raw_text"]
     tok, vocab, n = index.tokenizer, index.vocab, args.candidates
@@ -511,7 +514,7 @@ def rank_bm25_compare(searcher: Any, queries: list, args: argparse.Namespace) ->
 @contextmanager
 def component_clocks(searcher: Any) -> Iterator[dict[str, float]]:
     """Inclusive seconds per component of the real search path (wrappers, then restored)."""
-    from memory_pipeline.core import searcher as mod
+    from memory_pipeline.core.retrieval import searcher as mod
 
     acc: dict[str, float] = defaultdict(float)
 
@@ -553,8 +556,8 @@ def component_clocks(searcher: Any) -> Iterator[dict[str, float]]:
 
 
 def profile_hybrid(searcher: Any, queries: list, args: argparse.Namespace) -> dict[str, Any]:
-    from memory_pipeline.core import searcher as mod
-    from memory_pipeline.core.timeexpr import parse_query
+    from memory_pipeline.core.retrieval import searcher as mod
+    from memory_pipeline.core.retrieval.timeexpr import parse_query
 
     sample = queries[: args.profile_queries]
     kwargs = {"k": args.k, "mode": "hybrid", "fusion": "rrf", "dense_rep": args.dense_reps[0]}
@@ -621,7 +624,7 @@ def profile_hybrid(searcher: Any, queries: list, args: argparse.Namespace) -> di
             say("  " + ln.replace(str(REPO) + "/", "").replace(sys.prefix + "/", "~venv/"))
 
     # 3) the expressions inside the retrievers, timed one by one on the same queries
-    from memory_pipeline.core.retrieval import highlight_scores
+    from memory_pipeline.core.retrieval.fusion import highlight_scores
 
     rep, drep, cand = "raw_text", args.dense_reps[0], args.candidates
     index = searcher.bm25[rep]
@@ -781,7 +784,7 @@ def _top_positions(scores: np.ndarray, n: int, ids: np.ndarray) -> list[tuple[st
 
 
 def run_corpus(args: argparse.Namespace) -> dict[str, Any]:
-    from memory_pipeline.core.searcher import Searcher
+    from memory_pipeline.core.retrieval.searcher import Searcher
 
     with tempfile.TemporaryDirectory(prefix="bench_retrieval_") as tmp:
         built = build_corpus(args, Path(tmp))

@@ -24,8 +24,8 @@ def searcher(config: str | Path | None = None, output_dir: str | Path | None = N
     A new index version (after a run) is picked up on the next call.
     """
     from memory_pipeline.config import load_config
-    from memory_pipeline.core.indexes import current_version
-    from memory_pipeline.core.searcher import IndexNotBuilt, Searcher
+    from memory_pipeline.core.indexes.publish import current_version
+    from memory_pipeline.core.retrieval.searcher import IndexNotBuilt, Searcher
 
     out = Path(output_dir) if output_dir else load_config(config).output_dir
     version = current_version(out)
@@ -64,7 +64,7 @@ def search(
 
 def memory_index(config: str | Path | None = None, output_dir: str | Path | None = None) -> Any:
     """The (cached) MemoryIndex over the memory timeline published with the search index."""
-    from memory_pipeline.core.context import MemoryIndex
+    from memory_pipeline.core.context.packs import MemoryIndex
 
     s = searcher(config, output_dir)
     key = (Path(s.version).resolve().parent, s.version.name)
@@ -90,7 +90,7 @@ def context(
     material (``strategy``: ``neighbors`` chunks, whole source ``sessions``, or ``split`` —
     half to source sessions, half to independent raw search), within ``budget`` UTF-16
     code units. Every piece carries its citation; ``.render()`` gives the text."""
-    from memory_pipeline.core.context import build_context
+    from memory_pipeline.core.context.packs import build_context
 
     s = searcher(config, output_dir)
     return build_context(
@@ -118,7 +118,7 @@ def recall(
 ):
     """Memories alone first; the source material only when asked (``sources=True``) or when
     the memory evidence is weak (``sources=None``). The pack says whether and why it escalated."""
-    from memory_pipeline.core.context import recall as recall_core
+    from memory_pipeline.core.context.packs import recall as recall_core
 
     s = searcher(config, output_dir)
     return recall_core(

@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from memory_pipeline.config import ConfigError, PipelineConfig, load_config
-from memory_pipeline.core.records import SourceError
+from memory_pipeline.core.common.records import SourceError
 
 # Dagster's console logger prints every event at DEBUG; the progress bar is enough here.
 # The full event log stays in the instance (dagster dev shows it).
@@ -59,8 +59,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     import dagster as dg
     from tqdm import tqdm
 
-    from memory_pipeline.core.stages import discover_dates
-    from memory_pipeline.core.storage import TableStore
+    from memory_pipeline.core.common.storage import TableStore
+    from memory_pipeline.core.ingest.stage import discover_dates
     from memory_pipeline.defs.build import build_assets
     from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
     from memory_pipeline.defs.providers import provider_resources
@@ -200,8 +200,8 @@ def print_summary(store, cfg: PipelineConfig, span, timings: dict[str, float]) -
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from memory_pipeline.core import quality
-    from memory_pipeline.core.storage import TableStore
+    from memory_pipeline.core.common.storage import TableStore
+    from memory_pipeline.core.quality import checks as quality
 
     cfg = load_config(args.config)
     store = TableStore(cfg.output_dir)
@@ -250,7 +250,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     import json
 
     from memory_pipeline import search
-    from memory_pipeline.core.searcher import IndexNotBuilt
+    from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
 
     as_of = dt.datetime.fromisoformat(args.as_of) if args.as_of else None
     try:
@@ -298,7 +298,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     import json
 
     from memory_pipeline import context, recall
-    from memory_pipeline.core.searcher import IndexNotBuilt
+    from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
 
     as_of = dt.datetime.fromisoformat(args.as_of) if args.as_of else None
     common = {"config": args.config, "contact": args.contact, "as_of": as_of}

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from memory_pipeline.core.chunking import DEFAULT_SIZE, DEFAULT_STRIDE
-from memory_pipeline.core.sessionize import MAX_GAP_MINUTES
-from memory_pipeline.core.sources import READERS, SourceSpec
-from memory_pipeline.core.timeutil import zone
+from memory_pipeline.core.common.timeutil import zone
+from memory_pipeline.core.ingest.sources import READERS, SourceSpec
+from memory_pipeline.core.sessions.chunking import DEFAULT_SIZE, DEFAULT_STRIDE
+from memory_pipeline.core.sessions.sessionize import MAX_GAP_MINUTES
 
 ENV_PREFIX = "MEMORY_PIPELINE_"
 # the three search representations of a chunk (the LINE paper's)

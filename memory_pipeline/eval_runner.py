@@ -69,7 +69,7 @@ def build_corpus(locomo: Path, work: Path, log: Callable[[str], None] = print) -
     import dagster as dg
 
     from memory_pipeline.config import load_config, parse_config
-    from memory_pipeline.core.stages import discover_dates
+    from memory_pipeline.core.ingest.stage import discover_dates
     from memory_pipeline.defs.build import build_assets
     from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
     from memory_pipeline.defs.providers import provider_resources
@@ -147,11 +147,14 @@ def evaluate_locomo(
 ) -> dict:
     """LoCoMo end to end; returns the meta dict (with paths of the report and tables)."""
     from memory_pipeline.config import load_config
-    from memory_pipeline.core.evalsets import generate_time_queries, load_locomo_questions
-    from memory_pipeline.core.evaluate import run_evaluation
-    from memory_pipeline.core.evaluate_memory import run_memory_evaluation
-    from memory_pipeline.core.searcher import Searcher
-    from memory_pipeline.core.storage import TableStore
+    from memory_pipeline.core.common.storage import TableStore
+    from memory_pipeline.core.evaluation.evalsets import (
+        generate_time_queries,
+        load_locomo_questions,
+    )
+    from memory_pipeline.core.evaluation.evaluate import run_evaluation
+    from memory_pipeline.core.evaluation.memory_eval import run_memory_evaluation
+    from memory_pipeline.core.retrieval.searcher import Searcher
 
     config = build_corpus(locomo, out / "corpus", log)
     cfg = load_config(config, env={})
@@ -186,7 +189,7 @@ def evaluate_locomo(
         "command": f"memory-pipeline eval --locomo {locomo} --out {out}",
     }
     try:
-        from memory_pipeline.core.report import write_report
+        from memory_pipeline.core.evaluation.report import write_report
 
         html, md = write_report(tables, meta, out)
         meta["report_html"], meta["report_md"] = str(html), str(md)

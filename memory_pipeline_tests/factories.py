@@ -6,9 +6,9 @@ import datetime as dt
 
 import pyarrow as pa
 
-from memory_pipeline.core.ingest import ingest, messages_table
-from memory_pipeline.core.records import Message
-from memory_pipeline.core.timeutil import to_utc
+from memory_pipeline.core.common.records import Message
+from memory_pipeline.core.common.timeutil import to_utc
+from memory_pipeline.core.ingest.normalize import ingest, messages_table
 
 TZ = "Asia/Tokyo"
 

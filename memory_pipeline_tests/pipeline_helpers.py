@@ -12,8 +12,8 @@ import dagster as dg
 import pyarrow as pa
 
 from memory_pipeline.config import PipelineConfig
-from memory_pipeline.core.schema import TABLES
-from memory_pipeline.core.storage import TableStore
+from memory_pipeline.core.common.schema import TABLES
+from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.defs.build import build_assets
 from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
 from memory_pipeline.defs.providers import provider_resources

@@ -12,10 +12,9 @@ import pytest
 
 from memory_pipeline import cli
 from memory_pipeline.config import load_config
-from memory_pipeline.core.storage import TableStore
+from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.defs.build import build_definitions
-
-ROOT = Path(__file__).resolve().parents[1]
+from memory_pipeline_tests.paths import ROOT
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from memory_pipeline.config import ConfigError, load_config
+from memory_pipeline_tests.paths import ROOT
 
 GOOD = """
 [pipeline]
@@ -85,6 +86,6 @@ def test_missing_file_message(tmp_path):
 
 
 def test_repository_config_is_valid():
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     cfg = load_config(root / "memory_pipeline.toml", env={})
     assert {s.kind for s in cfg.sources} == {"line_json", "line_txt"}

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from memory_pipeline.core.catalog import views_sql
-from memory_pipeline.core.schema import MESSAGES
+from memory_pipeline.core.common.catalog import views_sql
+from memory_pipeline.core.common.schema import MESSAGES
+from memory_pipeline_tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
@@ -41,7 +40,11 @@ def test_sql_views_file_matches_the_code():
 
 
 def test_readme_dossier_excerpt_is_a_valid_dossier():
-    from memory_pipeline.core.dossier import cited_sessions, missing_sections, uncited_bullets
+    from memory_pipeline.core.memories.dossier import (
+        cited_sessions,
+        missing_sections,
+        uncited_bullets,
+    )
 
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     start = text.index("```markdown\n# Dossier:") + len("```markdown\n")

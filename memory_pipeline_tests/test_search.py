@@ -12,13 +12,13 @@ import pytest
 
 import memory_pipeline
 from memory_pipeline import cli
-from memory_pipeline.core.bm25 import query_tokens
-from memory_pipeline.core.catalog import refresh_catalog
-from memory_pipeline.core.indexes import current_version, index_root, new_version
-from memory_pipeline.core.retrieval import fold, linear_fusion, minmax, rrf
+from memory_pipeline.core.common.catalog import refresh_catalog
+from memory_pipeline.core.indexes.bm25 import query_tokens
+from memory_pipeline.core.indexes.publish import current_version, index_root, new_version
+from memory_pipeline.core.retrieval.fusion import fold, linear_fusion, minmax, rrf
+from memory_pipeline_tests.paths import ROOT
 from memory_pipeline_tests.pipeline_helpers import Runner, build_all
 
-ROOT = Path(__file__).resolve().parents[1]
 DAYS = [dt.date(2024, 3, 1) + dt.timedelta(days=i) for i in range(14)]
 SQL = ROOT / "sql"
 
@@ -133,7 +133,7 @@ def test_readers_see_the_published_version_only(built: Runner):
 
 
 def test_search_before_any_run_is_a_clear_error(tmp_path):
-    from memory_pipeline.core.searcher import IndexNotBuilt
+    from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
 
     with pytest.raises(IndexNotBuilt, match="memory-pipeline run"):
         memory_pipeline.search("anything", output_dir=tmp_path)
@@ -149,7 +149,7 @@ def _cli_config(built: Runner, tmp_path) -> Path:
 
 
 def test_context_api_puts_the_extracted_memory_first_within_budget(built: Runner):
-    from memory_pipeline.core.context import utf16_len
+    from memory_pipeline.core.context.packs import utf16_len
 
     pack = memory_pipeline.context("Where did Maria get a job?", 3_000, output_dir=built.store.root)
     text = pack.render()

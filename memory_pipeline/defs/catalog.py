@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from memory_pipeline.core.catalog import refresh_catalog
+from memory_pipeline.core.common.catalog import refresh_catalog
 from memory_pipeline.defs.resources import PipelineResource
 
 WAREHOUSE = dg.AssetKey("warehouse")

@@ -2,8 +2,8 @@
 
 import dagster as dg
 
-from memory_pipeline.core import quality
-from memory_pipeline.core.stages import build_chunks
+from memory_pipeline.core.quality import checks as quality
+from memory_pipeline.core.sessions.stage import build_chunks
 from memory_pipeline.defs.ingest import RAW, _check
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.resources import PipelineResource

@@ -23,9 +23,9 @@ EVALUATION = dg.AssetKey("evaluation")
     "bootstrap CIs; tables + HTML/Markdown report under <output>/eval/.",
 )
 def evaluation(context: dg.AssetExecutionContext, pipeline: PipelineResource):
-    from memory_pipeline.core.evalsets import generate_time_queries, load_jsonl_questions
-    from memory_pipeline.core.evaluate import run_evaluation
-    from memory_pipeline.core.searcher import Searcher
+    from memory_pipeline.core.evaluation.evalsets import generate_time_queries, load_jsonl_questions
+    from memory_pipeline.core.evaluation.evaluate import run_evaluation
+    from memory_pipeline.core.retrieval.searcher import Searcher
     from memory_pipeline.eval_runner import evaluate_locomo, write_tables
 
     cfg, store = pipeline.cfg, pipeline.store

@@ -1,7 +1,7 @@
 """Non-blocking Great Expectations checks, one per table, evaluated per partition.
 
 They read the Parquet partitions through ``pipeline.store`` (no IO manager, no asset value
-loaded) and run the GX suites of ``memory_pipeline.core.gx_suites``. A run over a partition
+loaded) and run the GX suites of ``memory_pipeline.core.quality.gx_suites``. A run over a partition
 range validates the whole range at once (rows are still checked against their own date);
 only when that fails is each partition re-validated, to name the failing ones.
 great_expectations (and pandas) are imported inside the check, not when Dagster loads the
@@ -74,7 +74,7 @@ def _build_gx_check(
         context: dg.AssetCheckExecutionContext, pipeline: PipelineResource
     ) -> dg.AssetCheckResult:
         """Validate the run's partitions as stored (a range at once, per day on failure)."""
-        from memory_pipeline.core.gx_suites import validate_stored
+        from memory_pipeline.core.quality.gx_suites import validate_stored
 
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(list(context.partition_keys))

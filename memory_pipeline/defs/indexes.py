@@ -11,8 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from memory_pipeline.core.bm25 import Bm25Index
-from memory_pipeline.core.indexes import (
+from memory_pipeline.core.indexes.bm25 import Bm25Index
+from memory_pipeline.core.indexes.metadata import message_metadata, session_metadata
+from memory_pipeline.core.indexes.publish import (
     build_bm25,
     build_dense,
     index_root,
@@ -20,8 +21,7 @@ from memory_pipeline.core.indexes import (
     publish,
     representation_table,
 )
-from memory_pipeline.core.memories import supersede
-from memory_pipeline.core.retrieval import message_metadata, session_metadata
+from memory_pipeline.core.memories.extract import supersede
 from memory_pipeline.defs.chunks import CHUNKS
 from memory_pipeline.defs.ingest import RAW, _check
 from memory_pipeline.defs.memories import MEMORIES

@@ -6,9 +6,9 @@ from collections import Counter
 import dagster as dg
 import pyarrow.compute as pc
 
-from memory_pipeline.core import quality
-from memory_pipeline.core.records import SourceError
-from memory_pipeline.core.stages import read_all, split_ingest
+from memory_pipeline.core.common.records import SourceError
+from memory_pipeline.core.ingest.stage import read_all, split_ingest
+from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.defs.partitions import keys_to_dates
 from memory_pipeline.defs.resources import PipelineResource
 

@@ -11,13 +11,9 @@ import time
 
 import dagster as dg
 
-from memory_pipeline.core import quality
-from memory_pipeline.core.memories import count_by_kind
-from memory_pipeline.core.stages import (
-    DossierChainBroken,
-    build_memories,
-    write_dossiers,
-)
+from memory_pipeline.core.memories.extract import count_by_kind
+from memory_pipeline.core.memories.stage import DossierChainBroken, build_memories, write_dossiers
+from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.defs.ingest import RAW, _check
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.providers import PROVIDER_POOL, MemoryExtractorResource

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from memory_pipeline.core.providers.base import Embedder, Summarizer
+from memory_pipeline.core.represent.providers.base import Embedder, Summarizer
 
 # Every remote call goes through this pool, so concurrent runs cannot multiply the rate.
 PROVIDER_POOL = "provider_api"
@@ -37,7 +37,7 @@ class EmbeddingResource(dg.ConfigurableResource):
     timeout_seconds: float = 60.0
 
     def build(self) -> Embedder:
-        from memory_pipeline.core.providers import embeddings as E
+        from memory_pipeline.core.represent.providers import embeddings as E
 
         model = self.model or DEFAULT_MODELS.get(self.provider)
         if self.provider == "local":
@@ -86,7 +86,7 @@ class SummarizerResource(dg.ConfigurableResource):
             raise dg.Failure(f"unknown summarizer {self.provider!r} (extractive, openai)")
         if not self.api_key:
             raise dg.Failure("summarizer 'openai' needs an API key")
-        from memory_pipeline.core.providers.llm import OpenAICompatibleSummarizer
+        from memory_pipeline.core.represent.providers.llm import OpenAICompatibleSummarizer
 
         return OpenAICompatibleSummarizer(
             model=self.model or DEFAULT_LLM,
@@ -120,8 +120,8 @@ class MemoryExtractorResource(dg.ConfigurableResource):
             raise dg.Failure(f"unknown memory extractor {self.provider!r} (rules, openai)")
         if not self.api_key:
             raise dg.Failure("memory extractor 'openai' needs an API key")
-        from memory_pipeline.core.memory_llm import LlmMemoryExtractor
-        from memory_pipeline.core.providers.llm import OpenAICompatibleLlm
+        from memory_pipeline.core.memories.llm import LlmMemoryExtractor
+        from memory_pipeline.core.represent.providers.llm import OpenAICompatibleLlm
 
         llm = OpenAICompatibleLlm(
             model=self.model or DEFAULT_LLM,

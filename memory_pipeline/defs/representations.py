@@ -12,11 +12,12 @@ import dagster as dg
 import numpy as np
 import pyarrow.compute as pc
 
-from memory_pipeline.core import quality
-from memory_pipeline.core.embedding_text import SUMMARY_LABEL, excerpt_of
-from memory_pipeline.core.represent import embed_chunks, embedding_texts, enrich_sessions
-from memory_pipeline.core.represent import summarize_chunks as summarize_core
-from memory_pipeline.core.stages import session_messages, split_by_date
+from memory_pipeline.core.common.dates import split_by_date
+from memory_pipeline.core.quality import checks as quality
+from memory_pipeline.core.represent.build import embed_chunks, embedding_texts, enrich_sessions
+from memory_pipeline.core.represent.build import summarize_chunks as summarize_core
+from memory_pipeline.core.represent.embedding_text import SUMMARY_LABEL, excerpt_of
+from memory_pipeline.core.sessions.stage import session_messages
 from memory_pipeline.defs.chunks import CHUNKS
 from memory_pipeline.defs.ingest import RAW, _check
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window

@@ -5,8 +5,8 @@ from functools import cached_property
 import dagster as dg
 
 from memory_pipeline.config import PipelineConfig, load_config, with_overrides
-from memory_pipeline.core.cache import ContentCache
-from memory_pipeline.core.storage import TableStore
+from memory_pipeline.core.common.storage import TableStore
+from memory_pipeline.core.represent.cache import ContentCache
 
 
 class PipelineResource(dg.ConfigurableResource):

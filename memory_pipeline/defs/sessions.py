@@ -3,8 +3,9 @@
 import dagster as dg
 import pyarrow.compute as pc
 
-from memory_pipeline.core import quality
-from memory_pipeline.core.stages import DAY, build_sessions
+from memory_pipeline.core.common.dates import DAY
+from memory_pipeline.core.quality import checks as quality
+from memory_pipeline.core.sessions.stage import build_sessions
 from memory_pipeline.defs.ingest import RAW, _check, _merge
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.resources import PipelineResource

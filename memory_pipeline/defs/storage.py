@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from memory_pipeline.core.storage_report import markdown_table, storage_report
+from memory_pipeline.core.quality.storage_report import markdown_table, storage_report
 from memory_pipeline.defs.chunks import CHUNKS
 from memory_pipeline.defs.indexes import BM25, MEMORY_INDEX, TIME_META, VECTORS
 from memory_pipeline.defs.ingest import RAW

@@ -1,0 +1,2 @@
+"""Stage 7, context packs: memories first, then their sources, inside a UTF-16 budget.
+"""

@@ -1,0 +1,3 @@
+"""Evaluation: evaluation sets, metrics with bootstrap CIs, the fusion sweep, the memory and
+context-pack evaluation, and the HTML/Markdown report.
+"""

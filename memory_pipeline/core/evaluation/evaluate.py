@@ -1,0 +1,541 @@
+"""Score retrievers on labelled questions: sweep, select on dev, report on test, with CIs.
+
+Works on any published pipeline output (a Searcher) and any EvalQuestion list: LoCoMo (gold =
+dia_ids, i.e. message source_refs), the user's own JSONL questions, templated time queries
+(gold = sessions). Candidate lists are computed once per question and retriever, then every
+fusion configuration is a cheap re-ranking of them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from memory_pipeline.core.evaluation import metrics as M
+from memory_pipeline.core.evaluation.evalsets import EvalQuestion
+from memory_pipeline.core.retrieval.fusion import Ranked, fold, linear_fusion, rrf
+from memory_pipeline.core.retrieval.searcher import TURN_CHUNKS
+
+REPS = ("raw_text", "summary", "embedding_text")
+BETAS = tuple(round(0.05 * i, 2) for i in range(21))
+RRF_KS = (10, 30, 60, 100)
+KS = M.KS
+POOL = 200
+SWEEP_KS = (5, 10)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One retrieval configuration of the sweep."""
+
+    family: str  # bm25 | dense | linear | rrf
+    bm25_rep: str | None = None
+    dense_rep: str | None = None
+    beta: float | None = None
+    rrf_k: int | None = None
+
+    @property
+    def name(self) -> str:
+        if self.family == "bm25":
+            return f"bm25[{self.bm25_rep}]"
+        if self.family == "dense":
+            return f"dense[{self.dense_rep}]"
+        if self.family == "linear":
+            return f"linear[{self.bm25_rep}+{self.dense_rep}] beta={self.beta:.2f}"
+        return f"rrf[{self.bm25_rep}+{self.dense_rep}] k={self.rrf_k}"
+
+
+def sweep_configs(reps: Sequence[str] = REPS, dense_reps: Sequence[str] = REPS) -> list[Config]:
+    """Single retrievers, linear fusion over every pairing x beta, RRF over every pairing x k."""
+    out = [Config("bm25", bm25_rep=r) for r in reps]
+    out += [Config("dense", dense_rep=r) for r in dense_reps]
+    for b, d in itertools.product(reps, dense_reps):
+        out += [Config("linear", b, d, beta=beta) for beta in BETAS]
+        out += [Config("rrf", b, d, rrf_k=k) for k in RRF_KS]
+    return out
+
+
+@dataclass
+class Candidates:
+    """Each retriever's top-POOL chunk list for one question."""
+
+    bm25: dict[str, Ranked] = field(default_factory=dict)
+    dense: dict[str, Ranked] = field(default_factory=dict)
+
+    def ranking(self, cfg: Config) -> Ranked:
+        if cfg.family == "bm25":
+            return self.bm25.get(cfg.bm25_rep, [])
+        if cfg.family == "dense":
+            return self.dense.get(cfg.dense_rep, [])
+        a, b = self.bm25.get(cfg.bm25_rep, []), self.dense.get(cfg.dense_rep, [])
+        if cfg.family == "linear":
+            return linear_fusion(a, b, cfg.beta)
+        return rrf([a, b], k=cfg.rrf_k)
+
+    def pool(self) -> set[str]:
+        return {c for r in [*self.bm25.values(), *self.dense.values()] for c, _ in r}
+
+
+def gather(
+    searcher,
+    questions: Sequence[EvalQuestion],
+    dense_reps: Sequence[str],
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Candidates]:
+    """Candidate lists of every retriever for every question (scoped to its corpus)."""
+    out: dict[str, Candidates] = {}
+    for rep in dense_reps:  # one batched embedding call instead of one call per question
+        searcher.prime_queries([q.question for q in questions], rep)
+    for i, q in enumerate(questions):
+        scope = q.scope or {"conversation_id": q.corpus_id}
+        mask = searcher.scope_mask(scope.get("contact_id"), scope.get("conversation_id"))
+        cand = Candidates()
+        for rep in REPS:
+            if rep in searcher.bm25:
+                cand.bm25[rep] = searcher.bm25_ranked(q.question, rep, mask, POOL)
+        for rep in dense_reps:
+            cand.dense[rep] = searcher.dense_ranked(q.question, rep, mask, POOL)
+        out[q.question_id] = cand
+        if progress:
+            progress(i + 1)
+    return out
+
+
+class Units:
+    """Maps chunk rankings to the units the metrics need (sessions, turns, evidence refs)."""
+
+    def __init__(self, searcher) -> None:
+        self.s = searcher
+        self.session_of = {c: searcher.session_of[i] for c, i in searcher.position.items()}
+        self.ref_of = {m: r["source_ref"] for m, r in searcher._messages.items()}
+        self.session_refs: dict[str, set[str]] = {}
+        for i in searcher.position.values():
+            sid = searcher.session_of[i]
+            ids = searcher.message_ids[i]
+            self.session_refs.setdefault(sid, set()).update(self.ref_of[m] for m in ids)
+        self._chunk_turns: dict[tuple, list[str]] = {}
+        self.s_turn_chunks = TURN_CHUNKS
+        self.chunk_refs = {
+            c: {self.ref_of[m] for m in searcher.message_ids[i]}
+            for c, i in searcher.position.items()
+        }
+
+    def sessions(self, ranked: Ranked) -> list[str]:
+        return [s for s, _ in fold(ranked, self.session_of)]
+
+    def turns(self, ranked: Ranked, query: str, depth: int = 20) -> list[str]:
+        """Evidence refs of the turn-level ranking (Searcher.ranked_turns), cached per
+        question and top chunks: the sweep re-ranks the same chunks many times."""
+        key = (query, tuple(ranked[: self.s_turn_chunks]))  # ids and scores: both matter
+        refs = self._chunk_turns.get(key)
+        if refs is None:
+            refs, seen = [], set()
+            for mid, _ in self.s.ranked_turns(ranked, query):
+                ref = self.ref_of[mid]
+                if ref not in seen:
+                    seen.add(ref)
+                    refs.append(ref)
+            self._chunk_turns[key] = refs
+        return refs[:depth]
+
+
+def question_scores(
+    q: EvalQuestion, ranked: Ranked, units: Units, ks: Sequence[int], full: bool
+) -> list[tuple[str, str, int, float | None]]:
+    """(level, metric, k, value) rows for one question and one ranking."""
+    rows: list[tuple[str, str, int, float | None]] = []
+    sessions = units.sessions(ranked)
+    if q.gold_kind == "session_id":
+        for k in ks:
+            rows.append(("session", "recall", k, M.recall_at_k(sessions, q.gold, k)))
+            if full:
+                rows.append(("session", "hit", k, M.hit_at_k(sessions, q.gold, k)))
+        return rows
+    evidence = [r for r, g in q.gold.items() if g >= 1]
+    turns = units.turns(ranked, q.question, depth=max(ks))
+    for k in ks:
+        rows.append(
+            ("turn", "evidence_recall", k, M.evidence_recall_at_k(turns, evidence, None, k))
+        )
+        rows.append(
+            (
+                "session",
+                "evidence_recall",
+                k,
+                M.evidence_recall_at_k(sessions, evidence, units.session_refs, k),
+            )
+        )
+        if full:
+            chunk_ids = [c for c, _ in ranked]
+            chunk_gold = {
+                c: max((q.gold.get(r, 0) for r in units.chunk_refs[c]), default=0)
+                for c in chunk_ids
+            }
+            chunk_gold = {c: g for c, g in chunk_gold.items() if g}
+            if not chunk_gold:  # gold chunks outside the ranking still count as missed
+                chunk_gold = {"<unretrieved>": 2}
+            for name, fn in (("recall", M.recall_at_k), ("hit", M.hit_at_k), ("mrr", M.mrr_at_k)):
+                rows.append(("chunk", name, k, fn(chunk_ids, chunk_gold, k)))
+            rows.append(("chunk", "ndcg", k, M.ndcg_at_k(chunk_ids, chunk_gold, k)))
+            rows.append(("turn", "recall_any", k, M.recall_any(turns, q.gold, k)))
+            rows.append(("turn", "recall_all", k, M.recall_all(turns, q.gold, k)))
+    return rows
+
+
+SUMMARY_SCHEMA = pa.schema(
+    [
+        ("config", pa.string()),
+        ("split", pa.string()),
+        ("qtype", pa.string()),
+        ("level", pa.string()),
+        ("metric", pa.string()),
+        ("k", pa.int32()),
+        ("mean", pa.float64()),
+        ("ci_lo", pa.float64()),
+        ("ci_hi", pa.float64()),
+        ("n", pa.int32()),
+    ]
+)
+
+
+def summary_rows_for(
+    vals: Mapping[tuple[str, str, str, int], Mapping[str, float | None]],
+    split_of: Mapping[str, str],
+    qtype_of: Mapping[str, str],
+    resamples: int,
+    seed: int,
+    *,
+    skip_empty_qtypes: bool = False,
+) -> list[dict]:
+    """SUMMARY_SCHEMA rows: per (config, level, metric, k) and per split (dev, test, all) x
+    qtype ("all" and each type), the mean of the question values with its bootstrap CI."""
+    qtypes = sorted(set(qtype_of.values()))
+    rows = []
+    for (name, level, metric, k), values in vals.items():
+        for split in ("dev", "test", "all"):
+            for qt in ["all", *qtypes]:
+                sel = [
+                    v
+                    for qid, v in values.items()
+                    if (split == "all" or split_of[qid] == split)
+                    and (qt == "all" or qtype_of[qid] == qt)
+                ]
+                n = sum(v is not None for v in sel)
+                if skip_empty_qtypes and not n and qt != "all":
+                    continue
+                mean, lo, hi = M.bootstrap_ci(sel, n_resamples=resamples, seed=seed)
+                rows.append(
+                    {
+                        "config": name,
+                        "split": split,
+                        "qtype": qt,
+                        "level": level,
+                        "metric": metric,
+                        "k": k,
+                        "mean": mean,
+                        "ci_lo": lo,
+                        "ci_hi": hi,
+                        "n": n,
+                    }
+                )
+    return rows
+
+
+@dataclass
+class EvalRun:
+    """Everything an evaluation produced: tables for Parquet/DuckDB and the report, plus meta."""
+
+    tables: dict[str, pa.Table]
+    meta: dict
+
+
+def run_evaluation(
+    searcher,
+    questions: Sequence[EvalQuestion],
+    *,
+    dense_reps: Sequence[str],
+    time_questions: Sequence[EvalQuestion] = (),
+    seed: int = 0,
+    resamples: int = 5000,
+    selection: tuple[str, str, int] = ("session", "evidence_recall", 5),
+    log: Callable[[str], None] = print,
+) -> EvalRun:
+    """Sweep every configuration, select on the dev split, report on the test split."""
+    t0 = time.perf_counter()
+    scored = [q for q in questions if q.scored]
+    if not scored:
+        return _time_only(searcher, time_questions, seed, resamples, t0)
+    ids = [q.question_id for q in scored]
+    dev_ids, test_ids = M.split_questions(ids, [q.corpus_id for q in scored], seed=seed)
+    dev, test = set(dev_ids), set(test_ids)
+    split_of = {qid: ("dev" if qid in dev else "test") for qid in ids}
+    log(f"eval: {len(scored)} scored questions ({len(dev)} dev / {len(test)} test)")
+    cands = gather(searcher, scored, dense_reps)
+    log(f"eval: candidates gathered in {time.perf_counter() - t0:.1f}s")
+    units = Units(searcher)
+    configs = sweep_configs([r for r in REPS if r in searcher.bm25], dense_reps)
+    sweep_vals: dict[str, dict[tuple[str, str, int], list]] = {}
+    for n, cfg in enumerate(configs, 1):
+        vals: dict[tuple[str, str, int], list] = defaultdict(list)
+        for q in scored:
+            for level, metric, k, v in question_scores(
+                q, cands[q.question_id].ranking(cfg), units, SWEEP_KS, full=False
+            ):
+                vals[(level, metric, k)].append(v)
+        sweep_vals[cfg.name] = vals
+        if n % 50 == 0:
+            log(f"eval: swept {n}/{len(configs)} configurations")
+    by_name = {c.name: c for c in configs}
+
+    def mean_on(name: str, key: tuple[str, str, int], keep: set[str]) -> float:
+        v = [x for x, qid in zip(sweep_vals[name][key], ids, strict=True) if qid in keep]
+        v = [x for x in v if x is not None]
+        return float(np.mean(v)) if v else float("nan")
+
+    def best(family: str | None) -> str:
+        pool = [c.name for c in configs if family is None or c.family == family]
+        return max(pool, key=lambda n: (mean_on(n, selection, dev), -len(n), n))
+
+    selected = best(None)
+    best_bm25, best_dense = best("bm25"), best("dense")
+    best_linear, best_rrf = best("linear"), best("rrf")
+    log(f"eval: selected on dev: {selected}")
+    reported = list(dict.fromkeys([selected, best_bm25, best_dense, best_linear, best_rrf]))
+
+    # full metrics for the reported configurations
+    per_question_rows: list[dict] = []
+    full_vals: dict[str, dict[tuple[str, str, int], dict[str, float | None]]] = {}
+    for name in reported:
+        cfg = by_name[name]
+        vals: dict[tuple[str, str, int], dict[str, float | None]] = defaultdict(dict)
+        for q in scored:
+            for level, metric, k, v in question_scores(
+                q, cands[q.question_id].ranking(cfg), units, KS, full=True
+            ):
+                vals[(level, metric, k)][q.question_id] = v
+                per_question_rows.append(
+                    {
+                        "config": name,
+                        "split": split_of[q.question_id],
+                        "question_id": q.question_id,
+                        "corpus_id": q.corpus_id,
+                        "qtype": q.qtype,
+                        "level": level,
+                        "metric": metric,
+                        "k": k,
+                        "value": v,
+                    }
+                )
+        full_vals[name] = vals
+    qtype_of = {q.question_id: q.qtype for q in scored}
+    summary_rows = summary_rows_for(
+        {(name, *key): values for name in reported for key, values in full_vals[name].items()},
+        split_of,
+        qtype_of,
+        resamples,
+        seed,
+    )
+    sweep_rows = []
+    for cfg in configs:
+        for key, values in sweep_vals[cfg.name].items():
+            for split, keep in (("dev", dev), ("test", test)):
+                sel = [v for v, qid in zip(values, ids, strict=True) if qid in keep]
+                mean, lo, hi = M.bootstrap_ci(sel, n_resamples=resamples, seed=seed)
+                sweep_rows.append(
+                    {
+                        "family": cfg.family,
+                        "bm25_rep": cfg.bm25_rep,
+                        "dense_rep": cfg.dense_rep,
+                        "beta": cfg.beta,
+                        "rrf_k": cfg.rrf_k,
+                        "config": cfg.name,
+                        "split": split,
+                        "level": key[0],
+                        "metric": key[1],
+                        "k": key[2],
+                        "mean": mean,
+                        "ci_lo": lo,
+                        "ci_hi": hi,
+                    }
+                )
+    diff_rows = []
+    for other in reported[1:]:
+        for level in ("turn", "session"):
+            for k in (5, 10):
+                key = (level, "evidence_recall", k)
+                a = [full_vals[selected][key].get(q) for q in test_ids]
+                b = [full_vals[other][key].get(q) for q in test_ids]
+                d, lo, hi, p = M.paired_bootstrap_diff(a, b, n_resamples=resamples, seed=seed)
+                diff_rows.append(
+                    {
+                        "config_a": selected,
+                        "config_b": other,
+                        "level": level,
+                        "metric": "evidence_recall",
+                        "k": k,
+                        "split": "test",
+                        "mean_diff": d,
+                        "ci_lo": lo,
+                        "ci_hi": hi,
+                        "p_value": p,
+                    }
+                )
+    # oracle ceiling: everything any retriever put in its top-POOL
+    ceiling_acc: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for q in scored:
+        pool = cands[q.question_id].pool()
+        covered = set().union(*(units.chunk_refs[c] for c in pool)) if pool else set()
+        sessions = {units.session_of[c] for c in pool}
+        covered_s = set().union(*(units.session_refs[s] for s in sessions)) if sessions else set()
+        ev = [r for r, g in q.gold.items() if g >= 1]
+        for level, cov in (("turn", covered), ("session", covered_s)):
+            r = len(set(ev) & cov) / len(ev)
+            ceiling_acc[(level, "all")].append(r)
+            ceiling_acc[(level, q.qtype)].append(r)
+    ceiling_rows = [
+        {"level": lv, "qtype": qt, "pool": POOL, "oracle_recall": float(np.mean(v)), "n": len(v)}
+        for (lv, qt), v in sorted(ceiling_acc.items())
+    ]
+    # failures of the selected configuration
+    failure_rows = []
+    sel_vals = full_vals[selected]
+    for q in scored:
+        for level in ("turn", "session"):
+            at = {
+                k: sel_vals[(level, "evidence_recall", k)].get(q.question_id) for k in (5, 10, 20)
+            }
+            if at[5] == 0:
+                failure_rows.append(
+                    {
+                        "config": selected,
+                        "question_id": q.question_id,
+                        "corpus_id": q.corpus_id,
+                        "qtype": q.qtype,
+                        "question": q.question,
+                        "level": level,
+                        "split": split_of[q.question_id],
+                        "found_at_5": False,
+                        "found_at_10": bool(at[10]),
+                        "found_at_20": bool(at[20]),
+                    }
+                )
+    # templated time queries (time filters, chronological)
+    per_question_rows += _time_query_rows(searcher, time_questions)
+    summary_rows += _time_summary(
+        [r for r in per_question_rows if r["config"] == "time_filters"], seed, resamples
+    )
+    tables = {
+        "summary": pa.Table.from_pylist(summary_rows, schema=SUMMARY_SCHEMA),
+        "sweep": pa.Table.from_pylist(sweep_rows),
+        "per_question": pa.Table.from_pylist(per_question_rows),
+        "diffs": pa.Table.from_pylist(diff_rows),
+        "ceiling": pa.Table.from_pylist(ceiling_rows),
+        "failures": pa.Table.from_pylist(
+            failure_rows,
+            schema=pa.schema(
+                [
+                    ("config", pa.string()),
+                    ("question_id", pa.string()),
+                    ("corpus_id", pa.string()),
+                    ("qtype", pa.string()),
+                    ("question", pa.string()),
+                    ("level", pa.string()),
+                    ("split", pa.string()),
+                    ("found_at_5", pa.bool_()),
+                    ("found_at_10", pa.bool_()),
+                    ("found_at_20", pa.bool_()),
+                ]
+            ),
+        ),
+    }
+    meta = {
+        "selected_config": selected,
+        "selection_metric": f"{selection[0]} {selection[1]}@{selection[2]} (dev split)",
+        "splits": {
+            "dev": sorted({q.corpus_id for q in scored if q.question_id in dev}),
+            "test": sorted({q.corpus_id for q in scored if q.question_id in test}),
+        },
+        "bootstrap": {"resamples": resamples, "seed": seed},
+        "configurations": len(configs),
+        "questions": len(scored),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "best": {
+            "bm25": best_bm25,
+            "dense": best_dense,
+            "linear": best_linear,
+            "rrf": best_rrf,
+        },
+    }
+    if math.isnan(mean_on(selected, selection, dev)):
+        meta["notes"] = ["no dev questions with gold: selection is arbitrary"]
+    return EvalRun(tables, meta)
+
+
+def _time_query_rows(searcher, time_questions: Sequence[EvalQuestion]) -> list[dict]:
+    rows = []
+    for q in time_questions:
+        k = max(20, len(q.gold))
+        res = searcher.search(q.question, k, conversation=q.corpus_id, as_of=q.as_of, highlights=0)
+        got = [h.session_id for h in res.sessions]
+        rows.append(
+            {
+                "config": "time_filters",
+                "split": "all",
+                "question_id": q.question_id,
+                "corpus_id": q.corpus_id,
+                "qtype": q.qtype,
+                "level": "session",
+                "metric": "recall",
+                "k": k,
+                "value": M.recall_at_k(got, q.gold, k),
+            }
+        )
+    return rows
+
+
+def _time_summary(rows: list[dict], seed: int, resamples: int) -> list[dict]:
+    out = []
+    for qt in ["all", *sorted({r["qtype"] for r in rows})]:
+        sel = [r["value"] for r in rows if qt == "all" or r["qtype"] == qt]
+        if not sel:
+            continue
+        mean, lo, hi = M.bootstrap_ci(sel, n_resamples=resamples, seed=seed)
+        out.append(
+            {
+                "config": "time_filters",
+                "split": "all",
+                "qtype": qt,
+                "level": "session",
+                "metric": "recall",
+                "k": 0,
+                "mean": mean,
+                "ci_lo": lo,
+                "ci_hi": hi,
+                "n": len(sel),
+            }
+        )
+    return out
+
+
+def _time_only(searcher, time_questions, seed: int, resamples: int, t0: float) -> EvalRun:
+    rows = _time_query_rows(searcher, time_questions)
+    tables = {
+        "summary": pa.Table.from_pylist(
+            _time_summary(rows, seed, resamples), schema=SUMMARY_SCHEMA
+        ),
+        "per_question": pa.Table.from_pylist(rows),
+    }
+    meta = {
+        "questions": 0,
+        "time_queries": len(rows),
+        "bootstrap": {"resamples": resamples, "seed": seed},
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    return EvalRun(tables, meta)

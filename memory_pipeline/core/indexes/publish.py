@@ -1,0 +1,180 @@
+"""Published search indexes: BM25 per representation, dense matrices (+ HNSW), time metadata.
+
+A build writes a new version folder and then swaps ``CURRENT`` (one atomic rename), so a
+reader (the search API, the CLI) sees either the previous complete version or the new one,
+never a half-written index. The last two versions are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index, postings
+from memory_pipeline.core.indexes.tokenize import get_tokenizer
+
+REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
+CURRENT = "CURRENT"
+KEEP_VERSIONS = 2
+
+
+def index_root(output_dir: Path) -> Path:
+    return Path(output_dir) / "indexes"
+
+
+def new_version(root: Path) -> Path:
+    """A fresh, private folder to build the next version in."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / f"v-{uuid.uuid4().hex[:12]}"
+    path.mkdir()
+    return path
+
+
+def publish(root: Path, version: Path) -> None:
+    """Make ``version`` current atomically, then drop versions older than the last two."""
+    tmp = root / f".{CURRENT}.{uuid.uuid4().hex}"
+    tmp.write_text(version.name, encoding="utf-8")
+    os.replace(tmp, root / CURRENT)
+    versions = sorted((p for p in root.glob("v-*") if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    for old in versions[:-KEEP_VERSIONS]:
+        if old.name != version.name:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def current_version(output_dir: Path) -> Path | None:
+    """The published version folder, or None before the first index build."""
+    root = index_root(output_dir)
+    try:
+        name = (root / CURRENT).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    path = root / name
+    return path if path.is_dir() else None
+
+
+def representation_table(
+    chunks: pa.Table, summaries: pa.Table, texts: pa.Table
+) -> dict[str, tuple[list[str], list[str]]]:
+    """{representation: (chunk_ids, texts)} in chunk_id order."""
+    chunks = chunks.sort_by("chunk_id")
+    ids = chunks.column("chunk_id").to_pylist()
+    summary = dict(
+        zip(
+            summaries.column("chunk_id").to_pylist(),
+            summaries.column("summary").to_pylist(),
+            strict=True,
+        )
+    )
+    etext = dict(
+        zip(
+            texts.column("chunk_id").to_pylist(),
+            texts.column("embedding_text").to_pylist(),
+            strict=True,
+        )
+    )
+    return {
+        "raw_text": (ids, chunks.column("raw_text").to_pylist()),
+        "summary": (ids, [summary.get(i, "") for i in ids]),
+        "embedding_text": (ids, [etext.get(i, "") for i in ids]),
+    }
+
+
+@dataclass
+class Bm25Build:
+    postings: pa.Table  # representation, token, chunk_id, score
+    stats: dict
+
+
+def build_bm25(
+    reps: dict[str, tuple[list[str], list[str]]], folder: Path, tokenizer: str = "auto"
+) -> Bm25Build:
+    """One bm25s index per representation in ``folder/bm25/<rep>``, plus their postings.
+
+    ``auto`` picks the analyzer once, from the raw texts, so every representation and every
+    query are tokenized the same way.
+    """
+    raw_texts = reps["raw_text"][1]
+    tok = (
+        get_tokenizer(tokenizer, sample_texts=raw_texts)
+        if tokenizer == "auto"
+        else (get_tokenizer(tokenizer))
+    )
+    tables, stats = [], {"tokenizer": tok.name}
+    for rep, (ids, texts) in reps.items():
+        index = build_index(ids, texts, tokenizer=tok)
+        index.save(folder / "bm25" / rep)
+        post = postings(index)
+        tables.append(
+            pa.table(
+                {
+                    "representation": pa.array([rep] * post.num_rows, pa.string()),
+                    "token": post.column("token"),
+                    "chunk_id": post.column("doc_id"),
+                    "score": post.column("score"),
+                }
+            )
+        )
+        stats[f"{rep}_docs"] = len(ids)
+        stats[f"{rep}_vocabulary"] = len(index.vocab)
+    table = pa.concat_tables(tables)
+    pq.write_table(table, folder / "bm25_postings.parquet", compression="zstd")
+    stats["postings"] = table.num_rows
+    return Bm25Build(table, stats)
+
+
+def build_dense(embeddings: pa.Table, folder: Path, hnsw_threshold: int = 50_000) -> dict:
+    """Per representation: an (n, dim) float32 matrix in chunk_id order (exact search), and an
+    HNSW index (usearch) when n >= ``hnsw_threshold``. Rows with a provider error are left out."""
+    dense = folder / "dense"
+    dense.mkdir(parents=True, exist_ok=True)
+    stats: dict = {}
+    ok = embeddings.filter(pc.is_valid(embeddings.column("vector")))
+    meta = {}
+    for rep in sorted(set(ok.column("representation").to_pylist())):
+        part = ok.filter(pc.equal(ok.column("representation"), rep)).sort_by("chunk_id")
+        dim = part.column("dim")[0].as_py()
+        matrix = (
+            pc.list_flatten(part.column("vector")).to_numpy(zero_copy_only=False).reshape(-1, dim)
+        )
+        matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+        np.save(dense / f"{rep}.npy", matrix)
+        (dense / f"{rep}.ids.json").write_text(
+            json.dumps(part.column("chunk_id").to_pylist()), encoding="utf-8"
+        )
+        hnsw = matrix.shape[0] >= hnsw_threshold
+        if hnsw:
+            from usearch.index import Index
+
+            index = Index(ndim=dim, metric="ip", dtype="f32")
+            index.add(np.arange(matrix.shape[0]), matrix)
+            index.save(str(dense / f"{rep}.usearch"))
+        meta[rep] = {
+            "count": int(matrix.shape[0]),
+            "dim": int(dim),
+            "provider": part.column("provider")[0].as_py(),
+            "model": part.column("model")[0].as_py(),
+            "hnsw": hnsw,
+        }
+        stats[f"{rep}_vectors"] = int(matrix.shape[0])
+    (dense / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    stats["hnsw_threshold"] = hnsw_threshold
+    return stats
+
+
+def load_bm25(version: Path, reps: Sequence[str] = REPRESENTATIONS) -> dict[str, Bm25Index]:
+    """The BM25 indexes of a published version (memory-mapped)."""
+    return {
+        r: Bm25Index.load(version / "bm25" / r, mmap=True)
+        for r in reps
+        if (version / "bm25" / r).is_dir()
+    }

@@ -1,0 +1,200 @@
+"""From reader records to the messages / quarantine / audit tables of a set of dates.
+
+Readers yield one record per input record; this module validates, de-duplicates, assigns
+partitions and ids, and counts, so the conservation rule (read = ingested + quarantined)
+holds per partition by construction and can be re-checked from the written tables.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from hashlib import blake2b
+
+import pyarrow as pa
+
+from memory_pipeline.core.common import records as R
+from memory_pipeline.core.common.ids import stable_id
+from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
+from memory_pipeline.core.common.schema import INGEST_AUDIT, MESSAGES, QUARANTINE
+
+_RENDERABLE_EMPTY = R.MESSAGE_TYPES - {"text"}
+_SEP = "\x1f"  # a sticker may have no text; a text may not
+
+
+@dataclass
+class IngestResult:
+    """Messages and quarantine records of the requested dates, plus per-partition counts."""
+
+    messages: list[tuple[str, Message]] = field(default_factory=list)  # (message_id, message)
+    quarantine: list[QuarantineRecord] = field(default_factory=list)
+    # (partition_date, source) -> records read
+    read_counts: Counter[tuple[dt.date, str]] = field(default_factory=Counter)
+
+    def audit_rows(self) -> list[dict]:
+        """Per (date, source): records read, ingested, quarantined (from the record lists)."""
+        ingested = Counter((m.local_date, m.source) for _, m in self.messages)
+        quarantined = Counter((q.partition_date, q.source) for q in self.quarantine)
+        return [
+            {
+                "partition_date": d,
+                "source": s,
+                "records_read": n,
+                "ingested": ingested[(d, s)],
+                "quarantined": quarantined[(d, s)],
+            }
+            for (d, s), n in sorted(self.read_counts.items())
+        ]
+
+
+def message_id(m: Message) -> str:
+    """Stable id from content and position: survives re-runs and any build order.
+
+    Equal to ``stable_id("msg", conversation, local_ts, sender, type, text, source_order)``,
+    inlined because it runs once per message (400k times on RealPersonaChat).
+    """
+    key = _SEP.join(
+        (m.conversation_id, m.local_ts.isoformat(), m.sender, m.type, m.text, str(m.source_order))
+    )
+    return "msg_" + blake2b(key.encode("utf-8"), digest_size=10).hexdigest()
+
+
+def _quarantine(m: Message, reason: str, detail: str, day: dt.date) -> QuarantineRecord:
+    return QuarantineRecord(
+        source=m.source,
+        source_file=m.source_file,
+        source_line=m.source_line,
+        record_ref=m.source_ref,
+        conversation_id=m.conversation_id,
+        partition_date=day,
+        reason=reason,
+        detail=detail,
+        raw=f"{m.local_ts.isoformat()}\t{m.sender}\t{m.type}\t{m.text[: R.MAX_RAW_EXCERPT]}",
+    )
+
+
+def validate(m: Message) -> tuple[str, str] | None:
+    """Why a parsed message cannot be ingested, as (reason, detail), or None when it can."""
+    if m.type not in R.MESSAGE_TYPES:
+        return R.R_UNKNOWN_TYPE, f"message type {m.type[:40]!r} is not one of the known types"
+    if m.type == "text" and not m.text.strip():
+        return R.R_EMPTY_TEXT, "text message with empty text"
+    if len(m.text) > R.MAX_MESSAGE_CHARS:
+        return R.R_TOO_LARGE, f"{len(m.text)} characters > limit {R.MAX_MESSAGE_CHARS}"
+    if m.type in _RENDERABLE_EMPTY and not m.text:
+        m.text = f"[{m.type}]"
+    return None
+
+
+def ingest(
+    records: Iterable[Record],
+    *,
+    start_date: dt.date,
+    dates: Iterable[dt.date] | None = None,
+) -> IngestResult:
+    """Validate, de-duplicate and partition ``records``, keeping those of ``dates``.
+
+    A record dated before ``start_date``, or with no date at all, is accounted in the
+    ``start_date`` partition (as quarantine), so no record is ever outside every partition.
+    Exact duplicates (same conversation, sender, time, type, text and source_order) keep the
+    first occurrence; the rest are quarantined with a pointer to the kept message.
+    """
+    wanted = None if dates is None else frozenset(dates)
+    out = IngestResult()
+    seen: set[str] = set()
+    for rec in records:
+        if isinstance(rec, QuarantineRecord):
+            day = rec.partition_date
+            if day is None or day < start_date:
+                day = start_date
+            if wanted is not None and day not in wanted:
+                continue
+            rec.partition_date = day
+            out.read_counts[(day, rec.source)] += 1
+            out.quarantine.append(rec)
+            continue
+        day = rec.local_date
+        if day < start_date:
+            if wanted is not None and start_date not in wanted:
+                continue
+            out.read_counts[(start_date, rec.source)] += 1
+            out.quarantine.append(
+                _quarantine(rec, R.R_OUT_OF_RANGE, f"dated {day} before start_date", start_date)
+            )
+            continue
+        if wanted is not None and day not in wanted:
+            continue
+        out.read_counts[(day, rec.source)] += 1
+        problem = validate(rec)
+        if problem is not None:
+            out.quarantine.append(_quarantine(rec, *problem, day))
+            continue
+        # The id hashes exactly the duplicate key (conversation, local time, sender, type,
+        # text, source_order): an exact duplicate is a message whose id was already seen.
+        mid = message_id(rec)
+        if mid in seen:
+            out.quarantine.append(_quarantine(rec, R.R_DUPLICATE, f"duplicate of {mid}", day))
+            continue
+        seen.add(mid)
+        out.messages.append((mid, rec))
+    out.messages.sort(key=lambda p: (p[1].conversation_id, p[1].ts, p[1].source_order, p[0]))
+    out.quarantine.sort(key=_quarantine_sort_key)
+    return out
+
+
+def _quarantine_sort_key(q: QuarantineRecord) -> tuple:
+    return (q.partition_date, q.source, q.source_file, q.source_line or 0, q.record_ref, q.reason)
+
+
+def quarantine_id(q: QuarantineRecord) -> str:
+    """Stable id of a quarantined record: where it came from and why."""
+    return stable_id("q", q.source, q.source_file, q.source_line, q.record_ref, q.reason)
+
+
+def messages_table(pairs: list[tuple[str, Message]]) -> pa.Table:
+    """Columnar build of the messages table (faster than row dicts at 400k rows)."""
+    ms = [m for _, m in pairs]
+    cols = {
+        "message_id": [p[0] for p in pairs],
+        "source": [m.source for m in ms],
+        "conversation_id": [m.conversation_id for m in ms],
+        "contact_id": [m.contact_id for m in ms],
+        "sender": [m.sender for m in ms],
+        "is_owner": [m.is_owner for m in ms],
+        "ts": [m.ts for m in ms],
+        "local_ts": [m.local_ts for m in ms],
+        "tz": [m.tz for m in ms],
+        "local_date": [m.local_ts.date() for m in ms],
+        "type": [m.type for m in ms],
+        "text": [m.text for m in ms],
+        "source_order": [m.source_order for m in ms],
+        "source_ref": [m.source_ref for m in ms],
+        "source_file": [m.source_file for m in ms],
+        "source_line": [m.source_line for m in ms],
+        "ts_inferred": [m.ts_inferred for m in ms],
+    }
+    return pa.Table.from_pydict(cols, schema=MESSAGES)
+
+
+def quarantine_table(qs: list[QuarantineRecord]) -> pa.Table:
+    """Quarantine rows; ``raw`` keeps an excerpt for repair, ``detail`` is log-safe."""
+    cols = {
+        "quarantine_id": [quarantine_id(q) for q in qs],
+        "source": [q.source for q in qs],
+        "source_file": [q.source_file for q in qs],
+        "source_line": [q.source_line for q in qs],
+        "record_ref": [q.record_ref for q in qs],
+        "conversation_id": [q.conversation_id for q in qs],
+        "partition_date": [q.partition_date for q in qs],
+        "reason": [q.reason for q in qs],
+        "detail": [q.detail for q in qs],
+        "raw": [q.raw[: R.MAX_RAW_EXCERPT] for q in qs],
+    }
+    return pa.Table.from_pydict(cols, schema=QUARANTINE)
+
+
+def audit_table(rows: list[dict]) -> pa.Table:
+    """The per-partition reconciliation rows as an Arrow table."""
+    return pa.Table.from_pylist(rows, schema=INGEST_AUDIT)

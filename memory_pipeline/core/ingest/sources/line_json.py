@@ -1,0 +1,330 @@
+"""Reader for the date-keyed LINE JSON layout: ``<path>/<conversation_id>/<YYYY-MM-DD>.json``.
+
+One file holds one conversation's messages of one local date, so a run for a few dates opens only
+those files. Each message entry becomes exactly one ``Message`` or one ``QuarantineRecord``; a
+file that cannot be decoded or parsed at all becomes one ``QuarantineRecord``. The exact schema
+is documented in ``docs/source_formats_line.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from memory_pipeline.core.common.records import (
+    MAX_RAW_EXCERPT,
+    R_BAD_TIMESTAMP,
+    R_ENCODING,
+    R_MALFORMED_JSON,
+    R_MISSING_FIELD,
+    R_MISSING_TIMESTAMP,
+    Message,
+    QuarantineRecord,
+    Record,
+    SourceError,
+)
+from memory_pipeline.core.common.timeutil import to_utc, zone
+from memory_pipeline.core.ingest.sources.base import SourceSpec, register
+
+_DATE_FILE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.json")
+_TIME = re.compile(r"\s*(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,6}))?)?\s*")
+# Time values that mean "no time" (what pandas / spreadsheets write for a missing value).
+_NAT_LIKE = frozenset({"", "nat", "nan", "none", "null", "nil"})
+# Record reference for a whole file (a JSON path to its root).
+FILE_REF = "$"
+
+
+# -- helpers shared with the line_txt reader -------------------------------------------------
+
+
+def relative_name(path: Path, root: Path) -> str:
+    """``path`` relative to the configured source path, as posix (its name if root is the file).
+
+    Stored in every record so a quarantined line can be found again wherever the source lives.
+    """
+    if path == root:
+        return path.name
+    return path.relative_to(root).as_posix()
+
+
+def read_bytes(path: Path, source_name: str) -> bytes:
+    """Whole file as bytes; an unreadable file is a named ``SourceError``, never a traceback."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise SourceError(f"source {source_name!r}: cannot read {path}: {reason}") from None
+
+
+def check_timezone(spec: SourceSpec) -> str:
+    """The configured zone, validated once: a bad zone is a config error, not bad data."""
+    try:
+        zone(spec.timezone)
+    except ValueError as exc:
+        raise SourceError(f"source {spec.name!r}: {exc}") from None
+    return spec.timezone
+
+
+def raw_excerpt(text: str) -> str:
+    """At most ``MAX_RAW_EXCERPT`` characters: enough to repair a record, bounded for storage."""
+    return text[:MAX_RAW_EXCERPT]
+
+
+# -- line_json ------------------------------------------------------------------------------
+
+
+class _Reject(Exception):
+    """Internal: one message entry cannot become a Message (reason code + loggable detail)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+def _date_files(spec: SourceSpec) -> list[tuple[Path, dt.date]]:
+    """All ``<conversation>/<YYYY-MM-DD>.json`` files, sorted, names validated before any read.
+
+    A ``*.json`` file that does not fit the layout is a layout mistake, so it fails the whole
+    source up front instead of being skipped (silently losing a day) or half-read.
+    """
+    root = spec.path
+    if not root.is_dir():
+        raise SourceError(
+            f"source {spec.name!r}: line_json expects a directory of "
+            f"<conversation>/<YYYY-MM-DD>.json files, got {root}"
+        )
+    found: list[tuple[Path, dt.date]] = []
+    try:
+        for conv_dir in sorted(root.iterdir()):
+            if conv_dir.name.startswith("."):
+                continue
+            if not conv_dir.is_dir():
+                if conv_dir.suffix.lower() == ".json":
+                    raise SourceError(
+                        f"source {spec.name!r}: {conv_dir} is not inside a conversation "
+                        "directory (expected <conversation>/<YYYY-MM-DD>.json)"
+                    )
+                continue
+            for path in sorted(conv_dir.iterdir()):
+                if path.name.startswith(".") or path.suffix.lower() != ".json":
+                    continue
+                if not path.is_file():
+                    continue
+                found.append((path, _file_date(spec, path)))
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise SourceError(f"source {spec.name!r}: cannot list {root}: {reason}") from None
+    if not found:
+        raise SourceError(
+            f"source {spec.name!r}: no <conversation>/<YYYY-MM-DD>.json files under {root}"
+        )
+    return found
+
+
+def _file_date(spec: SourceSpec, path: Path) -> dt.date:
+    m = _DATE_FILE.fullmatch(path.name)
+    try:
+        if m is None:
+            raise ValueError
+        return dt.date(int(m[1]), int(m[2]), int(m[3]))
+    except ValueError:
+        raise SourceError(
+            f"source {spec.name!r}: {path} is not named like a date (expected YYYY-MM-DD.json)"
+        ) from None
+
+
+def _time_of_day(value: object) -> dt.timedelta:
+    """``"HH:MM"`` / ``"HH:MM:SS[.ffffff]"`` -> offset from midnight; raises ``_Reject``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        raise _Reject(R_MISSING_TIMESTAMP, "no time")
+    if not isinstance(value, str):
+        raise _Reject(R_BAD_TIMESTAMP, f"time is {type(value).__name__}, expected 'HH:MM[:SS]'")
+    m = _TIME.fullmatch(value)
+    if m is None:
+        if value.strip().lower() in _NAT_LIKE:
+            raise _Reject(R_MISSING_TIMESTAMP, f"time is {value[:8]!r}")
+        raise _Reject(R_BAD_TIMESTAMP, f"unparseable time {value[:24]!r}")
+    hh, mm, ss, frac = m.groups()
+    h, mi, s = int(hh), int(mm), int(ss) if ss else 0
+    if h > 23 or mi > 59 or s > 59:
+        raise _Reject(R_BAD_TIMESTAMP, f"time out of range {value[:24]!r}")
+    us = int(frac.ljust(6, "0")) if frac else 0
+    return dt.timedelta(hours=h, minutes=mi, seconds=s, microseconds=us)
+
+
+def _header_problem(
+    doc: dict, file_date: dt.date, conv: object, contact: object, tz: object
+) -> tuple[str, str] | None:
+    """A file-level field that makes every message of the file unusable, if any."""
+    declared = doc.get("date")
+    if declared is not None and declared != file_date.isoformat():
+        shown = declared[:24] if isinstance(declared, str) else type(declared).__name__
+        return R_BAD_TIMESTAMP, f"date field {shown!r} does not match file name date {file_date}"
+    if not isinstance(conv, str) or not conv.strip():
+        return R_MISSING_FIELD, "conversation_id must be a non-empty string"
+    if not isinstance(contact, str) or not contact.strip():
+        return R_MISSING_FIELD, "contact must be a non-empty string"
+    if not isinstance(tz, str):
+        return R_BAD_TIMESTAMP, "timezone must be an IANA zone name"
+    try:
+        zone(tz)
+    except ValueError:
+        return R_BAD_TIMESTAMP, f"unknown timezone {tz[:40]!r}"
+    return None
+
+
+def _field_problem(name: str, value: object) -> str:
+    """Loggable description of a missing or unusable field (never its content)."""
+    if value is None:
+        return f"no {name} field"
+    if isinstance(value, str):
+        return f"empty {name}"
+    return f"{name} is {type(value).__name__}, expected a string"
+
+
+def _dump(entry: object) -> str:
+    return raw_excerpt(json.dumps(entry, ensure_ascii=False))
+
+
+def _read_file(spec: SourceSpec, path: Path, file_date: dt.date) -> Iterator[Record]:
+    """Records of one date file, in file order."""
+    rel = relative_name(path, spec.path)
+    conv_dir = path.parent.name
+
+    def file_quarantine(reason: str, detail: str, raw: str, line: int | None) -> QuarantineRecord:
+        return QuarantineRecord(
+            source=spec.name,
+            source_file=rel,
+            source_line=line,
+            record_ref=FILE_REF,
+            conversation_id=conv_dir,
+            partition_date=file_date,
+            reason=reason,
+            detail=detail,
+            raw=raw,
+        )
+
+    data = read_bytes(path, spec.name)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        detail = f"invalid UTF-8 at byte {exc.start} (line {line})"
+        raw = raw_excerpt(data.decode("utf-8", "replace"))
+        yield file_quarantine(R_ENCODING, detail, raw, line)
+        return
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        detail = f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        start = max(0, exc.pos - MAX_RAW_EXCERPT // 2)
+        yield file_quarantine(R_MALFORMED_JSON, detail, raw_excerpt(text[start:]), exc.lineno)
+        return
+    if not isinstance(doc, dict):
+        detail = f"top level is {type(doc).__name__}, expected an object"
+        yield file_quarantine(R_MALFORMED_JSON, detail, raw_excerpt(text), None)
+        return
+    messages = doc.get("messages")
+    if not isinstance(messages, list):
+        if messages is None:
+            reason, detail = R_MISSING_FIELD, "no messages array"
+        else:
+            reason, detail = R_MALFORMED_JSON, f"messages is {type(messages).__name__}, not array"
+        yield file_quarantine(reason, detail, raw_excerpt(text), None)
+        return
+
+    conv = doc.get("conversation_id")
+    conv = conv_dir if conv is None else conv
+    contact = doc.get("contact")
+    contact = conv if contact is None else contact
+    tz = doc.get("timezone")
+    tz = spec.timezone if tz is None else tz
+    problem = _header_problem(doc, file_date, conv, contact, tz)
+    if problem is not None:
+        # Per message, not per file: the file parsed, so its messages are countable records.
+        reason, detail = problem
+        for i, entry in enumerate(messages):
+            yield QuarantineRecord(
+                source=spec.name,
+                source_file=rel,
+                source_line=None,
+                record_ref=f"messages[{i}]",
+                conversation_id=conv if isinstance(conv, str) else conv_dir,
+                partition_date=file_date,
+                reason=reason,
+                detail=detail,
+                raw=_dump(entry),
+            )
+        return
+
+    midnight = dt.datetime.combine(file_date, dt.time())
+    owner = spec.owner
+    for i, entry in enumerate(messages):
+        ref = f"messages[{i}]"
+        try:
+            if not isinstance(entry, dict):
+                raise _Reject(
+                    R_MALFORMED_JSON, f"entry is {type(entry).__name__}, expected an object"
+                )
+            local_ts = midnight + _time_of_day(entry.get("time"))
+            kind = entry.get("type")
+            kind = "text" if kind is None else str(kind).strip().lower()
+            sender = entry.get("sender")
+            if sender is None and kind == "system":
+                sender = ""
+            elif not isinstance(sender, str) or not sender.strip():
+                raise _Reject(R_MISSING_FIELD, _field_problem("sender", sender))
+            body = entry.get("text")
+            if not isinstance(body, str):
+                raise _Reject(R_MISSING_FIELD, _field_problem("text", body))
+            order = entry.get("source_order")
+            if order is None:
+                order = i
+            elif type(order) is not int or order < 0:
+                raise _Reject(R_MISSING_FIELD, "source_order must be a non-negative integer")
+        except _Reject as rej:
+            yield QuarantineRecord(
+                source=spec.name,
+                source_file=rel,
+                source_line=None,
+                record_ref=ref,
+                conversation_id=conv,
+                partition_date=file_date,
+                reason=rej.reason,
+                detail=rej.detail,
+                raw=_dump(entry),
+            )
+            continue
+        yield Message(
+            source=spec.name,
+            conversation_id=conv,
+            contact_id=contact,
+            sender=sender,
+            is_owner=sender == owner,
+            ts=to_utc(local_ts, tz),
+            local_ts=local_ts,
+            tz=tz,
+            type=kind,
+            text=body,
+            source_order=order,
+            source_ref=f"{rel}#{ref}",
+            source_file=rel,
+        )
+
+
+@register("line_json")
+def read_line_json(spec: SourceSpec, dates: frozenset[dt.date] | None) -> Iterator[Record]:
+    """Yield one record per message entry (or per unreadable file), files in name order.
+
+    ``dates`` skips files by name only: file names carry the date, so skipping costs nothing and
+    never changes what the kept files yield.
+    """
+    check_timezone(spec)
+    for path, file_date in _date_files(spec):
+        if dates is None or file_date in dates:
+            yield from _read_file(spec, path, file_date)

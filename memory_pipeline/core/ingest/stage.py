@@ -1,0 +1,101 @@
+"""The ingest stage over the sources: read, validate, dedupe, then per-date tables.
+
+Used by the Dagster ``raw_messages`` asset, the CLI's planning and the benchmarks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from memory_pipeline.core.common.dates import count_by, split_by_date
+from memory_pipeline.core.common.records import Message
+from memory_pipeline.core.ingest.normalize import (
+    IngestResult,
+    audit_table,
+    ingest,
+    messages_table,
+    quarantine_table,
+)
+from memory_pipeline.core.ingest.sources import SourceSpec, read_source
+
+
+@dataclass
+class IngestTables:
+    """The three tables ingest writes for one date."""
+
+    messages: pa.Table
+    quarantine: pa.Table
+    audit: pa.Table
+
+
+def read_all(
+    sources: Sequence[SourceSpec], dates: Iterable[dt.date], start_date: dt.date
+) -> IngestResult:
+    """Read every source once and keep the records of ``dates``."""
+    wanted = sorted(set(dates))
+
+    def records():
+        for spec in sources:
+            yield from read_source(spec, wanted)
+
+    with gc_paused():
+        return ingest(records(), start_date=start_date, dates=wanted)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while building ~10^6 acyclic record objects.
+
+    Measured on RealPersonaChat: the collector's repeated full passes over the live records
+    cost ~1.3 s of 7.7 s. Freezing afterwards keeps later passes from re-scanning the
+    survivors; they are still freed by reference counting.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
+def split_ingest(result: IngestResult, dates: Iterable[dt.date]) -> dict[dt.date, IngestTables]:
+    """Per-date tables (an empty table for a date with no records, so the partition exists)."""
+    days = sorted(set(dates))
+    with gc_paused():
+        msgs = messages_table(result.messages)
+        quar = quarantine_table(result.quarantine)
+    ingested = count_by(msgs, "local_date")
+    quarantined = count_by(quar, "partition_date")
+    audit = audit_table(
+        [
+            {
+                "partition_date": d,
+                "source": s,
+                "records_read": n,
+                "ingested": ingested.get((d, s), 0),
+                "quarantined": quarantined.get((d, s), 0),
+            }
+            for (d, s), n in sorted(result.read_counts.items())
+        ]
+    )
+    per = [split_by_date(t, c, days) for t, c in ((msgs, "local_date"), (quar, "partition_date"))]
+    audits = split_by_date(audit, "partition_date", days)
+    return {d: IngestTables(per[0][d], per[1][d], audits[d]) for d in days}
+
+
+def discover_dates(sources: Sequence[SourceSpec], start_date: dt.date) -> list[dt.date]:
+    """The partition dates that hold any record (a run plans its range from these)."""
+    found: set[dt.date] = set()
+    for spec in sources:
+        for rec in read_source(spec):
+            day = rec.local_date if isinstance(rec, Message) else rec.partition_date
+            found.add(start_date if day is None or day < start_date else day)
+    return sorted(found)

@@ -1,0 +1,738 @@
+"""Per-contact living dossiers: a Markdown page per contact, folded day by day.
+
+A dossier is rendered from a small JSON state (``DossierState``) so that day D's version needs
+only day D-1's state plus D's sessions, messages, session titles and memories. The fold is
+pure (no wall clock, input rows sorted inside), so a range built in one run equals building
+night by night through the stored JSON.
+
+The page (every bullet ends with its sources as ``[sessions: ses_x, ses_y]``)::
+
+    # Dossier: Maria
+    Last Updated: 2024-03-14
+
+    ## Profile & Key Context
+    - Maria works at Hikari Design (since 2024-03-05; previously: Acme) [sessions: ses_a, ses_b]
+    ## Ongoing Projects & Commitments
+    - 2024-03-23 — Kyoto trip [sessions: ses_c]
+    ## Communication Patterns
+    - Messages: 101 over 12 sessions, ... [sessions: ses_first, ses_last]
+    ## Recent Topics
+    - 2024-03-14 — <session title> [sessions: ses_d]
+
+Policies (documented here because the page is their only trace):
+
+- Profile = facts, preferences, relationships and possessions whose subject is not the owner.
+  A memory with an ``attribute`` is single-valued: the latest statement per (subject,
+  attribute) by ``valid_from`` is current; the latest differing older value is shown as
+  "previously: …" (and its session cited); older values are dropped. Memories without an
+  attribute are kept per distinct (subject, kind, text), citing up to 3 sessions.
+- Ongoing = plans and events of either party dated on/after the dossier date, or undated and
+  stated in the last ``UNDATED_PLAN_DAYS`` days (the state drops the rest as days pass).
+- Communication patterns count every message of the contact's sessions; ``system`` messages
+  (LINE notices) count in the total only, not for a side, hours, weekdays or replies. A reply
+  time is the gap from the last message of one side to the next message of the other side in
+  the same session, kept in fixed buckets so a median needs no samples.
+- Contact isolation: rows of other contacts, sessions of other days and memories of sessions
+  not in the input are ignored, so callers may pass whole-day tables.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from memory_pipeline.core.common.schema import DOSSIERS
+
+STATE_VERSION = 1
+METHOD = "deterministic"
+
+PROFILE_KINDS = ("fact", "preference", "relationship", "possession")
+PLAN_KINDS = ("plan", "event")
+
+UNDATED_PLAN_DAYS = 14  # an undated plan stays "ongoing" this many days after it was stated
+RECENT_TOPIC_DAYS = 30  # Recent Topics shows sessions of the last 30 days ...
+RECENT_TOPICS = 5  # ... at most this many
+MAX_PROFILE_BULLETS = 15
+MAX_PLAN_BULLETS = 10
+MAX_SESSIONS_PER_BULLET = 3
+MAX_PROFILE_STATE = 200  # entries kept in the state (most recent), so it stays small
+MAX_PLAN_STATE = 100
+MAX_TEXT_CHARS = 300
+
+# Reply-time buckets: upper bounds in seconds; the last bucket is "longer than the last bound".
+RESPONSE_BOUNDS = (60, 120, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 24 * 3600)
+RESPONSE_LABELS = (
+    "<1 min",
+    "1–2 min",
+    "2–5 min",
+    "5–10 min",
+    "10–30 min",
+    "30–60 min",
+    "1–3 h",
+    "3–6 h",
+    "6–24 h",
+    ">24 h",
+)
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+TITLE_PREFIX = "# Dossier: "
+UPDATED_PREFIX = "Last Updated: "
+SECTIONS = (
+    "Profile & Key Context",
+    "Ongoing Projects & Commitments",
+    "Communication Patterns",
+    "Recent Topics",
+)
+EMPTY_BULLET = "- (nothing yet)"
+SESSION_ID_RE = re.compile(r"ses_[0-9a-f]{20}")
+_CITATION_RE = re.compile(r"\s\[sessions: ([^\[\]]+)\]$")
+
+
+@dataclass
+class DossierState:
+    """Everything tomorrow's update needs, as JSON-native values (ints, strings, lists, dicts).
+
+    Dates are ISO strings and instants integer microseconds, so ``to_json``/``from_json`` is
+    exact. ``profile`` and ``plans`` hold memory entries (see the module docstring);
+    ``recent`` the last sessions with their titles; the histograms are ``hours`` (local hour,
+    24), ``weekdays`` (Mon..Sun, 7) and reply times per side (``RESPONSE_BOUNDS`` + 1).
+    """
+
+    contact_id: str
+    name: str
+    last_updated: str = ""
+    first_date: str = ""
+    first_session: str = ""
+    last_session: str = ""
+    last_start_us: int = 0
+    sessions_total: int = 0
+    messages_total: int = 0
+    contact_messages: int = 0
+    owner_messages: int = 0
+    system_messages: int = 0
+    hours: list[int] = field(default_factory=lambda: [0] * 24)
+    weekdays: list[int] = field(default_factory=lambda: [0] * 7)
+    contact_replies: list[int] = field(default_factory=lambda: [0] * len(RESPONSE_LABELS))
+    owner_replies: list[int] = field(default_factory=lambda: [0] * len(RESPONSE_LABELS))
+    profile: list[dict] = field(default_factory=list)
+    plans: list[dict] = field(default_factory=list)
+    recent: list[dict] = field(default_factory=list)
+    version: int = STATE_VERSION
+
+    def to_json(self) -> str:
+        """Canonical JSON (sorted keys, no whitespace): equal states give equal strings."""
+        return json.dumps(
+            dataclasses.asdict(self), sort_keys=True, ensure_ascii=False, separators=(",", ":")
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> DossierState:
+        """Parse ``to_json`` output; refuses unknown versions and fields rather than guess."""
+        data = json.loads(text)
+        if data.get("version") != STATE_VERSION:
+            raise ValueError(f"unsupported dossier state version {data.get('version')!r}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        if unknown := sorted(set(data) - names):
+            raise ValueError(f"unknown dossier state fields {unknown}")
+        return cls(**data)
+
+
+# -- folding -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Msg:
+    ts_us: int
+    hour: int
+    weekday: int
+    side: str  # "owner" | "contact" | "system"
+
+
+@dataclass
+class _ContactDay:
+    sessions: list[dict]  # sorted by (start_us, session_id)
+    memories: list[dict]  # sorted by (valid_from_us, memory_id)
+
+
+def update_dossier(
+    state: DossierState | None,
+    *,
+    contact_id: str,
+    day: dt.date,
+    sessions: pa.Table,
+    messages: pa.Table,
+    enrichment: pa.Table,
+    memories: pa.Table,
+) -> DossierState:
+    """Yesterday's state + the contact's sessions owned by ``day`` -> today's state.
+
+    A pure fold over ``day`` (rows of other contacts or days are ignored); ``messages`` must
+    hold every message of those sessions. ``state`` is not modified. With no session of the
+    contact on ``day`` the state is returned unchanged (ValueError when there is none).
+    """
+    if state is not None and state.contact_id != contact_id:
+        raise ValueError(f"state of {state.contact_id!r} passed for {contact_id!r}")
+    days = _prepare(day, sessions, messages, enrichment, memories, only=contact_id)
+    if contact_id not in days:
+        if state is None:
+            raise ValueError(f"no sessions of {contact_id!r} on {day}: nothing to build from")
+        return copy.deepcopy(state)
+    return _fold(state, contact_id, day, *days[contact_id])
+
+
+def build_day(
+    prev: Mapping[str, DossierState],
+    day: dt.date,
+    sessions: pa.Table,
+    messages: pa.Table,
+    enrichment: pa.Table,
+    memories: pa.Table,
+) -> dict[str, DossierState]:
+    """New states of every contact with sessions owned by ``day`` (others are not returned)."""
+    per_contact = _prepare(day, sessions, messages, enrichment, memories, only=None)
+    return {
+        contact: _fold(prev.get(contact), contact, day, *per_contact[contact])
+        for contact in sorted(per_contact)
+    }
+
+
+def _prepare(
+    day: dt.date,
+    sessions: pa.Table,
+    messages: pa.Table,
+    enrichment: pa.Table,
+    memories: pa.Table,
+    only: str | None,
+) -> dict[str, tuple[_ContactDay, dict[str, _Msg], dict[str, str]]]:
+    """Per contact: the day's sessions and memories (sorted), message facts and titles."""
+    keep = pc.equal(sessions.column("local_date"), pa.scalar(day, pa.date32()))
+    if only is not None:
+        keep = pc.and_(keep, pc.equal(sessions.column("contact_id"), only))
+    ses = sessions.filter(keep)
+    if ses.num_rows == 0:
+        return {}
+    rows = {
+        r["session_id"]: {
+            "session_id": r["session_id"],
+            "contact_id": r["contact_id"],
+            "start_us": _us(r["start_ts"]),
+            "message_ids": list(r["message_ids"]),
+        }
+        for r in ses.select(["session_id", "contact_id", "start_ts", "message_ids"]).to_pylist()
+    }
+    msgs = _message_facts(messages, {m for r in rows.values() for m in r["message_ids"]})
+    titles = _titles(enrichment, set(rows))
+    mems = _memories(memories, rows)
+    per_contact: dict[str, _ContactDay] = {}
+    for r in sorted(rows.values(), key=lambda r: (r["start_us"], r["session_id"])):
+        per_contact.setdefault(r["contact_id"], _ContactDay([], [])).sessions.append(r)
+    for m in mems:  # already in (valid_from, memory_id) order
+        per_contact[m["contact_id"]].memories.append(m)
+    return {c: (per_contact[c], msgs, titles) for c in sorted(per_contact)}
+
+
+def _message_facts(messages: pa.Table, wanted: set[str]) -> dict[str, _Msg]:
+    """message_id -> time, local hour/weekday and side, for the wanted ids only."""
+    if not wanted:
+        return {}
+    sub = messages.filter(
+        pc.is_in(messages.column("message_id"), value_set=pa.array(sorted(wanted), pa.string()))
+    )
+    ids = sub.column("message_id").to_pylist()
+    ts = pc.cast(sub.column("ts"), pa.int64()).to_pylist()
+    hours = pc.hour(sub.column("local_ts")).to_pylist()
+    weekdays = pc.day_of_week(sub.column("local_ts")).to_pylist()  # Monday = 0
+    owner = sub.column("is_owner").to_pylist()
+    types = sub.column("type").to_pylist()
+    facts = {}
+    for mid, t, h, w, o, ty in zip(ids, ts, hours, weekdays, owner, types, strict=True):
+        side = "system" if ty == "system" else ("owner" if o else "contact")
+        facts[mid] = _Msg(t, h, w, side)
+    if missing := wanted - facts.keys():
+        raise ValueError(
+            f"{len(missing)} messages of the sessions are not in `messages` "
+            f"(first: {min(missing)}); pass the messages of every day the sessions span"
+        )
+    return facts
+
+
+def _titles(enrichment: pa.Table, session_ids: set[str]) -> dict[str, str]:
+    """session_id -> cleaned title, for the given sessions (duplicates: the largest wins)."""
+    pairs = zip(
+        enrichment.column("session_id").to_pylist(),
+        enrichment.column("title").to_pylist(),
+        strict=True,
+    )
+    return dict(sorted((s, _clean(t or "")) for s, t in pairs if s in session_ids))
+
+
+def _memories(memories: pa.Table, sessions: dict[str, dict]) -> list[dict]:
+    """Memories of the given sessions whose contact matches the session's, in a fixed order.
+
+    A memory without ``valid_from`` counts as stated at its session's start.
+    """
+    cols = [
+        "memory_id",
+        "contact_id",
+        "session_id",
+        "subject",
+        "subject_is_owner",
+        "kind",
+        "attribute",
+        "value",
+        "text",
+        "valid_from",
+        "event_date",
+    ]
+    unique: dict[str, dict] = {}
+    for r in memories.select(cols).to_pylist():
+        session = sessions.get(r["session_id"])
+        if session is None or session["contact_id"] != r["contact_id"]:
+            continue  # another contact's, or a session not in today's input
+        if r["kind"] not in PROFILE_KINDS + PLAN_KINDS:
+            continue
+        valid_from = r.pop("valid_from")
+        r["valid_from_us"] = session["start_us"] if valid_from is None else _us(valid_from)
+        unique[r["memory_id"]] = r
+    return sorted(unique.values(), key=lambda r: (r["valid_from_us"], r["memory_id"]))
+
+
+def _fold(
+    state: DossierState | None,
+    contact_id: str,
+    day: dt.date,
+    today: _ContactDay,
+    msgs: dict[str, _Msg],
+    titles: dict[str, str],
+) -> DossierState:
+    """Apply one day's sessions and memories of one contact to a copy of ``state``."""
+    if state is None:
+        st = DossierState(contact_id=contact_id, name=contact_id)
+    else:
+        if state.contact_id != contact_id:
+            raise ValueError(f"state of {state.contact_id!r} passed for {contact_id!r}")
+        if state.last_updated and day.isoformat() <= state.last_updated:
+            raise ValueError(
+                f"dossier of {contact_id!r} is already at {state.last_updated}; "
+                f"cannot fold {day} onto it (fold days in increasing order)"
+            )
+        st = copy.deepcopy(state)
+    iso = day.isoformat()
+    for s in today.sessions:
+        _count_session(st, [msgs[m] for m in s["message_ids"]])
+        if not st.first_session:
+            st.first_session, st.first_date = s["session_id"], iso
+        if (s["start_us"], s["session_id"]) >= (st.last_start_us, st.last_session):
+            st.last_start_us, st.last_session = s["start_us"], s["session_id"]
+        title = titles.get(s["session_id"]) or f"Conversation ({len(s['message_ids'])} messages)"
+        st.recent.append(
+            {"session_id": s["session_id"], "date": iso, "start_us": s["start_us"], "title": title}
+        )
+    st.recent = sorted(st.recent, key=lambda r: (r["start_us"], r["session_id"]))[-RECENT_TOPICS:]
+    profile = {e["key"]: e for e in st.profile}
+    plans = {e["key"]: e for e in st.plans}
+    for m in today.memories:
+        # a dated or undated plan/event is ongoing; one that sets a single-valued attribute
+        # (got a job -> employer, moving -> residence) is also who the person now is
+        settled = m["attribute"] and m["event_date"] is None  # "got the job": done, not pending
+        if m["kind"] in PLAN_KINDS and not settled:
+            _apply(plans, m, iso)
+        if (m["kind"] not in PLAN_KINDS or m["attribute"]) and not m["subject_is_owner"]:
+            _apply(profile, m, iso)
+    st.profile = _keep_recent(profile.values(), MAX_PROFILE_STATE)
+    st.plans = _keep_recent((e for e in plans.values() if _plan_open(e, day)), MAX_PLAN_STATE)
+    st.last_updated = iso
+    return st
+
+
+def _count_session(st: DossierState, messages: list[_Msg]) -> None:
+    """Add one session's message counts, hour/weekday histograms and reply times."""
+    st.sessions_total += 1
+    st.messages_total += len(messages)
+    prev: _Msg | None = None
+    for m in messages:
+        if m.side == "system":
+            st.system_messages += 1
+            continue
+        if m.side == "owner":
+            st.owner_messages += 1
+        else:
+            st.contact_messages += 1
+        st.hours[m.hour] += 1
+        st.weekdays[m.weekday] += 1
+        if prev is not None and prev.side != m.side:
+            hist = st.owner_replies if m.side == "owner" else st.contact_replies
+            hist[response_bucket((m.ts_us - prev.ts_us) // 1_000_000)] += 1
+        prev = m
+
+
+def response_bucket(seconds: int) -> int:
+    """Index of the reply-time bucket holding ``seconds`` (fixed bounds, see RESPONSE_BOUNDS)."""
+    for i, bound in enumerate(RESPONSE_BOUNDS):
+        if seconds < bound:
+            return i
+    return len(RESPONSE_BOUNDS)
+
+
+def median_bucket(hist: list[int]) -> int | None:
+    """The bucket holding the (lower) median sample; None without samples."""
+    n = sum(hist)
+    if n == 0:
+        return None
+    rank, seen = (n + 1) // 2, 0
+    for i, count in enumerate(hist):
+        seen += count
+        if seen >= rank:
+            return i
+    raise AssertionError("unreachable")
+
+
+def _apply(entries: dict[str, dict], m: dict, iso: str) -> None:
+    """Fold one memory into its entry: newer statements of a value supersede older ones."""
+    attribute = m["attribute"] or ""
+    subject = m["subject"] or ""
+    text = _clean(m["text"] or "") or _clean(f"{subject} {attribute}: {m['value'] or ''}")
+    if attribute:
+        key = f"a\x1f{subject}\x1f{attribute}"
+        norm = _norm(m["value"] or text)
+    else:
+        norm = _norm(text)
+        key = f"t\x1f{subject}\x1f{m['kind']}\x1f{norm}"
+    stmt = {
+        "value": _clean(m["value"] or ""),
+        "norm": norm,
+        "text": text,
+        "stated": iso,
+        "valid_from_us": m["valid_from_us"],
+        "memory_id": m["memory_id"],
+        "session_id": m["session_id"],
+        "event_date": m["event_date"].isoformat() if m["event_date"] else None,
+    }
+    order = (stmt["valid_from_us"], stmt["memory_id"])
+    entry = entries.get(key)
+    if entry is None:
+        entries[key] = {
+            "key": key,
+            "kind": m["kind"],
+            "subject": subject,
+            "subject_is_owner": bool(m["subject_is_owner"]),
+            "attribute": attribute,
+            "since": iso,
+            "sessions": [m["session_id"]],
+            "previous": None,
+            **stmt,
+        }
+        return
+    newer = order > (entry["valid_from_us"], entry["memory_id"])
+    if stmt["norm"] == entry["norm"]:
+        sessions = [s for s in entry["sessions"] if s != stmt["session_id"]]
+        if newer:
+            entry.update(stmt, kind=m["kind"], since=min(entry["since"], iso))
+            sessions.insert(0, stmt["session_id"])
+        else:
+            sessions.append(stmt["session_id"])
+        entry["sessions"] = sessions[:MAX_SESSIONS_PER_BULLET]
+    elif newer:
+        old = {k: entry[k] for k in ("value", "text", "stated", "valid_from_us", "memory_id")}
+        entry["previous"] = {**old, "session_id": entry["sessions"][0]}
+        entry.update(stmt, kind=m["kind"], since=iso, sessions=[stmt["session_id"]])
+    else:
+        prev = entry["previous"]
+        if prev is None or order > (prev["valid_from_us"], prev["memory_id"]):
+            entry["previous"] = {
+                k: stmt[k]
+                for k in ("value", "text", "stated", "valid_from_us", "memory_id", "session_id")
+            }
+
+
+def _plan_open(entry: dict, day: dt.date) -> bool:
+    """Still ongoing on ``day``: dated today or later, or undated and stated recently."""
+    if entry["event_date"]:
+        return entry["event_date"] >= day.isoformat()
+    stated = dt.date.fromisoformat(entry["stated"])
+    return (day - stated).days < UNDATED_PLAN_DAYS
+
+
+def _keep_recent(entries, limit: int) -> list[dict]:
+    """The ``limit`` most recently stated entries, in key order (a canonical state)."""
+    ranked = sorted(entries, key=lambda e: (e["valid_from_us"], e["key"]))[-limit:]
+    return sorted(ranked, key=lambda e: e["key"])
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def render_markdown(state: DossierState, owner_label: str = "you") -> str:
+    """The dossier page: four sections, every bullet ending with its session citations."""
+    day = dt.date.fromisoformat(state.last_updated)
+    sections = {
+        SECTIONS[0]: _profile_bullets(state, owner_label),
+        SECTIONS[1]: _plan_bullets(state, day, owner_label),
+        SECTIONS[2]: _pattern_bullets(state, owner_label),
+        SECTIONS[3]: _topic_bullets(state, day),
+    }
+    lines = [f"{TITLE_PREFIX}{_clean(state.name)}", f"{UPDATED_PREFIX}{state.last_updated}"]
+    for title, bullets in sections.items():
+        lines += ["", f"## {title}", *(bullets or [EMPTY_BULLET])]
+    return "\n".join(lines) + "\n"
+
+
+def _cite(session_ids: list[str]) -> str:
+    return f"[sessions: {', '.join(dict.fromkeys(session_ids))}]"
+
+
+def _who(entry: dict, state: DossierState, owner_label: str) -> str:
+    """A subject prefix, unless the subject is the contact or the text already names it."""
+    subject = entry["subject"]
+    if not subject or subject == state.contact_id or subject in entry["text"]:
+        return ""
+    return f"{owner_label if entry['subject_is_owner'] else subject}: "
+
+
+def _entry_sessions(entry: dict) -> list[str]:
+    prev = entry["previous"]
+    return [*entry["sessions"], *([prev["session_id"]] if prev else [])]
+
+
+def _profile_bullets(state: DossierState, owner_label: str) -> list[str]:
+    """Single-valued attributes first (the key context), then the rest, most recent first."""
+    ranked = sorted(
+        state.profile,
+        key=lambda e: (not e["attribute"], -e["valid_from_us"], e["key"]),
+    )[:MAX_PROFILE_BULLETS]
+    out = []
+    for e in ranked:
+        notes = []
+        if e["attribute"]:
+            notes.append(f"since {e['since']}")
+        if e["previous"]:
+            prev = e["previous"]["value"] or e["previous"]["text"]
+            notes.append(f"previously: {prev}")
+        note = f" ({'; '.join(notes)})" if notes else ""
+        who = _who(e, state, owner_label)
+        out.append(f"- {who}{e['text']}{note} {_cite(_entry_sessions(e))}")
+    return out
+
+
+def _plan_bullets(state: DossierState, day: dt.date, owner_label: str) -> list[str]:
+    """Dated plans soonest first, then undated ones most recently stated first."""
+    open_plans = [e for e in state.plans if _plan_open(e, day)]
+    dated = sorted(
+        (e for e in open_plans if e["event_date"]), key=lambda e: (e["event_date"], e["key"])
+    )
+    undated = sorted(
+        (e for e in open_plans if not e["event_date"]),
+        key=lambda e: (-e["valid_from_us"], e["key"]),
+    )
+    out = []
+    for e in [*dated, *undated][:MAX_PLAN_BULLETS]:
+        who = _who(e, state, owner_label)
+        lead = f"{e['event_date']} — " if e["event_date"] else ""
+        tail = "" if e["event_date"] else f" (mentioned {e['stated']})"
+        if e["previous"]:
+            tail += f" (previously: {e['previous']['value'] or e['previous']['text']})"
+        out.append(f"- {lead}{who}{e['text']}{tail} {_cite(_entry_sessions(e))}")
+    return out
+
+
+def _pattern_bullets(state: DossierState, owner_label: str) -> list[str]:
+    """Counts, active hours/days and median reply times, citing the first and last session."""
+    if not state.sessions_total:
+        return []
+    cite = _cite([state.first_session, state.last_session])
+    name = _clean(state.name)
+    system = f", system {state.system_messages}" if state.system_messages else ""
+    out = [
+        f"- Messages: {state.messages_total} over {state.sessions_total} sessions, "
+        f"{state.first_date} to {state.last_updated} ({name} {state.contact_messages}, "
+        f"{owner_label} {state.owner_messages}{system}) {cite}"
+    ]
+    hours = _top(state.hours, 3)
+    days = _top(state.weekdays, 3)
+    if hours:
+        hour_text = ", ".join(f"{h:02d}:00–{(h + 1) % 24:02d}:00 ({n})" for h, n in hours)
+        day_text = ", ".join(f"{WEEKDAYS[d]} ({n})" for d, n in days)
+        out.append(f"- Most active hours: {hour_text}; most active days: {day_text} {cite}")
+    parts = []
+    for label, hist in ((name, state.contact_replies), (owner_label, state.owner_replies)):
+        b = median_bucket(hist)
+        if b is not None:
+            parts.append(f"{label} ~{RESPONSE_LABELS[b]} (n={sum(hist)})")
+    if parts:
+        out.append(f"- Median response time: {', '.join(parts)} {cite}")
+    return out
+
+
+def _top(hist: list[int], k: int) -> list[tuple[int, int]]:
+    """The k largest non-zero bins as (index, count), ties by index."""
+    ranked = sorted(((i, n) for i, n in enumerate(hist) if n), key=lambda p: (-p[1], p[0]))
+    return ranked[:k]
+
+
+def _topic_bullets(state: DossierState, day: dt.date) -> list[str]:
+    """Titles of the latest sessions within RECENT_TOPIC_DAYS, newest first."""
+    floor = (day - dt.timedelta(days=RECENT_TOPIC_DAYS)).isoformat()
+    recent = [r for r in reversed(state.recent) if r["date"] >= floor]
+    return [f"- {r['date']} — {r['title']} {_cite([r['session_id']])}" for r in recent]
+
+
+def _clean(text: str) -> str:
+    """One line of plain text: whitespace collapsed, no citation look-alikes, bounded."""
+    text = " ".join(text.split()).replace("[sessions:", "(sessions:")
+    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def _us(ts: dt.datetime) -> int:
+    """Aware datetime -> integer microseconds since the epoch (exact, no float)."""
+    delta = ts - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+# -- rows --------------------------------------------------------------------------------------
+
+
+def dossier_rows(states: Mapping[str, DossierState], day: dt.date) -> pa.Table:
+    """The DOSSIERS rows of ``day`` (one per state, by contact), markdown rendered."""
+    iso = day.isoformat()
+    rows = []
+    for contact in sorted(states):
+        st = states[contact]
+        if st.last_updated != iso:
+            raise ValueError(f"state of {contact!r} is of {st.last_updated}, not {iso}")
+        markdown = render_markdown(st)
+        rows.append(
+            {
+                "contact_id": st.contact_id,
+                "local_date": day,
+                "name": st.name,
+                "markdown": markdown,
+                "state": st.to_json(),
+                "cited_sessions": cited_sessions(markdown),
+                "sessions_total": st.sessions_total,
+                "messages_total": st.messages_total,
+                "method": METHOD,
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=DOSSIERS)
+
+
+# -- checkers (asset checks, and guards for an LLM rewrite) -----------------------------------
+
+
+def _content_lines(markdown: str) -> list[str]:
+    """Lines that carry content: not blank, not a heading, not the Last Updated line."""
+    return [
+        ln.rstrip()
+        for ln in markdown.splitlines()
+        if ln.strip() and not ln.lstrip().startswith("#") and not ln.startswith(UPDATED_PREFIX)
+    ]
+
+
+def _citation(line: str) -> list[str] | None:
+    """The session ids cited at the end of a line; None when it has no valid citation."""
+    found = _CITATION_RE.search(line)
+    if not found:
+        return None
+    ids = [p.strip() for p in found.group(1).split(",")]
+    return ids if all(SESSION_ID_RE.fullmatch(i) for i in ids) else None
+
+
+def missing_sections(markdown: str) -> list[str]:
+    """Required parts absent from a dossier: title, Last Updated, and the four sections."""
+    lines = [ln.rstrip() for ln in markdown.splitlines()]
+    missing = []
+    if not any(ln.startswith(TITLE_PREFIX) for ln in lines):
+        missing.append("title")
+    if not any(re.fullmatch(r"Last Updated: \d{4}-\d{2}-\d{2}", ln) for ln in lines):
+        missing.append("Last Updated")
+    missing += [s for s in SECTIONS if f"## {s}" not in lines]
+    return missing
+
+
+def uncited_bullets(markdown: str) -> list[str]:
+    """Content lines without a valid trailing citation (the empty-section line is exempt).
+
+    Every content line of a dossier is a bullet, so stray prose counts too.
+    """
+    return [
+        ln for ln in _content_lines(markdown) if ln.strip() != EMPTY_BULLET and not _citation(ln)
+    ]
+
+
+def cited_sessions(markdown: str) -> list[str]:
+    """Every session id cited by a content line, sorted unique."""
+    found = {s for ln in _content_lines(markdown) for s in (_citation(ln) or [])}
+    return sorted(found)
+
+
+def check_rewrite(original: str, rewritten: str) -> list[str]:
+    """Problems with an LLM rewrite of a dossier (empty = safe to keep the rewrite).
+
+    A rewrite may reword, but must keep every section, every cited session, cite nothing new
+    and leave no line uncited; otherwise the caller keeps the deterministic text.
+    """
+    problems = [f"missing section: {s}" for s in missing_sections(rewritten)]
+    before, after = set(cited_sessions(original)), set(cited_sessions(rewritten))
+    problems += [f"dropped citation: {s}" for s in sorted(before - after)]
+    problems += [f"invented citation: {s}" for s in sorted(after - before)]
+    problems += [f"uncited line: {ln}" for ln in uncited_bullets(rewritten)]
+    return problems
+
+
+# -- files -------------------------------------------------------------------------------------
+
+_HASH_SUFFIX_RE = re.compile(r"_[0-9a-f]{8}$")
+_WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL"} | {
+    f"{p}{i}" for p in ("COM", "LPT") for i in range(10)
+}
+MAX_FILE_STEM = 80
+
+
+def contact_file_name(contact_id: str) -> str:
+    """``<contact>.md`` with only letters (CJK too), digits, - and _ in the stem.
+
+    When sanitizing changes the name (or the plain name could be mistaken for a sanitized
+    one), a hash of the original is appended, so distinct contacts never share a file.
+    """
+    stem = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in contact_id)
+    stem = stem[:MAX_FILE_STEM]
+    if (
+        stem != contact_id
+        or not stem
+        or _HASH_SUFFIX_RE.search(stem)
+        or stem.upper() in _WINDOWS_RESERVED
+    ):
+        digest = hashlib.blake2b(contact_id.encode("utf-8"), digest_size=4).hexdigest()
+        stem = f"{stem or 'contact'}_{digest}"
+    return f"{stem}.md"
+
+
+def write_markdown_atomic(folder: Path, contact_id: str, markdown: str) -> Path:
+    """Write ``folder/<contact_file_name>`` via a temp file in the same folder + os.replace,
+    so a reader sees the old dossier or the new one, never a partial file."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / contact_file_name(contact_id)
+    tmp = folder / f".{target.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        tmp.write_text(markdown, encoding="utf-8")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target

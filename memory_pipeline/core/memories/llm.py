@@ -1,0 +1,249 @@
+"""An LLM memory extractor: structured output from any OpenAI-compatible chat endpoint.
+
+The model sees a session's messages, each with a short numeric index, and answers JSON that
+cites those indexes. Indexes are mapped back to message ids here; an index the session does
+not have becomes an id that cannot resolve, so the shared source validation in
+``memories.extract_memories`` quarantines that memory instead of storing a hallucinated
+source. A malformed or failed answer yields no candidates and an ``error`` (the run goes on).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from typing import Any
+
+from memory_pipeline.core.common.ids import text_hash
+from memory_pipeline.core.common.redact import redact
+from memory_pipeline.core.memories.extract import (
+    KINDS,
+    MAX_TEXT_CHARS,
+    MemoryCandidate,
+    SessionExtraction,
+    SessionMessages,
+)
+from memory_pipeline.core.represent.cache import ContentCache
+from memory_pipeline.core.represent.providers.llm import OpenAICompatibleLlm
+from memory_pipeline.core.represent.providers.retry import call_with_retries
+
+#: Placeholder id for a cited index outside the session (never a real message id).
+UNKNOWN_INDEX_PREFIX = "unknown-index:"
+
+SYSTEM_PROMPT = """\
+You extract long-term memories about people from a chat session. A memory is one
+self-contained statement that is explicitly stated in the chat: a fact (job, employer,
+residence, school...), a preference, a plan or commitment (with its date if stated), an
+event, a relationship, or a possession. Never guess or add anything not stated. Skip
+questions, greetings and small talk. Write "text" in the language of the chat, at most one
+sentence. "subject" is the name of the person the memory is about (a sender name when it is
+about a sender). "attribute" is a short key for single-valued facts (residence, employer,
+job_title, school, relationship_status, or a relation such as manager), otherwise "".
+"event_date" is the date the plan or event is for (YYYY-MM-DD, resolved from the message
+times shown), or null. "message_indexes" lists the [index] of every message it comes from."""
+
+USER_TEMPLATE = """\
+Messages (index, local time, sender: text):
+{messages}
+
+Answer with JSON only."""
+
+MEMORY_JSON_SCHEMA: dict[str, Any] = {
+    "name": "memories",
+    "strict": True,
+    "schema": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["memories"],
+        "properties": {
+            "memories": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": [
+                        "subject",
+                        "kind",
+                        "attribute",
+                        "value",
+                        "text",
+                        "event_date",
+                        "message_indexes",
+                    ],
+                    "properties": {
+                        "subject": {"type": "string"},
+                        "kind": {"type": "string", "enum": list(KINDS)},
+                        "attribute": {"type": "string"},
+                        "value": {"type": "string"},
+                        "text": {"type": "string"},
+                        "event_date": {"type": ["string", "null"]},
+                        "message_indexes": {"type": "array", "items": {"type": "integer"}},
+                    },
+                },
+            }
+        },
+    },
+}
+
+
+def format_session(session: SessionMessages, max_chars: int) -> str:
+    """``[i] YYYY-MM-DD HH:MM sender: text`` lines, text messages only, cut at ``max_chars``."""
+    lines: list[str] = []
+    total = 0
+    for i, m in enumerate(session.messages):
+        if m.type != "text" or not m.text:
+            continue
+        line = f"[{i}] {m.local_ts:%Y-%m-%d %H:%M} {m.sender}: {' '.join(m.text.split())}"
+        total += len(line) + 1
+        if total > max_chars and lines:
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _parse_date(value: Any) -> dt.date | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return dt.date.fromisoformat(value[:10])
+    except ValueError:
+        return None
+
+
+def _index_to_id(session: SessionMessages, index: Any) -> str:
+    """The cited message's id; an index outside the session maps to an unresolvable id."""
+    if isinstance(index, bool) or not isinstance(index, int):
+        return f"{UNKNOWN_INDEX_PREFIX}{index!r}"
+    if 0 <= index < len(session.messages):
+        return session.messages[index].message_id
+    return f"{UNKNOWN_INDEX_PREFIX}{index}"
+
+
+def parse_answer(session: SessionMessages, content: str) -> list[MemoryCandidate]:
+    """Candidates from the model's JSON; raises ValueError when it is not the expected shape."""
+    try:
+        data = json.loads(content)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"malformed JSON: {exc.msg} at {exc.pos}") from None
+    items = data.get("memories") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise ValueError('answer has no "memories" list')
+    out: list[MemoryCandidate] = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        indexes = item.get("message_indexes")
+        indexes = indexes if isinstance(indexes, list) else []
+        ids: list[str] = []
+        for idx in indexes:
+            mid = _index_to_id(session, idx)
+            if mid not in ids:
+                ids.append(mid)
+        out.append(
+            MemoryCandidate(
+                subject=str(item.get("subject") or "").strip(),
+                kind=str(item.get("kind") or "").strip(),
+                attribute=str(item.get("attribute") or "").strip(),
+                value=str(item.get("value") or "").strip(),
+                text=str(item.get("text") or "").strip()[:MAX_TEXT_CHARS],
+                message_ids=tuple(ids),
+                event_date=_parse_date(item.get("event_date")),
+                confidence=0.7,
+            )
+        )
+    return out
+
+
+class LlmMemoryExtractor:
+    """Memories proposed by a chat model (temperature 0, JSON-schema structured output)."""
+
+    def __init__(
+        self,
+        llm: OpenAICompatibleLlm,
+        *,
+        max_input_chars: int = 12000,
+        cache: ContentCache | None = None,
+        redact_text: bool = True,
+    ) -> None:
+        self.llm = llm
+        self.max_input_chars = max_input_chars
+        self.method = f"{llm.provider}/{llm.model}"
+        self.errors: list[tuple[str, str]] = []  # (session_id, error), also in the rejects
+        self.cache = cache
+        self.redact_text = redact_text
+        self.cache_hits = 0
+        # the answer depends on the prompt, schema and model: all of them key the cache
+        self._cache_key = (
+            cache.key_for(
+                llm.provider,
+                llm.model,
+                {
+                    "task": "memories",
+                    "prompt": text_hash(SYSTEM_PROMPT + USER_TEMPLATE),
+                    "schema": text_hash(json.dumps(MEMORY_JSON_SCHEMA, sort_keys=True)),
+                    "max_input_chars": max_input_chars,
+                    "redact": redact_text,
+                    **llm.params,
+                },
+            )
+            if cache is not None
+            else ""
+        )
+
+    def build_messages(self, session: SessionMessages) -> list[dict[str, str]]:
+        """The chat request's messages for one session."""
+        if self.redact_text:  # chat text leaves the machine: mask e-mails, phones, cards
+            session = dataclasses.replace(
+                session,
+                messages=tuple(
+                    dataclasses.replace(m, text=redact(m.text)[0]) for m in session.messages
+                ),
+            )
+        body = format_session(session, self.max_input_chars)
+        return [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": USER_TEMPLATE.format(messages=body)},
+        ]
+
+    def _complete(self, messages: list[dict[str, str]]) -> str:
+        llm = self.llm
+        kwargs: dict[str, Any] = {
+            "temperature": 0,
+            "response_format": {"type": "json_schema", "json_schema": MEMORY_JSON_SCHEMA},
+        }
+        if llm.max_output_tokens:
+            kwargs["max_tokens"] = llm.max_output_tokens
+
+        def once() -> str:
+            llm.calls += 1
+            resp = llm.client.chat.completions.create(model=llm.model, messages=messages, **kwargs)
+            content = resp.choices[0].message.content if resp.choices else None
+            if not content:
+                raise ValueError(f"{self.method} returned no content")
+            return content
+
+        # The wrapped llm's retry policy (attempts, backoff, sleep) applies here too.
+        return call_with_retries(once, **getattr(llm, "_retry", {}))
+
+    def extract_session(self, session: SessionMessages) -> SessionExtraction:
+        """Candidates for one session; any provider or parsing failure becomes ``error``."""
+        if not any(m.type == "text" and m.text for m in session.messages):
+            return SessionExtraction([])
+        try:
+            messages = self.build_messages(session)
+            content = None
+            digest = text_hash(messages[-1]["content"])
+            if self.cache is not None:
+                content = self.cache.get_json(self._cache_key, [digest]).get(digest)
+                self.cache_hits += content is not None
+            if content is None:
+                content = self._complete(messages)
+                candidates = parse_answer(session, content)  # only a parsable answer is kept
+                if self.cache is not None:
+                    self.cache.put_json(self._cache_key, {digest: content})
+                return SessionExtraction(candidates)
+            return SessionExtraction(parse_answer(session, content))
+        except Exception as exc:  # one bad session must not stop the run
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            self.errors.append((session.session_id, error))
+            return SessionExtraction([], error)

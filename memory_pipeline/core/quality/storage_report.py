@@ -1,0 +1,119 @@
+"""What keeping each layer costs on disk, per 1,000 sessions.
+
+The Lore finding is that reading the source beats reading only extracted memories; this
+report is the other side of that trade: how many bytes the raw text, each index, the vectors,
+the memories and the dossiers take, normalised by sessions so corpora of different sizes
+compare.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from memory_pipeline.core.common.storage import TableStore
+from memory_pipeline.core.indexes.publish import REPRESENTATIONS, current_version
+
+STORAGE_REPORT = pa.schema(
+    [
+        ("component", pa.string()),
+        ("category", pa.string()),  # source | derived | index | vectors | memory | dossier | cache
+        ("bytes", pa.int64()),
+        ("files", pa.int64()),
+        ("bytes_per_1000_sessions", pa.float64()),
+        ("share", pa.float64()),  # of all on-disk bytes listed (the logical raw_text row excluded)
+    ]
+)
+
+# Parquet tables by category (on-disk bytes of every partition file).
+TABLE_CATEGORIES = {
+    "raw_messages": "source",
+    "quarantine": "source",
+    "sessions": "derived",
+    "chunks": "derived",
+    "chunk_summaries": "derived",
+    "embedding_texts": "derived",
+    "session_enrichment": "derived",
+    "chunk_embeddings": "vectors",
+    "bm25_postings": "index",
+    "session_meta": "index",
+    "message_meta": "index",
+    "memories": "memory",
+    "memory_rejects": "memory",
+    "memory_timeline": "memory",
+    "dossiers": "dossier",
+}
+
+
+def _size(paths: list[Path]) -> tuple[int, int]:
+    files = [p for p in paths if p.is_file()]
+    return sum(p.stat().st_size for p in files), len(files)
+
+
+def _tree(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*")) if folder.is_dir() else []
+
+
+def storage_report(output_dir: Path, dossier_dir: Path) -> pa.Table:
+    """One row per component; ``raw_text`` is the logical UTF-8 size of the message texts."""
+    store = TableStore(output_dir)
+    sessions = store.read("sessions").num_rows if store.dates("sessions") else 0
+    rows: list[tuple[str, str, int, int]] = []
+    texts = store.read("raw_messages").column("text") if store.dates("raw_messages") else None
+    text_bytes = int(pc.sum(pc.binary_length(texts)).as_py() or 0) if texts is not None else 0
+    rows.append(("raw_text (UTF-8, logical)", "source", text_bytes, 0))
+    for table, category in TABLE_CATEGORIES.items():
+        size, files = _size(sorted(store.table_dir(table).glob("*.parquet")))
+        if files:
+            rows.append((f"{table} (parquet)", category, size, files))
+    version = current_version(output_dir)
+    if version is not None:
+        for rep in REPRESENTATIONS:
+            size, files = _size(_tree(version / "bm25" / rep))
+            if files:
+                rows.append((f"bm25 index: {rep}", "index", size, files))
+            dense = [p for p in _tree(version / "dense") if p.name.startswith(f"{rep}.")]
+            size, files = _size(dense)
+            if files:
+                rows.append((f"dense index: {rep}", "vectors", size, files))
+        size, files = _size([version / "memory_timeline.parquet"])
+        if files:
+            rows.append(("memory timeline (published)", "memory", size, files))
+    size, files = _size(sorted(Path(dossier_dir).glob("*.md")))
+    if files:
+        rows.append(("dossier files (.md, current)", "dossier", size, files))
+    size, files = _size(_tree(output_dir / "cache"))
+    if files:
+        rows.append(("provider cache", "cache", size, files))
+    on_disk = sum(b for name, _, b, _ in rows if not name.startswith("raw_text")) or 1
+    per = 1000.0 / sessions if sessions else 0.0
+    return pa.Table.from_pylist(
+        [
+            {
+                "component": name,
+                "category": category,
+                "bytes": size,
+                "files": files,
+                "bytes_per_1000_sessions": round(size * per, 1),
+                "share": 0.0 if name.startswith("raw_text") else round(size / on_disk, 4),
+            }
+            for name, category, size, files in rows
+        ],
+        schema=STORAGE_REPORT,
+    )
+
+
+def markdown_table(report: pa.Table) -> str:
+    """The report as a Markdown table (Dagster metadata, the CLI)."""
+    lines = [
+        "| component | category | bytes | per 1,000 sessions | share |",
+        "|---|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['component']} | {r['category']} | {r['bytes']:,} | "
+        f"{r['bytes_per_1000_sessions']:,.0f} | {r['share']:.1%} |"
+        for r in report.to_pylist()
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,263 @@
+"""Chunk and session representations: summaries, embedding_text, titles, vectors.
+
+Pure functions over Arrow tables. Providers and the cache come in as arguments, so the
+offline default (extractive + local MiniLM) and remote providers share one code path, and
+tests can count provider calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from memory_pipeline.core.common.ids import text_hash
+from memory_pipeline.core.common.lang import detect_lang
+from memory_pipeline.core.common.redact import redact
+from memory_pipeline.core.common.schema import (
+    CHUNK_SUMMARIES,
+    EMBEDDING_TEXTS,
+    SESSION_ENRICHMENT,
+    embeddings_schema,
+)
+from memory_pipeline.core.represent.cache import ContentCache, cached_embed, cached_summarize
+from memory_pipeline.core.represent.embedding_text import build_embedding_text, excerpt_of
+from memory_pipeline.core.represent.providers.base import Embedder, Summarizer
+from memory_pipeline.core.represent.summarize import (
+    Line,
+    extractive_summary,
+    parse_raw_text,
+    session_bullets,
+    session_title,
+    source_length,
+    summary_length,
+    within_target,
+)
+
+REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
+EXTRACTIVE = "extractive"
+
+
+def _fallback(lines: list[Line]) -> str:
+    """A non-empty summary for a chunk without text messages (stickers, photos only)."""
+    kinds = sorted({ln.type for ln in lines}) or ["message"]
+    return f"[{len(lines)} messages without text: {', '.join(kinds)}]"
+
+
+def summarize_chunks(
+    chunks: pa.Table,
+    *,
+    summarizer: Summarizer | None = None,
+    cache: ContentCache | None = None,
+    redact_text: bool = False,
+    workers: int = 1,
+) -> pa.Table:
+    """One summary per chunk: extractive offline, or a provider (cached by content hash)."""
+    raw = chunks.column("raw_text").to_pylist()
+    lines = [parse_raw_text(t) for t in raw]
+    langs = [detect_lang(t) for t in raw]
+    summaries: list[str] = []
+    errors: list[str | None] = [None] * len(raw)
+    redactions = [0] * len(raw)
+    if summarizer is None:
+        method = EXTRACTIVE
+        summaries = [extractive_summary(ls, lang) for ls, lang in zip(lines, langs, strict=True)]
+    else:
+        if cache is None:
+            raise ValueError("a provider summarizer needs the content cache")
+        method = f"{summarizer.provider}/{summarizer.model}"
+        sent = []
+        for i, text in enumerate(raw):
+            if redact_text:
+                text, counts = redact(text)
+                redactions[i] = sum(counts.values())
+            sent.append((text, langs[i]))
+        result = cached_summarize(cache, summarizer, sent, workers=workers)
+        summaries = [s or "" for s in result.summaries]
+        errors = list(result.errors)
+    out_summary, out_len, src_len, ok = [], [], [], []
+    for ls, lang, summary in zip(lines, langs, summaries, strict=True):
+        summary = summary.strip() or _fallback(ls)
+        n_src = source_length(ls, lang)
+        out_summary.append(summary)
+        out_len.append(summary_length(summary, lang))
+        src_len.append(n_src)
+        ok.append(within_target(summary, lang, n_src))
+    return pa.table(
+        {
+            "chunk_id": chunks.column("chunk_id"),
+            "session_id": chunks.column("session_id"),
+            "local_date": chunks.column("local_date"),
+            "lang": langs,
+            "summary": out_summary,
+            "method": [method] * len(raw),
+            "summary_length": out_len,
+            "source_length": src_len,
+            "within_target": ok,
+            "redactions": redactions,
+            "error": errors,
+        },
+        schema=CHUNK_SUMMARIES,
+    )
+
+
+def embedding_texts(chunks: pa.Table, summaries: pa.Table) -> pa.Table:
+    """The LINE paper's embedding_text: identity sentence + summary + labelled raw excerpt."""
+    by_id = dict(
+        zip(
+            summaries.column("chunk_id").to_pylist(),
+            zip(
+                summaries.column("summary").to_pylist(),
+                summaries.column("lang").to_pylist(),
+                strict=True,
+            ),
+            strict=True,
+        )
+    )
+    rows = chunks.select(["chunk_id", "contact_id", "conversation_id", "speakers", "raw_text"])
+    texts, langs, excerpt_chars = [], [], []
+    for r in rows.to_pylist():
+        summary, lang = by_id[r["chunk_id"]]
+        lines = parse_raw_text(r["raw_text"])
+        start = lines[0].local_ts if lines else None
+        end = lines[-1].local_ts if lines else None
+        texts.append(
+            build_embedding_text(
+                contact_id=r["contact_id"],
+                conversation_id=r["conversation_id"],
+                start_local=start,
+                end_local=end,
+                speakers=r["speakers"],
+                summary=summary,
+                raw_text=r["raw_text"],
+                lang=lang,
+            )
+        )
+        langs.append(lang)
+        excerpt_chars.append(len(excerpt_of(r["raw_text"])))
+    return pa.table(
+        {
+            "chunk_id": chunks.column("chunk_id"),
+            "local_date": chunks.column("local_date"),
+            "lang": langs,
+            "embedding_text": texts,
+            "excerpt_chars": excerpt_chars,
+        },
+        schema=EMBEDDING_TEXTS,
+    )
+
+
+def session_lines(sessions: pa.Table, messages: pa.Table) -> list[list[Line]]:
+    """Each session's messages as summarizer lines, in session order."""
+    index = {m: i for i, m in enumerate(messages.column("message_id").to_pylist())}
+    senders = messages.column("sender").to_pylist()
+    texts = messages.column("text").to_pylist()
+    stamps = messages.column("local_ts").to_pylist()
+    types = messages.column("type").to_pylist()
+    out = []
+    for ids in sessions.column("message_ids").to_pylist():
+        rows = [index[m] for m in ids]
+        out.append([Line(senders[i], texts[i], stamps[i], types[i]) for i in rows])
+    return out
+
+
+def enrich_sessions(sessions: pa.Table, messages: pa.Table) -> pa.Table:
+    """A 3-6 word title and bullets of decisions, commitments and context per session."""
+    all_lines = session_lines(sessions, messages)
+    langs = [detect_lang("\n".join(ln.text for ln in lines[:200])) for lines in all_lines]
+    return pa.table(
+        {
+            "session_id": sessions.column("session_id"),
+            "local_date": sessions.column("local_date"),
+            "lang": langs,
+            "title": [session_title(ls, lang) for ls, lang in zip(all_lines, langs, strict=True)],
+            "bullets": [
+                session_bullets(ls, lang) for ls, lang in zip(all_lines, langs, strict=True)
+            ],
+            "method": [EXTRACTIVE] * sessions.num_rows,
+        },
+        schema=SESSION_ENRICHMENT,
+    )
+
+
+def representation_texts(
+    chunks: pa.Table, summaries: pa.Table, texts: pa.Table, representation: str
+) -> list[str]:
+    """The text of one representation for every chunk, in ``chunks`` order."""
+    ids = chunks.column("chunk_id").to_pylist()
+    if representation == "raw_text":
+        return chunks.column("raw_text").to_pylist()
+    table, column = {
+        "summary": (summaries, "summary"),
+        "embedding_text": (texts, "embedding_text"),
+    }[representation]
+    lookup = dict(
+        zip(table.column("chunk_id").to_pylist(), table.column(column).to_pylist(), strict=True)
+    )
+    return [lookup[i] for i in ids]
+
+
+def embed_chunks(
+    chunks: pa.Table,
+    summaries: pa.Table,
+    texts: pa.Table,
+    *,
+    embedder: Embedder,
+    cache: ContentCache,
+    representations: Sequence[str] = REPRESENTATIONS,
+    redact_text: bool = False,
+) -> tuple[pa.Table, dict]:
+    """One L2-normalized vector per chunk and representation (cache first, then provider).
+
+    Returns the table and log-safe stats (cache hits, provider calls, truncations, errors).
+    """
+    calls_before = embedder.calls
+    parts, hits, truncated_n, errors_n, redacted_n = [], 0, 0, 0, 0
+    schema = embeddings_schema(embedder.dim, embedder.provider, embedder.model)
+    for rep in representations:
+        values = representation_texts(chunks, summaries, texts, rep)
+        if redact_text:
+            cleaned = [redact(v) for v in values]
+            values = [c[0] for c in cleaned]
+            redacted_n += sum(sum(c[1].values()) for c in cleaned)
+        result = cached_embed(cache, embedder, values, input_type="document")
+        vectors = np.asarray(result.vectors, dtype=np.float32).reshape(len(values), embedder.dim)
+        hits += int(np.sum(result.hit_mask))
+        truncated_n += sum(result.truncated)
+        errors_n += sum(e is not None for e in result.errors)
+        flat = pa.array(vectors.reshape(-1), pa.float32())
+        vector_col = pa.FixedSizeListArray.from_arrays(flat, embedder.dim)
+        mask = pa.array([e is not None for e in result.errors])
+        if mask.true_count if hasattr(mask, "true_count") else any(result.errors):
+            vector_col = pa.compute.if_else(
+                mask, pa.nulls(len(values), vector_col.type), vector_col
+            )
+        n = len(values)
+        parts.append(
+            pa.table(
+                {
+                    "chunk_id": chunks.column("chunk_id"),
+                    "local_date": chunks.column("local_date"),
+                    "representation": [rep] * n,
+                    "provider": [embedder.provider] * n,
+                    "model": [embedder.model] * n,
+                    "dim": pa.array([embedder.dim] * n, pa.int32()),
+                    "vector": vector_col,
+                    "text_hash": [text_hash(v) for v in values],
+                    "truncated": list(result.truncated),
+                    "error": list(result.errors),
+                },
+                schema=schema,
+            )
+        )
+    table = pa.concat_tables(parts) if parts else schema.empty_table()
+    stats = {
+        "vectors": table.num_rows,
+        "cache_hits": hits,
+        "provider_calls": embedder.calls - calls_before,
+        "truncated": truncated_n,
+        "errors": errors_n,
+        "redactions": redacted_n,
+    }
+    return table, stats

@@ -1,0 +1,470 @@
+"""The search API over the published outputs: BM25, dense, hybrid, time-aware.
+
+Reads only what runs have published (Parquet partitions and the CURRENT index version),
+so a search during a run sees the previous complete index.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from memory_pipeline.core.common.storage import TableStore
+from memory_pipeline.core.indexes.publish import current_version, load_bm25
+from memory_pipeline.core.retrieval.fusion import (
+    Ranked,
+    fold,
+    highlight_scores,
+    idf_from_postings,
+    linear_fusion,
+    rrf,
+)
+from memory_pipeline.core.retrieval.timeexpr import ParsedQuery, matches_all, parse_query
+
+MODES = ("bm25", "dense", "hybrid")
+FUSIONS = ("rrf", "linear")
+HARD_FILTER_CONFIDENCE = 0.8
+# Turn ranking: messages of the top 5 chunks, half chunk context, half the message itself.
+# Chosen on the LoCoMo dev conversations only (turn evidence R@5 0.453 -> 0.532 on dev).
+TURN_CHUNKS = 5
+TURN_ALPHA = 0.5  # below: the expression may date the event, not the chat
+
+
+class IndexNotBuilt(RuntimeError):
+    """No published index yet: run the pipeline first."""
+
+
+@dataclass
+class Highlight:
+    message_id: str
+    sender: str
+    local_ts: str
+    text: str
+    source_ref: str
+    score: float
+
+
+@dataclass
+class ChunkHit:
+    rank: int
+    chunk_id: str
+    score: float
+    session_id: str
+    conversation_id: str
+    contact_id: str
+    start: str
+    end: str
+    speakers: list[str]
+    highlights: list[Highlight] = field(default_factory=list)
+    text: str = ""
+
+
+@dataclass
+class SessionHit:
+    rank: int
+    session_id: str
+    score: float
+    conversation_id: str
+    contact_id: str
+    session_index: int
+    start: str
+    end: str
+
+
+@dataclass
+class SearchResult:
+    query: str
+    kind: str  # time_only | content_only | time_content
+    mode: str
+    filters: list[dict]
+    notes: list[str]
+    chunks: list[ChunkHit]
+    sessions: list[SessionHit]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def embedder_for(meta: Mapping[str, Any], env: Mapping[str, str] | None = None):
+    """The embedder that made the stored vectors, to embed queries in the same space."""
+    from memory_pipeline.core.represent.providers import embeddings as E
+
+    env = os.environ if env is None else env
+    provider, model = meta["provider"], meta["model"]
+    if provider == "local":
+        return E.LocalEmbedder(model_name=model)
+    if provider == "openai":
+        return E.OpenAIEmbedder(
+            model=model,
+            api_key=env.get("OPENAI_API_KEY"),
+            base_url=env.get("OPENAI_BASE_URL"),
+            dimensions=meta["dim"] if meta["dim"] != 1536 else None,
+        )
+    if provider == "voyage":
+        return E.VoyageEmbedder(
+            model=model, api_key=env.get("VOYAGE_API_KEY"), base_url=env.get("VOYAGE_BASE_URL")
+        )
+    raise ValueError(f"unknown embedding provider {provider!r} in the index")
+
+
+class Searcher:
+    """Loads one published index version and answers queries against it."""
+
+    def __init__(self, output_dir: Path, embedder=None) -> None:
+        version = current_version(output_dir)
+        if version is None:
+            raise IndexNotBuilt(
+                f"no search index under {Path(output_dir) / 'indexes'}: run `memory-pipeline run`"
+            )
+        self.version = version
+        store = TableStore(output_dir)
+        chunks = store.read("chunks").sort_by("chunk_id")
+        self.chunk_ids: list[str] = chunks.column("chunk_id").to_pylist()
+        self.position = {c: i for i, c in enumerate(self.chunk_ids)}
+        self.session_of = chunks.column("session_id").to_pylist()
+        self.chunk_index: list[int] = chunks.column("chunk_index").to_pylist()
+        self.conversation = np.array(chunks.column("conversation_id").to_pylist(), dtype=object)
+        self.contact = np.array(chunks.column("contact_id").to_pylist(), dtype=object)
+        self.speakers = chunks.column("speakers").to_pylist()
+        self.message_ids = chunks.column("message_ids").to_pylist()
+        self.raw_text = chunks.column("raw_text").to_pylist()
+        self.start_ts = chunks.column("start_ts").to_pylist()
+        self.end_ts = chunks.column("end_ts").to_pylist()
+        self.bm25 = load_bm25(version)
+        self._dense: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._bm25_pos: dict[str, np.ndarray] = {}
+        meta_path = version / "dense" / "meta.json"
+        self.dense_meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        self._embedder = embedder
+        self._query_vectors: dict[tuple, np.ndarray] = {}
+        self._message_tokens: dict[str, list[str]] = {}
+        self.sessions = pq.read_table(version / "session_meta.parquet")
+        self._session_rows = {
+            r["session_id"]: r
+            for r in self.sessions.select(
+                [
+                    "session_id",
+                    "conversation_id",
+                    "contact_id",
+                    "session_index",
+                    "sessions_in_conversation",
+                    "start_local_ts",
+                    "end_local_ts",
+                ]
+            ).to_pylist()
+        }
+        names = {s for sp in self.speakers for s in sp}
+        self.known_speakers = sorted(names, key=len, reverse=True)
+        msgs = store.read("raw_messages").select(
+            ["message_id", "sender", "local_ts", "text", "source_ref"]
+        )
+        self._messages = {r["message_id"]: r for r in msgs.to_pylist()}
+        self.latest = max((r["local_ts"] for r in self._messages.values()), default=None)
+        post = pq.read_table(
+            version / "bm25_postings.parquet", filters=[("representation", "=", "raw_text")]
+        )
+        self._idf = idf_from_postings(
+            post.rename_columns(["r", "token", "doc_id", "score"]), len(self.chunk_ids)
+        )
+
+    # -- retrievers -------------------------------------------------------------------------
+    def bm25_ranked(self, query: str, rep: str, mask: np.ndarray | None, n: int) -> Ranked:
+        index = self.bm25[rep]
+        vocab = index.vocab
+        ids = [vocab[t] for t in index.tokenizer.tokenize(query) if t in vocab]
+        if not ids:
+            return []
+        scores = np.asarray(index.retriever.get_scores_from_ids(ids), dtype=np.float64)
+        doc_pos = self._doc_positions(rep)
+        if mask is not None:
+            scores = np.where(mask[doc_pos], scores, 0.0)
+        return _top(index.doc_ids, scores, n, positive_only=True)
+
+    def _doc_positions(self, rep: str) -> np.ndarray:
+        """Row of each BM25 document in the chunk arrays (computed once per index)."""
+        if rep not in self._bm25_pos:
+            self._bm25_pos[rep] = np.array([self.position[d] for d in self.bm25[rep].doc_ids])
+        return self._bm25_pos[rep]
+
+    def dense_matrix(self, rep: str) -> tuple[np.ndarray, np.ndarray]:
+        if rep not in self._dense:
+            folder = self.version / "dense"
+            matrix = np.load(folder / f"{rep}.npy", mmap_mode="r")
+            ids = json.loads((folder / f"{rep}.ids.json").read_text())
+            self._dense[rep] = (matrix, np.array([self.position[i] for i in ids]))
+        return self._dense[rep]
+
+    def embed_query(self, query: str, rep: str) -> np.ndarray:
+        """The query vector in the space of ``rep``'s stored vectors (memoized: hybrid and
+        sweeps ask for the same query once per representation)."""
+        meta = self.dense_meta[rep]
+        key = (query, meta["provider"], meta["model"], meta["dim"])
+        cached = self._query_vectors.get(key)
+        if cached is not None:
+            return cached
+        if self._embedder is None:
+            self._embedder = embedder_for(meta)
+        result = self._embedder.embed([query], input_type="query")
+        vector = np.asarray(result.vectors[0], dtype=np.float32)
+        if len(self._query_vectors) > 100_000:
+            self._query_vectors.clear()
+        self._query_vectors[key] = vector
+        return vector
+
+    def prime_queries(self, queries: list[str], rep: str) -> None:
+        """Embed many queries in one batch into the query-vector memo (evaluation sweeps)."""
+        if rep not in self.dense_meta:
+            return
+        meta = self.dense_meta[rep]
+        todo = [
+            q
+            for q in dict.fromkeys(queries)
+            if (q, meta["provider"], meta["model"], meta["dim"]) not in self._query_vectors
+        ]
+        if not todo:
+            return
+        if self._embedder is None:
+            self._embedder = embedder_for(meta)
+        vectors = self._embedder.embed(todo, input_type="query").vectors
+        for q, v in zip(todo, vectors, strict=True):
+            self._query_vectors[(q, meta["provider"], meta["model"], meta["dim"])] = np.asarray(
+                v, dtype=np.float32
+            )
+
+    def dense_ranked(self, query: str, rep: str, mask: np.ndarray | None, n: int) -> Ranked:
+        if rep not in self.dense_meta:
+            return []
+        matrix, pos = self.dense_matrix(rep)
+        scores = np.asarray(matrix @ self.embed_query(query, rep), dtype=np.float64)
+        if mask is not None:
+            scores = np.where(mask[pos], scores, -np.inf)
+        ids = [self.chunk_ids[p] for p in pos]
+        return _top(ids, scores, n, positive_only=False)
+
+    # -- filters ----------------------------------------------------------------------------
+    def scope_mask(self, contact: str | None, conversation: str | None) -> np.ndarray | None:
+        mask = None
+        if contact:
+            mask = self.contact == contact
+        if conversation:
+            m = self.conversation == conversation
+            mask = m if mask is None else mask & m
+        return mask
+
+    def time_mask(self, parsed: ParsedQuery) -> tuple[np.ndarray | None, list[str]]:
+        hard = [f for f in parsed.filters if f.confidence >= HARD_FILTER_CONFIDENCE]
+        notes = [f"soft filter ignored: {f.text!r}" for f in parsed.filters if f not in hard]
+        if not hard:
+            return None, notes
+        allowed = {
+            sid
+            for sid, r in self._session_rows.items()
+            if any(
+                matches_all(
+                    hard,
+                    local_ts=ts,
+                    session_index=r["session_index"],
+                    n_sessions=r["sessions_in_conversation"],
+                )
+                for ts in (r["start_local_ts"], r["end_local_ts"])
+            )
+        }
+        return np.array([s in allowed for s in self.session_of]), notes
+
+    # -- the API ----------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        mode: str = "hybrid",
+        fusion: str = "rrf",
+        beta: float = 0.5,
+        rrf_k: int = 60,
+        bm25_rep: str = "raw_text",
+        dense_rep: str = "embedding_text",
+        contact: str | None = None,
+        conversation: str | None = None,
+        as_of: dt.datetime | None = None,
+        use_time: bool = True,
+        candidates: int = 200,
+        highlights: int = 3,
+    ) -> SearchResult:
+        """Best chunks (with highlighted messages) and sessions for ``query``."""
+        if mode not in MODES or fusion not in FUSIONS:
+            raise ValueError(f"mode must be one of {MODES} and fusion one of {FUSIONS}")
+        now = as_of or self.latest or dt.datetime.now()
+        parsed = parse_query(query, now=now, speakers=self.known_speakers)
+        notes = list(parsed.notes)
+        mask = self.scope_mask(contact, conversation)
+        kind = parsed.kind if use_time else "content_only"
+        if use_time and parsed.filters:
+            tmask, tnotes = self.time_mask(parsed)
+            notes += tnotes
+            if tmask is not None:
+                mask = tmask if mask is None else mask & tmask
+        content = parsed.content if kind == "time_content" else query
+        if kind == "time_only" and mask is not None:
+            rows = [i for i in np.flatnonzero(mask)]
+            rows.sort(key=lambda i: (self.start_ts[i], self.chunk_ids[i]))
+            ranked = [(self.chunk_ids[i], 1.0) for i in rows]
+        else:
+            ranked = self.rank(
+                content, mode, fusion, beta, rrf_k, bm25_rep, dense_rep, mask, candidates
+            )
+        chunk_hits = [
+            self._chunk_hit(r, cid, s, content, highlights)
+            for r, (cid, s) in enumerate(ranked[:k], 1)
+        ]
+        folded = fold(ranked, {c: self.session_of[self.position[c]] for c, _ in ranked})
+        session_hits = [self._session_hit(r, sid, s) for r, (sid, s) in enumerate(folded[:k], 1)]
+        return SearchResult(
+            query=query,
+            kind=kind,
+            mode=mode,
+            filters=[_filter_dict(f) for f in parsed.filters],
+            notes=notes,
+            chunks=chunk_hits,
+            sessions=session_hits,
+        )
+
+    def rank(
+        self,
+        content: str,
+        mode: str,
+        fusion: str,
+        beta: float,
+        rrf_k: int,
+        bm25_rep: str,
+        dense_rep: str,
+        mask: np.ndarray | None,
+        candidates: int,
+    ) -> Ranked:
+        """The fused chunk ranking (each retriever's top ``candidates``)."""
+        lexical = self.bm25_ranked(content, bm25_rep, mask, candidates) if mode != "dense" else []
+        dense = self.dense_ranked(content, dense_rep, mask, candidates) if mode != "bm25" else []
+        if mode == "bm25":
+            return lexical
+        if mode == "dense":
+            return dense
+        if fusion == "linear":
+            return linear_fusion(lexical, dense, beta)
+        return rrf([lexical, dense], k=rrf_k)
+
+    def ranked_messages(self, chunk_ids: list[str], query: str) -> list[tuple[str, float]]:
+        """Messages of the given chunks, ranked against the query within each chunk, chunks
+        in order (turn-level results); a message repeated by overlapping chunks counts once."""
+        tokenizer = self.bm25["raw_text"].tokenizer
+        q = tokenizer.tokenize(query)
+        seen, out = set(), []
+        for cid in chunk_ids:
+            ids = self.message_ids[self.position[cid]]
+            texts = [self._messages[m]["text"] for m in ids]
+            scores = highlight_scores(q, tokenizer.tokenize_many(texts), self._idf)
+            for i in sorted(range(len(ids)), key=lambda i: (-scores[i], i)):
+                if ids[i] not in seen:
+                    seen.add(ids[i])
+                    out.append((ids[i], scores[i]))
+        return out
+
+    def ranked_turns(
+        self, ranked: Ranked, query: str, n_chunks: int = TURN_CHUNKS, alpha: float = TURN_ALPHA
+    ) -> list[tuple[str, float]]:
+        """Turn-level results: the messages of the top ``n_chunks`` chunks, each scored
+        ``alpha * chunk score (min-max over those chunks) + (1 - alpha) * its highlight score
+        (relative to the best message of its chunk)``; a message in several chunks keeps its
+        best score. Context (the chunk) and the message itself both count."""
+        top = ranked[:n_chunks]
+        if not top:
+            return []
+        tokenizer = self.bm25["raw_text"].tokenizer
+        q = tokenizer.tokenize(query)
+        lo = min(sc for _, sc in top)
+        hi = max(sc for _, sc in top)
+        best: dict[str, float] = {}
+        for cid, cscore in top:
+            cn = 1.0 if hi == lo else (cscore - lo) / (hi - lo)
+            ids = self.message_ids[self.position[cid]]
+            hs = highlight_scores(q, [self._tokens(m, tokenizer) for m in ids], self._idf)
+            mx = max(hs) or 1.0
+            for m, h in zip(ids, hs, strict=True):
+                v = alpha * cn + (1 - alpha) * h / mx
+                if v > best.get(m, -1.0):
+                    best[m] = v
+        return sorted(best.items(), key=lambda p: (-p[1], p[0]))
+
+    def _tokens(self, message_id: str, tokenizer) -> list[str]:
+        toks = self._message_tokens.get(message_id)
+        if toks is None:
+            toks = tokenizer.tokenize(self._messages[message_id]["text"])
+            self._message_tokens[message_id] = toks
+        return toks
+
+    def _chunk_hit(self, rank: int, cid: str, score: float, query: str, n: int) -> ChunkHit:
+        i = self.position[cid]
+        hl = []
+        if n:
+            ranked = self.ranked_messages([cid], query)[:n]
+            for mid, s in ranked:
+                m = self._messages[mid]
+                hl.append(
+                    Highlight(
+                        mid,
+                        m["sender"],
+                        m["local_ts"].isoformat(" ", "minutes"),
+                        m["text"],
+                        m["source_ref"],
+                        round(float(s), 4),
+                    )
+                )
+        srow = self._session_rows[self.session_of[i]]
+        return ChunkHit(
+            rank=rank,
+            chunk_id=cid,
+            score=round(float(score), 6),
+            session_id=self.session_of[i],
+            conversation_id=str(self.conversation[i]),
+            contact_id=str(self.contact[i]),
+            start=srow["start_local_ts"].isoformat(" ", "minutes"),
+            end=srow["end_local_ts"].isoformat(" ", "minutes"),
+            speakers=self.speakers[i],
+            highlights=hl,
+            text=self.raw_text[i],
+        )
+
+    def _session_hit(self, rank: int, sid: str, score: float) -> SessionHit:
+        r = self._session_rows[sid]
+        return SessionHit(
+            rank=rank,
+            session_id=sid,
+            score=round(float(score), 6),
+            conversation_id=r["conversation_id"],
+            contact_id=r["contact_id"],
+            session_index=r["session_index"],
+            start=r["start_local_ts"].isoformat(" ", "minutes"),
+            end=r["end_local_ts"].isoformat(" ", "minutes"),
+        )
+
+
+def _top(ids: list[str], scores: np.ndarray, n: int, *, positive_only: bool) -> Ranked:
+    valid = np.flatnonzero(scores > 0) if positive_only else np.flatnonzero(np.isfinite(scores))
+    if valid.size == 0:
+        return []
+    if valid.size > n:
+        part = np.argpartition(-scores[valid], n - 1)[:n]
+        valid = valid[part]
+    order = sorted(valid.tolist(), key=lambda i: (-scores[i], ids[i]))
+    return [(ids[i], float(scores[i])) for i in order]
+
+
+def _filter_dict(f) -> dict:
+    d = asdict(f)
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in d.items()}
