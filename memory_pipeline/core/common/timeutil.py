@@ -21,11 +21,6 @@ def to_utc(local: dt.datetime, tz: str) -> dt.datetime:
     return local.replace(tzinfo=zone(tz)).astimezone(dt.UTC)
 
 
-def local_parts(ts_utc: dt.datetime, tz: str) -> dt.datetime:
-    """UTC instant -> naive wall-clock time in ``tz``."""
-    return ts_utc.astimezone(zone(tz)).replace(tzinfo=None)
-
-
 # English month names and abbreviations -> month number ("sept" too): LoCoMo session times,
 # memory dates ("on March 20").
 MONTH_NUMBERS: dict[str, int] = {
