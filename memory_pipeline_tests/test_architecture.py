@@ -436,3 +436,26 @@ def test_checker_catches_a_self_import_guard(tmp_path):
         encoding="utf-8",
     )
     assert self_import_guards([path]) == [f"{path}:2: guarded memory_pipeline_tests._env"]
+
+
+def test_package_data_exists_and_covers_every_data_file():
+    """pyproject's package-data names real files, and every non-Python file in the package is
+    shipped by it (a wheel would otherwise lack it: the bm25_search.sql / defaults.toml lesson).
+    """
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    package_data = config["tool"]["setuptools"]["package-data"]
+    shipped: set[Path] = set()
+    for package, patterns in package_data.items():
+        base = ROOT / package.replace(".", "/")
+        for pattern in patterns:
+            matched = {p for p in base.glob(pattern) if p.is_file()}
+            assert matched, f"package-data {package}: {pattern} matches no file"
+            shipped |= matched
+    data = {
+        p
+        for p in (ROOT / PACKAGE).rglob("*")
+        if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts
+    }
+    assert data <= shipped, f"not in package-data: {sorted(map(_rel, data - shipped))}"
