@@ -188,13 +188,10 @@ def evaluate_locomo(
         "goals": GOALS,
         "command": f"memory-pipeline eval --locomo {locomo} --out {out}",
     }
-    try:
-        from memory_pipeline.core.evaluation.report import write_report
+    from memory_pipeline.core.evaluation.report import write_report
 
-        html, md = write_report(tables, meta, out)
-        meta["report_html"], meta["report_md"] = str(html), str(md)
-    except ImportError:  # pragma: no cover - report module is part of the package
-        log("eval: report module unavailable; tables written")
+    html, md = write_report(tables, meta, out)
+    meta["report_html"], meta["report_md"] = str(html), str(md)
     return meta
 
 

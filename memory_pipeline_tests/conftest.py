@@ -7,10 +7,7 @@ from pathlib import Path
 
 import pytest
 
-try:  # memory_pipeline_tests is a package once it has an __init__.py, a rootdir module before
-    from memory_pipeline_tests._env import require_or_skip, shared_data_dir
-except ImportError:  # pragma: no cover - depends on how pytest put the tests on sys.path
-    from _env import require_or_skip, shared_data_dir
+from memory_pipeline_tests._env import require_or_skip, shared_data_dir
 
 # Tests using these fixtures are marked ``shared_data`` so ``-m "not shared_data"`` works.
 _SHARED_FIXTURES = frozenset({"shared_data", "shared_file"})

@@ -6,6 +6,7 @@ import re
 
 from memory_pipeline.core.common.catalog import views_sql
 from memory_pipeline.core.common.schema import MESSAGES
+from memory_pipeline.core.indexes.bm25 import search_sql
 from memory_pipeline_tests.paths import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -37,6 +38,11 @@ def test_readme_documents_every_message_column():
 
 def test_sql_views_file_matches_the_code():
     assert (ROOT / "sql" / "views.sql").read_text(encoding="utf-8") == views_sql()
+
+
+def test_sql_bm25_search_file_is_the_packaged_query():
+    """sql/bm25_search.sql is a copy for readers; the package ships (and runs) its own."""
+    assert (ROOT / "sql" / "bm25_search.sql").read_text(encoding="utf-8") == search_sql()
 
 
 def test_readme_dossier_excerpt_is_a_valid_dossier():

@@ -2,12 +2,12 @@
 --
 -- Table: bm25_postings(representation VARCHAR, token VARCHAR, chunk_id VARCHAR, score FLOAT),
 -- one row per (token, chunk) holding that token's precomputed BM25 contribution to the chunk
--- (memory_pipeline.core.bm25.postings(index) plus a representation column: which text of the
+-- (memory_pipeline.core.indexes.bm25.postings(index) plus a representation column: which text of the
 -- chunks was indexed, e.g. 'raw_text'). A query's score is the SUM over its tokens.
 --
 -- Parameters:
 --   $tokens          VARCHAR[]  the query's tokens, made by the index's own tokenizer:
---                               memory_pipeline.core.bm25.query_tokens(index, "query text")
+--                               memory_pipeline.core.indexes.bm25.query_tokens(index, "query text")
 --                               (later: memory-pipeline tokenize "query text"). Never split the
 --                               query yourself: Japanese needs the same analyzer as the corpus.
 --   $representation  VARCHAR    which representation's postings to search

@@ -1,4 +1,7 @@
-"""Time handling shared by readers: local wall time + IANA zone -> UTC, deterministically."""
+"""Time handling shared by readers: local wall time + IANA zone -> UTC, deterministically.
+
+Month and weekday names live in :mod:`memory_pipeline.core.common.timelex`.
+"""
 
 from __future__ import annotations
 
@@ -19,33 +22,3 @@ def zone(name: str) -> ZoneInfo:
 def to_utc(local: dt.datetime, tz: str) -> dt.datetime:
     """Interpret a naive wall-clock time in ``tz``; ambiguous DST times take the first (fold=0)."""
     return local.replace(tzinfo=zone(tz)).astimezone(dt.UTC)
-
-
-def local_parts(ts_utc: dt.datetime, tz: str) -> dt.datetime:
-    """UTC instant -> naive wall-clock time in ``tz``."""
-    return ts_utc.astimezone(zone(tz)).replace(tzinfo=None)
-
-
-# English month names and abbreviations -> month number ("sept" too): LoCoMo session times,
-# memory dates ("on March 20").
-MONTH_NUMBERS: dict[str, int] = {
-    name: number
-    for number, names in enumerate(
-        [
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march", "mar"),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sep", "sept"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ],
-        start=1,
-    )
-    for name in names
-}

@@ -25,6 +25,8 @@ import json
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +56,9 @@ DOC_IDS_FILE = "doc_ids.json"
 POSTINGS_SCHEMA = pa.schema(
     [("token", pa.string()), ("doc_id", pa.string()), ("score", pa.float32())]
 )
-# <repo>/sql/bm25_search.sql: the query apps run as-is (see search_sql).
-SQL_SEARCH_FILE = Path(__file__).resolve().parents[3] / "sql" / "bm25_search.sql"
+# The query apps run as-is (see search_sql). Package data, so an installed wheel has it; the
+# repository's sql/bm25_search.sql is an identical copy for readers (test_docs keeps them equal).
+SQL_SEARCH_FILE: Traversable = files(__package__).joinpath("bm25_search.sql")
 
 
 @dataclass
@@ -237,5 +240,5 @@ def postings(index: Bm25Index) -> pa.Table:
 
 
 def search_sql() -> str:
-    """The text of ``sql/bm25_search.sql`` ($tokens, $representation, $k); repository only."""
+    """The text of ``bm25_search.sql`` ($tokens, $representation, $k), shipped with the package."""
     return SQL_SEARCH_FILE.read_text(encoding="utf-8")

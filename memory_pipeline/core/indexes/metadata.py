@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+from memory_pipeline.core.common.timelex import WEEKDAY_NAMES
 
 
 def session_metadata(sessions: pa.Table) -> pa.Table:
@@ -31,7 +31,7 @@ def session_metadata(sessions: pa.Table) -> pa.Table:
             "local_date": ordered.column("local_date"),
             "start_local_ts": ordered.column("start_local_ts"),
             "end_local_ts": ordered.column("end_local_ts"),
-            "day_name": [DAY_NAMES[s.weekday()] for s in starts],
+            "day_name": [WEEKDAY_NAMES[s.weekday()] for s in starts],
             "iso_week": pa.array([s.isocalendar()[1] for s in starts], pa.int32()),
             "participants": ordered.column("participants"),
         }
@@ -70,7 +70,7 @@ def message_metadata(messages: pa.Table, sessions: pa.Table, session_meta: pa.Ta
             "speaker": messages.column("sender"),
             "local_date": messages.column("local_date"),
             "local_time": pc.strftime(messages.column("local_ts"), format="%H:%M"),
-            "day_name": [DAY_NAMES[s.weekday()] for s in stamps],
+            "day_name": [WEEKDAY_NAMES[s.weekday()] for s in stamps],
             "iso_week": pa.array([s.isocalendar()[1] for s in stamps], pa.int32()),
             "conversation_id": messages.column("conversation_id"),
             "source_ref": messages.column("source_ref"),

@@ -27,7 +27,14 @@ import pyarrow as pa
 from memory_pipeline.core.common.ids import stable_id
 from memory_pipeline.core.common.lang import detect_lang
 from memory_pipeline.core.common.schema import MEMORIES, MEMORY_REJECTS, MEMORY_TIMELINE
-from memory_pipeline.core.common.timeutil import MONTH_NUMBERS
+from memory_pipeline.core.common.timelex import (
+    JA_WEEKDAY_NUMBERS,
+    JA_WEEKDAYS,
+    MONTH_NUMBERS,
+    MONTH_PATTERN,
+    WEEKDAY_NUMBERS,
+    WEEKDAY_PATTERN,
+)
 
 KINDS = ("fact", "preference", "plan", "event", "relationship", "possession")
 RULES_METHOD = "rules"
@@ -107,19 +114,8 @@ class MemoryExtractor(Protocol):
 
 # ----------------------------------------------------------------------------- dates
 
-_MONTHS = MONTH_NUMBERS
-_WEEKDAYS_EN = {
-    d: i
-    for i, d in enumerate(
-        ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-    )
-}
-_WEEKDAYS_JA = {d: i for i, d in enumerate("月火水木金土日")}
-_MONTH_RX = (
-    r"(?:january|february|march|april|may|june|july|august|september|october|november"
-    r"|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)"
-)
-_WD_RX = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_MONTH_RX = f"(?:{MONTH_PATTERN})"
+_WD_RX = f"(?:{WEEKDAY_PATTERN})"
 _ORD = r"(?:st|nd|rd|th)"
 
 _DATE_EN = re.compile(
@@ -155,7 +151,7 @@ _DATE_JA = re.compile(
     r"|(?P<tomorrow>明日|あした|あす)"
     r"|(?P<today>今日|今夜|今晩|本日|今朝)"
     r"|(?P<yesterday>昨日|昨夜|きのう)"
-    r"|(?P<wdmod>来週の?|今週の?|先週の?|今度の)?(?<!毎週)(?<!毎週の)(?P<wd>[月火水木金土日])曜日?"
+    rf"|(?P<wdmod>来週の?|今週の?|先週の?|今度の)?(?<!毎週)(?<!毎週の)(?P<wd>[{JA_WEEKDAYS}])曜日?"
     r"|(?P<monfrom>(?<![\d毎])(?P<mf>1[0-2]|0?[1-9])月(?P<mfsuf>から|に入|中|末|上旬|中旬|下旬|頭)?)"
     r"|(?P<vague>再来週|来週|今週末|週末|来月|今週|今月|先週|先月|年末|夏休み|冬休み|連休)"
 )
@@ -233,18 +229,18 @@ def resolve_date(m: re.Match[str], today: dt.date, direction: int = _FUTURE) -> 
     if g.get("md"):
         if g.get("m"):
             return _month_day(today, int(g["m"]), int(g["d"]), direction)
-        return _month_day(today, _MONTHS[g["mon"].lower()], int(g["md"]), direction)
+        return _month_day(today, MONTH_NUMBERS[g["mon"].lower()], int(g["md"]), direction)
     if g.get("md2"):
-        return _month_day(today, _MONTHS[g["mon2"].lower()], int(g["md2"]), direction)
+        return _month_day(today, MONTH_NUMBERS[g["mon2"].lower()], int(g["md2"]), direction)
     if g.get("slash"):
         return _month_day(today, int(g["sm"]), int(g["sd"]), direction)
     if g.get("wd"):
         if g.get("wddom"):
             return _day_of_month(today, int(g["wddom"]), direction)
         if g.get("wdmon"):
-            return _month_day(today, _MONTHS[g["wdmon"].lower()], int(g["wdmd"]), direction)
+            return _month_day(today, MONTH_NUMBERS[g["wdmon"].lower()], int(g["wdmd"]), direction)
         wd = g["wd"]
-        idx = _WEEKDAYS_JA[wd] if wd in _WEEKDAYS_JA else _WEEKDAYS_EN[wd.lower()]
+        idx = JA_WEEKDAY_NUMBERS[wd] if wd in JA_WEEKDAY_NUMBERS else WEEKDAY_NUMBERS[wd.lower()]
         mod = (g.get("wdmod") or "").lower()
         if mod == "last":
             direction = _PAST

@@ -22,27 +22,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+# Fixed tables, not strftime("%A"/"%B"): output must not depend on the process locale.
+from memory_pipeline.core.common.timelex import JA_WEEKDAYS, MONTH_NAMES, WEEKDAY_NAMES
+
 SUMMARY_LABEL = "Summary: "
 EXCERPT_LABEL = "Raw excerpt:"
 DEFAULT_MAX_EXCERPT = 4000
-
-# Fixed tables instead of strftime("%A"/"%B"): output must not depend on the process locale.
-_EN_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_EN_MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
-_JA_WEEKDAYS = "月火水木金土日"
 
 
 def excerpt_of(raw_text: str, max_excerpt: int = DEFAULT_MAX_EXCERPT) -> str:
@@ -75,7 +60,7 @@ def _join_en(names: list[str]) -> str:
 
 
 def _en_day(ts: datetime) -> str:
-    return f"{_EN_WEEKDAYS[ts.weekday()]}, {_EN_MONTHS[ts.month - 1]} {ts.day}, {ts.year}"
+    return f"{WEEKDAY_NAMES[ts.weekday()]}, {MONTH_NAMES[ts.month - 1]} {ts.day}, {ts.year}"
 
 
 def _hm(ts: datetime) -> str:
@@ -90,7 +75,7 @@ def _en_range(start: datetime, end: datetime) -> str:
 
 def _ja_day(ts: datetime, with_year: bool = True) -> str:
     year = f"{ts.year}年" if with_year else ""
-    return f"{year}{ts.month}月{ts.day}日({_JA_WEEKDAYS[ts.weekday()]})"
+    return f"{year}{ts.month}月{ts.day}日({JA_WEEKDAYS[ts.weekday()]})"
 
 
 def _ja_range(start: datetime, end: datetime) -> str:

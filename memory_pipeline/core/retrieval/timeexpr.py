@@ -54,6 +54,19 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta
 from functools import lru_cache
 
+from memory_pipeline.core.common.timelex import (
+    JA_WEEKDAY_NUMBERS,
+    JA_WEEKDAYS,
+    MONTH_ABBREVIATIONS,
+    MONTH_NAME_PATTERN,
+    MONTH_NAMES,
+    MONTH_NUMBERS,
+    MONTH_PATTERN,
+    WEEKDAY_NAMES,
+    WEEKDAY_NUMBERS,
+    WEEKDAY_PATTERN,
+)
+
 __all__ = [
     "GENERIC_WORDS_EN",
     "GENERIC_WORDS_JA",
@@ -484,28 +497,19 @@ def _prev_word(c: _Ctx, pos: int) -> str:
 
 _B = r"(?<![A-Za-z0-9])"
 _E = r"(?![A-Za-z0-9])"
-_MON = (
-    r"(january|february|march|april|may|june|july|august|september|october|november|december"
-    r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
-)
-_MONF = r"(january|february|march|april|may|june|july|august|september|october|november|december)"
-_WD = r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_MON = f"({MONTH_PATTERN})" + r"\.?"
+_MONF = f"({MONTH_NAME_PATTERN})"
+_WD = f"({WEEKDAY_PATTERN})"
 _NUM = r"(\d{1,6}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen"
 _NUM += r"|twenty|thirty)"
 _ORDW = r"(\d{1,4}(?:st|nd|rd|th)|" + "|".join(_ORD) + ")"
 _UNIT = r"(day|week|month|year)s?"
 _SUF = r"(?:st|nd|rd|th)?"
 _JN = r"(\d{1,4}|[〇一二三四五六七八九十百]+)"
-_JWD = r"([月火水木金土日])曜日?"
+_JWD = f"([{JA_WEEKDAYS}])曜日?"
 _JA_FOLLOW = r"(?=[にのはもでとへ何]|[^ぁ-ゖァ-ヺ一-龯々]|$)"
 _NOT_JN = r"(?<![\d〇一二三四五六七八九十])"
 _TALK = r"(?=(?:talk|spoke|speak|met|meet|chat|discuss|mention)\w*)"
-_MON_NUM = {
-    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6, "jul": 7, "aug": 8,
-    "sep": 9, "oct": 10, "nov": 11, "dec": 12,
-}  # fmt: skip
-_WD_NUM = {"mon": 0, "tue": 1, "wed": 2, "thu": 3, "fri": 4, "sat": 5, "sun": 6}
-_JWD_NUM = {"月": 0, "火": 1, "水": 2, "木": 3, "金": 4, "土": 5, "日": 6}
 _REL_K = {"last": -1, "previous": -1, "past": -1, "this": 0, "next": 1}
 _JA_REL = {
     "先々週": ("week", -2), "先週": ("week", -1), "今週": ("week", 0), "来週": ("week", 1),
@@ -523,11 +527,11 @@ _A = Callable[[re.Match[str], "_Ctx"], "_Atom | None"]
 
 
 def _mon(s: str) -> int:
-    return _MON_NUM[s[:3].lower()]
+    return MONTH_NUMBERS[s.lower()]
 
 
 def _wd(s: str) -> int:
-    return _WD_NUM[s[:3].lower()]
+    return WEEKDAY_NUMBERS[s.lower()]
 
 
 def _year2(y: str, c: _Ctx) -> int:
@@ -739,10 +743,10 @@ _RULES: list[tuple[str, str, _A]] = [
      lambda m, c: _Atom(status="unknown", note=f"unrecognised day name {m[1]!r}")),
     # --- Japanese: weekdays, weeks, months, years, days, parts of day
     (r"(先々週|先週|今週|来週)\s*の?\s*" + _JWD, "先 今 来",
-     lambda m, c: _week_day(c, _JA_REL[m[1]][1], _JWD_NUM[m[2]])),
+     lambda m, c: _week_day(c, _JA_REL[m[1]][1], JA_WEEKDAY_NUMBERS[m[2]])),
     (r"毎週\s*の?\s*" + _JWD, "毎",
-     lambda m, c: _Atom(filt=_filt("weekday", "eq", _JWD_NUM[m[1]]), conf=0.9)),
-    (_JWD, "月 火 水 木 金 土 日", lambda m, c: _last_wd(c, _JWD_NUM[m[1]], 0.8)),
+     lambda m, c: _Atom(filt=_filt("weekday", "eq", JA_WEEKDAY_NUMBERS[m[1]]), conf=0.9)),
+    (_JWD, " ".join(JA_WEEKDAYS), lambda m, c: _last_wd(c, JA_WEEKDAY_NUMBERS[m[1]], 0.8)),
     (r"(先週末|今週末|来週末|週末)", "先 今 来 週", _h_ja_weekend),
     (_JA_PERIOD, "先 今 来 一 お 去 昨 本", lambda m, c: _rel_period(c, *_JA_REL[m[1]])),
     (r"(一昨日|おととい|昨日|きのう|今日|本日|明後日|あさって|明日|あした)",
@@ -776,9 +780,8 @@ def _rolling(c: _Ctx, qty: str, unit: str) -> _Atom:
 
 
 _TRIGGER_CLASSES = {
-    "@mon": "january february march april may june july august september october november "
-    "december jan feb mar apr jun jul aug sept sep oct nov dec",
-    "@wd": "monday tuesday wednesday thursday friday saturday sunday",
+    "@mon": " ".join([n.lower() for n in MONTH_NAMES] + list(MONTH_ABBREVIATIONS)),
+    "@wd": " ".join(n.lower() for n in WEEKDAY_NAMES),
     "@num": " ".join(_EN_NUM),
     "@ord": " ".join(_ORD),
     "@jn": " ".join("〇一二三四五六七八九十百"),

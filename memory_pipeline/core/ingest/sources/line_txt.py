@@ -25,6 +25,7 @@ from memory_pipeline.core.common.records import (
     Record,
     SourceError,
 )
+from memory_pipeline.core.common.timelex import WEEKDAY_NUMBERS
 from memory_pipeline.core.common.timeutil import to_utc
 from memory_pipeline.core.ingest.sources.base import SourceSpec, register
 from memory_pipeline.core.ingest.sources.line_json import (
@@ -46,7 +47,6 @@ _DATE_YMD = re.compile(
 )
 # "Tue, 3/5/2024" (month first, as the English UI writes it; the weekday settles D/M/Y).
 _DATE_WMDY = re.compile(r"([A-Za-z]{3})[A-Za-z]*\.?,?\s+(\d{1,2})/(\d{1,2})/(\d{4})")
-_WEEKDAYS = {d: i for i, d in enumerate(("mon", "tue", "wed", "thu", "fri", "sat", "sun"))}
 # "19:02", "7:05 PM", "7:05PM", "午後9:05", "午前 9:05", "PM 9:05".
 _CLOCK = re.compile(
     r"\s*(?:(午前|午後|AM|PM)\s?)?(\d{1,2}):(\d{2})(?:\s?(AM|PM|A\.M\.|P\.M\.))?\s*",
@@ -106,7 +106,7 @@ def parse_date_line(line: str) -> dt.date | None:
         m = _DATE_WMDY.fullmatch(line)
         if m is None:
             return None
-        weekday = _WEEKDAYS.get(m[1].lower())
+        weekday = WEEKDAY_NUMBERS.get(m[1].lower())
         a, b, y = int(m[2]), int(m[3]), int(m[4])
     except ValueError:
         return None

@@ -28,7 +28,8 @@ from memory_pipeline.core.common.records import (
     Record,
     SourceError,
 )
-from memory_pipeline.core.common.timeutil import MONTH_NUMBERS, to_utc, zone
+from memory_pipeline.core.common.timelex import MONTH_NUMBERS
+from memory_pipeline.core.common.timeutil import to_utc, zone
 from memory_pipeline.core.ingest.sources.base import SourceSpec, register
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,6 @@ _SESSION_TIME = re.compile(
     r"\s*(\d{1,2})\s*:\s*(\d{2})\s*([ap])\.?\s*m\.?\s+on\s+(\d{1,2})\s+([a-z]+)\.?\s*,?\s*(\d{4})\s*",
     re.IGNORECASE,
 )
-_MONTHS = MONTH_NUMBERS
 
 
 def parse_session_time(value: str) -> dt.datetime:
@@ -55,7 +55,7 @@ def parse_session_time(value: str) -> dt.datetime:
     if m is None:
         raise ValueError("not '<h>:<mm> am|pm on <day> <Month>, <year>'")
     hour, minute, half, day, month_name, year = m.groups()
-    month = _MONTHS.get(month_name.lower())
+    month = MONTH_NUMBERS.get(month_name.lower())
     h = int(hour)
     if month is None or not 1 <= h <= 12:
         raise ValueError("unknown month or hour out of range")

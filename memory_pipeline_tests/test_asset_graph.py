@@ -1,0 +1,132 @@
+"""The asset graph of the shipped configuration as a reviewed snapshot.
+
+Why: assets, their dependencies and partition mappings, partition definitions, checks and groups
+are what the Dagster UI and every backfill see; a refactor must not change them by accident.
+The graph is serialized to ``snapshots/asset_graph.json``; any change shows up as a diff in
+review. After an intended change, rewrite it with::
+
+    UPDATE_SNAPSHOTS=1 python -m pytest memory_pipeline_tests/test_asset_graph.py
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from memory_pipeline.config import ENV_PREFIX, load_config
+from memory_pipeline.defs.build import build_definitions
+from memory_pipeline_tests.paths import ROOT
+
+SNAPSHOT = ROOT / "memory_pipeline_tests" / "snapshots" / "asset_graph.json"
+# The shipped config has no end_date, so its partitions would end "now": pin one to keep the
+# snapshot independent of today's date. Everything else comes from memory_pipeline.toml.
+FIXED_ENV = {f"{ENV_PREFIX}END_DATE": "2024-03-31"}
+
+
+def _partitions(pd: dg.PartitionsDefinition | None) -> dict[str, Any] | None:
+    if pd is None:
+        return None
+    out: dict[str, Any] = {"type": type(pd).__name__}
+    if isinstance(pd, dg.TimeWindowPartitionsDefinition):
+        out |= {
+            "start": pd.start.isoformat(),
+            "end": pd.end.isoformat() if pd.end else None,  # exclusive
+            "timezone": pd.timezone,
+            "cron_schedule": pd.cron_schedule,
+            "fmt": pd.fmt,
+            "end_offset": pd.end_offset,
+        }
+    return out
+
+
+def graph_snapshot(defs: dg.Definitions) -> dict[str, Any]:
+    """Asset keys, deps, partition mappings and definitions, checks, groups, jobs, schedules."""
+    repo = defs.get_repository_def()
+    graph = repo.asset_graph
+    checks: dict[str, dict[str, str]] = {}  # asset -> check name -> blocking | non-blocking
+    for key in graph.asset_check_keys:
+        blocking = graph.get_check_spec(key).blocking
+        checks.setdefault(key.asset_key.to_user_string(), {})[key.name] = (
+            "blocking" if blocking else "non-blocking"
+        )
+    assets = {}
+    for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
+        node = graph.get(key)
+        name = key.to_user_string()
+        assets[name] = {
+            "group": node.group_name,
+            "deps": sorted(p.to_user_string() for p in node.parent_keys),
+            "partition_mappings": {
+                p.to_user_string(): repr(m)
+                for p, m in sorted(node.partition_mappings.items(), key=lambda i: str(i[0]))
+            },
+            "partitions": _partitions(node.partitions_def),
+            "backfill_policy": repr(node.backfill_policy) if node.backfill_policy else None,
+            "checks": checks.get(name, {}),
+        }
+    jobs = {
+        job.name: sorted(k.to_user_string() for k in job.asset_layer.selected_asset_keys)
+        for job in sorted(repo.get_all_jobs(), key=lambda j: j.name)
+        if not job.name.startswith("__")  # dagster's implicit asset job
+    }
+    schedules = {
+        s.name: {
+            "job": s.job_name,
+            "cron_schedule": s.cron_schedule,
+            "timezone": s.execution_timezone,
+        }
+        for s in sorted(repo.schedule_defs, key=lambda s: s.name)
+    }
+    return {"assets": assets, "jobs": jobs, "schedules": schedules}
+
+
+def _render(snapshot: dict[str, Any]) -> str:
+    return json.dumps(snapshot, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+@pytest.fixture(scope="module")
+def current() -> dict[str, Any]:
+    with pytest.MonkeyPatch.context() as mp:
+        for name in list(os.environ):  # provider/source overrides must not leak into the graph
+            if name.startswith(ENV_PREFIX):
+                mp.delenv(name)
+        cfg = load_config(ROOT / "memory_pipeline.toml", env=FIXED_ENV)
+        return graph_snapshot(build_definitions(cfg))
+
+
+def test_asset_graph_matches_the_snapshot(current: dict[str, Any]):
+    text = _render(current)
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOT.parent.mkdir(parents=True, exist_ok=True)
+        SNAPSHOT.write_text(text, encoding="utf-8")
+    assert SNAPSHOT.is_file(), f"no snapshot yet: run with UPDATE_SNAPSHOTS=1 to write {SNAPSHOT}"
+    expected = SNAPSHOT.read_text(encoding="utf-8")
+    diff = "".join(
+        difflib.unified_diff(
+            expected.splitlines(keepends=True),
+            text.splitlines(keepends=True),
+            "snapshots/asset_graph.json",
+            "current graph",
+        )
+    )
+    assert not diff, f"asset graph changed (UPDATE_SNAPSHOTS=1 to accept):\n{diff}"
+
+
+def test_snapshot_does_not_depend_on_today(current: dict[str, Any]):
+    """Every partitioned asset has a fixed end (an open end would be today's date)."""
+    parts = [a["partitions"] for a in current["assets"].values() if a["partitions"]]
+    assert parts and all(p["end"].startswith("2024-04-01T00:00:00") for p in parts)  # exclusive
+
+
+def test_snapshot_covers_the_pipeline(current: dict[str, Any]):
+    """A sanity floor so an empty or truncated snapshot cannot be accepted unnoticed."""
+    assets = current["assets"]
+    assert {"raw_messages", "sessions", "chunks", "bm25_index", "warehouse"} <= set(assets)
+    assert "raw_messages" in assets["sessions"]["deps"]
+    assert assets["ingest_audit"]["checks"]["conservation"] == "blocking"
+    assert current["schedules"]["nightly"]["job"] == "memory_pipeline_daily"
