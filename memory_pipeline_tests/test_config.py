@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from memory_pipeline.config import ConfigError, PipelineConfig, load_config, parse_config
+from memory_pipeline.core.indexes.tokenize import TOKENIZER_CHOICES
 from memory_pipeline.core.ingest.sources import SourceSpec
 from memory_pipeline_tests.paths import ROOT
 
@@ -269,3 +270,10 @@ def test_every_field_from_file_and_environment(tmp_path):
         eval_locomo=(tmp_path / "l.json").resolve(),
         dossier_dir=(tmp_path / "dossiers_here").resolve(),
     )
+
+
+@pytest.mark.parametrize("name", TOKENIZER_CHOICES)
+def test_every_index_tokenizer_is_a_valid_config_value(tmp_path, name):
+    """The config accepts exactly the names the index builder knows (one list, in tokenize)."""
+    cfg = load_config(write(tmp_path, GOOD), env={"MEMORY_PIPELINE_TOKENIZER": name})
+    assert cfg.tokenizer == name
