@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_pipeline.core.common.timeutil import zone
+from memory_pipeline.core.indexes.tokenize import TOKENIZER_CHOICES
 from memory_pipeline.core.ingest.sources import READERS, SourceSpec
 from memory_pipeline.core.sessions.chunking import DEFAULT_SIZE, DEFAULT_STRIDE
 from memory_pipeline.core.sessions.sessionize import MAX_GAP_MINUTES
@@ -48,7 +49,7 @@ class PipelineConfig:
     config_path: Path | None = None
     disabled_sources: tuple[str, ...] = field(default=())
     dense_representations: tuple[str, ...] = REPRESENTATIONS
-    tokenizer: str = "auto"  # BM25 analyzer: auto | sudachi | regex | cjk_bigram | english
+    tokenizer: str = "auto"  # BM25 analyzer: one of TOKENIZER_CHOICES
     hnsw_threshold: int = 50_000  # exact dense search below this many vectors, HNSW above
     eval_questions: Path | None = None  # the user's labelled JSONL questions
     eval_locomo: Path | None = None  # a LoCoMo-format file to benchmark against
@@ -101,6 +102,22 @@ def _env_key(name: str) -> str:
     return re.sub(r"[^A-Z0-9]", "_", name.upper())
 
 
+# [pipeline] keys; each can be overridden by MEMORY_PIPELINE_<KEY>
+PIPELINE_KEYS = (
+    "owner",
+    "timezone",
+    "start_date",
+    "end_date",
+    "output_dir",
+    "session_gap_minutes",
+    "chunk_size",
+    "chunk_stride",
+    "dossier_dir",
+)
+# a tokenizer name as [retrieval].tokenizer accepts it: one of the indexes' tokenizers, or auto
+TOKENIZERS = frozenset(TOKENIZER_CHOICES)
+
+
 def parse_config(
     raw: Mapping[str, Any],
     *,
@@ -108,146 +125,244 @@ def parse_config(
     env: Mapping[str, str] | None = None,
     origin: str = "<config>",
 ) -> PipelineConfig:
-    """Validate a parsed TOML mapping (see memory_pipeline.toml for every key)."""
+    """Validate a parsed TOML mapping (see memory_pipeline.toml for every key).
+
+    Each section is read by its own function that appends its problems to one list instead
+    of raising, in the order of the file, so the user sees every problem of every section in
+    one message; only then is the config built.
+    """
     env = {} if env is None else env
     errors: list[str] = []
+    pipe = _pipeline_values(raw, env, base_dir, errors)
+    sources = _sources(raw, env, base_dir, pipe.owner, pipe.timezone, errors)
+    dense = _dense_representations(raw, env, errors)
+    tokenizer, hnsw_threshold = _retrieval(raw, env, errors)
+    eval_paths = _evaluation_paths(raw, env, base_dir, errors)
+    _check_sources_enabled(sources, env, errors)
+    if errors:
+        raise ConfigError(f"invalid configuration in {origin}:\n  - " + "\n  - ".join(errors))
+    assert pipe.start is not None
+    return PipelineConfig(
+        owner=pipe.owner,
+        timezone=pipe.timezone,
+        start_date=pipe.start,
+        end_date=pipe.end,
+        output_dir=pipe.output_dir.resolve(),
+        sources=tuple(sources.specs),
+        session_gap_minutes=pipe.gap,
+        chunk_size=pipe.size,
+        chunk_stride=pipe.stride,
+        config_path=Path(origin) if origin != "<config>" else None,
+        disabled_sources=tuple(sources.disabled),
+        dense_representations=tuple(r for r in REPRESENTATIONS if r in dense),
+        tokenizer=tokenizer,
+        hnsw_threshold=hnsw_threshold,
+        eval_questions=eval_paths["questions"],
+        eval_locomo=eval_paths["locomo"],
+        dossier_dir=pipe.dossier_dir,
+    )
+
+
+@dataclass(frozen=True)
+class _PipelineValues:
+    """The [pipeline] section, validated: a bad value is replaced by a harmless default (its
+    problem is already listed) so the other sections can still be checked against it."""
+
+    owner: str
+    timezone: str
+    start: dt.date | None
+    end: dt.date | None
+    output_dir: Path  # not resolved yet (PipelineConfig gets the resolved path)
+    dossier_dir: Path | None
+    gap: int
+    size: int
+    stride: int
+
+
+def _pipeline_values(
+    raw: Mapping[str, Any], env: Mapping[str, str], base_dir: Path, errors: list[str]
+) -> _PipelineValues:
+    """[pipeline] with its environment overrides applied, each value checked alone, then the
+    checks between values (end after start, stride within size)."""
     pipe = dict(raw.get("pipeline", {}))
-    for key in (
-        "owner",
-        "timezone",
-        "start_date",
-        "end_date",
-        "output_dir",
-        "session_gap_minutes",
-        "chunk_size",
-        "chunk_stride",
-        "dossier_dir",
-    ):
+    for key in PIPELINE_KEYS:
         if (value := env.get(ENV_PREFIX + key.upper())) is not None:
             pipe[key] = value
-    unknown = set(pipe) - {
-        "owner",
-        "timezone",
-        "start_date",
-        "end_date",
-        "output_dir",
-        "session_gap_minutes",
-        "chunk_size",
-        "chunk_stride",
-        "dossier_dir",
-    }
+    unknown = set(pipe) - set(PIPELINE_KEYS)
     if unknown:
         errors.append(f"[pipeline]: unknown keys {sorted(unknown)}")
 
-    def req_str(key: str) -> str:
-        value = pipe.get(key)
-        if not isinstance(value, str) or not value.strip():
-            errors.append(f"[pipeline].{key}: required, a non-empty string")
-            return ""
-        return value.strip()
-
-    def as_date(key: str, required: bool) -> dt.date | None:
-        value = pipe.get(key)
-        if value is None:
-            if required:
-                errors.append(f"[pipeline].{key}: required, a date like 2024-03-01")
-            return None
-        if isinstance(value, dt.date):
-            return value
-        try:
-            return dt.date.fromisoformat(str(value))
-        except ValueError:
-            errors.append(f"[pipeline].{key}: {value!r} is not a date like 2024-03-01")
-            return None
-
-    def as_int(key: str, default: int, lo: int, hi: int) -> int:
-        value = pipe.get(key, default)
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            errors.append(f"[pipeline].{key}: {value!r} is not an integer")
-            return default
-        if not lo <= number <= hi:
-            errors.append(f"[pipeline].{key}: {number} is outside {lo}..{hi}")
-        return number
-
-    owner = req_str("owner")
-    timezone = req_str("timezone")
+    owner = _required_str(pipe, "owner", errors)
+    timezone = _required_str(pipe, "timezone", errors)
     if timezone:
         try:
             zone(timezone)
         except ValueError:
             errors.append(f"[pipeline].timezone: unknown IANA timezone {timezone!r}")
-    start = as_date("start_date", True)
-    end = as_date("end_date", False)
+    start = _date(pipe, "start_date", True, errors)
+    end = _date(pipe, "end_date", False, errors)
     if start and end and end < start:
         errors.append(f"[pipeline].end_date: {end} is before start_date {start}")
-    out_dir = base_dir / str(pipe.get("output_dir", "data/output"))
+    output_dir = base_dir / str(pipe.get("output_dir", "data/output"))
     dossier_dir = (
         (base_dir / str(pipe["dossier_dir"])).resolve() if pipe.get("dossier_dir") else None
     )
-    gap = as_int("session_gap_minutes", 180, 1, MAX_GAP_MINUTES)
-    size = as_int("chunk_size", DEFAULT_SIZE, 1, 10_000)
-    stride = as_int("chunk_stride", DEFAULT_STRIDE, 1, 10_000)
+    gap = _int_in_range(pipe, "session_gap_minutes", 180, 1, MAX_GAP_MINUTES, errors)
+    size = _int_in_range(pipe, "chunk_size", DEFAULT_SIZE, 1, 10_000, errors)
+    stride = _int_in_range(pipe, "chunk_stride", DEFAULT_STRIDE, 1, 10_000, errors)
     if stride > size:
         errors.append(f"[pipeline].chunk_stride: {stride} > chunk_size {size} would skip messages")
+    return _PipelineValues(owner, timezone, start, end, output_dir, dossier_dir, gap, size, stride)
 
+
+def _required_str(pipe: Mapping[str, Any], key: str, errors: list[str]) -> str:
+    """The stripped value of a required [pipeline] string; "" (and a problem) when absent."""
+    value = pipe.get(key)
+    if not isinstance(value, str) or not value.strip():
+        errors.append(f"[pipeline].{key}: required, a non-empty string")
+        return ""
+    return value.strip()
+
+
+def _date(pipe: Mapping[str, Any], key: str, required: bool, errors: list[str]) -> dt.date | None:
+    """A [pipeline] date: a TOML date as is, a string parsed as ISO (environment values are
+    strings); None (and a problem unless optional and absent) otherwise."""
+    value = pipe.get(key)
+    if value is None:
+        if required:
+            errors.append(f"[pipeline].{key}: required, a date like 2024-03-01")
+        return None
+    if isinstance(value, dt.date):
+        return value
+    try:
+        return dt.date.fromisoformat(str(value))
+    except ValueError:
+        errors.append(f"[pipeline].{key}: {value!r} is not a date like 2024-03-01")
+        return None
+
+
+def _int_in_range(
+    pipe: Mapping[str, Any], key: str, default: int, lo: int, hi: int, errors: list[str]
+) -> int:
+    """A [pipeline] integer (environment strings converted); out of range is a problem but
+    the number is kept, so the stride/size check still compares the values the user gave."""
+    value = pipe.get(key, default)
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        errors.append(f"[pipeline].{key}: {value!r} is not an integer")
+        return default
+    if not lo <= number <= hi:
+        errors.append(f"[pipeline].{key}: {number} is outside {lo}..{hi}")
+    return number
+
+
+@dataclass
+class _Sources:
+    """The [[sources]] tables read so far: what is enabled, what is off, every valid name."""
+
+    specs: list[SourceSpec] = field(default_factory=list)
+    disabled: list[str] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+    # MEMORY_PIPELINE_SOURCES as a set of names (None: each table's own `enabled` decides)
+    enabled_names: set[str] | None = None
+
+
+def _sources(
+    raw: Mapping[str, Any],
+    env: Mapping[str, str],
+    base_dir: Path,
+    owner: str,
+    timezone: str,
+    errors: list[str],
+) -> _Sources:
+    """Every [[sources]] table in order; a table whose name or path is unusable is skipped
+    after its problem is listed, so one bad table never hides the problems of the next."""
     enabled_env = env.get(ENV_PREFIX + "SOURCES")
-    enabled_names = (
-        None if enabled_env is None else {s.strip() for s in enabled_env.split(",") if s.strip()}
+    out = _Sources(
+        enabled_names=(
+            None
+            if enabled_env is None
+            else {s.strip() for s in enabled_env.split(",") if s.strip()}
+        )
     )
-    specs: list[SourceSpec] = []
-    disabled: list[str] = []
-    names: set[str] = set()
     raw_sources = raw.get("sources", [])
     if not isinstance(raw_sources, list):
         errors.append("[[sources]]: must be an array of tables")
         raw_sources = []
     for i, src in enumerate(raw_sources):
-        where = f"sources[{i}]"
-        name = src.get("name")
-        if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name or ""):
-            errors.append(f"{where}.name: required, lowercase letters, digits and _")
-            continue
-        where = f"sources[{i}] ({name})"
-        if name in names:
-            errors.append(f"{where}.name: duplicate source name")
-        names.add(name)
-        kind = src.get("kind")
-        if kind not in READERS:
-            errors.append(f"{where}.kind: {kind!r} is not one of {sorted(READERS)}")
-        path_value = env.get(f"{ENV_PREFIX}SOURCE_{_env_key(name)}_PATH", src.get("path"))
-        if not path_value:
-            errors.append(f"{where}.path: required")
-            continue
-        enabled = bool(src.get("enabled", True)) if enabled_names is None else name in enabled_names
-        if not enabled:
-            disabled.append(name)
-            continue
-        path = (base_dir / str(path_value)).resolve()
-        if not path.exists():
-            errors.append(f"{where}.path: {path} does not exist")
-        src_tz = src.get("timezone", timezone)
-        if src_tz != timezone:
-            try:
-                zone(src_tz)
-            except ValueError:
-                errors.append(f"{where}.timezone: unknown IANA timezone {src_tz!r}")
-        options = {
-            k: v
-            for k, v in src.items()
-            if k not in {"name", "kind", "path", "enabled", "owner", "timezone"}
-        }
-        specs.append(
-            SourceSpec(
-                name=name,
-                kind=str(kind),
-                path=path,
-                timezone=str(src_tz),
-                owner=src.get("owner", owner) or None,
-                options=options,
-            )
+        _read_source(i, src, env, base_dir, owner, timezone, out, errors)
+    return out
+
+
+def _read_source(
+    i: int,
+    src: Mapping[str, Any],
+    env: Mapping[str, str],
+    base_dir: Path,
+    owner: str,
+    timezone: str,
+    out: _Sources,
+    errors: list[str],
+) -> None:
+    """Validate ``sources[i]`` and add it to ``out`` as a spec, a disabled name, or nothing.
+
+    A disabled source's path is not checked: it may well point at data not present here.
+    """
+    where = f"sources[{i}]"
+    name = src.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name or ""):
+        errors.append(f"{where}.name: required, lowercase letters, digits and _")
+        return
+    where = f"sources[{i}] ({name})"
+    if name in out.names:
+        errors.append(f"{where}.name: duplicate source name")
+    out.names.add(name)
+    kind = src.get("kind")
+    if kind not in READERS:
+        errors.append(f"{where}.kind: {kind!r} is not one of {sorted(READERS)}")
+    path_value = env.get(f"{ENV_PREFIX}SOURCE_{_env_key(name)}_PATH", src.get("path"))
+    if not path_value:
+        errors.append(f"{where}.path: required")
+        return
+    if out.enabled_names is None:
+        enabled = bool(src.get("enabled", True))
+    else:
+        enabled = name in out.enabled_names
+    if not enabled:
+        out.disabled.append(name)
+        return
+    path = (base_dir / str(path_value)).resolve()
+    if not path.exists():
+        errors.append(f"{where}.path: {path} does not exist")
+    src_tz = src.get("timezone", timezone)
+    if src_tz != timezone:
+        try:
+            zone(src_tz)
+        except ValueError:
+            errors.append(f"{where}.timezone: unknown IANA timezone {src_tz!r}")
+    options = {
+        k: v
+        for k, v in src.items()
+        if k not in {"name", "kind", "path", "enabled", "owner", "timezone"}
+    }
+    out.specs.append(
+        SourceSpec(
+            name=name,
+            kind=str(kind),
+            path=path,
+            timezone=str(src_tz),
+            owner=src.get("owner", owner) or None,
+            options=options,
         )
+    )
+
+
+def _dense_representations(
+    raw: Mapping[str, Any], env: Mapping[str, str], errors: list[str]
+) -> list[str]:
+    """The representations to embed ($MEMORY_PIPELINE_DENSE_REPRESENTATIONS, comma separated,
+    wins); all of them (and a problem) when the value is not a subset."""
     reps = raw.get("representations", {})
     dense_value = env.get(ENV_PREFIX + "DENSE_REPRESENTATIONS")
     dense = (
@@ -258,15 +373,31 @@ def parse_config(
     if not isinstance(dense, list) or not set(dense) <= set(REPRESENTATIONS):
         errors.append(f"[representations].dense: {dense!r} must be a subset of {REPRESENTATIONS}")
         dense = list(REPRESENTATIONS)
+    return dense
+
+
+def _retrieval(
+    raw: Mapping[str, Any], env: Mapping[str, str], errors: list[str]
+) -> tuple[str, int]:
+    """(tokenizer, hnsw_threshold) of [retrieval]; the tokenizer is checked here, against the
+    names the indexes know, so a typo fails at load time and not in the first index build."""
     retrieval = raw.get("retrieval", {})
     tokenizer = str(env.get(ENV_PREFIX + "TOKENIZER", retrieval.get("tokenizer", "auto")))
-    if tokenizer not in {"auto", "sudachi", "regex", "cjk_bigram", "english"}:
+    if tokenizer not in TOKENIZERS:
         errors.append(f"[retrieval].tokenizer: {tokenizer!r} is not a known tokenizer")
     try:
         hnsw_threshold = int(retrieval.get("hnsw_threshold", 50_000))
     except (TypeError, ValueError):
         errors.append("[retrieval].hnsw_threshold: must be an integer")
         hnsw_threshold = 50_000
+    return tokenizer, hnsw_threshold
+
+
+def _evaluation_paths(
+    raw: Mapping[str, Any], env: Mapping[str, str], base_dir: Path, errors: list[str]
+) -> dict[str, Path | None]:
+    """{"questions", "locomo"} -> resolved file path or None; a path that is not a file is a
+    problem now rather than a failure at the end of a long run."""
     evaluation = raw.get("evaluation", {})
     eval_paths: dict[str, Path | None] = {}
     for key in ("questions", "locomo"):
@@ -274,32 +405,17 @@ def parse_config(
         eval_paths[key] = (base_dir / str(value)).resolve() if value else None
         if eval_paths[key] is not None and not eval_paths[key].is_file():
             errors.append(f"[evaluation].{key}: {eval_paths[key]} is not a file")
-    if enabled_names is not None and (missing := enabled_names - names):
+    return eval_paths
+
+
+def _check_sources_enabled(sources: _Sources, env: Mapping[str, str], errors: list[str]) -> None:
+    """The checks over all sources, last: names in $MEMORY_PIPELINE_SOURCES that match no
+    table, and (only when nothing else is wrong, as it is then the one real problem) no
+    enabled source at all."""
+    if sources.enabled_names is not None and (missing := sources.enabled_names - sources.names):
         errors.append(f"{ENV_PREFIX}SOURCES names unknown sources {sorted(missing)}")
-    if not specs and not errors:
+    if not sources.specs and not errors:
         errors.append("[[sources]]: no source is enabled")
-    if errors:
-        raise ConfigError(f"invalid configuration in {origin}:\n  - " + "\n  - ".join(errors))
-    assert start is not None
-    return PipelineConfig(
-        owner=owner,
-        timezone=timezone,
-        start_date=start,
-        end_date=end,
-        output_dir=out_dir.resolve(),
-        sources=tuple(specs),
-        session_gap_minutes=gap,
-        chunk_size=size,
-        chunk_stride=stride,
-        config_path=Path(origin) if origin != "<config>" else None,
-        disabled_sources=tuple(disabled),
-        dense_representations=tuple(r for r in REPRESENTATIONS if r in dense),
-        tokenizer=tokenizer,
-        hnsw_threshold=hnsw_threshold,
-        eval_questions=eval_paths["questions"],
-        eval_locomo=eval_paths["locomo"],
-        dossier_dir=dossier_dir,
-    )
 
 
 def with_overrides(cfg: PipelineConfig, **changes: Any) -> PipelineConfig:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pytest
 
-from memory_pipeline.config import ConfigError, load_config
+from memory_pipeline.config import ConfigError, PipelineConfig, load_config, parse_config
+from memory_pipeline.core.indexes.tokenize import TOKENIZER_CHOICES
+from memory_pipeline.core.ingest.sources import SourceSpec
 from memory_pipeline_tests.paths import ROOT
 
 GOOD = """
@@ -89,3 +92,188 @@ def test_repository_config_is_valid():
     root = ROOT
     cfg = load_config(root / "memory_pipeline.toml", env={})
     assert {s.kind for s in cfg.sources} == {"line_json", "line_txt"}
+
+
+# -- exact messages and every field: pins parse_config's output across refactors -------------
+
+BAD_PIPELINE = {
+    "pipeline": {
+        "owner": " ",
+        "timezone": "Mars/Olympus",
+        "start_date": "March first",
+        "end_date": 5,
+        "session_gap_minutes": "x",
+        "chunk_size": 0,
+        "chunk_stride": 20000,
+        "bogus": 1,
+        "zz": 2,
+    },
+    "representations": {"dense": ["raw_text", "nope"]},
+    "retrieval": {"tokenizer": "mecab", "hnsw_threshold": "many"},
+    "evaluation": {"questions": "nope.jsonl", "locomo": "in"},
+    "sources": {},
+}
+BAD_SOURCES = {
+    "pipeline": {
+        "owner": "Y",
+        "timezone": "Asia/Tokyo",
+        "start_date": "2024-03-02",
+        "end_date": "2024-03-01",
+        "chunk_size": 10,
+        "chunk_stride": 11,
+    },
+    "sources": [
+        {"name": "Bad-Name", "kind": "line_json", "path": "in"},
+        {"kind": "line_json", "path": "in"},
+        {"name": "a", "kind": "nope", "path": "in"},
+        {"name": "a", "kind": "line_json"},
+        {"name": "b", "kind": "line_json", "path": "missing", "timezone": "Nowhere/X"},
+        {"name": "c", "kind": "line_txt", "path": "missing", "enabled": False},
+    ],
+}
+NO_SOURCE = {
+    "pipeline": {"owner": "Y", "timezone": "Asia/Tokyo", "start_date": "2024-03-02"},
+    "sources": [{"name": "c", "kind": "line_txt", "path": "missing", "enabled": False}],
+}
+
+
+@pytest.mark.parametrize(
+    ("raw", "env", "problems"),
+    [
+        (
+            BAD_PIPELINE,
+            {},
+            [
+                "[pipeline]: unknown keys ['bogus', 'zz']",
+                "[pipeline].owner: required, a non-empty string",
+                "[pipeline].timezone: unknown IANA timezone 'Mars/Olympus'",
+                "[pipeline].start_date: 'March first' is not a date like 2024-03-01",
+                "[pipeline].end_date: 5 is not a date like 2024-03-01",
+                "[pipeline].session_gap_minutes: 'x' is not an integer",
+                "[pipeline].chunk_size: 0 is outside 1..10000",
+                "[pipeline].chunk_stride: 20000 is outside 1..10000",
+                "[pipeline].chunk_stride: 20000 > chunk_size 0 would skip messages",
+                "[[sources]]: must be an array of tables",
+                "[representations].dense: ['raw_text', 'nope'] must be a subset of "
+                "('raw_text', 'summary', 'embedding_text')",
+                "[retrieval].tokenizer: 'mecab' is not a known tokenizer",
+                "[retrieval].hnsw_threshold: must be an integer",
+                "[evaluation].questions: <base>/nope.jsonl is not a file",
+                "[evaluation].locomo: <base>/in is not a file",
+            ],
+        ),
+        (
+            BAD_SOURCES,
+            {"MEMORY_PIPELINE_SOURCES": "b,zz,yy"},
+            [
+                "[pipeline].end_date: 2024-03-01 is before start_date 2024-03-02",
+                "[pipeline].chunk_stride: 11 > chunk_size 10 would skip messages",
+                "sources[0].name: required, lowercase letters, digits and _",
+                "sources[1].name: required, lowercase letters, digits and _",
+                "sources[2] (a).kind: 'nope' is not one of "
+                "['line_json', 'line_txt', 'locomo', 'realpersonachat']",
+                "sources[3] (a).name: duplicate source name",
+                "sources[3] (a).path: required",
+                "sources[4] (b).path: <base>/missing does not exist",
+                "sources[4] (b).timezone: unknown IANA timezone 'Nowhere/X'",
+                "MEMORY_PIPELINE_SOURCES names unknown sources ['yy', 'zz']",
+            ],
+        ),
+        (NO_SOURCE, {}, ["[[sources]]: no source is enabled"]),
+        (
+            {},
+            {},
+            [
+                "[pipeline].owner: required, a non-empty string",
+                "[pipeline].timezone: required, a non-empty string",
+                "[pipeline].start_date: required, a date like 2024-03-01",
+            ],
+        ),
+    ],
+    ids=["pipeline", "sources", "no-source", "empty"],
+)
+def test_every_problem_message_in_order(tmp_path, raw, env, problems):
+    (tmp_path / "in").mkdir()
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw, base_dir=tmp_path, env=env)
+    text = str(err.value).replace(str(tmp_path), "<base>")
+    assert text == "invalid configuration in <config>:\n  - " + "\n  - ".join(problems)
+
+
+def test_every_field_from_file_and_environment(tmp_path):
+    for folder in ("in", "alt", "out"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "q.jsonl").write_text("", encoding="utf-8")
+    (tmp_path / "l.json").write_text("", encoding="utf-8")
+    raw = {
+        "pipeline": {
+            "owner": "Yuki",
+            "timezone": "Asia/Tokyo",
+            "start_date": dt.date(2024, 3, 1),
+            "output_dir": "ignored",
+        },
+        "sources": [
+            {"name": "chats", "kind": "line_json", "path": "in", "owner": "", "lang": "ja"},
+            {"name": "txt", "kind": "line_txt", "path": "in", "timezone": "Europe/Madrid"},
+            {"name": "off", "kind": "line_txt", "path": "missing"},
+        ],
+        "representations": {"dense": ["summary"]},
+        "retrieval": {"tokenizer": "regex", "hnsw_threshold": "7"},
+        "evaluation": {"questions": "q.jsonl"},
+    }
+    env = {
+        "MEMORY_PIPELINE_END_DATE": "2024-03-09",
+        "MEMORY_PIPELINE_OUTPUT_DIR": "out",
+        "MEMORY_PIPELINE_DOSSIER_DIR": "dossiers_here",
+        "MEMORY_PIPELINE_CHUNK_SIZE": "12",
+        "MEMORY_PIPELINE_CHUNK_STRIDE": "6",
+        "MEMORY_PIPELINE_SOURCES": "chats,txt",
+        "MEMORY_PIPELINE_SOURCE_TXT_PATH": "alt",
+        "MEMORY_PIPELINE_DENSE_REPRESENTATIONS": "embedding_text, raw_text,",
+        "MEMORY_PIPELINE_TOKENIZER": "cjk_bigram",
+        "MEMORY_PIPELINE_EVAL_LOCOMO": "l.json",
+    }
+    cfg = parse_config(raw, base_dir=tmp_path, env=env, origin=str(tmp_path / "x.toml"))
+    assert cfg == PipelineConfig(
+        owner="Yuki",
+        timezone="Asia/Tokyo",
+        start_date=dt.date(2024, 3, 1),
+        end_date=dt.date(2024, 3, 9),
+        output_dir=(tmp_path / "out").resolve(),
+        sources=(
+            SourceSpec(
+                name="chats",
+                kind="line_json",
+                path=(tmp_path / "in").resolve(),
+                timezone="Asia/Tokyo",
+                owner=None,  # an empty owner means "nobody", not the pipeline owner
+                options={"lang": "ja"},
+            ),
+            SourceSpec(
+                name="txt",
+                kind="line_txt",
+                path=(tmp_path / "alt").resolve(),
+                timezone="Europe/Madrid",
+                owner="Yuki",
+                options={},
+            ),
+        ),
+        session_gap_minutes=180,
+        chunk_size=12,
+        chunk_stride=6,
+        config_path=tmp_path / "x.toml",
+        disabled_sources=("off",),
+        dense_representations=("raw_text", "embedding_text"),  # REPRESENTATIONS order
+        tokenizer="cjk_bigram",
+        hnsw_threshold=7,
+        eval_questions=(tmp_path / "q.jsonl").resolve(),
+        eval_locomo=(tmp_path / "l.json").resolve(),
+        dossier_dir=(tmp_path / "dossiers_here").resolve(),
+    )
+
+
+@pytest.mark.parametrize("name", TOKENIZER_CHOICES)
+def test_every_index_tokenizer_is_a_valid_config_value(tmp_path, name):
+    """The config accepts exactly the names the index builder knows (one list, in tokenize)."""
+    cfg = load_config(write(tmp_path, GOOD), env={"MEMORY_PIPELINE_TOKENIZER": name})
+    assert cfg.tokenizer == name

@@ -229,137 +229,32 @@ def run_memory_evaluation(
     against run's selected chunk configuration on the test split.
 
     Tables: ``memory_summary`` (SUMMARY_SCHEMA), ``memory_diffs``, ``memory_per_question``.
+
+    Phases: take the split and the chunk scores from ``run``; index the corpus by
+    conversation and contact; score every question (memory search, packs, chunk baseline)
+    into one value per (series, question); then the statistics and tables over those values.
     """
     t0 = time.perf_counter()
     scored = [q for q in questions if q.scored]
     selected = str(run.meta.get("selected_config") or "")
-    split_of, chunk_vals = _from_run(run, selected)
-    missing = [q.question_id for q in scored if q.question_id not in split_of]
-    if missing:  # run_evaluation scored every question: recompute its split the same way
-        dev, _ = M.split_questions(
-            [q.question_id for q in scored], [q.corpus_id for q in scored], seed=seed
-        )
-        dev_set = set(dev)
-        split_of = {q.question_id: ("dev" if q.question_id in dev_set else "test") for q in scored}
+    split_of, chunk_vals = _splits_and_chunk_values(run, selected, scored, seed)
     if memories is None:
         memories = MemoryIndex.for_searcher(searcher)
-    memo = _MemoSearch(searcher)
-    units = Units(searcher)
-    ref_of = units.ref_of
-    conv_of_session = {sid: r["conversation_id"] for sid, r in searcher._session_rows.items()}
-    conv_of_message: dict[str, str] = {}
-    for i, mids in enumerate(searcher.message_ids):
-        for m in mids:
-            conv_of_message[m] = searcher.conversation[i]
-    contacts: dict[str, set[str]] = defaultdict(set)
-    convs_of_contact: dict[str, set[str]] = defaultdict(set)
-    for conv, contact in zip(searcher.conversation, searcher.contact, strict=True):
-        contacts[conv].add(contact)
-        convs_of_contact[contact].add(conv)
-    shared = sorted(c for c, convs in convs_of_contact.items() if len(convs) > 1)
-    notes = []
-    if shared:
-        notes.append(
-            f"{len(shared)} contact(s) span several conversations: memory hits of other "
-            "conversations were dropped after the search"
-        )
-    cfg = _config_by_name(selected) if selected else None
-    if cfg is not None and cfg.dense_rep:  # a no-op when run_evaluation embedded them
-        searcher.prime_queries([q.question for q in scored], cfg.dense_rep)
-    baseline = f"chunks[{selected}]"
-    text_of = dict(zip(searcher.chunk_ids, searcher.raw_text, strict=True))
+    scorer = _QuestionScorer.for_run(searcher, memories, selected, budgets, strategies)
+    if scorer.cfg is not None and scorer.cfg.dense_rep:  # a no-op when run_evaluation did it
+        searcher.prime_queries([q.question for q in scored], scorer.cfg.dense_rep)
     log(
         f"eval: memories: {len(memories)} memories, {len(scored)} questions, "
         f"budgets {list(budgets)}, strategies {list(strategies)}"
     )
+    t_search, t_packs = _score_questions(scorer, scored, log, t0)
 
-    vals: dict[tuple[str, str, str, int], dict[str, float | None]] = defaultdict(dict)
-    t_search = t_packs = 0.0
-    for n, q in enumerate(scored, 1):
-        qid = q.question_id
-        scope = q.scope or {"conversation_id": q.corpus_id}
-        conv = scope.get("conversation_id")
-        contact = scope.get("contact_id")
-        if contact is None and conv is not None and len(contacts.get(conv, ())) == 1:
-            contact = next(iter(contacts[conv]))
-        evidence = [r for r, g in q.gold.items() if g >= 1]
-
-        def mine(hits: list[MemoryHit], conv: str | None = conv) -> list[MemoryHit]:
-            return [h for h in hits if conv is None or conv_of_session.get(h.session_id) == conv]
-
-        ts = time.perf_counter()
-        ranked = {
-            "memory[bm25]": mine(memories.search(q.question, MEMORY_DEPTH, contact=contact)),
-            "memory[fused]": mine(
-                memories.search(q.question, MEMORY_DEPTH, contact=contact, searcher=memo, beta=BETA)
-            ),
-        }
-        t_search += time.perf_counter() - ts
-        for name, hits in ranked.items():
-            sessions = memory_sessions(hits)
-            refs = memory_refs(hits, ref_of)
-            vals[(name, "memory", "zero_hits", 0)][qid] = 0.0 if hits else 1.0
-            for k in MEMORY_KS:
-                vals[(name, "session", ER, k)][qid] = M.evidence_recall_at_k(
-                    sessions, evidence, units.session_refs, k
-                )
-                vals[(name, "turn", ER, k)][qid] = M.evidence_recall_at_k(refs, evidence, None, k)
-
-        def in_conv(mids: Iterable[str], conv: str | None = conv) -> list[str]:
-            return [m for m in mids if conv is None or conv_of_message.get(m) == conv]
-
-        tp = time.perf_counter()
-        top = ranked["memory[fused]"][:K_MEMORIES]
-        for strategy in strategies:
-            for budget in budgets:
-                pack = build_context(
-                    memo,
-                    memories,
-                    q.question,
-                    budget,
-                    strategy=strategy,
-                    k_memories=K_MEMORIES,
-                    contact=contact,
-                    hits=top,
-                )
-                name = f"context[{strategy}]"
-                got = in_conv(pack_message_ids(pack))
-                vals[(name, "context", ER, budget)][qid] = context_recall(got, ref_of, evidence)
-                vals[(name, "context", "utf16", budget)][qid] = float(pack.utf16)
-        if cfg is not None:
-            chunks = _chunk_ranking(searcher, q, cfg)
-            for budget in budgets:
-                chosen, size = chunk_pack(chunks, text_of, budget)
-                mids = in_conv(
-                    m for c in chosen for m in searcher.message_ids[searcher.position[c]]
-                )
-                vals[(baseline, "context", ER, budget)][qid] = context_recall(
-                    mids, ref_of, evidence
-                )
-                vals[(baseline, "context", "utf16", budget)][qid] = float(size)
-        t_packs += time.perf_counter() - tp
-        memo.forget()
-        if n % 200 == 0:
-            log(f"eval: memories: {n}/{len(scored)} questions ({time.perf_counter() - t0:.0f}s)")
     t_stats = time.perf_counter()
+    vals, baseline = scorer.vals, scorer.baseline
     qtype_of = {q.question_id: q.qtype for q in scored}
     summary = summary_rows_for(vals, split_of, qtype_of, resamples, seed, skip_empty_qtypes=True)
     diffs = _diff_rows(vals, chunk_vals, split_of, selected, baseline, budgets, resamples, seed)
-    per_question = [
-        {
-            "config": name,
-            "split": split_of[q.question_id],
-            "question_id": q.question_id,
-            "corpus_id": q.corpus_id,
-            "qtype": q.qtype,
-            "level": level,
-            "metric": metric,
-            "k": k,
-            "value": values.get(q.question_id),
-        }
-        for (name, level, metric, k), values in vals.items()
-        for q in scored
-    ]
+    per_question = _per_question_rows(vals, scored, split_of)
     seconds = time.perf_counter() - t0
     log(
         f"eval: memories done in {seconds:.1f}s (memory search {t_search:.1f}s, packs "
@@ -382,9 +277,244 @@ def run_memory_evaluation(
             "packs": round(t_packs, 1),
             "statistics": round(time.perf_counter() - t_stats, 1),
         },
-        "memory_notes": notes,
+        "memory_notes": scorer.corpus.notes(),
     }
     return EvalRun(tables, meta)
+
+
+# (series, level, metric, k) -> question id -> value; a series is "memory[bm25]",
+# "context[split]", "chunks[<selected>]", ...
+Values = dict[tuple[str, str, str, int], dict[str, float | None]]
+
+
+def _splits_and_chunk_values(
+    run: EvalRun, selected: str, scored: Sequence[EvalQuestion], seed: int
+) -> tuple[dict[str, str], dict[tuple[str, str, int], dict[str, float | None]]]:
+    """(question -> split, the selected chunk config's values) from ``run``, so both
+    evaluations pair the same questions; when ``run`` lacks a question, the split is
+    recomputed the way run_evaluation makes it (it scored every question)."""
+    split_of, chunk_vals = _from_run(run, selected)
+    missing = [q.question_id for q in scored if q.question_id not in split_of]
+    if missing:
+        dev, _ = M.split_questions(
+            [q.question_id for q in scored], [q.corpus_id for q in scored], seed=seed
+        )
+        dev_set = set(dev)
+        split_of = {q.question_id: ("dev" if q.question_id in dev_set else "test") for q in scored}
+    return split_of, chunk_vals
+
+
+class _Corpus:
+    """Conversation of each session and message, contacts of each conversation: what keeps
+    a question's hits and pack messages inside its own conversation (a LoCoMo ref like
+    "D1:3" exists in every sample)."""
+
+    def __init__(self, searcher: Any) -> None:
+        self.conv_of_session = {
+            sid: r["conversation_id"] for sid, r in searcher._session_rows.items()
+        }
+        self.conv_of_message: dict[str, str] = {}
+        for i, mids in enumerate(searcher.message_ids):
+            for m in mids:
+                self.conv_of_message[m] = searcher.conversation[i]
+        self.contacts: dict[str, set[str]] = defaultdict(set)
+        convs_of_contact: dict[str, set[str]] = defaultdict(set)
+        for conv, contact in zip(searcher.conversation, searcher.contact, strict=True):
+            self.contacts[conv].add(contact)
+            convs_of_contact[contact].add(conv)
+        self.shared = sorted(c for c, convs in convs_of_contact.items() if len(convs) > 1)
+
+    def scope(self, q: EvalQuestion) -> tuple[str | None, str | None]:
+        """(conversation, contact) a question is asked in; the contact is inferred when its
+        conversation has exactly one, because memories are searched per contact."""
+        scope = q.scope or {"conversation_id": q.corpus_id}
+        conv = scope.get("conversation_id")
+        contact = scope.get("contact_id")
+        if contact is None and conv is not None and len(self.contacts.get(conv, ())) == 1:
+            contact = next(iter(self.contacts[conv]))
+        return conv, contact
+
+    def hits_in(self, hits: list[MemoryHit], conv: str | None) -> list[MemoryHit]:
+        """The memory hits whose source session is in ``conv`` (all when None)."""
+        return [h for h in hits if conv is None or self.conv_of_session.get(h.session_id) == conv]
+
+    def messages_in(self, mids: Iterable[str], conv: str | None) -> list[str]:
+        """The messages of ``mids`` that are in ``conv`` (all when None)."""
+        return [m for m in mids if conv is None or self.conv_of_message.get(m) == conv]
+
+    def notes(self) -> list[str]:
+        """What the report must say about the corpus: hits dropped from shared contacts."""
+        notes = []
+        if self.shared:
+            notes.append(
+                f"{len(self.shared)} contact(s) span several conversations: memory hits of other "
+                "conversations were dropped after the search"
+            )
+        return notes
+
+
+class _QuestionScorer:
+    """Scores one question at a time into :attr:`vals`: memory retrieval, then the context
+    packs at every strategy and budget, then the chunk baseline's packs at every budget."""
+
+    def __init__(
+        self,
+        searcher: Any,
+        memories: MemoryIndex,
+        cfg: Config | None,
+        baseline: str,
+        budgets: Sequence[int],
+        strategies: Sequence[str],
+    ) -> None:
+        self.searcher = searcher
+        self.memories = memories
+        self.memo = _MemoSearch(searcher)
+        self.units = Units(searcher)
+        self.corpus = _Corpus(searcher)
+        self.cfg = cfg
+        self.baseline = baseline
+        self.budgets = budgets
+        self.strategies = strategies
+        self.text_of = dict(zip(searcher.chunk_ids, searcher.raw_text, strict=True))
+        self.vals: Values = defaultdict(dict)
+
+    @classmethod
+    def for_run(
+        cls,
+        searcher: Any,
+        memories: MemoryIndex,
+        selected: str,
+        budgets: Sequence[int],
+        strategies: Sequence[str],
+    ) -> _QuestionScorer:
+        """The scorer of a run whose selected chunk configuration is ``selected`` (none: no
+        chunk baseline)."""
+        cfg = _config_by_name(selected) if selected else None
+        return cls(searcher, memories, cfg, f"chunks[{selected}]", budgets, strategies)
+
+    def memory_hits(
+        self, q: EvalQuestion, conv: str | None, contact: str | None
+    ) -> dict[str, list[MemoryHit]]:
+        """The question's ranked memories, BM25 alone and fused with the searcher."""
+        search = self.memories.search
+        return {
+            "memory[bm25]": self.corpus.hits_in(
+                search(q.question, MEMORY_DEPTH, contact=contact), conv
+            ),
+            "memory[fused]": self.corpus.hits_in(
+                search(q.question, MEMORY_DEPTH, contact=contact, searcher=self.memo, beta=BETA),
+                conv,
+            ),
+        }
+
+    def score_memory_hits(
+        self, qid: str, ranked: Mapping[str, list[MemoryHit]], evidence: list[str]
+    ) -> None:
+        """Zero hits, and session / turn evidence recall at MEMORY_KS, of each ranking."""
+        vals, units, ref_of = self.vals, self.units, self.units.ref_of
+        for name, hits in ranked.items():
+            sessions = memory_sessions(hits)
+            refs = memory_refs(hits, ref_of)
+            vals[(name, "memory", "zero_hits", 0)][qid] = 0.0 if hits else 1.0
+            for k in MEMORY_KS:
+                vals[(name, "session", ER, k)][qid] = M.evidence_recall_at_k(
+                    sessions, evidence, units.session_refs, k
+                )
+                vals[(name, "turn", ER, k)][qid] = M.evidence_recall_at_k(refs, evidence, None, k)
+
+    def score_context_packs(
+        self,
+        q: EvalQuestion,
+        conv: str | None,
+        contact: str | None,
+        top: list[MemoryHit],
+        evidence: list[str],
+    ) -> None:
+        """Evidence recall and size of a pack per strategy and budget, built from the top
+        fused memories (one pack per budget: a smaller one cannot be cut from a larger)."""
+        ref_of = self.units.ref_of
+        for strategy in self.strategies:
+            for budget in self.budgets:
+                pack = build_context(
+                    self.memo,
+                    self.memories,
+                    q.question,
+                    budget,
+                    strategy=strategy,
+                    k_memories=K_MEMORIES,
+                    contact=contact,
+                    hits=top,
+                )
+                name = f"context[{strategy}]"
+                got = self.corpus.messages_in(pack_message_ids(pack), conv)
+                self.vals[(name, "context", ER, budget)][q.question_id] = context_recall(
+                    got, ref_of, evidence
+                )
+                self.vals[(name, "context", "utf16", budget)][q.question_id] = float(pack.utf16)
+
+    def score_chunk_baseline(self, q: EvalQuestion, conv: str | None, evidence: list[str]) -> None:
+        """Evidence recall and size of the selected chunk ranking packed whole, per budget."""
+        if self.cfg is None:
+            return
+        searcher, baseline = self.searcher, self.baseline
+        chunks = _chunk_ranking(searcher, q, self.cfg)
+        for budget in self.budgets:
+            chosen, size = chunk_pack(chunks, self.text_of, budget)
+            mids = self.corpus.messages_in(
+                (m for c in chosen for m in searcher.message_ids[searcher.position[c]]), conv
+            )
+            self.vals[(baseline, "context", ER, budget)][q.question_id] = context_recall(
+                mids, self.units.ref_of, evidence
+            )
+            self.vals[(baseline, "context", "utf16", budget)][q.question_id] = float(size)
+
+
+def _score_questions(
+    scorer: _QuestionScorer,
+    scored: Sequence[EvalQuestion],
+    log: Callable[[str], None],
+    t0: float,
+) -> tuple[float, float]:
+    """Score every question into ``scorer.vals``; returns the seconds spent in memory search
+    and in packing (the two costs worth reporting), and logs progress every 200 questions."""
+    t_search = t_packs = 0.0
+    for n, q in enumerate(scored, 1):
+        conv, contact = scorer.corpus.scope(q)
+        evidence = [r for r, g in q.gold.items() if g >= 1]
+        ts = time.perf_counter()
+        ranked = scorer.memory_hits(q, conv, contact)
+        t_search += time.perf_counter() - ts
+        scorer.score_memory_hits(q.question_id, ranked, evidence)
+        tp = time.perf_counter()
+        scorer.score_context_packs(q, conv, contact, ranked["memory[fused]"][:K_MEMORIES], evidence)
+        scorer.score_chunk_baseline(q, conv, evidence)
+        t_packs += time.perf_counter() - tp
+        scorer.memo.forget()  # the memoized searches belong to this question only
+        if n % 200 == 0:
+            log(f"eval: memories: {n}/{len(scored)} questions ({time.perf_counter() - t0:.0f}s)")
+    return t_search, t_packs
+
+
+def _per_question_rows(
+    vals: Values, scored: Sequence[EvalQuestion], split_of: Mapping[str, str]
+) -> list[dict]:
+    """One PER_QUESTION_SCHEMA row per series and scored question (value None when the
+    question has none), series in the order they were first scored."""
+    return [
+        {
+            "config": name,
+            "split": split_of[q.question_id],
+            "question_id": q.question_id,
+            "corpus_id": q.corpus_id,
+            "qtype": q.qtype,
+            "level": level,
+            "metric": metric,
+            "k": k,
+            "value": values.get(q.question_id),
+        }
+        for (name, level, metric, k), values in vals.items()
+        for q in scored
+    ]
 
 
 def _from_run(

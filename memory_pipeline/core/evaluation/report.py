@@ -1355,13 +1355,31 @@ def _memory_section(
     meta: Mapping[str, Any],
     selected: str,
 ) -> _Section:
+    """Memory retrieval beside the selected chunk config, context-pack recall by budget,
+    the paired differences and a caption — each part built alone from the memory tables."""
     sec = _Section("memories", "Memories and context packs")
     if why:
         sec.blocks.append(_note(f"{why}, so memory retrieval and context packs are not shown."))
         return sec
     msumm = _Summary(rows)
+    # the test split when the tables have one: the figures that were not used to select
     split = "test" if any(key[1] == "test" for key in msumm.index) else "all"
-    cols = [("session", 5), ("session", 10), ("turn", 5), ("turn", 10)]
+    sec.blocks += _memory_retrieval_blocks(msumm, split, summ, selected)
+    sec.blocks += _context_pack_blocks(msumm, split, str(meta.get("memory_baseline") or ""))
+    sec.blocks += _memory_diff_blocks(diff_rows, diff_why)
+    sec.blocks += _memory_caption(meta)
+    return sec
+
+
+MEMORY_COLUMNS = (("session", 5), ("session", 10), ("turn", 5), ("turn", 10))  # (level, k)
+
+
+def _memory_retrieval_blocks(
+    msumm: _Summary, split: str, summ: _Summary | None, selected: str
+) -> list[Any]:
+    """A table of session/turn recall per memory configuration, with the selected chunk
+    configuration's row from the chunk summary last, so both read on one scale."""
+    cols = MEMORY_COLUMNS
     table = []
     memory_configs = sorted(
         {key[0] for key in msumm.index if key[3] in ("session", "turn", "memory")}
@@ -1393,131 +1411,128 @@ def _memory_section(
                 _Cell(_int(n.get("n") if n else None), "num"),
             ]
         )
-    sec.blocks.append(_Sub(f"Memory retrieval ({split} split)"))
-    sec.blocks.append(
-        _Table(["Configuration", *(f"{lv} R@{k}" for lv, k in cols), "no memory hit", "n"], table)
-    )
-    sec.blocks.append(
+    return [
+        _Sub(f"Memory retrieval ({split} split)"),
+        _Table(["Configuration", *(f"{lv} R@{k}" for lv, k in cols), "no memory hit", "n"], table),
         _P(
             "memory[bm25]: BM25 over the memories; memory[fused]: fused with the hybrid score "
             "of each memory's source session. Ranked memories map to their source sessions "
             "(session level) and to the evidence refs of their messages (turn level). "
             "Mean [95% bootstrap CI].",
             "caption",
-        )
-    )
-    baseline = str(meta.get("memory_baseline") or "")
+        ),
+    ]
+
+
+def _context_pack_blocks(msumm: _Summary, split: str, baseline: str) -> list[Any]:
+    """Pack recall against the budget (plot and table, the chunk baseline last) and the mean
+    pack sizes; nothing when the tables hold no context rows."""
     contexts = sorted(
         {key[0] for key in msumm.index if key[3] == "context"},
         key=lambda c: (c == baseline, c),
     )
     budgets = sorted({key[5] for key in msumm.index if key[3] == "context" and key[5]})
-    if contexts and budgets:
-        sec.blocks.append(_Sub(f"Context-pack evidence recall by budget ({split} split)"))
-        png = _plot_context_recall(msumm, contexts, baseline, split)
-        if png is not None:
-            sec.blocks.append(
-                _Img(
-                    "memory_context_recall.png",
-                    png,
-                    "Context-pack evidence recall against budget",
-                    "Share of gold evidence whose message is in the pack, by budget; dashed: "
-                    "the selected chunk configuration's top chunks packed whole (raw text, no "
-                    "citation headers; packing stops at the first chunk that does not fit, so "
-                    "a budget below the top chunk's size holds nothing).",
-                )
-            )
-        sec.blocks.append(
-            _Table(
-                ["Pack", *(f"{int(b):,}" for b in budgets)],
-                [
-                    [
-                        c,
-                        *(
-                            _Cell(_mean_ci(msumm.get(c, split, ALL, "context", ER, b)), "num")
-                            for b in budgets
-                        ),
-                    ]
-                    for c in contexts
-                ],
+    if not (contexts and budgets):
+        return []
+    blocks: list[Any] = [_Sub(f"Context-pack evidence recall by budget ({split} split)")]
+    png = _plot_context_recall(msumm, contexts, baseline, split)
+    if png is not None:
+        blocks.append(
+            _Img(
+                "memory_context_recall.png",
+                png,
+                "Context-pack evidence recall against budget",
+                "Share of gold evidence whose message is in the pack, by budget; dashed: "
+                "the selected chunk configuration's top chunks packed whole (raw text, no "
+                "citation headers; packing stops at the first chunk that does not fit, so "
+                "a budget below the top chunk's size holds nothing).",
             )
         )
-        sec.blocks.append(
-            _Details(
-                "Mean rendered size (UTF-16 units)",
-                [
-                    _Table(
-                        ["Pack", *(f"{int(b):,}" for b in budgets)],
-                        [
-                            [
-                                c,
-                                *(
-                                    _Cell(
-                                        _f(msumm.mean(c, split, ALL, "context", "utf16", b), 0),
-                                        "num",
-                                    )
-                                    for b in budgets
-                                ),
-                            ]
-                            for c in contexts
-                        ],
-                    )
-                ],
-            )
-        )
-    if diff_why:
-        sec.blocks.append(_note(f"{diff_why}, so no paired differences are shown."))
-    else:
-        out = []
-        for r in sorted(
-            diff_rows,
-            key=lambda r: (
-                _split_key(r["split"]),
-                str(r["level"]) == "context",
-                str(r["level"]),
-                str(r["config_a"]),
-                _num(r["k"]) or 0,
+    headers = ["Pack", *(f"{int(b):,}" for b in budgets)]
+    recall = [
+        [c, *(_Cell(_mean_ci(msumm.get(c, split, ALL, "context", ER, b)), "num") for b in budgets)]
+        for c in contexts
+    ]
+    sizes = [
+        [
+            c,
+            *(
+                _Cell(_f(msumm.mean(c, split, ALL, "context", "utf16", b), 0), "num")
+                for b in budgets
             ),
-        ):
-            lo, hi = _num(r.get("ci_lo")), _num(r.get("ci_hi"))
-            verdict = (
-                "A better"
-                if lo is not None and lo > 0
-                else "B better"
-                if hi is not None and hi < 0
-                else "no CI"
-                if lo is None or hi is None
-                else "CI spans 0"
-            )
-            what = (
-                f"pack recall @ budget {_int(r['k'])}"
-                if r["level"] == "context"
-                else _measure(str(r["level"]), str(r["metric"]), _int(r["k"]))
-            )
-            out.append(
-                [
-                    str(r["split"]),
-                    what,
-                    str(r["config_a"]),
-                    str(r["config_b"]),
-                    _Cell(_signed(r.get("mean_diff")), "num strong"),
-                    _Cell(_ci(lo, hi), "num"),
-                    _Cell(verdict),
-                ]
-            )
-        sec.blocks.append(_Sub("Paired differences against the chunk retriever"))
-        sec.blocks.append(_Table(["Split", "Measure", "A", "B", "A − B", "95% CI", "Verdict"], out))
+        ]
+        for c in contexts
+    ]
+    blocks.append(_Table(headers, recall))
+    blocks.append(_Details("Mean rendered size (UTF-16 units)", [_Table(headers, sizes)]))
+    return blocks
+
+
+def _memory_diff_blocks(diff_rows: Sequence[Mapping[str, Any]], diff_why: str | None) -> list[Any]:
+    """The paired differences, memory rankings first and then packs by budget, or a note
+    saying why there are none."""
+    if diff_why:
+        return [_note(f"{diff_why}, so no paired differences are shown.")]
+    ordered = sorted(
+        diff_rows,
+        key=lambda r: (
+            _split_key(r["split"]),
+            str(r["level"]) == "context",
+            str(r["level"]),
+            str(r["config_a"]),
+            _num(r["k"]) or 0,
+        ),
+    )
+    return [
+        _Sub("Paired differences against the chunk retriever"),
+        _Table(
+            ["Split", "Measure", "A", "B", "A − B", "95% CI", "Verdict"],
+            [_memory_diff_row(r) for r in ordered],
+        ),
+    ]
+
+
+def _memory_diff_row(r: Mapping[str, Any]) -> list[str | _Cell]:
+    """One difference: a pack row's k is a budget, so it is named as one."""
+    lo, hi = _num(r.get("ci_lo")), _num(r.get("ci_hi"))
+    verdict = (
+        "A better"
+        if lo is not None and lo > 0
+        else "B better"
+        if hi is not None and hi < 0
+        else "no CI"
+        if lo is None or hi is None
+        else "CI spans 0"
+    )
+    what = (
+        f"pack recall @ budget {_int(r['k'])}"
+        if r["level"] == "context"
+        else _measure(str(r["level"]), str(r["metric"]), _int(r["k"]))
+    )
+    return [
+        str(r["split"]),
+        what,
+        str(r["config_a"]),
+        str(r["config_b"]),
+        _Cell(_signed(r.get("mean_diff")), "num strong"),
+        _Cell(_ci(lo, hi), "num"),
+        _Cell(verdict),
+    ]
+
+
+def _memory_caption(meta: Mapping[str, Any]) -> list[Any]:
+    """How many memories and how long, when the run recorded it."""
     seconds = meta.get("memory_seconds")
-    if seconds is not None:
-        sec.blocks.append(
-            _P(
-                f"{_int(meta.get('memories'))} memories; memory evaluation took {seconds}s. "
-                "Pack recall counts a gold ref when its message is cited by any piece "
-                "(memory pieces included).",
-                "caption",
-            )
+    if seconds is None:
+        return []
+    return [
+        _P(
+            f"{_int(meta.get('memories'))} memories; memory evaluation took {seconds}s. "
+            "Pack recall counts a gold ref when its message is cited by any piece "
+            "(memory pieces included).",
+            "caption",
         )
-    return sec
+    ]
 
 
 def _reproduce_section(meta: Mapping[str, Any]) -> _Section:

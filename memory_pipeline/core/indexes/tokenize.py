@@ -52,6 +52,7 @@ __all__ = [
     "ENGLISH_STOPWORDS",
     "JAPANESE_STOPWORDS",
     "SUDACHI_STOPWORDS",
+    "TOKENIZER_CHOICES",
     "TOKENIZER_NAMES",
     "TOKENIZER_VERSION",
     "CjkBigramTokenizer",
@@ -69,6 +70,8 @@ __all__ = [
 # with a different version (their postings would no longer match query tokens).
 TOKENIZER_VERSION = 1
 TOKENIZER_NAMES = ("regex", "sudachi", "cjk_bigram", "english")
+# What a configuration may name: a tokenizer, or "auto" (picked from a sample of the corpus).
+TOKENIZER_CHOICES = (*TOKENIZER_NAMES, "auto")
 # Share of sampled texts that must be Japanese for ``auto`` to pick ``sudachi``.
 AUTO_JA_SHARE = 0.05
 AUTO_MAX_SAMPLES = 2000
@@ -454,7 +457,7 @@ def get_tokenizer(name: str, sample_texts: Sequence[str] | None = None, **params
         "english": EnglishTokenizer,
     }
     if name not in classes:
-        raise ValueError(f"unknown tokenizer {name!r}; choose from {TOKENIZER_NAMES + ('auto',)}")
+        raise ValueError(f"unknown tokenizer {name!r}; choose from {TOKENIZER_CHOICES}")
     if params:
         raise ValueError(f"tokenizer {name!r} takes no params, got {sorted(params)}")
     return classes[name]()

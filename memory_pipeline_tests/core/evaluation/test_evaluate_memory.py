@@ -3,6 +3,7 @@ and end to end on one real LoCoMo conversation."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -312,3 +313,41 @@ def test_locomo_memory_tables(evaluated: tuple[dict, Path]):
                 assert keyed[(name, level, k)]["config_b"] == meta["selected_config"]
     page = Path(meta["report_html"]).read_text(encoding="utf-8")
     assert "Memories and context packs" in page
+
+
+# Digests of the memory tables of the first LoCoMo conversation (resamples=200, seed 0):
+# they pin run_memory_evaluation's output value for value. Regenerate only for an intended
+# change of the scores, from _table_digest over the tables the `evaluated` fixture writes.
+MEMORY_TABLE_DIGESTS = {
+    "memory_summary": (1110, "d6c731390568aca8c0452e9df338626b59d93f8fa7fab2224e6d8ba9b927a214"),
+    "memory_diffs": (32, "0566f81d1ebc3078fb36993388293de5a2d51371f19df0f9e93ad48b1ccd0baa"),
+    "memory_per_question": (
+        11100,
+        "33e5d5b92784ec46bd0a9f076446af720b718a8c0e5db67127be29520fb81495",
+    ),
+}
+
+
+def _table_digest(path: Path) -> tuple[int, str]:
+    rows = pq.read_table(path).to_pylist()
+    return len(rows), hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+
+
+def test_locomo_memory_tables_are_pinned(evaluated: tuple[dict, Path]):
+    meta, out = evaluated
+    got = {name: _table_digest(out / "tables" / f"{name}.parquet") for name in MEMORY_TABLE_DIGESTS}
+    assert got == MEMORY_TABLE_DIGESTS
+    assert {k: v for k, v in meta.items() if k.startswith("memor")} | {
+        "memory_seconds": None,
+        "memory_timing": None,
+    } == {
+        "memories": 10,
+        "memory_questions": 150,
+        "memory_budgets": list(BUDGETS),
+        "memory_strategies": list(STRATEGIES),
+        "memory_baseline": "chunks[linear[raw_text+raw_text] beta=0.95]",
+        "memory_seconds": None,
+        "memory_timing": None,
+        "memory_notes": [],
+    }
+    assert set(meta["memory_timing"]) == {"search", "packs", "statistics"}

@@ -3,7 +3,10 @@ the papers' figures kept apart from ours, PASS/MISS on the test split, escaping,
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
+from collections.abc import Sequence
 from html import escape as html_escape
 from pathlib import Path
 
@@ -443,3 +446,114 @@ def test_messy_values_and_meta(tmp_path: Path) -> None:
     assert "fusion_sweep.png" not in html  # images are embedded, not linked, in the HTML
     assert html.count("data:image/png;base64,") == 3
     assert "NO DATA" in html  # the empty goal has nothing to be measured against
+
+
+# -- the memory section, byte for byte ---------------------------------------------------------
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+MEMORY_BASELINE = f"chunks[{SELECTED}]"
+MEMORY_BUDGETS = (1_000, 4_000, 24_000)
+
+
+def _memory_tables(splits: Sequence[str] = ("dev", "test", "all")) -> dict[str, pa.Table]:
+    """Memory tables shaped like memory_eval's: two memory retrievers, four pack strategies
+    and the chunk baseline over three budgets, a null CI and a NaN mean among them."""
+    rows = []
+
+    def add(config, split, level, metric, k, mean, lo=None, hi=None, n=40):
+        rows.append(
+            {"config": config, "split": split, "qtype": "all", "level": level, "metric": metric,
+             "k": k, "mean": mean, "ci_lo": lo, "ci_hi": hi, "n": n}
+        )  # fmt: skip
+
+    for s, split in enumerate(splits):
+        for i, name in enumerate(("memory[fused]", "memory[bm25]")):
+            add(name, split, "memory", "zero_hits", 0, 0.05 * (i + 1), 0.01, 0.1 + 0.01 * s)
+            for level in ("session", "turn"):
+                for k in (1, 5, 10):
+                    mean = 0.2 + 0.05 * k / (i + 1) + 0.01 * s + (0.03 if level == "turn" else 0)
+                    add(name, split, level, ER_METRIC, k, mean, mean - 0.04, mean + 0.04)
+        for j, config in enumerate(
+            [MEMORY_BASELINE, *(f"context[{x}]" for x in ("split", "none", "neighbors"))]
+        ):
+            for b, budget in enumerate(MEMORY_BUDGETS):
+                mean = 0.1 + 0.2 * b + 0.03 * j + 0.01 * s
+                hi = None if (j, b) == (2, 1) else mean + 0.05
+                add(config, split, "context", ER_METRIC, budget, mean, mean - 0.05, hi)
+                size = float("nan") if (j, b) == (3, 0) else budget * (0.6 + 0.05 * j)
+                add(config, split, "context", "utf16", budget, size)
+    diffs = []
+    for a, b, level, k, d, lo, hi in [
+        ("memory[fused]", SELECTED, "session", 5, 0.081, 0.021, 0.14),  # A better
+        ("memory[bm25]", SELECTED, "turn", 10, -0.12, -0.2, -0.04),  # B better
+        ("memory[bm25]", SELECTED, "session", 5, 0.01, -0.05, 0.07),  # CI spans 0
+        ("context[split]", MEMORY_BASELINE, "context", 24_000, 0.2, None, 0.3),  # no CI
+        ("context[none]", MEMORY_BASELINE, "context", 1_000, -0.01, -0.03, 0.01),
+    ]:
+        diffs.append(
+            {"config_a": a, "config_b": b, "level": level, "metric": ER_METRIC, "k": k,
+             "split": "test", "mean_diff": d, "ci_lo": lo, "ci_hi": hi}
+        )  # fmt: skip
+    return {
+        "memory_summary": pa.Table.from_pylist(rows, schema=SUMMARY_SCHEMA),
+        "memory_diffs": pa.Table.from_pylist(diffs, schema=DIFFS_SCHEMA),
+    }
+
+
+ER_METRIC = "evidence_recall"
+MEMORY_CASES = {
+    # name: () -> (tables, meta) of a whole report
+    "full": lambda: (
+        _tables() | _memory_tables(),
+        _meta(memory_baseline=MEMORY_BASELINE, memory_seconds=12.5, memories=321),
+    ),
+    "dev_only_no_diffs": lambda: (
+        _tables() | {"memory_summary": _memory_tables(("dev", "all"))["memory_summary"]},
+        _meta(memory_baseline=MEMORY_BASELINE),
+    ),
+    "empty": lambda: (_tables() | {"memory_summary": SUMMARY_SCHEMA.empty_table()}, _meta()),
+    # no chunk summary, no selected config and no baseline name: every row a memory row
+    "memory_only": lambda: (_memory_tables(("test",)), {"memory_seconds": 3}),
+}
+
+
+def _memory_section_text(case: str, out: Path) -> tuple[str, str]:
+    """(HTML, Markdown) of the memory section of a full report for ``case``; embedded PNGs
+    are replaced by their SHA-256 and tags put on their own lines so the golden files stay
+    readable, diffable text (the page itself has no newline inside a section)."""
+    tables, meta = MEMORY_CASES[case]()
+    html_path, md_path = write_report(tables, meta, out)
+    page = html_path.read_text(encoding="utf-8")
+    section = re.search(r'<section id="memories">.*?</section>', page, flags=re.S)
+    assert section is not None
+    html = re.sub(
+        r"data:image/png;base64,([A-Za-z0-9+/=]+)",
+        lambda m: "png-sha256:" + hashlib.sha256(base64.b64decode(m[1])).hexdigest(),
+        section[0],
+    ).replace("><", ">\n<")
+    md = md_path.read_text(encoding="utf-8")
+    start = md.index(". Memories and context packs\n")
+    end = md.find("\n## ", start)
+    md = md[md.rindex("\n## ", 0, start) + 1 : None if end < 0 else end + 1]
+    return html + "\n", md
+
+
+def write_memory_golden(out: Path) -> None:
+    """Regenerate the golden files (only when the report is meant to change):
+    ``python -c "from pathlib import Path; from memory_pipeline_tests.core.evaluation.test_report
+    import write_memory_golden as w; w(Path('/tmp/golden_out'))"``."""
+    GOLDEN.mkdir(exist_ok=True)
+    for case in MEMORY_CASES:
+        html, md = _memory_section_text(case, out / case)
+        (GOLDEN / f"memory_section_{case}.html").write_text(html, encoding="utf-8")
+        (GOLDEN / f"memory_section_{case}.md").write_text(md, encoding="utf-8")
+
+
+@pytest.mark.parametrize("case", sorted(MEMORY_CASES))
+def test_memory_section_matches_golden(tmp_path: Path, case: str) -> None:
+    html, md = _memory_section_text(case, tmp_path)
+    assert html == (GOLDEN / f"memory_section_{case}.html").read_text(encoding="utf-8")
+    assert md == (GOLDEN / f"memory_section_{case}.md").read_text(encoding="utf-8")
+    if case == "full":  # the PNG written beside the Markdown is the one embedded in the HTML
+        png = (tmp_path / "memory_context_recall.png").read_bytes()
+        assert f"png-sha256:{hashlib.sha256(png).hexdigest()}" in html

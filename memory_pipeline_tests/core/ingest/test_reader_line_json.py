@@ -252,3 +252,241 @@ def test_missing_path_file_path_bad_zone_and_unreadable_file(tmp_path: Path, mon
     monkeypatch.setattr(Path, "read_bytes", deny)
     with pytest.raises(SourceError, match=f"cannot read {good}: Permission denied"):
         read(tmp_path / "src")
+
+
+# -- exact records: pins _read_file's output (reason, detail, line, raw) across refactors ------
+
+EXPECTED_BAD_DETAILS = {
+    ("chat/2024-03-01.json", "$"): "invalid JSON at line 6 column 5: Expecting ',' delimiter",
+    ("chat/2024-03-02.json", "messages[1]"): "no time",
+    ("chat/2024-03-02.json", "messages[2]"): "time is 'NaT'",
+    ("chat/2024-03-02.json", "messages[3]"): "no time",
+    ("chat/2024-03-02.json", "messages[4]"): "time out of range '25:61'",
+    ("chat/2024-03-02.json", "messages[9]"): "no sender field",
+    ("chat/2024-03-02.json", "messages[10]"): "no text field",
+    ("chat/2024-03-02.json", "messages[11]"): "entry is str, expected an object",
+    ("chat/2024-03-02.json", "messages[15]"): "time is int, expected 'HH:MM[:SS]'",
+    ("chat/2024-03-03.json", "$"): "invalid UTF-8 at byte 202 (line 6)",
+    ("chat/2024-03-04.json", "messages[0]"): (
+        "date field '2024-03-05' does not match file name date 2024-03-04"
+    ),
+    ("chat/2024-03-04.json", "messages[1]"): (
+        "date field '2024-03-05' does not match file name date 2024-03-04"
+    ),
+    ("chat/2024-03-07.json", "$"): "top level is list, expected an object",
+    ("chat/2024-03-08.json", "messages[0]"): "unknown timezone 'Mars/Olympus_Mons'",
+}
+
+
+def test_bad_fixture_quarantine_details(bad_records: list) -> None:
+    got = {_key(r): r.detail for r in bad_records if isinstance(r, QuarantineRecord)}
+    assert got == EXPECTED_BAD_DETAILS
+
+
+def test_bad_fixture_file_level_raw_excerpts(bad_records: list) -> None:
+    by = {_key(r): r for r in bad_records}
+    files = BAD / "records" / "chat"
+    listed = (files / "2024-03-07.json").read_text(encoding="utf-8")
+    assert by["chat/2024-03-07.json", "$"].raw == listed  # whole text when short
+    # an undecodable file keeps a replacement-decoded excerpt
+    undecodable = (files / "2024-03-03.json").read_bytes().decode("utf-8", "replace")
+    assert by["chat/2024-03-03.json", "$"].raw == undecodable[:2000]
+    broken = (files / "2024-03-01.json").read_text(encoding="utf-8")
+    assert by["chat/2024-03-01.json", "$"].raw == broken[:2000]  # error near the start
+    # an entry's raw is its JSON, non-ASCII kept
+    assert by["chat/2024-03-02.json", "messages[11]"].raw == '"just a string"'
+
+
+def _quarantine(ref: str, reason: str, detail: str, raw: str, conv: str = "c") -> QuarantineRecord:
+    return QuarantineRecord(
+        source="t_json",
+        source_file="c/2024-03-01.json",
+        source_line=None,
+        record_ref=ref,
+        conversation_id=conv,
+        partition_date=D(2024, 3, 1),
+        reason=reason,
+        detail=detail,
+        raw=raw,
+    )
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        (
+            {"date": "2024-03-01"},
+            [_quarantine("$", "missing_field", "no messages array", '{"date": "2024-03-01"}')],
+        ),
+        (
+            {"messages": {"a": 1}},
+            [
+                _quarantine(
+                    "$", "malformed_json", "messages is dict, not array", '{"messages": {"a": 1}}'
+                )
+            ],
+        ),
+        (
+            {"conversation_id": 7, "messages": [{"time": "10:00"}, 3]},
+            [
+                _quarantine(
+                    "messages[0]",
+                    "missing_field",
+                    "conversation_id must be a non-empty string",
+                    '{"time": "10:00"}',
+                ),
+                _quarantine(
+                    "messages[1]",
+                    "missing_field",
+                    "conversation_id must be a non-empty string",
+                    "3",
+                ),
+            ],
+        ),
+        (
+            {"conversation_id": "other", "contact": " ", "messages": [{}]},
+            [
+                _quarantine(
+                    "messages[0]",
+                    "missing_field",
+                    "contact must be a non-empty string",
+                    "{}",
+                    "other",
+                )
+            ],
+        ),
+        (
+            {"timezone": 9, "messages": [{}]},
+            [
+                _quarantine(
+                    "messages[0]", "bad_timestamp", "timezone must be an IANA zone name", "{}"
+                )
+            ],
+        ),
+        (
+            {"date": 20240301, "messages": [{}]},
+            [
+                _quarantine(
+                    "messages[0]",
+                    "bad_timestamp",
+                    "date field 'int' does not match file name date 2024-03-01",
+                    "{}",
+                )
+            ],
+        ),
+        (
+            {
+                "messages": [
+                    {"time": "10:00", "sender": "", "text": "x"},
+                    {"time": "10:00", "sender": 5, "text": "x"},
+                    {"time": "10:00", "sender": "A", "text": 5},
+                    {"time": "10:00", "sender": "A", "text": "x", "source_order": -1},
+                    {"time": "10:00", "sender": "A", "text": "x", "source_order": True},
+                    {"time": "ten", "sender": "A", "text": "café"},
+                    {"time": "null", "sender": "A", "text": "x"},
+                ]
+            },
+            [
+                _quarantine(
+                    "messages[0]",
+                    "missing_field",
+                    "empty sender",
+                    '{"time": "10:00", "sender": "", "text": "x"}',
+                ),
+                _quarantine(
+                    "messages[1]",
+                    "missing_field",
+                    "sender is int, expected a string",
+                    '{"time": "10:00", "sender": 5, "text": "x"}',
+                ),
+                _quarantine(
+                    "messages[2]",
+                    "missing_field",
+                    "text is int, expected a string",
+                    '{"time": "10:00", "sender": "A", "text": 5}',
+                ),
+                _quarantine(
+                    "messages[3]",
+                    "missing_field",
+                    "source_order must be a non-negative integer",
+                    '{"time": "10:00", "sender": "A", "text": "x", "source_order": -1}',
+                ),
+                _quarantine(
+                    "messages[4]",
+                    "missing_field",
+                    "source_order must be a non-negative integer",
+                    '{"time": "10:00", "sender": "A", "text": "x", "source_order": true}',
+                ),
+                _quarantine(
+                    "messages[5]",
+                    "bad_timestamp",
+                    "unparseable time 'ten'",
+                    '{"time": "ten", "sender": "A", "text": "café"}',
+                ),
+                _quarantine(
+                    "messages[6]",
+                    "missing_timestamp",
+                    "time is 'null'",
+                    '{"time": "null", "sender": "A", "text": "x"}',
+                ),
+            ],
+        ),
+    ],
+    ids=[
+        "no-messages",
+        "messages-not-array",
+        "conversation-not-string",
+        "blank-contact",
+        "timezone-not-string",
+        "date-not-string",
+        "entry-fields",
+    ],
+)
+def test_quarantine_records_exactly(tmp_path: Path, doc: dict, expected: list) -> None:
+    _write(tmp_path / "c" / "2024-03-01.json", json.dumps(doc, ensure_ascii=False))
+    assert read(tmp_path) == expected
+
+
+def test_messages_exactly(tmp_path: Path) -> None:
+    doc = {
+        "conversation_id": "conv",
+        "contact": "Ann",
+        "timezone": "Europe/Madrid",
+        "messages": [
+            {"time": "23:59:58.5", "sender": "Yuki", "text": "hi", "type": " Photo "},
+            {"time": "00:01", "type": "system", "text": "joined", "source_order": 9},
+        ],
+    }
+    _write(tmp_path / "dir" / "2024-03-01.json", json.dumps(doc))
+    local = [dt.datetime(2024, 3, 1, 23, 59, 58, 500000), dt.datetime(2024, 3, 1, 0, 1)]
+    common = {
+        "source": "t_json",
+        "conversation_id": "conv",
+        "contact_id": "Ann",
+        "tz": "Europe/Madrid",
+        "source_file": "dir/2024-03-01.json",
+    }
+    assert read(tmp_path) == [
+        Message(
+            sender="Yuki",
+            is_owner=True,
+            ts=(local[0] - dt.timedelta(hours=1)).replace(tzinfo=dt.UTC),
+            local_ts=local[0],
+            type="photo",
+            text="hi",
+            source_order=0,
+            source_ref="dir/2024-03-01.json#messages[0]",
+            **common,
+        ),
+        Message(
+            sender="",
+            is_owner=False,
+            ts=(local[1] - dt.timedelta(hours=1)).replace(tzinfo=dt.UTC),
+            local_ts=local[1],
+            type="system",
+            text="joined",
+            source_order=9,
+            source_ref="dir/2024-03-01.json#messages[1]",
+            **common,
+        ),
+    ]

@@ -13,6 +13,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from memory_pipeline.core.common.records import (
@@ -192,129 +193,191 @@ def _dump(entry: object) -> str:
 
 
 def _read_file(spec: SourceSpec, path: Path, file_date: dt.date) -> Iterator[Record]:
-    """Records of one date file, in file order."""
-    rel = relative_name(path, spec.path)
-    conv_dir = path.parent.name
+    """Records of one date file, in file order.
 
-    def file_quarantine(reason: str, detail: str, raw: str, line: int | None) -> QuarantineRecord:
+    Four phases, each of which can end the file: decode the bytes, parse the JSON document,
+    resolve and check the file-level header, then turn each message entry into a record.
+    """
+    src = _FileSource(spec, relative_name(path, spec.path), path.parent.name, file_date)
+    text = _decode(src, read_bytes(path, spec.name))
+    if isinstance(text, QuarantineRecord):
+        yield text
+        return
+    parsed = _parse_document(src, text)
+    if isinstance(parsed, QuarantineRecord):
+        yield parsed
+        return
+    doc, messages = parsed
+    header = _Header.resolve(doc, src)
+    problem = _header_problem(doc, file_date, header.conv, header.contact, header.tz)
+    if problem is not None:
+        # Per message, not per file: the file parsed, so its messages are countable records.
+        reason, detail = problem
+        conv = header.conv if isinstance(header.conv, str) else src.conv_dir
+        for i, entry in enumerate(messages):
+            yield src.entry_quarantine(i, conv, reason, detail, entry)
+        return
+    midnight = dt.datetime.combine(file_date, dt.time())
+    for i, entry in enumerate(messages):
+        yield _entry_record(src, header, midnight, i, entry)
+
+
+@dataclass(frozen=True)
+class _FileSource:
+    """Where the records of one file come from: every record of the file carries these, so
+    a quarantined entry can be found again in the file it came from."""
+
+    spec: SourceSpec
+    rel: str  # the file relative to the source path
+    conv_dir: str  # the conversation directory's name: the conversation id by default
+    file_date: dt.date
+
+    def file_quarantine(
+        self, reason: str, detail: str, raw: str, line: int | None
+    ) -> QuarantineRecord:
+        """The one record of a file that cannot be read as a document at all."""
         return QuarantineRecord(
-            source=spec.name,
-            source_file=rel,
+            source=self.spec.name,
+            source_file=self.rel,
             source_line=line,
             record_ref=FILE_REF,
-            conversation_id=conv_dir,
-            partition_date=file_date,
+            conversation_id=self.conv_dir,
+            partition_date=self.file_date,
             reason=reason,
             detail=detail,
             raw=raw,
         )
 
-    data = read_bytes(path, spec.name)
+    def entry_quarantine(
+        self, i: int, conv: str, reason: str, detail: str, entry: object
+    ) -> QuarantineRecord:
+        """The record of ``messages[i]`` when it cannot become a Message."""
+        return QuarantineRecord(
+            source=self.spec.name,
+            source_file=self.rel,
+            source_line=None,
+            record_ref=f"messages[{i}]",
+            conversation_id=conv,
+            partition_date=self.file_date,
+            reason=reason,
+            detail=detail,
+            raw=_dump(entry),
+        )
+
+
+def _decode(src: _FileSource, data: bytes) -> str | QuarantineRecord:
+    """The file's text (a UTF-8 BOM dropped), or its quarantine record naming the byte and
+    line of the first invalid sequence."""
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         detail = f"invalid UTF-8 at byte {exc.start} (line {line})"
         raw = raw_excerpt(data.decode("utf-8", "replace"))
-        yield file_quarantine(R_ENCODING, detail, raw, line)
-        return
+        return src.file_quarantine(R_ENCODING, detail, raw, line)
+
+
+def _parse_document(src: _FileSource, text: str) -> tuple[dict, list] | QuarantineRecord:
+    """(document, its messages array), or the file's quarantine record when the text is not
+    JSON, not an object, or has no messages array (the raw excerpt of a JSON error starts
+    near the error, where a repair is needed)."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         detail = f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         start = max(0, exc.pos - MAX_RAW_EXCERPT // 2)
-        yield file_quarantine(R_MALFORMED_JSON, detail, raw_excerpt(text[start:]), exc.lineno)
-        return
+        return src.file_quarantine(R_MALFORMED_JSON, detail, raw_excerpt(text[start:]), exc.lineno)
     if not isinstance(doc, dict):
         detail = f"top level is {type(doc).__name__}, expected an object"
-        yield file_quarantine(R_MALFORMED_JSON, detail, raw_excerpt(text), None)
-        return
+        return src.file_quarantine(R_MALFORMED_JSON, detail, raw_excerpt(text), None)
     messages = doc.get("messages")
     if not isinstance(messages, list):
         if messages is None:
             reason, detail = R_MISSING_FIELD, "no messages array"
         else:
             reason, detail = R_MALFORMED_JSON, f"messages is {type(messages).__name__}, not array"
-        yield file_quarantine(reason, detail, raw_excerpt(text), None)
-        return
+        return src.file_quarantine(reason, detail, raw_excerpt(text), None)
+    return doc, messages
 
-    conv = doc.get("conversation_id")
-    conv = conv_dir if conv is None else conv
-    contact = doc.get("contact")
-    contact = conv if contact is None else contact
-    tz = doc.get("timezone")
-    tz = spec.timezone if tz is None else tz
-    problem = _header_problem(doc, file_date, conv, contact, tz)
-    if problem is not None:
-        # Per message, not per file: the file parsed, so its messages are countable records.
-        reason, detail = problem
-        for i, entry in enumerate(messages):
-            yield QuarantineRecord(
-                source=spec.name,
-                source_file=rel,
-                source_line=None,
-                record_ref=f"messages[{i}]",
-                conversation_id=conv if isinstance(conv, str) else conv_dir,
-                partition_date=file_date,
-                reason=reason,
-                detail=detail,
-                raw=_dump(entry),
-            )
-        return
 
-    midnight = dt.datetime.combine(file_date, dt.time())
-    owner = spec.owner
-    for i, entry in enumerate(messages):
-        ref = f"messages[{i}]"
-        try:
-            if not isinstance(entry, dict):
-                raise _Reject(
-                    R_MALFORMED_JSON, f"entry is {type(entry).__name__}, expected an object"
-                )
-            local_ts = midnight + _time_of_day(entry.get("time"))
-            kind = entry.get("type")
-            kind = "text" if kind is None else str(kind).strip().lower()
-            sender = entry.get("sender")
-            if sender is None and kind == "system":
-                sender = ""
-            elif not isinstance(sender, str) or not sender.strip():
-                raise _Reject(R_MISSING_FIELD, _field_problem("sender", sender))
-            body = entry.get("text")
-            if not isinstance(body, str):
-                raise _Reject(R_MISSING_FIELD, _field_problem("text", body))
-            order = entry.get("source_order")
-            if order is None:
-                order = i
-            elif type(order) is not int or order < 0:
-                raise _Reject(R_MISSING_FIELD, "source_order must be a non-negative integer")
-        except _Reject as rej:
-            yield QuarantineRecord(
-                source=spec.name,
-                source_file=rel,
-                source_line=None,
-                record_ref=ref,
-                conversation_id=conv,
-                partition_date=file_date,
-                reason=rej.reason,
-                detail=rej.detail,
-                raw=_dump(entry),
-            )
-            continue
-        yield Message(
-            source=spec.name,
-            conversation_id=conv,
-            contact_id=contact,
-            sender=sender,
-            is_owner=sender == owner,
-            ts=to_utc(local_ts, tz),
-            local_ts=local_ts,
-            tz=tz,
-            type=kind,
-            text=body,
-            source_order=order,
-            source_ref=f"{rel}#{ref}",
-            source_file=rel,
-        )
+@dataclass(frozen=True)
+class _Header:
+    """The file-level fields after defaults: the directory name for the conversation, the
+    conversation for the contact, the source's zone for the timezone. Not validated yet
+    (:func:`_header_problem` does that), hence ``object``."""
+
+    conv: object
+    contact: object
+    tz: object
+
+    @classmethod
+    def resolve(cls, doc: dict, src: _FileSource) -> _Header:
+        conv = doc.get("conversation_id")
+        conv = src.conv_dir if conv is None else conv
+        contact = doc.get("contact")
+        contact = conv if contact is None else contact
+        tz = doc.get("timezone")
+        tz = src.spec.timezone if tz is None else tz
+        return cls(conv, contact, tz)
+
+
+def _entry_record(
+    src: _FileSource, header: _Header, midnight: dt.datetime, i: int, entry: object
+) -> Record:
+    """``messages[i]`` as a Message, or as a QuarantineRecord saying which field is unusable.
+
+    Only called once :func:`_header_problem` found nothing, so the header fields are strings.
+    """
+    conv, contact, tz = str(header.conv), str(header.contact), str(header.tz)
+    try:
+        local_ts, kind, sender, body, order = _entry_fields(entry, i, midnight)
+    except _Reject as rej:
+        return src.entry_quarantine(i, conv, rej.reason, rej.detail, entry)
+    ref = f"messages[{i}]"
+    return Message(
+        source=src.spec.name,
+        conversation_id=conv,
+        contact_id=contact,
+        sender=sender,
+        is_owner=sender == src.spec.owner,
+        ts=to_utc(local_ts, tz),
+        local_ts=local_ts,
+        tz=tz,
+        type=kind,
+        text=body,
+        source_order=order,
+        source_ref=f"{src.rel}#{ref}",
+        source_file=src.rel,
+    )
+
+
+def _entry_fields(
+    entry: object, i: int, midnight: dt.datetime
+) -> tuple[dt.datetime, str, str, str, int]:
+    """(local time, type, sender, text, source order) of one entry; raises ``_Reject`` at the
+    first unusable field, checked in this order so the reason is stable.
+
+    A system message may have no sender; a missing ``source_order`` is the array index.
+    """
+    if not isinstance(entry, dict):
+        raise _Reject(R_MALFORMED_JSON, f"entry is {type(entry).__name__}, expected an object")
+    local_ts = midnight + _time_of_day(entry.get("time"))
+    kind = entry.get("type")
+    kind = "text" if kind is None else str(kind).strip().lower()
+    sender = entry.get("sender")
+    if sender is None and kind == "system":
+        sender = ""
+    elif not isinstance(sender, str) or not sender.strip():
+        raise _Reject(R_MISSING_FIELD, _field_problem("sender", sender))
+    body = entry.get("text")
+    if not isinstance(body, str):
+        raise _Reject(R_MISSING_FIELD, _field_problem("text", body))
+    order = entry.get("source_order")
+    if order is None:
+        order = i
+    elif type(order) is not int or order < 0:
+        raise _Reject(R_MISSING_FIELD, "source_order must be a non-negative integer")
+    return local_ts, kind, sender, body, order
 
 
 @register("line_json")
