@@ -14,7 +14,8 @@ import dagster as dg
 from memory_pipeline.core.memories.extract import count_by_kind
 from memory_pipeline.core.memories.stage import DossierChainBroken, build_memories, write_dossiers
 from memory_pipeline.core.quality import checks as quality
-from memory_pipeline.defs.ingest import RAW, _check
+from memory_pipeline.defs.helpers import check_result
+from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.providers import PROVIDER_POOL, MemoryExtractorResource
 from memory_pipeline.defs.representations import ENRICHMENT
@@ -94,12 +95,12 @@ def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Asse
                 "path": dg.MetadataValue.path(str(store.table_dir("memories"))),
             },
             check_results=[
-                _check(
+                check_result(
                     MEMORIES,
                     CHECK_MEMORY_SOURCES,
                     quality.memories_cite_sources(written, sessions, message_ids),
                 ),
-                _check(MEMORIES, CHECK_MEMORY_IDS, quality.unique(written, "memory_id")),
+                check_result(MEMORIES, CHECK_MEMORY_IDS, quality.unique(written, "memory_id")),
             ],
         )
 
@@ -165,9 +166,9 @@ def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Asse
                 "dossier_dir": dg.MetadataValue.path(str(cfg.dossiers_path)),
             },
             check_results=[
-                _check(DOSSIERS, CHECK_DOSSIER_SECTIONS, checks["sections"]),
-                _check(DOSSIERS, CHECK_DOSSIER_CITATIONS, checks["citations"]),
-                _check(DOSSIERS, CHECK_DOSSIER_ISOLATION, checks["isolation"]),
+                check_result(DOSSIERS, CHECK_DOSSIER_SECTIONS, checks["sections"]),
+                check_result(DOSSIERS, CHECK_DOSSIER_CITATIONS, checks["citations"]),
+                check_result(DOSSIERS, CHECK_DOSSIER_ISOLATION, checks["isolation"]),
             ],
         )
 

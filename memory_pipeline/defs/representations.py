@@ -9,17 +9,16 @@ partition whose chunks did not change makes no provider call.
 import time
 
 import dagster as dg
-import numpy as np
 import pyarrow.compute as pc
 
 from memory_pipeline.core.common.dates import split_by_date
-from memory_pipeline.core.quality import checks as quality
+from memory_pipeline.core.quality import represent_checks
 from memory_pipeline.core.represent.build import embed_chunks, embedding_texts, enrich_sessions
 from memory_pipeline.core.represent.build import summarize_chunks as summarize_core
-from memory_pipeline.core.represent.embedding_text import SUMMARY_LABEL, excerpt_of
 from memory_pipeline.core.sessions.stage import session_messages
 from memory_pipeline.defs.chunks import CHUNKS
-from memory_pipeline.defs.ingest import RAW, _check
+from memory_pipeline.defs.helpers import check_result
+from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.providers import PROVIDER_POOL, EmbeddingResource, SummarizerResource
 from memory_pipeline.defs.resources import PipelineResource
@@ -84,8 +83,6 @@ def build_representation_assets(
                 cache.close()
         _write_by_day(store, "chunk_summaries", table, days)
         written = store.read("chunk_summaries", days)
-        ok, meta = _summary_check(written, chunks)
-        outside = written.num_rows - sum(written.column("within_target").to_pylist())
         calls = provider.calls if provider is not None else 0
         context.log.info(
             f"chunk_summaries: {written.num_rows} summaries, {calls} provider calls, "
@@ -101,13 +98,16 @@ def build_representation_assets(
                 "path": dg.MetadataValue.path(str(store.table_dir("chunk_summaries"))),
             },
             check_results=[
-                _check(SUMMARIES, CHECK_SUMMARIES, (ok, meta)),
-                dg.AssetCheckResult(
-                    asset_key=SUMMARIES,
-                    check_name=CHECK_SUMMARY_LENGTH,
-                    passed=outside == 0,
+                check_result(
+                    SUMMARIES,
+                    CHECK_SUMMARIES,
+                    represent_checks.summaries_cover_chunks(written, chunks),
+                ),
+                check_result(
+                    SUMMARIES,
+                    CHECK_SUMMARY_LENGTH,
+                    represent_checks.summaries_within_target(written),
                     severity=dg.AssetCheckSeverity.WARN,
-                    metadata={"outside_length_target": outside, "summaries": written.num_rows},
                 ),
             ],
         )
@@ -137,10 +137,10 @@ def build_representation_assets(
                 "path": dg.MetadataValue.path(str(store.table_dir("embedding_texts"))),
             },
             check_results=[
-                _check(
+                check_result(
                     EMBEDDING_TEXTS,
                     CHECK_EMBEDDING_TEXTS,
-                    _embedding_text_check(written, chunks, summaries),
+                    represent_checks.embedding_texts_valid(written, chunks, summaries),
                 )
             ],
         )
@@ -162,20 +162,13 @@ def build_representation_assets(
         table = enrich_sessions(sessions, session_messages(store, sessions))
         _write_by_day(store, "session_enrichment", table, days)
         written = store.read("session_enrichment", days)
-        missing = set(sessions.column("session_id").to_pylist()) - set(
-            written.column("session_id").to_pylist()
-        )
-        empty = sum(1 for t in written.column("title").to_pylist() if not t.strip())
         return dg.MaterializeResult(
             metadata={"rows": written.num_rows},
             check_results=[
-                _check(
+                check_result(
                     ENRICHMENT,
                     CHECK_ENRICHMENT,
-                    (
-                        not missing and not empty and written.num_rows == sessions.num_rows,
-                        {"sessions_without_title": len(missing), "empty_titles": empty},
-                    ),
+                    represent_checks.titles_cover_sessions(written, sessions),
                 )
             ],
         )
@@ -234,10 +227,10 @@ def build_representation_assets(
                 "path": dg.MetadataValue.path(str(store.table_dir("chunk_embeddings"))),
             },
             check_results=[
-                _check(
+                check_result(
                     EMBEDDINGS,
                     CHECK_VECTORS,
-                    vector_check(written, chunks, cfg.dense_representations),
+                    represent_checks.vectors_valid(written, chunks, cfg.dense_representations),
                 )
             ],
         )
@@ -248,72 +241,3 @@ def build_representation_assets(
 def _write_by_day(store, table_name: str, table, days) -> None:
     for day, part in split_by_date(table, "local_date", list(days)).items():
         store.write(table_name, part, day)
-
-
-def _pairs(table, key: str, value: str) -> dict:
-    return dict(zip(table.column(key).to_pylist(), table.column(value).to_pylist(), strict=True))
-
-
-def _summary_check(summaries, chunks) -> quality.Result:
-    expected = set(chunks.column("chunk_id").to_pylist())
-    got = summaries.column("chunk_id").to_pylist()
-    empty = sum(1 for s in summaries.column("summary").to_pylist() if not s.strip())
-    ok = set(got) == expected and len(got) == len(expected) and not empty
-    return ok, {"chunks": len(expected), "summaries": len(got), "empty": empty}
-
-
-def _embedding_text_check(texts, chunks, summaries) -> quality.Result:
-    raw = dict(
-        zip(
-            chunks.column("chunk_id").to_pylist(),
-            chunks.column("raw_text").to_pylist(),
-            strict=True,
-        )
-    )
-    summary = dict(
-        zip(
-            summaries.column("chunk_id").to_pylist(),
-            summaries.column("summary").to_pylist(),
-            strict=True,
-        )
-    )
-    bad = 0
-    for cid, text in zip(
-        texts.column("chunk_id").to_pylist(),
-        texts.column("embedding_text").to_pylist(),
-        strict=True,
-    ):
-        if SUMMARY_LABEL + summary[cid] not in text or excerpt_of(raw[cid]) not in text:
-            bad += 1
-    ok = not bad and texts.num_rows == chunks.num_rows
-    return ok, {"rows": texts.num_rows, "missing_summary_or_excerpt": bad}
-
-
-def vector_check(vectors, chunks, representations) -> quality.Result:
-    """One vector per (chunk, representation), constant dimension, no NaN, norms ~ 1."""
-    expected = {(c, r) for c in chunks.column("chunk_id").to_pylist() for r in representations}
-    keys = list(
-        zip(
-            vectors.column("chunk_id").to_pylist(),
-            vectors.column("representation").to_pylist(),
-            strict=True,
-        )
-    )
-    problems: dict[str, int] = {
-        "missing": len(expected - set(keys)),
-        "unexpected": len(set(keys) - expected),
-        "duplicates": len(keys) - len(set(keys)),
-        "dimensions": len(set(vectors.column("dim").to_pylist())) if vectors.num_rows else 0,
-    }
-    problems["dimensions"] = max(0, problems["dimensions"] - 1)
-    ok_rows = vectors.filter(pc.is_valid(vectors.column("vector")))
-    if ok_rows.num_rows:
-        dim = ok_rows.column("dim")[0].as_py()
-        flat = pc.list_flatten(ok_rows.column("vector")).to_numpy(zero_copy_only=False)
-        mat = flat.reshape(-1, dim)
-        problems["nan"] = int(np.isnan(mat).any(axis=1).sum())
-        norms = np.linalg.norm(mat, axis=1)
-        problems["norm_not_1"] = int((np.abs(norms - 1.0) > 1e-3).sum())
-    problems["provider_errors"] = vectors.num_rows - vectors.column("error").null_count
-    bad = {k: v for k, v in problems.items() if v and k != "provider_errors"}
-    return not bad, {"vectors": vectors.num_rows, "problems": problems}
