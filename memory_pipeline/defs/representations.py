@@ -6,15 +6,21 @@ one file per partition and reports counts; provider work goes through the conten
 partition whose chunks did not change makes no provider call.
 """
 
+import datetime as dt
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import dagster as dg
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from memory_pipeline.core.common.dates import split_by_date
+from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.quality import represent_checks
 from memory_pipeline.core.represent.build import embed_chunks, embedding_texts, enrich_sessions
 from memory_pipeline.core.represent.build import summarize_chunks as summarize_core
+from memory_pipeline.core.represent.providers.base import Embedder, Summarizer
 from memory_pipeline.core.sessions.stage import session_messages
 from memory_pipeline.defs.chunks import CHUNKS
 from memory_pipeline.defs.helpers import check_result
@@ -47,7 +53,18 @@ def build_representation_assets(
         "backfill_policy": dg.BackfillPolicy.single_run(),
         "group_name": GROUP,
     }
+    return [
+        _summaries_asset(common),
+        _embedding_texts_asset(common),
+        _enrichment_asset(common),
+        _embeddings_asset(common),
+    ]
 
+
+# --------------------------------------------------------------------------- chunk_summaries
+
+
+def _summaries_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
     @dg.asset(
         key=SUMMARIES,
         deps=[CHUNKS],
@@ -73,45 +90,63 @@ def build_representation_assets(
         chunks = store.read("chunks", days)
         provider = summarizer.build()
         t0 = time.perf_counter()
-        cache = pipeline.content_cache() if provider is not None else None
-        try:
-            table = summarize_core(
-                chunks, summarizer=provider, cache=cache, redact_text=summarizer.redacts
-            )
-        finally:
-            if cache is not None:
-                cache.close()
-        _write_by_day(store, "chunk_summaries", table, days)
-        written = store.read("chunk_summaries", days)
+        table = _summarize(pipeline, chunks, provider, summarizer.redacts)
+        written = _write_and_read_back(store, "chunk_summaries", table, days)
         calls = provider.calls if provider is not None else 0
         context.log.info(
             f"chunk_summaries: {written.num_rows} summaries, {calls} provider calls, "
             f"{time.perf_counter() - t0:.2f}s"
         )
-        return dg.MaterializeResult(
-            metadata={
-                "rows": written.num_rows,
-                "method": written.column("method")[0].as_py() if written.num_rows else "",
-                "provider_calls": calls,
-                "errors": written.num_rows - written.column("error").null_count,
-                "redactions": int(pc.sum(written.column("redactions")).as_py() or 0),
-                "path": dg.MetadataValue.path(str(store.table_dir("chunk_summaries"))),
-            },
-            check_results=[
-                check_result(
-                    SUMMARIES,
-                    CHECK_SUMMARIES,
-                    represent_checks.summaries_cover_chunks(written, chunks),
-                ),
-                check_result(
-                    SUMMARIES,
-                    CHECK_SUMMARY_LENGTH,
-                    represent_checks.summaries_within_target(written),
-                    severity=dg.AssetCheckSeverity.WARN,
-                ),
-            ],
-        )
+        return _summaries_result(store, written, chunks, calls)
 
+    return chunk_summaries
+
+
+def _summarize(
+    pipeline: PipelineResource, chunks: pa.Table, provider: Summarizer | None, redact: bool
+) -> pa.Table:
+    """Summaries of ``chunks``. A model's answers go through the content cache, so unchanged
+    chunks cost no call; the extractive summarizer (``provider`` None) opens no cache."""
+    cache = pipeline.content_cache() if provider is not None else None
+    try:
+        return summarize_core(chunks, summarizer=provider, cache=cache, redact_text=redact)
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def _summaries_result(
+    store: TableStore, written: pa.Table, chunks: pa.Table, calls: int
+) -> dg.MaterializeResult:
+    return dg.MaterializeResult(
+        metadata={
+            "rows": written.num_rows,
+            "method": written.column("method")[0].as_py() if written.num_rows else "",
+            "provider_calls": calls,
+            "errors": written.num_rows - written.column("error").null_count,
+            "redactions": int(pc.sum(written.column("redactions")).as_py() or 0),
+            "path": dg.MetadataValue.path(str(store.table_dir("chunk_summaries"))),
+        },
+        check_results=[
+            check_result(
+                SUMMARIES,
+                CHECK_SUMMARIES,
+                represent_checks.summaries_cover_chunks(written, chunks),
+            ),
+            check_result(
+                SUMMARIES,
+                CHECK_SUMMARY_LENGTH,
+                represent_checks.summaries_within_target(written),
+                severity=dg.AssetCheckSeverity.WARN,
+            ),
+        ],
+    )
+
+
+# --------------------------------------------------------------------------- embedding_texts
+
+
+def _embedding_texts_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
     @dg.asset(
         key=EMBEDDING_TEXTS,
         deps=[CHUNKS, SUMMARIES],
@@ -129,8 +164,8 @@ def build_representation_assets(
         days = keys_to_dates(context.partition_keys)
         chunks = store.read("chunks", days)
         summaries = store.read("chunk_summaries", days)
-        _write_by_day(store, "embedding_texts", embedding_texts(chunks, summaries), days)
-        written = store.read("embedding_texts", days)
+        table = embedding_texts(chunks, summaries)
+        written = _write_and_read_back(store, "embedding_texts", table, days)
         return dg.MaterializeResult(
             metadata={
                 "rows": written.num_rows,
@@ -145,6 +180,13 @@ def build_representation_assets(
             ],
         )
 
+    return embedding_texts_asset
+
+
+# --------------------------------------------------------------------------- session_enrichment
+
+
+def _enrichment_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
     @dg.asset(
         key=ENRICHMENT,
         deps=[SESSIONS, dg.AssetDep(RAW, partition_mapping=raw_window(0, 1))],
@@ -160,8 +202,7 @@ def build_representation_assets(
         days = keys_to_dates(context.partition_keys)
         sessions = store.read("sessions", days)
         table = enrich_sessions(sessions, session_messages(store, sessions))
-        _write_by_day(store, "session_enrichment", table, days)
-        written = store.read("session_enrichment", days)
+        written = _write_and_read_back(store, "session_enrichment", table, days)
         return dg.MaterializeResult(
             metadata={"rows": written.num_rows},
             check_results=[
@@ -173,6 +214,13 @@ def build_representation_assets(
             ],
         )
 
+    return session_enrichment
+
+
+# --------------------------------------------------------------------------- chunk_embeddings
+
+
+def _embeddings_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
     @dg.asset(
         key=EMBEDDINGS,
         deps=[CHUNKS, SUMMARIES, EMBEDDING_TEXTS],
@@ -196,48 +244,97 @@ def build_representation_assets(
         texts = store.read("embedding_texts", days)
         provider = embedder.build()
         t0 = time.perf_counter()
-        cache = pipeline.content_cache()
-        try:
-            table, stats = embed_chunks(
-                chunks,
-                summaries,
-                texts,
-                embedder=provider,
-                cache=cache,
-                representations=cfg.dense_representations,
-                redact_text=embedder.redacts,
-            )
-        finally:
-            cache.close()
-        _write_by_day(store, "chunk_embeddings", table, days)
-        written = store.read("chunk_embeddings", days)
+        table, stats = _embed(
+            pipeline,
+            chunks,
+            summaries,
+            texts,
+            provider,
+            cfg.dense_representations,
+            embedder.redacts,
+        )
+        written = _write_and_read_back(store, "chunk_embeddings", table, days)
         seconds = time.perf_counter() - t0
         context.log.info(
             f"chunk_embeddings: {written.num_rows} vectors ({provider.provider}/{provider.model}, "
             f"dim {provider.dim}), {stats['cache_hits']} cache hits, "
             f"{stats['provider_calls']} provider calls, {seconds:.1f}s"
         )
-        return dg.MaterializeResult(
-            metadata={
-                **stats,
-                "provider": provider.provider,
-                "model": provider.model,
-                "dim": provider.dim,
-                "seconds": round(seconds, 2),
-                "path": dg.MetadataValue.path(str(store.table_dir("chunk_embeddings"))),
-            },
-            check_results=[
-                check_result(
-                    EMBEDDINGS,
-                    CHECK_VECTORS,
-                    represent_checks.vectors_valid(written, chunks, cfg.dense_representations),
-                )
-            ],
+        return _embeddings_result(
+            store, written, chunks, stats, provider, seconds, cfg.dense_representations
         )
 
-    return [chunk_summaries, embedding_texts_asset, session_enrichment, chunk_embeddings]
+    return chunk_embeddings
 
 
-def _write_by_day(store, table_name: str, table, days) -> None:
+def _embed(
+    pipeline: PipelineResource,
+    chunks: pa.Table,
+    summaries: pa.Table,
+    texts: pa.Table,
+    provider: Embedder,
+    representations: Sequence[str],
+    redact: bool,
+) -> tuple[pa.Table, dict]:
+    """Vectors for every chunk and dense representation, through the content cache (so a
+    partition whose texts did not change makes no provider call)."""
+    cache = pipeline.content_cache()
+    try:
+        return embed_chunks(
+            chunks,
+            summaries,
+            texts,
+            embedder=provider,
+            cache=cache,
+            representations=representations,
+            redact_text=redact,
+        )
+    finally:
+        cache.close()
+
+
+def _embeddings_result(
+    store: TableStore,
+    written: pa.Table,
+    chunks: pa.Table,
+    stats: dict,
+    provider: Embedder,
+    seconds: float,
+    representations: Sequence[str],
+) -> dg.MaterializeResult:
+    return dg.MaterializeResult(
+        metadata={
+            **stats,
+            "provider": provider.provider,
+            "model": provider.model,
+            "dim": provider.dim,
+            "seconds": round(seconds, 2),
+            "path": dg.MetadataValue.path(str(store.table_dir("chunk_embeddings"))),
+        },
+        check_results=[
+            check_result(
+                EMBEDDINGS,
+                CHECK_VECTORS,
+                represent_checks.vectors_valid(written, chunks, representations),
+            )
+        ],
+    )
+
+
+# --------------------------------------------------------------------------- shared
+
+
+def _write_and_read_back(
+    store: TableStore, table_name: str, table: pa.Table, days: Sequence[dt.date]
+) -> pa.Table:
+    """Write ``table`` one file per day, then read it back: the checks verify what is stored,
+    not what was computed in memory."""
+    _write_by_day(store, table_name, table, days)
+    return store.read(table_name, days)
+
+
+def _write_by_day(
+    store: TableStore, table_name: str, table: pa.Table, days: Sequence[dt.date]
+) -> None:
     for day, part in split_by_date(table, "local_date", list(days)).items():
         store.write(table_name, part, day)
