@@ -124,7 +124,8 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
 def _bm25_indexes(version: Path) -> dict[str, Bm25Index]:
     """The BM25 index of every representation in the unpublished ``version`` folder.
 
-    Strict on purpose: a representation whose index is missing must fail the build, not be
-    skipped by the postings check.
+    Every representation is loaded unconditionally (a missing index raises), unlike
+    ``publish.load_bm25``, which skips missing folders: the postings check must not pass
+    over an index the build failed to write.
     """
     return {rep: Bm25Index.load(version / "bm25" / rep) for rep in REPRESENTATIONS}

@@ -110,8 +110,8 @@ class Bm25Index:
         """Top ``k`` (doc_id, score) for an already tokenized query, best first.
 
         For callers that hold tokens rather than text, e.g. a check comparing the postings
-        table with bm25s on queries made of indexed tokens; duplicates count once each, tokens
-        outside the vocabulary add nothing, exactly as in :meth:`search`.
+        table with bm25s on queries made of indexed tokens. A repeated token counts once per
+        occurrence and tokens outside the vocabulary add nothing, exactly as in :meth:`search`.
         """
         return self._rank(tokens, k)
 
