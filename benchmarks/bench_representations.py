@@ -404,6 +404,7 @@ def install_timers() -> Timers:
     """Time the parts of the chunk_embeddings path (module globals the asset looks up)."""
     from sentence_transformers import SentenceTransformer
 
+    import memory_pipeline.core.quality.represent_checks as checks_mod
     import memory_pipeline.core.represent.build as represent_mod
     import memory_pipeline.core.represent.cache as cache_mod
     import memory_pipeline.defs.representations as rep_mod
@@ -424,7 +425,7 @@ def install_timers() -> Timers:
     timers.patch(cache_mod.ContentCache, "put_vectors", "ContentCache.put_vectors")
     timers.patch(rep_mod, "embed_chunks", "embed_chunks")
     timers.patch(rep_mod, "_write_by_day", "_write_by_day (Parquet writes)")
-    timers.patch(rep_mod, "vector_check", "vector_check")
+    timers.patch(checks_mod, "vectors_valid", "vector_check")
     timers.patch(TableStore, "read", "TableStore.read")
     return timers
 

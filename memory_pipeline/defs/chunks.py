@@ -4,7 +4,8 @@ import dagster as dg
 
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.core.sessions.stage import build_chunks
-from memory_pipeline.defs.ingest import RAW, _check
+from memory_pipeline.defs.helpers import check_result
+from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS
@@ -49,7 +50,7 @@ def build_chunks_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefi
                 "path": dg.MetadataValue.path(str(store.table_dir("chunks"))),
             },
             check_results=[
-                _check(
+                check_result(
                     CHUNKS,
                     CHECK_CHUNK_INVARIANTS,
                     quality.chunk_invariants(written, sessions, cfg.chunk_size, cfg.chunk_stride),

@@ -74,24 +74,19 @@ def _build_gx_check(
         context: dg.AssetCheckExecutionContext, pipeline: PipelineResource
     ) -> dg.AssetCheckResult:
         """Validate the run's partitions as stored (a range at once, per day on failure)."""
-        from memory_pipeline.core.quality.gx_suites import validate_stored
+        from memory_pipeline.core.quality.gx_suites import validate_range
 
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(list(context.partition_keys))
-        params = {
-            "gap_minutes": cfg.session_gap_minutes,
-            "chunk_size": cfg.chunk_size,
-            "chunk_stride": cfg.chunk_stride,
-        }
         t0 = time.perf_counter()
-        outcome = validate_stored(store, table, days, **params)
-        failed_partitions: list[str] = []
-        if not outcome.success and len(days) > 1:
-            failed_partitions = [
-                day.isoformat()
-                for day in days
-                if not validate_stored(store, table, [day], **params).success
-            ]
+        outcome, failed_partitions = validate_range(
+            store,
+            table,
+            days,
+            gap_minutes=cfg.session_gap_minutes,
+            chunk_size=cfg.chunk_size,
+            chunk_stride=cfg.chunk_stride,
+        )
         seconds = round(time.perf_counter() - t0, 3)
         stats = outcome.statistics
         context.log.info(

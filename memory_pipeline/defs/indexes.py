@@ -5,15 +5,15 @@ chunk partitions (not appended). One op builds a new index version and publishes
 atomically, so the three always describe the same snapshot.
 """
 
+from pathlib import Path
+
 import dagster as dg
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from memory_pipeline.core.indexes.bm25 import Bm25Index
 from memory_pipeline.core.indexes.metadata import message_metadata, session_metadata
 from memory_pipeline.core.indexes.publish import (
+    REPRESENTATIONS,
     build_bm25,
     build_dense,
     index_root,
@@ -22,8 +22,10 @@ from memory_pipeline.core.indexes.publish import (
     representation_table,
 )
 from memory_pipeline.core.memories.extract import supersede
+from memory_pipeline.core.quality import index_checks
 from memory_pipeline.defs.chunks import CHUNKS
-from memory_pipeline.defs.ingest import RAW, _check
+from memory_pipeline.defs.helpers import check_result
+from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.memories import MEMORIES
 from memory_pipeline.defs.representations import EMBEDDING_TEXTS, EMBEDDINGS, SUMMARIES
 from memory_pipeline.defs.resources import PipelineResource
@@ -92,17 +94,12 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
     memories = store.read("memories")
     timeline = supersede(memories)
     pq.write_table(timeline, version / "memory_timeline.parquet")
-    timeline_ok, timeline_meta = _timeline_valid(memories, timeline)
     # checks on the new version before it becomes visible
-    n = chunks.num_rows
-    covers = all(bm25.stats[f"{r}_docs"] == n for r in reps)
-    vocab_ok = all(bm25.stats[f"{r}_vocabulary"] > 0 for r in reps) or n == 0
-    consistent, detail = _postings_agree(version, bm25.postings)
-    valid_vectors = 0
-    if embeddings is not None:
-        valid_vectors = embeddings.num_rows - embeddings.column("vector").null_count
-    indexed = sum(v for k, v in dense.items() if k.endswith("_vectors"))
-    ok = covers and vocab_ok and consistent and indexed == valid_vectors and timeline_ok
+    timeline_check = index_checks.timeline_valid(memories, timeline)
+    covers_check = index_checks.bm25_covers(bm25.stats, reps, chunks.num_rows)
+    postings_check = index_checks.postings_agree(bm25.postings, _bm25_indexes(version))
+    vectors_check = index_checks.vectors_indexed(embeddings, dense)
+    ok = all(r[0] for r in (covers_check, postings_check, vectors_check, timeline_check))
     if ok:
         publish(root, version)
         store.write("bm25_postings", bm25.postings)
@@ -117,60 +114,18 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
     yield dg.MaterializeResult(
         asset_key=TIME_META, metadata={"sessions": smeta.num_rows, "messages": mmeta.num_rows}
     )
-    yield dg.MaterializeResult(asset_key=MEMORY_INDEX, metadata=timeline_meta)
-    yield _check(MEMORY_INDEX, CHECK_TIMELINE, (timeline_ok, timeline_meta))
-    yield _check(BM25, CHECK_BM25_COVERS, (covers and vocab_ok, {"chunks": n, **bm25.stats}))
-    yield _check(BM25, CHECK_POSTINGS, (consistent, detail))
-    yield _check(
-        VECTORS,
-        CHECK_VECTORS,
-        (indexed == valid_vectors, {"indexed": indexed, "vectors": valid_vectors}),
-    )
+    yield dg.MaterializeResult(asset_key=MEMORY_INDEX, metadata=timeline_check[1])
+    yield check_result(MEMORY_INDEX, CHECK_TIMELINE, timeline_check)
+    yield check_result(BM25, CHECK_BM25_COVERS, covers_check)
+    yield check_result(BM25, CHECK_POSTINGS, postings_check)
+    yield check_result(VECTORS, CHECK_VECTORS, vectors_check)
 
 
-def _postings_agree(version, postings, samples: int = 20) -> tuple[bool, dict]:
-    """Sum of postings per chunk equals bm25s's score, for sample queries made of real tokens."""
-    worst = 0.0
-    checked = 0
-    for rep in ("raw_text", "summary", "embedding_text"):
-        index = Bm25Index.load(version / "bm25" / rep)
-        part = postings.filter(pc.equal(postings.column("representation"), rep))
-        if part.num_rows == 0:
-            continue
-        tokens = part.column("token").to_pylist()
-        rng = np.random.default_rng(0)
-        for _ in range(samples):
-            query = [tokens[i] for i in rng.integers(0, len(tokens), size=3)]
-            expected = dict(index._rank(query, len(index.doc_ids)))
-            sub = part.filter(pc.is_in(part.column("token"), value_set=pa.array(query)))
-            got: dict[str, float] = {}
-            for tok, cid, score in zip(
-                sub.column("token").to_pylist(),
-                sub.column("chunk_id").to_pylist(),
-                sub.column("score").to_pylist(),
-                strict=True,
-            ):
-                got[cid] = got.get(cid, 0.0) + score * query.count(tok)
-            for cid, score in expected.items():
-                worst = max(worst, abs(got.get(cid, 0.0) - score))
-            checked += 1
-    return worst < 1e-3, {"queries_checked": checked, "max_abs_difference": float(worst)}
+def _bm25_indexes(version: Path) -> dict[str, Bm25Index]:
+    """The BM25 index of every representation in the unpublished ``version`` folder.
 
-
-def _timeline_valid(memories: pa.Table, timeline: pa.Table) -> tuple[bool, dict]:
-    """Nothing lost or added by supersession, and every interval ends after it starts."""
-    same = sorted(memories.column("memory_id").to_pylist()) == sorted(
-        timeline.column("memory_id").to_pylist()
-    )
-    ended = timeline.filter(pc.is_valid(timeline.column("valid_to")))
-    backwards = (
-        pc.sum(pc.less(ended.column("valid_to"), ended.column("valid_from"))).as_py() or 0
-        if ended.num_rows
-        else 0
-    )
-    return same and backwards == 0, {
-        "memories": memories.num_rows,
-        "timeline_rows": timeline.num_rows,
-        "superseded": ended.num_rows,
-        "intervals_ending_before_start": backwards,
-    }
+    Every representation is loaded unconditionally (a missing index raises), unlike
+    ``publish.load_bm25``, which skips missing folders: the postings check must not pass
+    over an index the build failed to write.
+    """
+    return {rep: Bm25Index.load(version / "bm25" / rep) for rep in REPRESENTATIONS}

@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 from memory_pipeline.core.common.records import SourceError
 from memory_pipeline.core.ingest.stage import read_all, split_ingest
 from memory_pipeline.core.quality import checks as quality
+from memory_pipeline.defs.helpers import check_result
 from memory_pipeline.defs.partitions import keys_to_dates
 from memory_pipeline.defs.resources import PipelineResource
 
@@ -89,18 +90,13 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
             f"{quarantine.num_rows} quarantined {dict(reasons)} in {time.perf_counter() - t0:.2f}s"
         )
         checks = [
-            _check(RAW, CHECK_IDS_UNIQUE, quality.unique(messages, "message_id")),
-            _check(RAW, CHECK_KEYS_NOT_NULL, quality.not_null(messages, KEY_COLUMNS)),
-            _check(
-                RAW,
-                CHECK_IN_PARTITION,
-                _merge(
-                    quality.dates_within(messages, "local_date", days),
-                    quality.local_ts_matches_date(messages),
-                ),
+            check_result(RAW, CHECK_IDS_UNIQUE, quality.unique(messages, "message_id")),
+            check_result(RAW, CHECK_KEYS_NOT_NULL, quality.not_null(messages, KEY_COLUMNS)),
+            check_result(RAW, CHECK_IN_PARTITION, quality.messages_in_partition(messages, days)),
+            check_result(
+                AUDIT, CHECK_CONSERVATION, quality.conservation(audit, messages, quarantine)
             ),
-            _check(AUDIT, CHECK_CONSERVATION, quality.conservation(audit, messages, quarantine)),
-            _check(
+            check_result(
                 QUARANTINE,
                 CHECK_QUARANTINE_LOCATED,
                 quality.not_null(quarantine, ("source", "source_file", "record_ref", "reason")),
@@ -134,23 +130,3 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         yield from checks
 
     return ingest
-
-
-def _merge(*results: quality.Result) -> quality.Result:
-    ok = all(r[0] for r in results)
-    meta: dict = {}
-    for _, m in results:
-        meta.update(m)
-    return ok, meta
-
-
-def _check(asset: dg.AssetKey, name: str, result: quality.Result) -> dg.AssetCheckResult:
-    ok, meta = result
-    return dg.AssetCheckResult(
-        asset_key=asset,
-        check_name=name,
-        passed=bool(ok),
-        metadata={
-            k: dg.MetadataValue.json(v) if isinstance(v, dict) else v for k, v in meta.items()
-        },
-    )

@@ -7,14 +7,26 @@ sessions and memories give D's, so a range is built as one run folding the days 
 (single-run backfill) and gives the same versions as building night by night.
 """
 
+import datetime as dt
 import time
+from pathlib import Path
+from typing import Any
 
 import dagster as dg
+import pyarrow as pa
 
+from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.memories.extract import count_by_kind
-from memory_pipeline.core.memories.stage import DossierChainBroken, build_memories, write_dossiers
+from memory_pipeline.core.memories.stage import (
+    DossierChainBroken,
+    DossierWrite,
+    MemoryBuild,
+    build_memories,
+    write_dossiers,
+)
 from memory_pipeline.core.quality import checks as quality
-from memory_pipeline.defs.ingest import RAW, _check
+from memory_pipeline.defs.helpers import check_result
+from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.providers import PROVIDER_POOL, MemoryExtractorResource
 from memory_pipeline.defs.representations import ENRICHMENT
@@ -35,7 +47,13 @@ GROUP = "memories"
 
 def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
     """The memories and dossiers assets for the configured partitions."""
+    return [_memories_asset(partitions_def), _dossiers_asset(partitions_def)]
 
+
+# --------------------------------------------------------------------------- memories
+
+
+def _memories_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
     @dg.asset(
         key=MEMORIES,
         deps=[SESSIONS, dg.AssetDep(RAW, partition_mapping=raw_window(0, 1))],
@@ -63,46 +81,76 @@ def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Asse
         cache = pipeline.content_cache() if memory_extractor.provider != "rules" else None
         extractor = memory_extractor.build(cache=cache)
         t0 = time.perf_counter()
-        try:
-            built = build_memories(store, days, extractor=extractor)
-        finally:
-            if cache is not None:
-                cache.close()
-        for day, (mem, rejects) in built.per_day.items():
-            store.write("memories", mem, day)
-            store.write("memory_rejects", rejects, day)
-        written = store.read("memories", days)
-        rejected = store.read("memory_rejects", days)
-        sessions = built.sessions
-        message_ids = set(built.messages.column("message_id").to_pylist())
+        built = _extract(store, days, extractor, cache)
+        written, rejected = _write_memories(store, built, days)
         kinds = count_by_kind(written)
         seconds = time.perf_counter() - t0
         context.log.info(
             f"memories: {written.num_rows} memories, {rejected.num_rows} rejected, "
-            f"{sessions.num_rows} sessions in {len(days)} partitions, {seconds:.1f}s"
+            f"{built.sessions.num_rows} sessions in {len(days)} partitions, {seconds:.1f}s"
         )
-        return dg.MaterializeResult(
-            metadata={
-                "rows": written.num_rows,
-                "rejected": rejected.num_rows,
-                "sessions": sessions.num_rows,
-                "by_kind": dg.MetadataValue.json({str(k): v for k, v in sorted(kinds.items())}),
-                "method": extractor.method if extractor is not None else "rules",
-                "provider_calls": extractor.llm.calls if extractor is not None else 0,
-                "cache_hits": extractor.cache_hits if extractor is not None else 0,
-                "seconds": round(seconds, 2),
-                "path": dg.MetadataValue.path(str(store.table_dir("memories"))),
-            },
-            check_results=[
-                _check(
-                    MEMORIES,
-                    CHECK_MEMORY_SOURCES,
-                    quality.memories_cite_sources(written, sessions, message_ids),
-                ),
-                _check(MEMORIES, CHECK_MEMORY_IDS, quality.unique(written, "memory_id")),
-            ],
-        )
+        return _memories_result(store, written, rejected, built, kinds, extractor, seconds)
 
+    return memories
+
+
+def _extract(store: TableStore, days: list[dt.date], extractor: Any, cache: Any) -> MemoryBuild:
+    """Memories of the sessions of ``days``; closes the extractor's content ``cache`` (if any)
+    even when extraction fails, since an open cache holds its database file."""
+    try:
+        return build_memories(store, days, extractor=extractor)
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def _write_memories(
+    store: TableStore, built: MemoryBuild, days: list[dt.date]
+) -> tuple[pa.Table, pa.Table]:
+    """Write memories and rejects per day and read both back: the checks verify the storage."""
+    for day, (mem, rejects) in built.per_day.items():
+        store.write("memories", mem, day)
+        store.write("memory_rejects", rejects, day)
+    return store.read("memories", days), store.read("memory_rejects", days)
+
+
+def _memories_result(
+    store: TableStore,
+    written: pa.Table,
+    rejected: pa.Table,
+    built: MemoryBuild,
+    kinds: dict,
+    extractor: Any,
+    seconds: float,
+) -> dg.MaterializeResult:
+    message_ids = set(built.messages.column("message_id").to_pylist())
+    return dg.MaterializeResult(
+        metadata={
+            "rows": written.num_rows,
+            "rejected": rejected.num_rows,
+            "sessions": built.sessions.num_rows,
+            "by_kind": dg.MetadataValue.json({str(k): v for k, v in sorted(kinds.items())}),
+            "method": extractor.method if extractor is not None else "rules",
+            "provider_calls": extractor.llm.calls if extractor is not None else 0,
+            "cache_hits": extractor.cache_hits if extractor is not None else 0,
+            "seconds": round(seconds, 2),
+            "path": dg.MetadataValue.path(str(store.table_dir("memories"))),
+        },
+        check_results=[
+            check_result(
+                MEMORIES,
+                CHECK_MEMORY_SOURCES,
+                quality.memories_cite_sources(written, built.sessions, message_ids),
+            ),
+            check_result(MEMORIES, CHECK_MEMORY_IDS, quality.unique(written, "memory_id")),
+        ],
+    )
+
+
+# --------------------------------------------------------------------------- dossiers
+
+
+def _dossiers_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
     @dg.asset(
         key=DOSSIERS,
         deps=[
@@ -130,10 +178,7 @@ def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Asse
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(context.partition_keys)
         t0 = time.perf_counter()
-        try:
-            done = write_dossiers(store, days, cfg.dossiers_path)
-        except DossierChainBroken as exc:
-            raise dg.Failure(str(exc)) from None
+        done = _fold_dossiers(store, days, cfg.dossiers_path)
         if done.later:
             # a past range was rebuilt: the current files come from later versions; those
             # are now stale and need the range up to the last date rebuilt
@@ -142,33 +187,56 @@ def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Asse
                 f"built on the old versions; rebuild {days[0]}..{done.later[-1]} to refresh them"
             )
         written = store.read("dossiers", days)
-        sessions = store.read("sessions", columns=["session_id", "contact_id"])
-        session_contact = dict(
-            zip(
-                sessions.column("session_id").to_pylist(),
-                sessions.column("contact_id").to_pylist(),
-                strict=True,
-            )
-        )
-        checks = quality.dossiers_valid(written, session_contact)
+        checks = quality.dossiers_valid(written, _session_contacts(store))
         seconds = time.perf_counter() - t0
         context.log.info(
             f"dossiers: {written.num_rows} versions of {len(done.contacts)} contacts in "
             f"{len(days)} partitions, {seconds:.1f}s"
         )
-        return dg.MaterializeResult(
-            metadata={
-                "versions": written.num_rows,
-                "contacts_updated": len(done.contacts),
-                "files_written": 0 if done.later else len(done.contacts),
-                "seconds": round(seconds, 2),
-                "dossier_dir": dg.MetadataValue.path(str(cfg.dossiers_path)),
-            },
-            check_results=[
-                _check(DOSSIERS, CHECK_DOSSIER_SECTIONS, checks["sections"]),
-                _check(DOSSIERS, CHECK_DOSSIER_CITATIONS, checks["citations"]),
-                _check(DOSSIERS, CHECK_DOSSIER_ISOLATION, checks["isolation"]),
-            ],
-        )
+        return _dossiers_result(cfg.dossiers_path, written, done, checks, seconds)
 
-    return [memories, dossiers]
+    return dossiers
+
+
+def _fold_dossiers(store: TableStore, days: list[dt.date], folder: Path) -> DossierWrite:
+    """Fold the dossiers of ``days`` in order and write them; a gap in the chain of earlier
+    dossiers stops the run (Dagster failure) rather than silently dropping days."""
+    try:
+        return write_dossiers(store, days, folder)
+    except DossierChainBroken as exc:
+        raise dg.Failure(str(exc)) from None
+
+
+def _session_contacts(store: TableStore) -> dict[str, str]:
+    """Every stored session id -> its contact: a dossier may cite sessions of any date."""
+    sessions = store.read("sessions", columns=["session_id", "contact_id"])
+    return dict(
+        zip(
+            sessions.column("session_id").to_pylist(),
+            sessions.column("contact_id").to_pylist(),
+            strict=True,
+        )
+    )
+
+
+def _dossiers_result(
+    folder: Path,
+    written: pa.Table,
+    done: DossierWrite,
+    checks: dict[str, quality.Result],
+    seconds: float,
+) -> dg.MaterializeResult:
+    return dg.MaterializeResult(
+        metadata={
+            "versions": written.num_rows,
+            "contacts_updated": len(done.contacts),
+            "files_written": 0 if done.later else len(done.contacts),
+            "seconds": round(seconds, 2),
+            "dossier_dir": dg.MetadataValue.path(str(folder)),
+        },
+        check_results=[
+            check_result(DOSSIERS, CHECK_DOSSIER_SECTIONS, checks["sections"]),
+            check_result(DOSSIERS, CHECK_DOSSIER_CITATIONS, checks["citations"]),
+            check_result(DOSSIERS, CHECK_DOSSIER_ISOLATION, checks["isolation"]),
+        ],
+    )

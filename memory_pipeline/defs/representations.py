@@ -6,20 +6,25 @@ one file per partition and reports counts; provider work goes through the conten
 partition whose chunks did not change makes no provider call.
 """
 
+import datetime as dt
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import dagster as dg
-import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from memory_pipeline.core.common.dates import split_by_date
-from memory_pipeline.core.quality import checks as quality
+from memory_pipeline.core.common.storage import TableStore
+from memory_pipeline.core.quality import represent_checks
 from memory_pipeline.core.represent.build import embed_chunks, embedding_texts, enrich_sessions
 from memory_pipeline.core.represent.build import summarize_chunks as summarize_core
-from memory_pipeline.core.represent.embedding_text import SUMMARY_LABEL, excerpt_of
+from memory_pipeline.core.represent.providers.base import Embedder, Summarizer
 from memory_pipeline.core.sessions.stage import session_messages
 from memory_pipeline.defs.chunks import CHUNKS
-from memory_pipeline.defs.ingest import RAW, _check
+from memory_pipeline.defs.helpers import check_result
+from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.providers import PROVIDER_POOL, EmbeddingResource, SummarizerResource
 from memory_pipeline.defs.resources import PipelineResource
@@ -48,7 +53,18 @@ def build_representation_assets(
         "backfill_policy": dg.BackfillPolicy.single_run(),
         "group_name": GROUP,
     }
+    return [
+        _summaries_asset(common),
+        _embedding_texts_asset(common),
+        _enrichment_asset(common),
+        _embeddings_asset(common),
+    ]
 
+
+# --------------------------------------------------------------------------- chunk_summaries
+
+
+def _summaries_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
     @dg.asset(
         key=SUMMARIES,
         deps=[CHUNKS],
@@ -74,44 +90,63 @@ def build_representation_assets(
         chunks = store.read("chunks", days)
         provider = summarizer.build()
         t0 = time.perf_counter()
-        cache = pipeline.content_cache() if provider is not None else None
-        try:
-            table = summarize_core(
-                chunks, summarizer=provider, cache=cache, redact_text=summarizer.redacts
-            )
-        finally:
-            if cache is not None:
-                cache.close()
-        _write_by_day(store, "chunk_summaries", table, days)
-        written = store.read("chunk_summaries", days)
-        ok, meta = _summary_check(written, chunks)
-        outside = written.num_rows - sum(written.column("within_target").to_pylist())
+        table = _summarize(pipeline, chunks, provider, summarizer.redacts)
+        written = _write_and_read_back(store, "chunk_summaries", table, days)
         calls = provider.calls if provider is not None else 0
         context.log.info(
             f"chunk_summaries: {written.num_rows} summaries, {calls} provider calls, "
             f"{time.perf_counter() - t0:.2f}s"
         )
-        return dg.MaterializeResult(
-            metadata={
-                "rows": written.num_rows,
-                "method": written.column("method")[0].as_py() if written.num_rows else "",
-                "provider_calls": calls,
-                "errors": written.num_rows - written.column("error").null_count,
-                "redactions": int(pc.sum(written.column("redactions")).as_py() or 0),
-                "path": dg.MetadataValue.path(str(store.table_dir("chunk_summaries"))),
-            },
-            check_results=[
-                _check(SUMMARIES, CHECK_SUMMARIES, (ok, meta)),
-                dg.AssetCheckResult(
-                    asset_key=SUMMARIES,
-                    check_name=CHECK_SUMMARY_LENGTH,
-                    passed=outside == 0,
-                    severity=dg.AssetCheckSeverity.WARN,
-                    metadata={"outside_length_target": outside, "summaries": written.num_rows},
-                ),
-            ],
-        )
+        return _summaries_result(store, written, chunks, calls)
 
+    return chunk_summaries
+
+
+def _summarize(
+    pipeline: PipelineResource, chunks: pa.Table, provider: Summarizer | None, redact: bool
+) -> pa.Table:
+    """Summaries of ``chunks``. A model's answers go through the content cache, so unchanged
+    chunks cost no call; the extractive summarizer (``provider`` None) opens no cache."""
+    cache = pipeline.content_cache() if provider is not None else None
+    try:
+        return summarize_core(chunks, summarizer=provider, cache=cache, redact_text=redact)
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def _summaries_result(
+    store: TableStore, written: pa.Table, chunks: pa.Table, calls: int
+) -> dg.MaterializeResult:
+    return dg.MaterializeResult(
+        metadata={
+            "rows": written.num_rows,
+            "method": written.column("method")[0].as_py() if written.num_rows else "",
+            "provider_calls": calls,
+            "errors": written.num_rows - written.column("error").null_count,
+            "redactions": int(pc.sum(written.column("redactions")).as_py() or 0),
+            "path": dg.MetadataValue.path(str(store.table_dir("chunk_summaries"))),
+        },
+        check_results=[
+            check_result(
+                SUMMARIES,
+                CHECK_SUMMARIES,
+                represent_checks.summaries_cover_chunks(written, chunks),
+            ),
+            check_result(
+                SUMMARIES,
+                CHECK_SUMMARY_LENGTH,
+                represent_checks.summaries_within_target(written),
+                severity=dg.AssetCheckSeverity.WARN,
+            ),
+        ],
+    )
+
+
+# --------------------------------------------------------------------------- embedding_texts
+
+
+def _embedding_texts_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
     @dg.asset(
         key=EMBEDDING_TEXTS,
         deps=[CHUNKS, SUMMARIES],
@@ -129,22 +164,29 @@ def build_representation_assets(
         days = keys_to_dates(context.partition_keys)
         chunks = store.read("chunks", days)
         summaries = store.read("chunk_summaries", days)
-        _write_by_day(store, "embedding_texts", embedding_texts(chunks, summaries), days)
-        written = store.read("embedding_texts", days)
+        table = embedding_texts(chunks, summaries)
+        written = _write_and_read_back(store, "embedding_texts", table, days)
         return dg.MaterializeResult(
             metadata={
                 "rows": written.num_rows,
                 "path": dg.MetadataValue.path(str(store.table_dir("embedding_texts"))),
             },
             check_results=[
-                _check(
+                check_result(
                     EMBEDDING_TEXTS,
                     CHECK_EMBEDDING_TEXTS,
-                    _embedding_text_check(written, chunks, summaries),
+                    represent_checks.embedding_texts_valid(written, chunks, summaries),
                 )
             ],
         )
 
+    return embedding_texts_asset
+
+
+# --------------------------------------------------------------------------- session_enrichment
+
+
+def _enrichment_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
     @dg.asset(
         key=ENRICHMENT,
         deps=[SESSIONS, dg.AssetDep(RAW, partition_mapping=raw_window(0, 1))],
@@ -160,26 +202,25 @@ def build_representation_assets(
         days = keys_to_dates(context.partition_keys)
         sessions = store.read("sessions", days)
         table = enrich_sessions(sessions, session_messages(store, sessions))
-        _write_by_day(store, "session_enrichment", table, days)
-        written = store.read("session_enrichment", days)
-        missing = set(sessions.column("session_id").to_pylist()) - set(
-            written.column("session_id").to_pylist()
-        )
-        empty = sum(1 for t in written.column("title").to_pylist() if not t.strip())
+        written = _write_and_read_back(store, "session_enrichment", table, days)
         return dg.MaterializeResult(
             metadata={"rows": written.num_rows},
             check_results=[
-                _check(
+                check_result(
                     ENRICHMENT,
                     CHECK_ENRICHMENT,
-                    (
-                        not missing and not empty and written.num_rows == sessions.num_rows,
-                        {"sessions_without_title": len(missing), "empty_titles": empty},
-                    ),
+                    represent_checks.titles_cover_sessions(written, sessions),
                 )
             ],
         )
 
+    return session_enrichment
+
+
+# --------------------------------------------------------------------------- chunk_embeddings
+
+
+def _embeddings_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
     @dg.asset(
         key=EMBEDDINGS,
         deps=[CHUNKS, SUMMARIES, EMBEDDING_TEXTS],
@@ -203,117 +244,97 @@ def build_representation_assets(
         texts = store.read("embedding_texts", days)
         provider = embedder.build()
         t0 = time.perf_counter()
-        cache = pipeline.content_cache()
-        try:
-            table, stats = embed_chunks(
-                chunks,
-                summaries,
-                texts,
-                embedder=provider,
-                cache=cache,
-                representations=cfg.dense_representations,
-                redact_text=embedder.redacts,
-            )
-        finally:
-            cache.close()
-        _write_by_day(store, "chunk_embeddings", table, days)
-        written = store.read("chunk_embeddings", days)
+        table, stats = _embed(
+            pipeline,
+            chunks,
+            summaries,
+            texts,
+            provider,
+            cfg.dense_representations,
+            embedder.redacts,
+        )
+        written = _write_and_read_back(store, "chunk_embeddings", table, days)
         seconds = time.perf_counter() - t0
         context.log.info(
             f"chunk_embeddings: {written.num_rows} vectors ({provider.provider}/{provider.model}, "
             f"dim {provider.dim}), {stats['cache_hits']} cache hits, "
             f"{stats['provider_calls']} provider calls, {seconds:.1f}s"
         )
-        return dg.MaterializeResult(
-            metadata={
-                **stats,
-                "provider": provider.provider,
-                "model": provider.model,
-                "dim": provider.dim,
-                "seconds": round(seconds, 2),
-                "path": dg.MetadataValue.path(str(store.table_dir("chunk_embeddings"))),
-            },
-            check_results=[
-                _check(
-                    EMBEDDINGS,
-                    CHECK_VECTORS,
-                    vector_check(written, chunks, cfg.dense_representations),
-                )
-            ],
+        return _embeddings_result(
+            store, written, chunks, stats, provider, seconds, cfg.dense_representations
         )
 
-    return [chunk_summaries, embedding_texts_asset, session_enrichment, chunk_embeddings]
+    return chunk_embeddings
 
 
-def _write_by_day(store, table_name: str, table, days) -> None:
+def _embed(
+    pipeline: PipelineResource,
+    chunks: pa.Table,
+    summaries: pa.Table,
+    texts: pa.Table,
+    provider: Embedder,
+    representations: Sequence[str],
+    redact: bool,
+) -> tuple[pa.Table, dict]:
+    """Vectors for every chunk and dense representation, through the content cache (so a
+    partition whose texts did not change makes no provider call)."""
+    cache = pipeline.content_cache()
+    try:
+        return embed_chunks(
+            chunks,
+            summaries,
+            texts,
+            embedder=provider,
+            cache=cache,
+            representations=representations,
+            redact_text=redact,
+        )
+    finally:
+        cache.close()
+
+
+def _embeddings_result(
+    store: TableStore,
+    written: pa.Table,
+    chunks: pa.Table,
+    stats: dict,
+    provider: Embedder,
+    seconds: float,
+    representations: Sequence[str],
+) -> dg.MaterializeResult:
+    return dg.MaterializeResult(
+        metadata={
+            **stats,
+            "provider": provider.provider,
+            "model": provider.model,
+            "dim": provider.dim,
+            "seconds": round(seconds, 2),
+            "path": dg.MetadataValue.path(str(store.table_dir("chunk_embeddings"))),
+        },
+        check_results=[
+            check_result(
+                EMBEDDINGS,
+                CHECK_VECTORS,
+                represent_checks.vectors_valid(written, chunks, representations),
+            )
+        ],
+    )
+
+
+# --------------------------------------------------------------------------- shared
+
+
+def _write_and_read_back(
+    store: TableStore, table_name: str, table: pa.Table, days: Sequence[dt.date]
+) -> pa.Table:
+    """Write ``table`` one file per day, then read it back: the checks verify what is stored,
+    not what was computed in memory."""
+    _write_by_day(store, table_name, table, days)
+    return store.read(table_name, days)
+
+
+def _write_by_day(
+    store: TableStore, table_name: str, table: pa.Table, days: Sequence[dt.date]
+) -> None:
     for day, part in split_by_date(table, "local_date", list(days)).items():
         store.write(table_name, part, day)
-
-
-def _pairs(table, key: str, value: str) -> dict:
-    return dict(zip(table.column(key).to_pylist(), table.column(value).to_pylist(), strict=True))
-
-
-def _summary_check(summaries, chunks) -> quality.Result:
-    expected = set(chunks.column("chunk_id").to_pylist())
-    got = summaries.column("chunk_id").to_pylist()
-    empty = sum(1 for s in summaries.column("summary").to_pylist() if not s.strip())
-    ok = set(got) == expected and len(got) == len(expected) and not empty
-    return ok, {"chunks": len(expected), "summaries": len(got), "empty": empty}
-
-
-def _embedding_text_check(texts, chunks, summaries) -> quality.Result:
-    raw = dict(
-        zip(
-            chunks.column("chunk_id").to_pylist(),
-            chunks.column("raw_text").to_pylist(),
-            strict=True,
-        )
-    )
-    summary = dict(
-        zip(
-            summaries.column("chunk_id").to_pylist(),
-            summaries.column("summary").to_pylist(),
-            strict=True,
-        )
-    )
-    bad = 0
-    for cid, text in zip(
-        texts.column("chunk_id").to_pylist(),
-        texts.column("embedding_text").to_pylist(),
-        strict=True,
-    ):
-        if SUMMARY_LABEL + summary[cid] not in text or excerpt_of(raw[cid]) not in text:
-            bad += 1
-    ok = not bad and texts.num_rows == chunks.num_rows
-    return ok, {"rows": texts.num_rows, "missing_summary_or_excerpt": bad}
-
-
-def vector_check(vectors, chunks, representations) -> quality.Result:
-    """One vector per (chunk, representation), constant dimension, no NaN, norms ~ 1."""
-    expected = {(c, r) for c in chunks.column("chunk_id").to_pylist() for r in representations}
-    keys = list(
-        zip(
-            vectors.column("chunk_id").to_pylist(),
-            vectors.column("representation").to_pylist(),
-            strict=True,
-        )
-    )
-    problems: dict[str, int] = {
-        "missing": len(expected - set(keys)),
-        "unexpected": len(set(keys) - expected),
-        "duplicates": len(keys) - len(set(keys)),
-        "dimensions": len(set(vectors.column("dim").to_pylist())) if vectors.num_rows else 0,
-    }
-    problems["dimensions"] = max(0, problems["dimensions"] - 1)
-    ok_rows = vectors.filter(pc.is_valid(vectors.column("vector")))
-    if ok_rows.num_rows:
-        dim = ok_rows.column("dim")[0].as_py()
-        flat = pc.list_flatten(ok_rows.column("vector")).to_numpy(zero_copy_only=False)
-        mat = flat.reshape(-1, dim)
-        problems["nan"] = int(np.isnan(mat).any(axis=1).sum())
-        norms = np.linalg.norm(mat, axis=1)
-        problems["norm_not_1"] = int((np.abs(norms - 1.0) > 1e-3).sum())
-    problems["provider_errors"] = vectors.num_rows - vectors.column("error").null_count
-    bad = {k: v for k, v in problems.items() if v and k != "provider_errors"}
-    return not bad, {"vectors": vectors.num_rows, "problems": problems}

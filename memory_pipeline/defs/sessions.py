@@ -6,7 +6,8 @@ import pyarrow.compute as pc
 from memory_pipeline.core.common.dates import DAY
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.core.sessions.stage import build_sessions
-from memory_pipeline.defs.ingest import RAW, _check, _merge
+from memory_pipeline.defs.helpers import check_result
+from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.resources import PipelineResource
 
@@ -60,15 +61,14 @@ def build_sessions_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDe
                 "path": dg.MetadataValue.path(str(store.table_dir("sessions"))),
             },
             check_results=[
-                _check(
+                check_result(
                     SESSIONS,
                     CHECK_SESSIONS_VALID,
-                    _merge(
-                        quality.sessions_respect_gap(written, window, cfg.session_gap_minutes),
-                        quality.dates_within(written, "local_date", days),
-                    ),
+                    quality.sessions_valid(written, window, cfg.session_gap_minutes, days),
                 ),
-                _check(SESSIONS, CHECK_SESSION_IDS_UNIQUE, quality.unique(written, "session_id")),
+                check_result(
+                    SESSIONS, CHECK_SESSION_IDS_UNIQUE, quality.unique(written, "session_id")
+                ),
             ],
         )
 

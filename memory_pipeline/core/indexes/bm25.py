@@ -109,6 +109,15 @@ class Bm25Index:
         doc_ids = self.doc_ids
         return [(doc_ids[i], float(scores[i])) for i in hits.tolist()]
 
+    def rank_tokens(self, tokens: list[str], k: int) -> list[tuple[str, float]]:
+        """Top ``k`` (doc_id, score) for an already tokenized query, best first.
+
+        For callers that hold tokens rather than text, e.g. a check comparing the postings
+        table with bm25s on queries made of indexed tokens. A repeated token counts once per
+        occurrence and tokens outside the vocabulary add nothing, exactly as in :meth:`search`.
+        """
+        return self._rank(tokens, k)
+
     def search(self, query: str, k: int = 10) -> list[tuple[str, float]]:
         """Top ``k`` (doc_id, score), best first; [] when no query token is in the corpus."""
         return self._rank(self.tokenizer.tokenize(query), k)

@@ -751,3 +751,30 @@ def validate_stored(
             },
         )
     return outcome
+
+
+def validate_range(
+    store: TableStore,
+    table_name: str,
+    days: Sequence[dt.date],
+    *,
+    gap_minutes: int,
+    chunk_size: int,
+    chunk_stride: int,
+) -> tuple[GxOutcome, list[str]]:
+    """Validate ``days`` at once; only if that fails, each day again to name the failing ones.
+
+    One validation over a year-long backfill is far cheaper than one per partition, and the
+    common case passes; the per-day pass runs only when there is something to locate. Returns
+    the range's outcome and the ISO dates of the failing partitions ([] for a single day).
+    """
+    params = {"gap_minutes": gap_minutes, "chunk_size": chunk_size, "chunk_stride": chunk_stride}
+    outcome = validate_stored(store, table_name, days, **params)
+    failed: list[str] = []
+    if not outcome.success and len(days) > 1:
+        failed = [
+            day.isoformat()
+            for day in days
+            if not validate_stored(store, table_name, [day], **params).success
+        ]
+    return outcome, failed

@@ -188,6 +188,22 @@ def test_single_partition_and_missing_partition(store):
     assert missing.failed[0]["expectation"] == "partition_file_exists"
 
 
+def test_validate_range_names_only_the_failing_partitions(store, tmp_path):
+    """A range that passes names nothing; one broken partition is the only one named."""
+    outcome, failed = G.validate_range(store, "chunks", DAYS, **PARAMS)
+    assert outcome.success and failed == []
+    broken = TableStore(tmp_path / "out")
+    shutil.copytree(store.parquet_root, broken.parquet_root)
+    day, chunks = next((d, t) for d in DAYS if (t := broken.read("chunks", [d])).num_rows > 4)
+    broken.write("chunks", chunks.slice(0, chunks.num_rows - 1), day)
+    outcome, failed = G.validate_range(broken, "chunks", DAYS, **PARAMS)
+    assert not outcome.success
+    assert failed == [day.isoformat()]
+    # one partition: the range outcome already says which one, no second pass
+    outcome, failed = G.validate_range(broken, "chunks", [day], **PARAMS)
+    assert not outcome.success and failed == []
+
+
 # --------------------------------------------------------------------------------------------
 # raw_messages / quarantine
 # --------------------------------------------------------------------------------------------
