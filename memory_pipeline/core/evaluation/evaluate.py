@@ -13,13 +13,14 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
 
 from memory_pipeline.core.evaluation import metrics as M
 from memory_pipeline.core.evaluation.evalsets import EvalQuestion
+from memory_pipeline.core.retrieval.config import SearchConfig
 from memory_pipeline.core.retrieval.fusion import Ranked, fold, linear_fusion, rrf
 from memory_pipeline.core.retrieval.searcher import TURN_CHUNKS
 
@@ -29,37 +30,41 @@ RRF_KS = (10, 30, 60, 100)
 KS = M.KS
 POOL = 200
 SWEEP_KS = (5, 10)
+DEFAULT = SearchConfig()
+# templated time queries run the default search; their hits' highlights are not scored
+TIME_SEARCH = SearchConfig(highlights=0)
 
 
-@dataclass(frozen=True)
-class Config:
-    """One retrieval configuration of the sweep."""
-
-    family: str  # bm25 | dense | linear | rrf
-    bm25_rep: str | None = None
-    dense_rep: str | None = None
-    beta: float | None = None
-    rrf_k: int | None = None
-
-    @property
-    def name(self) -> str:
-        if self.family == "bm25":
-            return f"bm25[{self.bm25_rep}]"
-        if self.family == "dense":
-            return f"dense[{self.dense_rep}]"
-        if self.family == "linear":
-            return f"linear[{self.bm25_rep}+{self.dense_rep}] beta={self.beta:.2f}"
-        return f"rrf[{self.bm25_rep}+{self.dense_rep}] k={self.rrf_k}"
+# One retrieval configuration of the sweep is a SearchConfig (its ``family`` and ``name``
+# are what the tables report); ``Config`` is the sweep's historical name for it.
+Config = SearchConfig
 
 
-def sweep_configs(reps: Sequence[str] = REPS, dense_reps: Sequence[str] = REPS) -> list[Config]:
-    """Single retrievers, linear fusion over every pairing x beta, RRF over every pairing x k."""
-    out = [Config("bm25", bm25_rep=r) for r in reps]
-    out += [Config("dense", dense_rep=r) for r in dense_reps]
+def sweep_configs(
+    reps: Sequence[str] = REPS, dense_reps: Sequence[str] = REPS, base: SearchConfig = DEFAULT
+) -> list[SearchConfig]:
+    """Single retrievers, linear fusion over every pairing x beta, RRF over every pairing x k,
+    each as ``base`` with its ranking fields replaced (so a sweep point is a search the API
+    can run as it is)."""
+    out = [replace(base, mode="bm25", bm25_rep=r) for r in reps]
+    out += [replace(base, mode="dense", dense_rep=r) for r in dense_reps]
     for b, d in itertools.product(reps, dense_reps):
-        out += [Config("linear", b, d, beta=beta) for beta in BETAS]
-        out += [Config("rrf", b, d, rrf_k=k) for k in RRF_KS]
+        pair = replace(base, mode="hybrid", bm25_rep=b, dense_rep=d)
+        out += [replace(pair, fusion="linear", beta=beta) for beta in BETAS]
+        out += [replace(pair, fusion="rrf", rrf_k=k) for k in RRF_KS]
     return out
+
+
+def sweep_columns(cfg: SearchConfig) -> dict:
+    """The fields of ``cfg`` its family ranks by (None for the others), as the sweep table
+    lists them: a bm25 configuration has no dense representation, beta or RRF k."""
+    return {
+        "family": cfg.family,
+        "bm25_rep": cfg.bm25_rep if cfg.uses_bm25 else None,
+        "dense_rep": cfg.dense_rep if cfg.uses_dense else None,
+        "beta": cfg.beta if cfg.family == "linear" else None,
+        "rrf_k": cfg.rrf_k if cfg.family == "rrf" else None,
+    }
 
 
 @dataclass
@@ -113,18 +118,17 @@ class Units:
 
     def __init__(self, searcher) -> None:
         self.s = searcher
-        self.session_of = {c: searcher.session_of[i] for c, i in searcher.position.items()}
-        self.ref_of = {m: r["source_ref"] for m, r in searcher._messages.items()}
+        chunks = searcher.chunk_ids
+        self.session_of = {c: searcher.session_of_chunk(c) for c in chunks}
+        self.ref_of = searcher.source_refs()
         self.session_refs: dict[str, set[str]] = {}
-        for i in searcher.position.values():
-            sid = searcher.session_of[i]
-            ids = searcher.message_ids[i]
-            self.session_refs.setdefault(sid, set()).update(self.ref_of[m] for m in ids)
+        for c in chunks:
+            refs = (self.ref_of[m] for m in searcher.messages_of_chunk(c))
+            self.session_refs.setdefault(self.session_of[c], set()).update(refs)
         self._chunk_turns: dict[tuple, list[str]] = {}
         self.s_turn_chunks = TURN_CHUNKS
         self.chunk_refs = {
-            c: {self.ref_of[m] for m in searcher.message_ids[i]}
-            for c, i in searcher.position.items()
+            c: {self.ref_of[m] for m in searcher.messages_of_chunk(c)} for c in chunks
         }
 
     def sessions(self, ranked: Ranked) -> list[str]:
@@ -350,11 +354,7 @@ def run_evaluation(
                 mean, lo, hi = M.bootstrap_ci(sel, n_resamples=resamples, seed=seed)
                 sweep_rows.append(
                     {
-                        "family": cfg.family,
-                        "bm25_rep": cfg.bm25_rep,
-                        "dense_rep": cfg.dense_rep,
-                        "beta": cfg.beta,
-                        "rrf_k": cfg.rrf_k,
+                        **sweep_columns(cfg),
                         "config": cfg.name,
                         "split": split,
                         "level": key[0],
@@ -482,7 +482,7 @@ def _time_query_rows(searcher, time_questions: Sequence[EvalQuestion]) -> list[d
     rows = []
     for q in time_questions:
         k = max(20, len(q.gold))
-        res = searcher.search(q.question, k, conversation=q.corpus_id, as_of=q.as_of, highlights=0)
+        res = searcher.search(q.question, k, TIME_SEARCH, conversation=q.corpus_id, as_of=q.as_of)
         got = [h.session_id for h in res.sessions]
         rows.append(
             {

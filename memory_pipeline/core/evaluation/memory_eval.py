@@ -202,9 +202,9 @@ def _chunk_ranking(searcher: Any, q: EvalQuestion, cfg: Config) -> list[str]:
     scope = q.scope or {"conversation_id": q.corpus_id}
     mask = searcher.scope_mask(scope.get("contact_id"), scope.get("conversation_id"))
     cand = Candidates()
-    if cfg.bm25_rep and cfg.bm25_rep in searcher.bm25:
+    if cfg.uses_bm25 and cfg.bm25_rep in searcher.bm25:
         cand.bm25[cfg.bm25_rep] = searcher.bm25_ranked(q.question, cfg.bm25_rep, mask, POOL)
-    if cfg.dense_rep:
+    if cfg.uses_dense:
         cand.dense[cfg.dense_rep] = searcher.dense_ranked(q.question, cfg.dense_rep, mask, POOL)
     return [c for c, _ in cand.ranking(cfg)]
 
@@ -246,7 +246,7 @@ def run_memory_evaluation(
     memo = _MemoSearch(searcher)
     units = Units(searcher)
     ref_of = units.ref_of
-    conv_of_session = {sid: r["conversation_id"] for sid, r in searcher._session_rows.items()}
+    conv_of_session = {s: searcher.session(s)["conversation_id"] for s in searcher.session_ids()}
     conv_of_message: dict[str, str] = {}
     for i, mids in enumerate(searcher.message_ids):
         for m in mids:
@@ -264,7 +264,7 @@ def run_memory_evaluation(
             "conversations were dropped after the search"
         )
     cfg = _config_by_name(selected) if selected else None
-    if cfg is not None and cfg.dense_rep:  # a no-op when run_evaluation embedded them
+    if cfg is not None and cfg.uses_dense:  # a no-op when run_evaluation embedded them
         searcher.prime_queries([q.question for q in scored], cfg.dense_rep)
     baseline = f"chunks[{selected}]"
     text_of = dict(zip(searcher.chunk_ids, searcher.raw_text, strict=True))
