@@ -14,7 +14,7 @@ representations (extractive summaries, embedding_texts), vectors with the packag
 MiniLM for ``--dense-reps`` (default: embedding_text only, the Searcher's default dense
 representation; cached in ``benchmarks/results/cache/provider_cache.sqlite``, a
 ``ContentCache``, so reruns do not encode again), ``build_bm25`` (tokenizer auto), ``build_dense``,
-the time metadata, ``publish``. Each step is timed.
+the time metadata and the version's lookups (``write_lookups``), ``publish``. Each step is timed.
 
 Part 2, **search** (same process): ``--queries`` utterances drawn at random (seeded) from the
 corpus messages, each searched through ``Searcher.search`` in modes bm25, dense, hybrid-RRF and
