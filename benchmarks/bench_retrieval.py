@@ -14,7 +14,7 @@ representations (extractive summaries, embedding_texts), vectors with the packag
 MiniLM for ``--dense-reps`` (default: embedding_text only, the Searcher's default dense
 representation; cached in ``benchmarks/results/cache/provider_cache.sqlite``, a
 ``ContentCache``, so reruns do not encode again), ``build_bm25`` (tokenizer auto), ``build_dense``,
-the time metadata, ``publish``. Each step is timed.
+the time metadata and the version's lookups (``write_lookups``), ``publish``. Each step is timed.
 
 Part 2, **search** (same process): ``--queries`` utterances drawn at random (seeded) from the
 corpus messages, each searched through ``Searcher.search`` in modes bm25, dense, hybrid-RRF and
@@ -43,7 +43,6 @@ import argparse
 import cProfile
 import datetime as dt
 import functools
-import inspect
 import io
 import json
 import os
@@ -56,6 +55,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -163,12 +163,14 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.core.indexes.metadata import message_metadata, session_metadata
     from memory_pipeline.core.indexes.publish import (
+        SESSION_LOOKUP,
         build_bm25,
         build_dense,
         index_root,
         new_version,
         publish,
         representation_table,
+        write_lookups,
     )
     from memory_pipeline.core.ingest.stage import read_all, split_ingest
     from memory_pipeline.core.represent.build import (
@@ -260,11 +262,12 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         bm25 = build_bm25(reps, version_dir, cfg.tokenizer)
     with step(f"build_dense (hnsw_threshold {cfg.hnsw_threshold:,})"):
         dense = build_dense(embeddings, version_dir, cfg.hnsw_threshold)
-    with step("time metadata (session_meta, message_meta)"):
+    with step("time metadata + lookups (session_meta, message_meta, chunks, messages)"):
         smeta = session_metadata(sessions)
         mmeta = message_metadata(messages, sessions, smeta)
-        pq.write_table(smeta, version_dir / "session_meta.parquet")
+        pq.write_table(smeta, version_dir / SESSION_LOOKUP)
         pq.write_table(mmeta, version_dir / "message_meta.parquet")
+        write_lookups(version_dir, chunks, messages)
     with step("publish"):
         publish(root, version_dir)
     index_names = [n for n in order if n.startswith(("build_", "time metadata", "publish"))]
@@ -336,12 +339,10 @@ class EmbedClock:
 
 
 def forget_query_vectors(searcher: Any) -> None:
-    """Empty the Searcher's query-vector memo (if this version has one): every timed search
-    then pays its query embedding, as a new user query does. Within one search the memo
-    still works (hybrid embeds once)."""
-    memo = getattr(searcher, "_query_vectors", None)
-    if isinstance(memo, dict):
-        memo.clear()
+    """Empty the Searcher's query-vector memo: every timed search then pays its query
+    embedding, as a new user query does. Within one search the memo still works (hybrid
+    embeds once)."""
+    searcher.forget_query_vectors()
 
 
 def run_config(
@@ -390,9 +391,9 @@ MODES = (
 def search_latency(
     searcher: Any, queries: list, warm: list, chunk_of: dict, args: argparse.Namespace
 ) -> dict[str, Any]:
-    from memory_pipeline.core.retrieval.searcher import Searcher
+    from memory_pipeline.core.retrieval.config import SearchConfig
 
-    default_hl = inspect.signature(Searcher.search).parameters["highlights"].default
+    default_hl = SearchConfig().highlights
     clock = EmbedClock(searcher)
     out: dict[str, Any] = {"default_highlights": default_hl, "k": args.k, "modes": {}}
     hdr = "{:<16}{:>6}{:>8}{:>8}{:>8}{:>8}{:>9}{:>9}{:>8}{:>8}"
@@ -408,14 +409,10 @@ def search_latency(
     )
     for label, mode, fusion in MODES:
         for hl in (0, default_hl):
-            kwargs: dict[str, Any] = {
-                "k": args.k,
-                "mode": mode,
-                "fusion": fusion,
-                "dense_rep": args.dense_reps[0],
-            }
+            config = SearchConfig(mode=mode, fusion=fusion, dense_rep=args.dense_reps[0])
             if hl == 0:
-                kwargs["highlights"] = 0  # else: the default, not passed
+                config = replace(config, highlights=0)  # else: the default
+            kwargs: dict[str, Any] = {"k": args.k, "config": config}
             for _, q in warm:
                 searcher.search(q, **kwargs)
             r = run_config(searcher, clock, queries, chunk_of, kwargs)
@@ -536,8 +533,8 @@ def component_clocks(searcher: Any) -> Iterator[dict[str, float]]:
         "bm25_ranked",
         "dense_ranked",
         "embed_query",
-        "_chunk_hit",
-        "_session_hit",
+        "chunk_hit",
+        "session_hit",
     )
     saved = {name: getattr(mod, name) for name in module_fns}
     for name in module_fns:
@@ -557,10 +554,12 @@ def component_clocks(searcher: Any) -> Iterator[dict[str, float]]:
 
 def profile_hybrid(searcher: Any, queries: list, args: argparse.Namespace) -> dict[str, Any]:
     from memory_pipeline.core.retrieval import searcher as mod
+    from memory_pipeline.core.retrieval.config import SearchConfig
     from memory_pipeline.core.retrieval.timeexpr import parse_query
 
     sample = queries[: args.profile_queries]
-    kwargs = {"k": args.k, "mode": "hybrid", "fusion": "rrf", "dense_rep": args.dense_reps[0]}
+    config = SearchConfig(mode="hybrid", fusion="rrf", dense_rep=args.dense_reps[0])
+    kwargs = {"k": args.k, "config": config}
     result: dict[str, Any] = {"queries": len(sample)}
 
     # 1) inclusive time per component, real code path (default highlights)
@@ -573,7 +572,7 @@ def profile_hybrid(searcher: Any, queries: list, args: argparse.Namespace) -> di
             totals.append(time.perf_counter() - t0)
     total = sum(totals)
     comp = dict(acc)
-    # embed_query runs inside dense_ranked; _session_hit/fold run at top level
+    # embed_query runs inside dense_ranked; session_hit/fold run at top level
     top_level = (
         "parse_query",
         "scope_mask",
@@ -583,8 +582,8 @@ def profile_hybrid(searcher: Any, queries: list, args: argparse.Namespace) -> di
         "rrf",
         "linear_fusion",
         "fold",
-        "_chunk_hit",
-        "_session_hit",
+        "chunk_hit",
+        "session_hit",
     )
     comp["other (search body: dict for fold, list building, dataclasses)"] = total - sum(
         comp.get(n, 0.0) for n in top_level
@@ -593,7 +592,7 @@ def profile_hybrid(searcher: Any, queries: list, args: argparse.Namespace) -> di
     say(
         f"hybrid RRF with default highlights, per query mean over {len(sample)} queries "
         f"(wrappers on the real path; embed_query is inside dense_ranked, highlights inside "
-        f"_chunk_hit): total {1e3 * total / n:.2f} ms"
+        f"chunk_hit): total {1e3 * total / n:.2f} ms"
     )
     for name, sec in sorted(comp.items(), key=lambda kv: -kv[1]):
         say(f"  {name:<66}{1e3 * sec / n:>8.3f} ms {100 * sec / total:>5.1f}%")
@@ -630,7 +629,7 @@ def profile_hybrid(searcher: Any, queries: list, args: argparse.Namespace) -> di
     index = searcher.bm25[rep]
     vocab = index.vocab
     matrix, pos = searcher.dense_matrix(drep)
-    embedder = searcher._embedder
+    embedder = searcher.query_embedder(drep)
     parts: dict[str, list[float]] = defaultdict(list)
 
     def clock(name: str, fn: Callable[[], Any]) -> Any:
@@ -643,7 +642,7 @@ def profile_hybrid(searcher: Any, queries: list, args: argparse.Namespace) -> di
     doc_pos_cached = np.array([searcher.position[d] for d in index.doc_ids])
     ids_cached = np.asarray(searcher.chunk_ids, dtype=object)[pos]
     msg_tokens: dict[str, list[str]] = {}  # for the "pre-tokenized highlights" alternative
-    idf = searcher._idf
+    idf = searcher.idf
     for _, q in sample:
         clock(
             "parse_query",
@@ -704,7 +703,7 @@ def profile_hybrid(searcher: Any, queries: list, args: argparse.Namespace) -> di
         msg_tokens.update(
             zip(
                 todo,
-                index.tokenizer.tokenize_many([searcher._messages[m]["text"] for m in todo]),
+                index.tokenizer.tokenize_many([searcher.message(m)["text"] for m in todo]),
                 strict=True,
             )
         )
@@ -720,8 +719,8 @@ def profile_hybrid(searcher: Any, queries: list, args: argparse.Namespace) -> di
             ],
         )
         clock(
-            "_chunk_hit x k, highlights=0",
-            lambda top=top, q=q: [searcher._chunk_hit(1, c, 1.0, q, 0) for c in top],
+            "chunk_hit x k, highlights=0",
+            lambda top=top, q=q: [searcher.chunk_hit(1, c, 1.0, q, 0) for c in top],
         )
     # query embedding with 1 torch thread (torch's setting is per process: restored after)
     import torch
@@ -764,7 +763,7 @@ def profile_hybrid(searcher: Any, queries: list, args: argparse.Namespace) -> di
         say(f"  {name:<64}{st['p50']:>8.3f}{st['mean']:>9.3f}")
     result["expressions_ms"] = micro
     result["profile_file"] = str(target)
-    result["sessions"] = len(searcher._session_rows)
+    result["sessions"] = len(searcher.session_ids())
     result["known_speakers"] = len(searcher.known_speakers)
     return result
 
@@ -784,6 +783,7 @@ def _top_positions(scores: np.ndarray, n: int, ids: np.ndarray) -> list[tuple[st
 
 
 def run_corpus(args: argparse.Namespace) -> dict[str, Any]:
+    from memory_pipeline.core.retrieval.config import SearchConfig
     from memory_pipeline.core.retrieval.searcher import Searcher
 
     with tempfile.TemporaryDirectory(prefix="bench_retrieval_") as tmp:
@@ -794,11 +794,12 @@ def run_corpus(args: argparse.Namespace) -> dict[str, Any]:
         with timed(t, "Searcher init"):
             searcher = Searcher(built["out"])
         with timed(t, "first dense query (model + matrix mmap)"):
-            searcher.search("warm-up", k=args.k, mode="dense", dense_rep=args.dense_reps[0])
+            warm_up = SearchConfig(mode="dense", dense_rep=args.dense_reps[0])
+            searcher.search("warm-up", k=args.k, config=warm_up)
         say(
-            f"Searcher init {t['Searcher init']:.2f} s (reads chunks, raw_messages, postings); "
+            f"Searcher init {t['Searcher init']:.2f} s (reads the version's lookups and postings); "
             f"first dense query {t['first dense query (model + matrix mmap)']:.2f} s; "
-            f"{len(searcher._session_rows):,} sessions, "
+            f"{len(searcher.session_ids()):,} sessions, "
             f"{len(searcher.known_speakers):,} known speakers; "
             f"peak RSS {peak_rss_mib():,.0f} MiB"
         )

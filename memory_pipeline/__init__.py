@@ -9,9 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["context", "recall", "search", "searcher"]
+if TYPE_CHECKING:
+    from memory_pipeline.core.retrieval.config import SearchConfig
+
+__all__ = ["SearchConfig", "context", "recall", "search", "searcher"]
 
 _LOCK = threading.Lock()
 _SEARCHERS: dict[tuple[Path, str], Any] = {}
@@ -39,6 +42,15 @@ def searcher(config: str | Path | None = None, output_dir: str | Path | None = N
         return _SEARCHERS[key]
 
 
+def __getattr__(name: str) -> Any:
+    # memory_pipeline.SearchConfig, imported on first use: the package import stays light
+    if name == "SearchConfig":
+        from memory_pipeline.core.retrieval.config import SearchConfig
+
+        return SearchConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def search(
     query: str,
     k: int = 5,
@@ -48,17 +60,24 @@ def search(
     contact: str | None = None,
     conversation: str | None = None,
     as_of: dt.datetime | None = None,
-    mode: str = "hybrid",
+    search_config: SearchConfig | str | None = None,
+    mode: str | None = None,
     **options: Any,
 ):
     """Best chunks and sessions for ``query``: typed ``SearchResult`` (``.to_dict()`` for JSON).
 
     ``contact`` / ``conversation`` scope the search; ``as_of`` is the reference time for
-    relative expressions ("last Tuesday"); ``mode`` is ``bm25``, ``dense`` or ``hybrid``;
-    other options (fusion, beta, rrf_k, bm25_rep, dense_rep, use_time) go to Searcher.search.
+    relative expressions ("last Tuesday"). How it ranks is ``search_config``: a
+    ``SearchConfig`` or a preset name (default: ``"default"``, hybrid BM25 + dense with RRF);
+    ``mode`` (``bm25``, ``dense``, ``hybrid``) and the other options (fusion, beta, rrf_k,
+    bm25_rep, dense_rep, candidates, use_time, highlights) replace its fields.
+    (``config`` is the pipeline's configuration file, as everywhere in this API.)
     """
+    from memory_pipeline.core.retrieval.config import resolve
+
+    ranking = resolve(search_config, mode=mode, **options)
     return searcher(config, output_dir).search(
-        query, k, mode=mode, contact=contact, conversation=conversation, as_of=as_of, **options
+        query, k, ranking, contact=contact, conversation=conversation, as_of=as_of
     )
 
 
@@ -85,12 +104,15 @@ def context(
     contact: str | None = None,
     as_of: dt.datetime | None = None,
     k_memories: int = 10,
+    search_config: SearchConfig | str | None = None,
 ):
     """What an LLM should read for ``question``: memory hits first, then their source
     material (``strategy``: ``neighbors`` chunks, whole source ``sessions``, or ``split`` —
     half to source sessions, half to independent raw search), within ``budget`` UTF-16
-    code units. Every piece carries its citation; ``.render()`` gives the text."""
+    code units. Every piece carries its citation; ``.render()`` gives the text.
+    ``search_config`` (a ``SearchConfig`` or a preset name) ranks the chunks it searches."""
     from memory_pipeline.core.context.packs import build_context
+    from memory_pipeline.core.retrieval.config import resolve
 
     s = searcher(config, output_dir)
     return build_context(
@@ -102,6 +124,7 @@ def context(
         k_memories=k_memories,
         contact=contact,
         as_of=as_of,
+        search_config=resolve(search_config),
     )
 
 
@@ -115,10 +138,13 @@ def recall(
     output_dir: str | Path | None = None,
     contact: str | None = None,
     as_of: dt.datetime | None = None,
+    search_config: SearchConfig | str | None = None,
 ):
     """Memories alone first; the source material only when asked (``sources=True``) or when
-    the memory evidence is weak (``sources=None``). The pack says whether and why it escalated."""
+    the memory evidence is weak (``sources=None``). The pack says whether and why it escalated.
+    ``search_config`` as for :func:`context`."""
     from memory_pipeline.core.context.packs import recall as recall_core
+    from memory_pipeline.core.retrieval.config import resolve
 
     s = searcher(config, output_dir)
     return recall_core(
@@ -130,4 +156,5 @@ def recall(
         strategy=strategy,
         contact=contact,
         as_of=as_of,
+        search_config=resolve(search_config),
     )

@@ -261,8 +261,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             contact=args.contact,
             conversation=args.conversation,
             as_of=as_of,
-            mode=args.mode,
-            fusion=args.fusion,
+            search_config=_search_config(args),
         )
     except IndexNotBuilt as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -301,7 +300,12 @@ def cmd_context(args: argparse.Namespace) -> int:
     from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
 
     as_of = dt.datetime.fromisoformat(args.as_of) if args.as_of else None
-    common = {"config": args.config, "contact": args.contact, "as_of": as_of}
+    common = {
+        "config": args.config,
+        "contact": args.contact,
+        "as_of": as_of,
+        "search_config": _search_config(args),
+    }
     try:
         if args.escalate:
             sources = True if args.sources else None
@@ -328,6 +332,46 @@ def cmd_context(args: argparse.Namespace) -> int:
     print()
     print(pack.render())
     return 0
+
+
+def _search_config(args: argparse.Namespace):
+    """The SearchConfig of the flags: the ``--preset``, with each ranking flag given
+    replacing its field (a flag left out keeps the preset's value)."""
+    from memory_pipeline.core.retrieval.config import resolve
+
+    return resolve(
+        args.preset,
+        mode=getattr(args, "mode", None),
+        fusion=getattr(args, "fusion", None),
+        beta=getattr(args, "beta", None),
+        rrf_k=getattr(args, "rrf_k", None),
+        bm25_rep=getattr(args, "bm25_rep", None),
+        dense_rep=getattr(args, "dense_rep", None),
+        use_time=False if getattr(args, "no_time", False) else None,
+    )
+
+
+def _add_search_flags(parser: argparse.ArgumentParser, *, ranking: bool) -> None:
+    """``--preset`` (both commands) and, with ``ranking``, the flags that adjust it."""
+    from memory_pipeline.core.retrieval.config import FUSIONS, MODES, PRESETS, REPRESENTATIONS
+
+    parser.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default="default",
+        help="how to rank chunks (default: hybrid BM25 + dense, RRF)",
+    )
+    if not ranking:
+        return
+    parser.add_argument("--mode", choices=list(MODES), help="default: the preset's (hybrid)")
+    parser.add_argument("--fusion", choices=list(FUSIONS), help="default: the preset's (rrf)")
+    parser.add_argument("--beta", type=float, help="linear fusion: weight of BM25 in [0, 1]")
+    parser.add_argument("--rrf-k", type=int, help="RRF constant k")
+    parser.add_argument("--bm25-rep", choices=list(REPRESENTATIONS), help="BM25 representation")
+    parser.add_argument("--dense-rep", choices=list(REPRESENTATIONS), help="dense representation")
+    parser.add_argument(
+        "--no-time", action="store_true", help="no time filters: every query is content"
+    )
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -366,8 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("query")
     search.add_argument("--k", type=int, default=5)
     search.add_argument("--json", action="store_true", help="machine-readable output")
-    search.add_argument("--mode", choices=["bm25", "dense", "hybrid"], default="hybrid")
-    search.add_argument("--fusion", choices=["rrf", "linear"], default="rrf")
+    _add_search_flags(search, ranking=True)
     search.add_argument("--contact", help="only conversations with this contact_id")
     search.add_argument("--conversation", help="only this conversation_id")
     search.add_argument("--as-of", help="reference time for 'yesterday', 'last Tuesday' (ISO)")
@@ -392,6 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     ctx.add_argument("--contact", help="only memories and conversations with this contact_id")
     ctx.add_argument("--as-of", help="what was true then (ISO date or time)")
     ctx.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_search_flags(ctx, ranking=False)
     ctx.set_defaults(func=cmd_context)
     ev = sub.add_parser("eval", help="score the retrievers on LoCoMo; tables + HTML report")
     ev.add_argument(

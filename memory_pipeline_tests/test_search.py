@@ -15,6 +15,7 @@ from memory_pipeline import cli
 from memory_pipeline.core.common.catalog import refresh_catalog
 from memory_pipeline.core.indexes.bm25 import query_tokens
 from memory_pipeline.core.indexes.publish import current_version, index_root, new_version
+from memory_pipeline.core.retrieval.config import SearchConfig
 from memory_pipeline.core.retrieval.fusion import fold, linear_fusion, minmax, rrf
 from memory_pipeline_tests.paths import ROOT
 from memory_pipeline_tests.pipeline_helpers import Runner, build_all
@@ -89,7 +90,8 @@ def test_bm25_sql_returns_the_same_top_results_as_the_api(built: Runner):
     sql = (SQL / "bm25_search.sql").read_text(encoding="utf-8")
     for query in ["dog shelter blankets", "京都 旅行 新幹線", "引っ越し の 日", "Kyoto ryokan"]:
         for rep in ("raw_text", "summary", "embedding_text"):
-            api = s.search(query, 5, mode="bm25", bm25_rep=rep, use_time=False, highlights=0)
+            cfg = SearchConfig(mode="bm25", bm25_rep=rep, use_time=False, highlights=0)
+            api = s.search(query, 5, cfg)
             tokens = query_tokens(s.bm25[rep], query)
             rows = con.execute(sql, {"tokens": tokens, "representation": rep, "k": 5}).fetchall()
             assert [r[0] for r in rows] == [h.chunk_id for h in api.chunks], (query, rep)
@@ -103,7 +105,8 @@ def test_vector_sql_returns_the_same_top_results_as_the_api(built: Runner):
     sql = (SQL / "vector_search.sql").read_text(encoding="utf-8")
     for query in ["adopting a dog", "birthday present for Misaki", "train tickets to Kyoto"]:
         for rep in ("summary", "embedding_text"):
-            api = s.search(query, 5, mode="dense", dense_rep=rep, use_time=False, highlights=0)
+            cfg = SearchConfig(mode="dense", dense_rep=rep, use_time=False, highlights=0)
+            api = s.search(query, 5, cfg)
             vec = s.embed_query(query, rep)
             rows = con.execute(
                 sql, {"query_vector": vec.tolist(), "representation": rep, "k": 5}
@@ -194,3 +197,155 @@ def test_storage_report_accounts_for_every_layer(built: Runner):
     assert raw["bytes"] == sum(p.stat().st_size for p in files)
     assert raw["bytes_per_1000_sessions"] == pytest.approx(raw["bytes"] * 1000 / sessions, 0.01)
     assert report["dossier files (.md, current)"]["files"] == 4  # Maria, 健太, 家族, Sam
+
+
+# -- a published version is self-contained --------------------------------------------------
+
+STABLE_QUERIES = [
+    "what did Maria say about the dog shelter?",
+    "京都 旅行 新幹線",
+    "先週の火曜日に何を話した？",
+    "引っ越しはいつ？",
+]
+
+
+def _answers(out: Path) -> list[dict]:
+    from memory_pipeline.core.retrieval.searcher import Searcher
+
+    s = Searcher(out)
+    as_of = dt.datetime(2024, 3, 13, 12, 0)
+    return [s.search(q, 5, as_of=as_of).to_dict() for q in STABLE_QUERIES] + [
+        s.search(q, 5, SearchConfig(mode="bm25", bm25_rep="summary")).to_dict()
+        for q in STABLE_QUERIES
+    ]
+
+
+def test_a_published_version_answers_on_its_own_while_live_tables_change(built: Runner, tmp_path):
+    """The daily job may re-chunk sessions (new chunk ids, other messages per chunk) and
+    rewrite raw_messages before the next index build: the published version still answers,
+    with the same results, and so it does with the live tables gone."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from memory_pipeline.core.common.storage import TableStore
+
+    out = tmp_path / "out"
+    shutil.copytree(built.store.root, out)
+    before = _answers(out)
+    assert all(a["chunks"] for a in before)
+    store = TableStore(out)
+    for day in store.dates("chunks"):  # re-chunk: one chunk per message, new ids
+        chunks = store.read("chunks", [day])
+        rows = []
+        for r in chunks.to_pylist():
+            for n, m in enumerate(r["message_ids"]):
+                rows.append({**r, "chunk_id": f"{r['chunk_id']}_{n}", "message_ids": [m]})
+        store.write("chunks", pa.Table.from_pylist(rows, schema=chunks.schema), day)
+    for day in store.dates("raw_messages"):  # rewritten texts
+        msgs = store.read("raw_messages", [day])
+        text = pc.binary_join_element_wise(msgs.column("text"), "(edited)", "")
+        store.write(
+            "raw_messages", msgs.set_column(msgs.schema.get_field_index("text"), "text", text), day
+        )
+    live = set(store.read("chunks").column("chunk_id").to_pylist())
+    assert live and not live & set(memory_pipeline.searcher(output_dir=out).chunk_ids)
+    assert _answers(out) == before
+    shutil.rmtree(store.table_dir("chunks"))
+    shutil.rmtree(store.table_dir("raw_messages"))
+    assert _answers(out) == before
+
+
+def test_a_version_without_lookups_is_a_clear_error(built: Runner, tmp_path):
+    """A version published before versions carried their lookups is not read half from the
+    live tables: rebuild it."""
+    import shutil
+
+    from memory_pipeline.core.indexes.publish import CHUNK_LOOKUP
+    from memory_pipeline.core.retrieval.searcher import IndexNotBuilt, IndexOutdated, Searcher
+
+    out = tmp_path / "out"
+    shutil.copytree(built.store.root, out)
+    (current_version(out) / CHUNK_LOOKUP).unlink()
+    with pytest.raises(IndexOutdated, match="memory-pipeline run") as err:
+        Searcher(out)
+    assert isinstance(err.value, IndexNotBuilt)  # the CLI's "error: ..." path catches it
+
+
+def test_searcher_lookups_agree_with_the_published_tables(built: Runner):
+    s = memory_pipeline.searcher(output_dir=built.store.root)
+    chunks = {r["chunk_id"]: r for r in built.store.read("chunks").to_pylist()}
+    messages = {r["message_id"]: r for r in built.store.read("raw_messages").to_pylist()}
+    sessions = {r["session_id"]: r for r in built.store.read("sessions").to_pylist()}
+    assert set(s.chunk_ids) == set(chunks)
+    assert set(s.session_ids()) == set(sessions)
+    cid = sorted(chunks)[3]
+    got = s.chunk(cid)
+    for field in ("session_id", "chunk_index", "contact_id", "message_ids", "raw_text"):
+        assert got[field] == chunks[cid][field], field
+    assert s.session_of_chunk(cid) == chunks[cid]["session_id"]
+    assert s.messages_of_chunk(cid) == chunks[cid]["message_ids"]
+    mid = chunks[cid]["message_ids"][0]
+    assert s.has_message(mid) and not s.has_message("no such message")
+    assert s.message(mid)["text"] == messages[mid]["text"]
+    assert s.source_refs()[mid] == messages[mid]["source_ref"]
+    sid = chunks[cid]["session_id"]
+    assert s.has_session(sid) and not s.has_session("no such session")
+    assert s.session(sid)["contact_id"] == sessions[sid]["contact_id"]
+    in_session = s.chunks_of_session(sid)
+    assert cid in in_session and all(chunks[c]["session_id"] == sid for c in in_session)
+    assert [chunks[c]["chunk_index"] for c in in_session] == sorted(
+        chunks[c]["chunk_index"] for c in in_session
+    )
+    assert s.chunks_of_session("no such session") == []
+    with pytest.raises(KeyError):
+        s.message("no such message")
+
+
+# -- SearchConfig through the API and the CLI ----------------------------------------------
+
+
+def test_api_keywords_and_presets_are_the_same_search(built: Runner):
+    out = built.store.root
+    q = "Kyoto ryokan"
+    by_keyword = memory_pipeline.search(q, 3, output_dir=out, mode="bm25", bm25_rep="summary")
+    by_value = memory_pipeline.search(
+        q, 3, output_dir=out, search_config=SearchConfig(mode="bm25", bm25_rep="summary")
+    )
+    by_preset = memory_pipeline.search(
+        q, 3, output_dir=out, search_config="bm25", bm25_rep="summary"
+    )
+    assert by_keyword.to_dict() == by_value.to_dict() == by_preset.to_dict()
+    assert by_keyword.mode == "bm25"
+    default = memory_pipeline.search(q, 3, output_dir=out)
+    assert (
+        default.to_dict()
+        == memory_pipeline.search(q, 3, output_dir=out, search_config="default").to_dict()
+    )
+    assert default.mode == "hybrid"
+    linear = memory_pipeline.search(q, 10, output_dir=out, fusion="linear", beta=0.0)
+    dense = memory_pipeline.search(q, 10, output_dir=out, mode="dense")
+    # beta 0: the dense list decides the order (its chunks first, BM25-only ones after)
+    assert [h.chunk_id for h in linear.chunks][:3] == [h.chunk_id for h in dense.chunks][:3]
+    with pytest.raises(TypeError, match="unknown search option"):
+        memory_pipeline.search(q, output_dir=out, bogus=1)
+
+
+def test_cli_search_preset_and_flags(built: Runner, capsys, tmp_path):
+    config = _cli_config(built, tmp_path)
+    base = ["--config", str(config), "search", "Kyoto ryokan", "--k", "3", "--json"]
+    assert cli.main([*base, "--preset", "bm25"]) == 0
+    preset = json.loads(capsys.readouterr().out)
+    assert cli.main([*base, "--mode", "bm25"]) == 0
+    flag = json.loads(capsys.readouterr().out)
+    assert preset == flag and preset["mode"] == "bm25"
+    assert cli.main([*base, "--preset", "bm25", "--bm25-rep", "summary"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    api = memory_pipeline.search(
+        "Kyoto ryokan", 3, output_dir=built.store.root, mode="bm25", bm25_rep="summary"
+    )
+    assert [c["chunk_id"] for c in summary["chunks"]] == [h.chunk_id for h in api.chunks]
+    ctx = ["--config", str(config), "context", "引っ越しはいつ？", "--budget", "2000", "--json"]
+    assert cli.main([*ctx, "--preset", "bm25"]) == 0
+    assert json.loads(capsys.readouterr().out)["utf16"] <= 2000

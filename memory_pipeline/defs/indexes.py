@@ -14,12 +14,14 @@ from memory_pipeline.core.indexes.bm25 import Bm25Index
 from memory_pipeline.core.indexes.metadata import message_metadata, session_metadata
 from memory_pipeline.core.indexes.publish import (
     REPRESENTATIONS,
+    SESSION_LOOKUP,
     build_bm25,
     build_dense,
     index_root,
     new_version,
     publish,
     representation_table,
+    write_lookups,
 )
 from memory_pipeline.core.memories.extract import supersede
 from memory_pipeline.core.quality import index_checks
@@ -87,10 +89,13 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
     embeddings = store.read("chunk_embeddings") if store.dates("chunk_embeddings") else None
     dense = build_dense(embeddings, version, cfg.hnsw_threshold) if embeddings is not None else {}
     sessions = store.read("sessions")
+    messages = store.read("raw_messages")
     smeta = session_metadata(sessions)
-    mmeta = message_metadata(store.read("raw_messages"), sessions, smeta)
-    pq.write_table(smeta, version / "session_meta.parquet")
+    mmeta = message_metadata(messages, sessions, smeta)
+    pq.write_table(smeta, version / SESSION_LOOKUP)
     pq.write_table(mmeta, version / "message_meta.parquet")
+    # the same chunks the BM25 indexes were built from: the version answers on its own
+    lookups = write_lookups(version, chunks, messages)
     memories = store.read("memories")
     timeline = supersede(memories)
     pq.write_table(timeline, version / "memory_timeline.parquet")
@@ -109,7 +114,9 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
     context.log.info(
         f"search_indexes: version {version.name} {'published' if ok else 'NOT published'}"
     )
-    yield dg.MaterializeResult(asset_key=BM25, metadata={**bm25.stats, "version": version.name})
+    yield dg.MaterializeResult(
+        asset_key=BM25, metadata={**bm25.stats, **lookups, "version": version.name}
+    )
     yield dg.MaterializeResult(asset_key=VECTORS, metadata={**dense, "version": version.name})
     yield dg.MaterializeResult(
         asset_key=TIME_META, metadata={"sessions": smeta.num_rows, "messages": mmeta.num_rows}

@@ -24,7 +24,7 @@ import datetime as dt
 import unicodedata
 import weakref
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from memory_pipeline.core.common.schema import MEMORY_TIMELINE
 from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index
 from memory_pipeline.core.indexes.tokenize import Tokenizer, get_tokenizer
+from memory_pipeline.core.retrieval.config import SearchConfig
 from memory_pipeline.core.retrieval.fusion import Ranked, fold, minmax
 
 if TYPE_CHECKING:
@@ -68,7 +69,9 @@ WEAK_BELOW = 0.33
 SEP = "\n\n"  # between pieces
 MIN_SOURCE_TEXT = 40  # UTF-16 units of text below which a source piece is not worth adding
 SEARCH_K = 20  # chunks asked from the searcher for the "split" half and for seeding
-_SESSION_CANDIDATES = 200
+# How packs rank chunks (the "split" half, seeding, each memory's session score): the
+# default search; highlights are not shown in a pack, so none are computed.
+PACK_SEARCH = SearchConfig(highlights=0)
 
 _ZWJ = "\u200d"
 
@@ -313,12 +316,14 @@ class MemoryIndex:
         as_of: Any = None,
         searcher: Searcher | None = None,
         beta: float = 0.5,
+        search_config: SearchConfig = PACK_SEARCH,
     ) -> list[MemoryHit]:
         """Best memories for ``query`` (score, then lexical score, then memory_id).
 
         Alone: BM25 over the memories, min-max normalized. With a ``searcher``: the chunk
         ranking of the conversations (hybrid BM25 + dense, RRF, scoped to ``contact``) is
-        folded to sessions and min-max normalized; a memory then scores
+        folded to sessions and min-max normalized (``search_config`` ranks the chunks);
+        a memory then scores
         ``beta * its BM25 + (1 - beta) * its source session's score``, so a memory whose
         wording misses the query still surfaces when its conversation matches semantically
         (e.g. "adopting a dog" -> "Mochi got adopted"). Every lexical match is kept; a
@@ -337,7 +342,7 @@ class MemoryIndex:
         lex_norm = minmax(lexical)
         sess_norm: dict[str, float] = {}
         if searcher is not None:
-            sess_norm = minmax(_session_ranking(searcher, query, contact))
+            sess_norm = minmax(_session_ranking(searcher, query, contact, search_config))
             weight = beta
         else:
             weight = 1.0
@@ -389,20 +394,12 @@ def _memory_document(row: dict[str, Any]) -> str:
     return " ".join(p.replace("_", " ") for p in parts if p)
 
 
-def _session_ranking(searcher: Searcher, query: str, contact: str | None) -> Ranked:
-    """Sessions by their best chunk in the searcher's hybrid (RRF) ranking."""
-    ranked = searcher.rank(
-        query,
-        "hybrid",
-        "rrf",
-        0.5,
-        60,
-        "raw_text",
-        "embedding_text",
-        searcher.scope_mask(contact, None),
-        _SESSION_CANDIDATES,
-    )
-    return fold(ranked, {c: searcher.session_of[searcher.position[c]] for c, _ in ranked})
+def _session_ranking(
+    searcher: Searcher, query: str, contact: str | None, search_config: SearchConfig
+) -> Ranked:
+    """Sessions by their best chunk in the searcher's ranking (default: hybrid, RRF)."""
+    ranked = searcher.rank(query, search_config, searcher.scope_mask(contact, None))
+    return fold(ranked, {c: searcher.session_of_chunk(c) for c, _ in ranked})
 
 
 # ---------------------------------------------------------------------------------------
@@ -526,15 +523,8 @@ class _Layout:
     """Per session, its chunks in chunk_index order and its messages in order."""
 
     def __init__(self, searcher: Searcher) -> None:
-        by_session: dict[str, list[str]] = {}
-        for cid, sid in zip(searcher.chunk_ids, searcher.session_of, strict=True):
-            by_session.setdefault(sid, []).append(cid)
-
-        def order(cid: str) -> tuple:
-            i = searcher.position[cid]
-            return (searcher.chunk_index[i], cid)
-
-        self.chunks = {sid: sorted(cids, key=order) for sid, cids in by_session.items()}
+        sessions = dict.fromkeys(searcher.session_of_chunk(c) for c in searcher.chunk_ids)
+        self.chunks = {sid: searcher.chunks_of_session(sid) for sid in sessions}
         self.index_in_session = {
             cid: n for cids in self.chunks.values() for n, cid in enumerate(cids)
         }
@@ -542,7 +532,7 @@ class _Layout:
         for sid, cids in self.chunks.items():
             ids: dict[str, None] = {}
             for cid in cids:
-                ids.update(dict.fromkeys(searcher.message_ids[searcher.position[cid]]))
+                ids.update(dict.fromkeys(searcher.messages_of_chunk(cid)))
             self.messages[sid] = list(ids)
 
 
@@ -579,7 +569,7 @@ def _lines(searcher: Searcher, message_ids: Sequence[str]) -> list[str]:
     (the header already gives the first one)."""
     out, day = [], None
     for n, mid in enumerate(message_ids):
-        m = searcher._messages[mid]
+        m = searcher.message(mid)
         ts = m["local_ts"]
         stamp = ts.strftime("%H:%M")
         if n and ts.date() != day:
@@ -595,12 +585,11 @@ def _local_offset(searcher: Searcher, session_id: str) -> dt.timedelta | None:
     cids = _layout(searcher).chunks.get(session_id)
     if not cids:
         return None
-    i = searcher.position[cids[0]]
-    first = searcher._messages.get(searcher.message_ids[i][0])
-    start = searcher.start_ts[i]
-    if first is None or start is None:
+    chunk = searcher.chunk(cids[0])
+    first_id, start = chunk["message_ids"][0], chunk["start_ts"]
+    if not searcher.has_message(first_id) or start is None:
         return None
-    return first["local_ts"] - start.replace(tzinfo=None)
+    return searcher.message(first_id)["local_ts"] - start.replace(tzinfo=None)
 
 
 def _memory_piece(searcher: Searcher, hit: MemoryHit) -> Piece:
@@ -624,7 +613,7 @@ def _memory_piece(searcher: Searcher, hit: MemoryHit) -> Piece:
     if hit.valid_to is not None:
         parts.append(f"superseded {local(hit.valid_to)}")
     parts += [f"session {hit.session_id}", "messages " + ", ".join(hit.message_ids)]
-    refs = [searcher._messages[m]["source_ref"] for m in hit.message_ids if m in searcher._messages]
+    refs = [searcher.message(m)["source_ref"] for m in hit.message_ids if searcher.has_message(m)]
     citation = Citation(
         session_id=hit.session_id,
         message_ids=list(hit.message_ids),
@@ -648,15 +637,15 @@ def _source_piece(
     """The messages as a cited piece within ``room`` units: the longest prefix of whole
     messages that fits (a marker says how many were left out); None when not even
     ``MIN_SOURCE_TEXT`` units of text fit."""
-    ids = [m for m in message_ids if m in searcher._messages]
+    ids = [m for m in message_ids if searcher.has_message(m)]
     if not ids or room <= 0:
         return None
-    contact = searcher._session_rows.get(session_id, {}).get("contact_id", "")
+    contact = searcher.session(session_id)["contact_id"] if searcher.has_session(session_id) else ""
     lines = _lines(searcher, ids)
 
     def header(n: int) -> str:
-        first = _fmt(searcher._messages[ids[0]]["local_ts"])
-        last = _fmt(searcher._messages[ids[n - 1]]["local_ts"])
+        first = _fmt(searcher.message(ids[0])["local_ts"])
+        last = _fmt(searcher.message(ids[n - 1])["local_ts"])
         head = [f"{kind} {chunk_id}", f"session {session_id}"] if chunk_id else []
         head = head or [f"session {session_id}"]
         head += [contact, _span(first, last), _id_range(ids[:n])]
@@ -668,9 +657,9 @@ def _source_piece(
             message_ids=ids[:n],
             contact_id=contact,
             chunk_id=chunk_id,
-            start=_fmt(searcher._messages[ids[0]]["local_ts"]),
-            end=_fmt(searcher._messages[ids[n - 1]]["local_ts"]),
-            source_refs=[searcher._messages[m]["source_ref"] for m in ids[:n]],
+            start=_fmt(searcher.message(ids[0])["local_ts"]),
+            end=_fmt(searcher.message(ids[n - 1])["local_ts"]),
+            source_refs=[searcher.message(m)["source_ref"] for m in ids[:n]],
         )
         return Piece(kind, header(n), text, citation, truncated)
 
@@ -695,6 +684,12 @@ def _source_piece(
 
 
 # -- strategies -----------------------------------------------------------------------------
+
+
+def _without_highlights(config: SearchConfig) -> SearchConfig:
+    """The config with no highlights: packs show messages, not the searcher's highlights,
+    so ranking them would be wasted work (the chunk ranking does not depend on them)."""
+    return config if config.highlights == 0 else replace(config, highlights=0)
 
 
 def _memory_sessions(hits: Iterable[MemoryHit]) -> list[str]:
@@ -738,9 +733,8 @@ def _add_chunks(
     for cid in chunk_ids:
         if cid in packer.chunks:
             continue
-        i = searcher.position[cid]
-        sid = searcher.session_of[i]
-        ids = [m for m in searcher.message_ids[i] if m not in packer.seen_messages]
+        sid = searcher.session_of_chunk(cid)
+        ids = [m for m in searcher.messages_of_chunk(cid) if m not in packer.seen_messages]
         if not ids:
             continue  # everything it holds is already in the pack
         room = min(packer.room(), cap - (packer.used - start) - packer.sep())
@@ -762,11 +756,7 @@ def _neighbor_groups(searcher: Searcher, seeds: Iterable[tuple[str, set[str]]]) 
     groups = []
     for sid, messages in seeds:
         cids = layout.chunks.get(sid, [])
-        holding = [
-            n
-            for n, c in enumerate(cids)
-            if messages & set(searcher.message_ids[searcher.position[c]])
-        ]
+        holding = [n for n, c in enumerate(cids) if messages & set(searcher.messages_of_chunk(c))]
         if not holding:
             continue
         around = [n for n in (holding[0] - 1, holding[-1] + 1) if 0 <= n < len(cids)]
@@ -787,26 +777,32 @@ def _add_neighbors(
             )
 
 
-def _started_by(searcher: Searcher, position: int, as_of: Any) -> bool:
-    """Whether chunk ``position`` started by ``as_of`` (aware: an instant; naive: local
-    time; a date: that local day)."""
+def _started_by(searcher: Searcher, chunk_id: str, as_of: Any) -> bool:
+    """Whether the chunk started by ``as_of`` (aware: an instant; naive: local time; a date:
+    that local day)."""
+    chunk = searcher.chunk(chunk_id)
     if isinstance(as_of, dt.datetime) and as_of.tzinfo is not None:
-        start = searcher.start_ts[position]
+        start = chunk["start_ts"]
         return start is None or start <= as_of
-    first = searcher._messages[searcher.message_ids[position][0]]["local_ts"]
+    first = searcher.message(chunk["message_ids"][0])["local_ts"]
     return first <= as_of if isinstance(as_of, dt.datetime) else first.date() <= as_of
 
 
 def _search_chunks(
-    searcher: Searcher, question: str, contact: str | None, as_of: Any, k: int
+    searcher: Searcher,
+    question: str,
+    contact: str | None,
+    as_of: Any,
+    k: int,
+    search_config: SearchConfig = PACK_SEARCH,
 ) -> list[str]:
     """Chunk ids of an independent search for the question (none starting after as_of)."""
     naive = as_of if isinstance(as_of, dt.datetime) and as_of.tzinfo is None else None
-    result = searcher.search(question, k, contact=contact, as_of=naive, highlights=0)
+    result = searcher.search(question, k, config=search_config, contact=contact, as_of=naive)
     cids = [h.chunk_id for h in result.chunks]
     if as_of is None:
         return cids
-    return [c for c in cids if _started_by(searcher, searcher.position[c], as_of)]
+    return [c for c in cids if _started_by(searcher, c, as_of)]
 
 
 def build_context(
@@ -821,21 +817,30 @@ def build_context(
     as_of: Any = None,
     hits: list[MemoryHit] | None = None,
     search_k: int = SEARCH_K,
+    search_config: SearchConfig = PACK_SEARCH,
 ) -> ContextPack:
     """Memories for ``question`` (each whole, in rank order), then source material by
     ``strategy``, all within ``budget`` UTF-16 units of ``render()``.
 
     ``hits`` reuses a memory search already made. Without memory hits, ``neighbors`` and
     ``sessions`` seed from an independent search instead (noted in the pack). ``as_of``
-    hides memories not valid then and search chunks that start after it.
+    hides memories not valid then and search chunks that start after it. ``search_config``
+    ranks the chunks of that search and the memories' sessions (its highlights are not
+    computed: a pack does not show them).
     """
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget}")
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    search_config = _without_highlights(search_config)
     if hits is None:
         hits = memories.search(
-            question, k_memories, contact=contact, as_of=as_of, searcher=searcher
+            question,
+            k_memories,
+            contact=contact,
+            as_of=as_of,
+            searcher=searcher,
+            search_config=search_config,
         )
     pack = ContextPack(question=question, budget=budget, strategy=strategy, memories=hits)
     packer = _Packer(budget)
@@ -858,22 +863,19 @@ def build_context(
             seeds = [(h.session_id, set(h.message_ids)) for h in hits]
         else:
             seeds = [
-                (
-                    searcher.session_of[searcher.position[c]],
-                    set(searcher.message_ids[searcher.position[c]]),
-                )
-                for c in _search_chunks(searcher, question, contact, as_of, search_k)
+                (searcher.session_of_chunk(c), set(searcher.messages_of_chunk(c)))
+                for c in _search_chunks(searcher, question, contact, as_of, search_k, search_config)
             ]
         _add_neighbors(searcher, packer, _neighbor_groups(searcher, seeds), notes)
     elif strategy == "sessions":
         if not hits:
-            cids = _search_chunks(searcher, question, contact, as_of, search_k)
-            sessions = list(dict.fromkeys(searcher.session_of[searcher.position[c]] for c in cids))
+            cids = _search_chunks(searcher, question, contact, as_of, search_k, search_config)
+            sessions = list(dict.fromkeys(searcher.session_of_chunk(c) for c in cids))
         _add_sessions(searcher, packer, sessions, budget, notes)
     elif strategy == "split":
         half = max(packer.room(), 0) // 2
         _add_sessions(searcher, packer, sessions, half, notes)
-        cids = _search_chunks(searcher, question, contact, as_of, search_k)
+        cids = _search_chunks(searcher, question, contact, as_of, search_k, search_config)
         _add_chunks(searcher, packer, "search", cids, budget, notes)
     pack.pieces = packer.pieces
     assert pack.utf16 <= budget, f"pack of {pack.utf16} UTF-16 units over budget {budget}"
@@ -901,13 +903,22 @@ def recall(
     k_memories: int = 10,
     contact: str | None = None,
     as_of: Any = None,
+    search_config: SearchConfig = PACK_SEARCH,
 ) -> ContextPack:
     """Memories alone when they answer; with source material when asked (``sources=True``)
     or, with ``sources=None``, when the memory evidence is weak: no hit, or no hit holding
     at least ``weak_below`` of the question's content words (see :func:`evidence_strength`).
     Memories are cheap and precise; sources cost budget, so they come only when needed.
     """
-    hits = memories.search(question, k_memories, contact=contact, as_of=as_of, searcher=searcher)
+    search_config = _without_highlights(search_config)
+    hits = memories.search(
+        question,
+        k_memories,
+        contact=contact,
+        as_of=as_of,
+        searcher=searcher,
+        search_config=search_config,
+    )
     strength = evidence_strength(hits)
     if sources is True:
         escalate, reason = True, "sources requested"
@@ -930,6 +941,7 @@ def recall(
         contact=contact,
         as_of=as_of,
         hits=hits,
+        search_config=search_config,
     )
     pack.escalated, pack.reason = escalate, reason
     return pack

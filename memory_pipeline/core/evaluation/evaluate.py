@@ -13,13 +13,14 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
 
 from memory_pipeline.core.evaluation import metrics as M
 from memory_pipeline.core.evaluation.evalsets import EvalQuestion
+from memory_pipeline.core.retrieval.config import SearchConfig
 from memory_pipeline.core.retrieval.fusion import Ranked, fold, linear_fusion, rrf
 from memory_pipeline.core.retrieval.searcher import TURN_CHUNKS
 
@@ -29,37 +30,41 @@ RRF_KS = (10, 30, 60, 100)
 KS = M.KS
 POOL = 200
 SWEEP_KS = (5, 10)
+DEFAULT = SearchConfig()
+# templated time queries run the default search; their hits' highlights are not scored
+TIME_SEARCH = SearchConfig(highlights=0)
 
 
-@dataclass(frozen=True)
-class Config:
-    """One retrieval configuration of the sweep."""
-
-    family: str  # bm25 | dense | linear | rrf
-    bm25_rep: str | None = None
-    dense_rep: str | None = None
-    beta: float | None = None
-    rrf_k: int | None = None
-
-    @property
-    def name(self) -> str:
-        if self.family == "bm25":
-            return f"bm25[{self.bm25_rep}]"
-        if self.family == "dense":
-            return f"dense[{self.dense_rep}]"
-        if self.family == "linear":
-            return f"linear[{self.bm25_rep}+{self.dense_rep}] beta={self.beta:.2f}"
-        return f"rrf[{self.bm25_rep}+{self.dense_rep}] k={self.rrf_k}"
+# One retrieval configuration of the sweep is a SearchConfig (its ``family`` and ``name``
+# are what the tables report); ``Config`` is the sweep's historical name for it.
+Config = SearchConfig
 
 
-def sweep_configs(reps: Sequence[str] = REPS, dense_reps: Sequence[str] = REPS) -> list[Config]:
-    """Single retrievers, linear fusion over every pairing x beta, RRF over every pairing x k."""
-    out = [Config("bm25", bm25_rep=r) for r in reps]
-    out += [Config("dense", dense_rep=r) for r in dense_reps]
+def sweep_configs(
+    reps: Sequence[str] = REPS, dense_reps: Sequence[str] = REPS, base: SearchConfig = DEFAULT
+) -> list[SearchConfig]:
+    """Single retrievers, linear fusion over every pairing x beta, RRF over every pairing x k,
+    each as ``base`` with its ranking fields replaced (so a sweep point is a search the API
+    can run as it is)."""
+    out = [replace(base, mode="bm25", bm25_rep=r) for r in reps]
+    out += [replace(base, mode="dense", dense_rep=r) for r in dense_reps]
     for b, d in itertools.product(reps, dense_reps):
-        out += [Config("linear", b, d, beta=beta) for beta in BETAS]
-        out += [Config("rrf", b, d, rrf_k=k) for k in RRF_KS]
+        pair = replace(base, mode="hybrid", bm25_rep=b, dense_rep=d)
+        out += [replace(pair, fusion="linear", beta=beta) for beta in BETAS]
+        out += [replace(pair, fusion="rrf", rrf_k=k) for k in RRF_KS]
     return out
+
+
+def sweep_columns(cfg: SearchConfig) -> dict:
+    """The fields of ``cfg`` its family ranks by (None for the others), as the sweep table
+    lists them: a bm25 configuration has no dense representation, beta or RRF k."""
+    return {
+        "family": cfg.family,
+        "bm25_rep": cfg.bm25_rep if cfg.uses_bm25 else None,
+        "dense_rep": cfg.dense_rep if cfg.uses_dense else None,
+        "beta": cfg.beta if cfg.family == "linear" else None,
+        "rrf_k": cfg.rrf_k if cfg.family == "rrf" else None,
+    }
 
 
 @dataclass
@@ -113,18 +118,17 @@ class Units:
 
     def __init__(self, searcher) -> None:
         self.s = searcher
-        self.session_of = {c: searcher.session_of[i] for c, i in searcher.position.items()}
-        self.ref_of = {m: r["source_ref"] for m, r in searcher._messages.items()}
+        chunks = searcher.chunk_ids
+        self.session_of = {c: searcher.session_of_chunk(c) for c in chunks}
+        self.ref_of = searcher.source_refs()
         self.session_refs: dict[str, set[str]] = {}
-        for i in searcher.position.values():
-            sid = searcher.session_of[i]
-            ids = searcher.message_ids[i]
-            self.session_refs.setdefault(sid, set()).update(self.ref_of[m] for m in ids)
+        for c in chunks:
+            refs = (self.ref_of[m] for m in searcher.messages_of_chunk(c))
+            self.session_refs.setdefault(self.session_of[c], set()).update(refs)
         self._chunk_turns: dict[tuple, list[str]] = {}
         self.s_turn_chunks = TURN_CHUNKS
         self.chunk_refs = {
-            c: {self.ref_of[m] for m in searcher.message_ids[i]}
-            for c, i in searcher.position.items()
+            c: {self.ref_of[m] for m in searcher.messages_of_chunk(c)} for c in chunks
         }
 
     def sessions(self, ranked: Ranked) -> list[str]:
@@ -267,21 +271,100 @@ def run_evaluation(
     selection: tuple[str, str, int] = ("session", "evidence_recall", 5),
     log: Callable[[str], None] = print,
 ) -> EvalRun:
-    """Sweep every configuration, select on the dev split, report on the test split."""
+    """Sweep every configuration, select on the dev split, report on the test split.
+
+    The phases, each its own function: split the questions (``split_dev_test``), gather
+    every retriever's candidates once (``gather``), score every configuration on the sweep
+    metrics (``sweep``), select on dev (``select``), score the reported configurations on
+    every metric (``score_reported``), summarize them with CIs (``summarize``), then the
+    other tables (``sweep_rows``, ``diff_rows``, ``ceiling_rows``, ``failure_rows``, the
+    templated time queries) and the meta.
+    """
     t0 = time.perf_counter()
     scored = [q for q in questions if q.scored]
     if not scored:
         return _time_only(searcher, time_questions, seed, resamples, t0)
-    ids = [q.question_id for q in scored]
-    dev_ids, test_ids = M.split_questions(ids, [q.corpus_id for q in scored], seed=seed)
-    dev, test = set(dev_ids), set(test_ids)
-    split_of = {qid: ("dev" if qid in dev else "test") for qid in ids}
-    log(f"eval: {len(scored)} scored questions ({len(dev)} dev / {len(test)} test)")
+    split = split_dev_test(scored, seed)
+    log(f"eval: {len(scored)} scored questions ({len(split.dev)} dev / {len(split.test)} test)")
     cands = gather(searcher, scored, dense_reps)
     log(f"eval: candidates gathered in {time.perf_counter() - t0:.1f}s")
     units = Units(searcher)
     configs = sweep_configs([r for r in REPS if r in searcher.bm25], dense_reps)
-    sweep_vals: dict[str, dict[tuple[str, str, int], list]] = {}
+    sweep_vals = sweep(configs, scored, cands, units, log)
+    chosen = select(configs, sweep_vals, split, selection)
+    log(f"eval: selected on dev: {chosen.selected}")
+    by_name = {c.name: c for c in configs}
+    full_vals, per_question_rows = score_reported(
+        [by_name[n] for n in chosen.reported], scored, cands, units, split
+    )
+    summary = summarize(chosen.reported, full_vals, scored, split, seed, resamples)
+    time_rows = _time_query_rows(searcher, time_questions)  # templated time queries
+    summary += _time_summary(time_rows, seed, resamples)
+    tables = {
+        "summary": pa.Table.from_pylist(summary, schema=SUMMARY_SCHEMA),
+        "sweep": pa.Table.from_pylist(sweep_rows(configs, sweep_vals, split, resamples, seed)),
+        "per_question": pa.Table.from_pylist(per_question_rows + time_rows),
+        "diffs": pa.Table.from_pylist(diff_rows(chosen, full_vals, split, resamples, seed)),
+        "ceiling": pa.Table.from_pylist(ceiling_rows(scored, cands, units)),
+        "failures": pa.Table.from_pylist(
+            failure_rows(chosen.selected, full_vals, scored, split), schema=FAILURES_SCHEMA
+        ),
+    }
+    meta = {
+        "selected_config": chosen.selected,
+        "selection_metric": f"{selection[0]} {selection[1]}@{selection[2]} (dev split)",
+        "splits": {
+            "dev": sorted({q.corpus_id for q in scored if q.question_id in split.dev}),
+            "test": sorted({q.corpus_id for q in scored if q.question_id in split.test}),
+        },
+        "bootstrap": {"resamples": resamples, "seed": seed},
+        "configurations": len(configs),
+        "questions": len(scored),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "best": chosen.best,
+    }
+    if math.isnan(chosen.selected_dev_mean):
+        meta["notes"] = ["no dev questions with gold: selection is arbitrary"]
+    return EvalRun(tables, meta)
+
+
+# -- the phases of run_evaluation -----------------------------------------------------------
+
+SweepValues = dict[str, dict[tuple[str, str, int], list]]  # config -> metric key -> per question
+FullValues = dict[str, dict[tuple[str, str, int], dict[str, float | None]]]  # ... -> {qid: v}
+
+
+@dataclass(frozen=True)
+class Split:
+    """The dev/test split of the scored questions (by corpus, so no conversation is in both)."""
+
+    ids: list[str]  # scored question ids, in question order
+    dev_ids: list[str]
+    test_ids: list[str]
+    dev: frozenset[str]
+    test: frozenset[str]
+    split_of: dict[str, str]  # question id -> "dev" | "test"
+
+
+def split_dev_test(scored: Sequence[EvalQuestion], seed: int) -> Split:
+    """Split the scored questions into dev (selection) and test (reporting) by corpus."""
+    ids = [q.question_id for q in scored]
+    dev_ids, test_ids = M.split_questions(ids, [q.corpus_id for q in scored], seed=seed)
+    dev, test = frozenset(dev_ids), frozenset(test_ids)
+    split_of = {qid: ("dev" if qid in dev else "test") for qid in ids}
+    return Split(ids, dev_ids, test_ids, dev, test, split_of)
+
+
+def sweep(
+    configs: Sequence[SearchConfig],
+    scored: Sequence[EvalQuestion],
+    cands: Mapping[str, Candidates],
+    units: Units,
+    log: Callable[[str], None] = print,
+) -> SweepValues:
+    """Every configuration's sweep metrics (SWEEP_KS, the cheap ones) per question, in
+    question order: what selection and the sweep table read."""
+    sweep_vals: SweepValues = {}
     for n, cfg in enumerate(configs, 1):
         vals: dict[tuple[str, str, int], list] = defaultdict(list)
         for q in scored:
@@ -292,28 +375,57 @@ def run_evaluation(
         sweep_vals[cfg.name] = vals
         if n % 50 == 0:
             log(f"eval: swept {n}/{len(configs)} configurations")
-    by_name = {c.name: c for c in configs}
+    return sweep_vals
 
-    def mean_on(name: str, key: tuple[str, str, int], keep: set[str]) -> float:
-        v = [x for x, qid in zip(sweep_vals[name][key], ids, strict=True) if qid in keep]
+
+@dataclass(frozen=True)
+class Selection:
+    """What was selected on dev: the overall best, the best of each family, and the list of
+    configurations reported in full (selected first, duplicates removed)."""
+
+    selected: str
+    best: dict[str, str]  # family -> config name
+    reported: list[str]
+    selected_dev_mean: float  # NaN when no dev question has gold for the selection metric
+
+
+def select(
+    configs: Sequence[SearchConfig],
+    sweep_vals: SweepValues,
+    split: Split,
+    selection: tuple[str, str, int],
+) -> Selection:
+    """The best configuration on the dev split for the ``selection`` metric (ties: the
+    shorter name, then the name), overall and per family."""
+
+    def mean_on(name: str, key: tuple[str, str, int], keep: frozenset[str]) -> float:
+        v = [x for x, qid in zip(sweep_vals[name][key], split.ids, strict=True) if qid in keep]
         v = [x for x in v if x is not None]
         return float(np.mean(v)) if v else float("nan")
 
     def best(family: str | None) -> str:
         pool = [c.name for c in configs if family is None or c.family == family]
-        return max(pool, key=lambda n: (mean_on(n, selection, dev), -len(n), n))
+        return max(pool, key=lambda n: (mean_on(n, selection, split.dev), -len(n), n))
 
     selected = best(None)
-    best_bm25, best_dense = best("bm25"), best("dense")
-    best_linear, best_rrf = best("linear"), best("rrf")
-    log(f"eval: selected on dev: {selected}")
-    reported = list(dict.fromkeys([selected, best_bm25, best_dense, best_linear, best_rrf]))
+    families = {f: best(f) for f in ("bm25", "dense", "linear", "rrf")}
+    reported = list(dict.fromkeys([selected, *families.values()]))
+    return Selection(selected, families, reported, mean_on(selected, selection, split.dev))
 
-    # full metrics for the reported configurations
+
+def score_reported(
+    reported: Sequence[SearchConfig],
+    scored: Sequence[EvalQuestion],
+    cands: Mapping[str, Candidates],
+    units: Units,
+    split: Split,
+) -> tuple[FullValues, list[dict]]:
+    """Every metric at every K of the reported configurations: values per question (for the
+    summary, differences and failures) and the per-question table rows."""
     per_question_rows: list[dict] = []
-    full_vals: dict[str, dict[tuple[str, str, int], dict[str, float | None]]] = {}
-    for name in reported:
-        cfg = by_name[name]
+    full_vals: FullValues = {}
+    for cfg in reported:
+        name = cfg.name
         vals: dict[tuple[str, str, int], dict[str, float | None]] = defaultdict(dict)
         for q in scored:
             for level, metric, k, v in question_scores(
@@ -323,7 +435,7 @@ def run_evaluation(
                 per_question_rows.append(
                     {
                         "config": name,
-                        "split": split_of[q.question_id],
+                        "split": split.split_of[q.question_id],
                         "question_id": q.question_id,
                         "corpus_id": q.corpus_id,
                         "qtype": q.qtype,
@@ -334,29 +446,28 @@ def run_evaluation(
                     }
                 )
         full_vals[name] = vals
-    qtype_of = {q.question_id: q.qtype for q in scored}
-    summary_rows = summary_rows_for(
-        {(name, *key): values for name in reported for key, values in full_vals[name].items()},
-        split_of,
-        qtype_of,
-        resamples,
-        seed,
-    )
-    sweep_rows = []
+    return full_vals, per_question_rows
+
+
+def sweep_rows(
+    configs: Sequence[SearchConfig],
+    sweep_vals: SweepValues,
+    split: Split,
+    resamples: int,
+    seed: int,
+) -> list[dict]:
+    """The sweep table: every configuration's sweep metrics on dev and on test, with CIs."""
+    rows = []
     for cfg in configs:
         for key, values in sweep_vals[cfg.name].items():
-            for split, keep in (("dev", dev), ("test", test)):
-                sel = [v for v, qid in zip(values, ids, strict=True) if qid in keep]
+            for part, keep in (("dev", split.dev), ("test", split.test)):
+                sel = [v for v, qid in zip(values, split.ids, strict=True) if qid in keep]
                 mean, lo, hi = M.bootstrap_ci(sel, n_resamples=resamples, seed=seed)
-                sweep_rows.append(
+                rows.append(
                     {
-                        "family": cfg.family,
-                        "bm25_rep": cfg.bm25_rep,
-                        "dense_rep": cfg.dense_rep,
-                        "beta": cfg.beta,
-                        "rrf_k": cfg.rrf_k,
+                        **sweep_columns(cfg),
                         "config": cfg.name,
-                        "split": split,
+                        "split": part,
                         "level": key[0],
                         "metric": key[1],
                         "k": key[2],
@@ -365,15 +476,24 @@ def run_evaluation(
                         "ci_hi": hi,
                     }
                 )
-    diff_rows = []
-    for other in reported[1:]:
+    return rows
+
+
+def diff_rows(
+    chosen: Selection, full_vals: FullValues, split: Split, resamples: int, seed: int
+) -> list[dict]:
+    """Paired bootstrap differences on test: the selected configuration against each other
+    reported one, turn and session evidence recall at 5 and 10."""
+    rows = []
+    selected = chosen.selected
+    for other in chosen.reported[1:]:
         for level in ("turn", "session"):
             for k in (5, 10):
                 key = (level, "evidence_recall", k)
-                a = [full_vals[selected][key].get(q) for q in test_ids]
-                b = [full_vals[other][key].get(q) for q in test_ids]
+                a = [full_vals[selected][key].get(q) for q in split.test_ids]
+                b = [full_vals[other][key].get(q) for q in split.test_ids]
                 d, lo, hi, p = M.paired_bootstrap_diff(a, b, n_resamples=resamples, seed=seed)
-                diff_rows.append(
+                rows.append(
                     {
                         "config_a": selected,
                         "config_b": other,
@@ -387,8 +507,15 @@ def run_evaluation(
                         "p_value": p,
                     }
                 )
-    # oracle ceiling: everything any retriever put in its top-POOL
-    ceiling_acc: dict[tuple[str, str], list[float]] = defaultdict(list)
+    return rows
+
+
+def ceiling_rows(
+    scored: Sequence[EvalQuestion], cands: Mapping[str, Candidates], units: Units
+) -> list[dict]:
+    """Oracle ceiling: the evidence recall of everything any retriever put in its top-POOL
+    (no fusion can find more), per level and question type."""
+    acc: dict[tuple[str, str], list[float]] = defaultdict(list)
     for q in scored:
         pool = cands[q.question_id].pool()
         covered = set().union(*(units.chunk_refs[c] for c in pool)) if pool else set()
@@ -397,14 +524,36 @@ def run_evaluation(
         ev = [r for r, g in q.gold.items() if g >= 1]
         for level, cov in (("turn", covered), ("session", covered_s)):
             r = len(set(ev) & cov) / len(ev)
-            ceiling_acc[(level, "all")].append(r)
-            ceiling_acc[(level, q.qtype)].append(r)
-    ceiling_rows = [
+            acc[(level, "all")].append(r)
+            acc[(level, q.qtype)].append(r)
+    return [
         {"level": lv, "qtype": qt, "pool": POOL, "oracle_recall": float(np.mean(v)), "n": len(v)}
-        for (lv, qt), v in sorted(ceiling_acc.items())
+        for (lv, qt), v in sorted(acc.items())
     ]
-    # failures of the selected configuration
-    failure_rows = []
+
+
+FAILURES_SCHEMA = pa.schema(
+    [
+        ("config", pa.string()),
+        ("question_id", pa.string()),
+        ("corpus_id", pa.string()),
+        ("qtype", pa.string()),
+        ("question", pa.string()),
+        ("level", pa.string()),
+        ("split", pa.string()),
+        ("found_at_5", pa.bool_()),
+        ("found_at_10", pa.bool_()),
+        ("found_at_20", pa.bool_()),
+    ]
+)
+
+
+def failure_rows(
+    selected: str, full_vals: FullValues, scored: Sequence[EvalQuestion], split: Split
+) -> list[dict]:
+    """Questions the selected configuration misses at 5 (turn or session level), with
+    whether it finds them at 10 or 20."""
+    rows = []
     sel_vals = full_vals[selected]
     for q in scored:
         for level in ("turn", "session"):
@@ -412,7 +561,7 @@ def run_evaluation(
                 k: sel_vals[(level, "evidence_recall", k)].get(q.question_id) for k in (5, 10, 20)
             }
             if at[5] == 0:
-                failure_rows.append(
+                rows.append(
                     {
                         "config": selected,
                         "question_id": q.question_id,
@@ -420,69 +569,40 @@ def run_evaluation(
                         "qtype": q.qtype,
                         "question": q.question,
                         "level": level,
-                        "split": split_of[q.question_id],
+                        "split": split.split_of[q.question_id],
                         "found_at_5": False,
                         "found_at_10": bool(at[10]),
                         "found_at_20": bool(at[20]),
                     }
                 )
-    # templated time queries (time filters, chronological)
-    per_question_rows += _time_query_rows(searcher, time_questions)
-    summary_rows += _time_summary(
-        [r for r in per_question_rows if r["config"] == "time_filters"], seed, resamples
+    return rows
+
+
+def summarize(
+    reported: Sequence[str],
+    full_vals: FullValues,
+    scored: Sequence[EvalQuestion],
+    split: Split,
+    seed: int,
+    resamples: int,
+) -> list[dict]:
+    """SUMMARY_SCHEMA rows of the reported configurations (every metric, per split and
+    question type, with bootstrap CIs)."""
+    qtype_of = {q.question_id: q.qtype for q in scored}
+    return summary_rows_for(
+        {(n, *key): values for n in reported for key, values in full_vals[n].items()},
+        split.split_of,
+        qtype_of,
+        resamples,
+        seed,
     )
-    tables = {
-        "summary": pa.Table.from_pylist(summary_rows, schema=SUMMARY_SCHEMA),
-        "sweep": pa.Table.from_pylist(sweep_rows),
-        "per_question": pa.Table.from_pylist(per_question_rows),
-        "diffs": pa.Table.from_pylist(diff_rows),
-        "ceiling": pa.Table.from_pylist(ceiling_rows),
-        "failures": pa.Table.from_pylist(
-            failure_rows,
-            schema=pa.schema(
-                [
-                    ("config", pa.string()),
-                    ("question_id", pa.string()),
-                    ("corpus_id", pa.string()),
-                    ("qtype", pa.string()),
-                    ("question", pa.string()),
-                    ("level", pa.string()),
-                    ("split", pa.string()),
-                    ("found_at_5", pa.bool_()),
-                    ("found_at_10", pa.bool_()),
-                    ("found_at_20", pa.bool_()),
-                ]
-            ),
-        ),
-    }
-    meta = {
-        "selected_config": selected,
-        "selection_metric": f"{selection[0]} {selection[1]}@{selection[2]} (dev split)",
-        "splits": {
-            "dev": sorted({q.corpus_id for q in scored if q.question_id in dev}),
-            "test": sorted({q.corpus_id for q in scored if q.question_id in test}),
-        },
-        "bootstrap": {"resamples": resamples, "seed": seed},
-        "configurations": len(configs),
-        "questions": len(scored),
-        "seconds": round(time.perf_counter() - t0, 1),
-        "best": {
-            "bm25": best_bm25,
-            "dense": best_dense,
-            "linear": best_linear,
-            "rrf": best_rrf,
-        },
-    }
-    if math.isnan(mean_on(selected, selection, dev)):
-        meta["notes"] = ["no dev questions with gold: selection is arbitrary"]
-    return EvalRun(tables, meta)
 
 
 def _time_query_rows(searcher, time_questions: Sequence[EvalQuestion]) -> list[dict]:
     rows = []
     for q in time_questions:
         k = max(20, len(q.gold))
-        res = searcher.search(q.question, k, conversation=q.corpus_id, as_of=q.as_of, highlights=0)
+        res = searcher.search(q.question, k, TIME_SEARCH, conversation=q.corpus_id, as_of=q.as_of)
         got = [h.session_id for h in res.sessions]
         rows.append(
             {

@@ -202,9 +202,9 @@ def _chunk_ranking(searcher: Any, q: EvalQuestion, cfg: Config) -> list[str]:
     scope = q.scope or {"conversation_id": q.corpus_id}
     mask = searcher.scope_mask(scope.get("contact_id"), scope.get("conversation_id"))
     cand = Candidates()
-    if cfg.bm25_rep and cfg.bm25_rep in searcher.bm25:
+    if cfg.uses_bm25 and cfg.bm25_rep in searcher.bm25:
         cand.bm25[cfg.bm25_rep] = searcher.bm25_ranked(q.question, cfg.bm25_rep, mask, POOL)
-    if cfg.dense_rep:
+    if cfg.uses_dense:
         cand.dense[cfg.dense_rep] = searcher.dense_ranked(q.question, cfg.dense_rep, mask, POOL)
     return [c for c, _ in cand.ranking(cfg)]
 
@@ -241,7 +241,7 @@ def run_memory_evaluation(
     if memories is None:
         memories = MemoryIndex.for_searcher(searcher)
     scorer = _QuestionScorer.for_run(searcher, memories, selected, budgets, strategies)
-    if scorer.cfg is not None and scorer.cfg.dense_rep:  # a no-op when run_evaluation did it
+    if scorer.cfg is not None and scorer.cfg.uses_dense:  # a no-op when run_evaluation did it
         searcher.prime_queries([q.question for q in scored], scorer.cfg.dense_rep)
     log(
         f"eval: memories: {len(memories)} memories, {len(scored)} questions, "
@@ -311,7 +311,7 @@ class _Corpus:
 
     def __init__(self, searcher: Any) -> None:
         self.conv_of_session = {
-            sid: r["conversation_id"] for sid, r in searcher._session_rows.items()
+            sid: searcher.session(sid)["conversation_id"] for sid in searcher.session_ids()
         }
         self.conv_of_message: dict[str, str] = {}
         for i, mids in enumerate(searcher.message_ids):

@@ -1,8 +1,13 @@
-"""Published search indexes: BM25 per representation, dense matrices (+ HNSW), time metadata.
+"""Published search indexes: BM25 per representation, dense matrices (+ HNSW), time metadata,
+and the chunk and message lookups a search reads.
 
 A build writes a new version folder and then swaps ``CURRENT`` (one atomic rename), so a
 reader (the search API, the CLI) sees either the previous complete version or the new one,
 never a half-written index. The last two versions are kept.
+
+A version is self-contained: the searcher reads only its folder, never the live ``chunks``
+and ``raw_messages`` tables, so a session re-chunked (or a table rewritten) after the build
+cannot make index N point at rows of N+1.
 """
 
 from __future__ import annotations
@@ -26,6 +31,23 @@ from memory_pipeline.core.indexes.tokenize import get_tokenizer
 REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
 CURRENT = "CURRENT"
 KEEP_VERSIONS = 2
+# the lookups of a version (files inside its folder) and the columns search reads from them
+CHUNK_LOOKUP = "chunks.parquet"
+MESSAGE_LOOKUP = "messages.parquet"
+SESSION_LOOKUP = "session_meta.parquet"
+CHUNK_LOOKUP_COLUMNS = (
+    "chunk_id",
+    "session_id",
+    "chunk_index",
+    "conversation_id",
+    "contact_id",
+    "speakers",
+    "message_ids",
+    "raw_text",
+    "start_ts",
+    "end_ts",
+)
+MESSAGE_LOOKUP_COLUMNS = ("message_id", "sender", "local_ts", "text", "source_ref")
 
 
 def index_root(output_dir: Path) -> Path:
@@ -169,6 +191,30 @@ def build_dense(embeddings: pa.Table, folder: Path, hnsw_threshold: int = 50_000
     (dense / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     stats["hnsw_threshold"] = hnsw_threshold
     return stats
+
+
+def write_lookups(version: Path, chunks: pa.Table, messages: pa.Table) -> dict:
+    """Write the chunk and message lookups search needs into the version folder (call before
+    ``publish``): the chunks that were indexed, in chunk_id order, and every message with
+    the fields hits show (sender, local time, text, source_ref)."""
+    chunk_rows = chunks.select(list(CHUNK_LOOKUP_COLUMNS)).sort_by("chunk_id")
+    message_rows = messages.select(list(MESSAGE_LOOKUP_COLUMNS)).sort_by("message_id")
+    pq.write_table(chunk_rows, version / CHUNK_LOOKUP, compression="zstd")
+    pq.write_table(message_rows, version / MESSAGE_LOOKUP, compression="zstd")
+    return {"lookup_chunks": chunk_rows.num_rows, "lookup_messages": message_rows.num_rows}
+
+
+def has_lookups(version: Path) -> bool:
+    """Whether the version carries its lookups (versions built before they existed do not)."""
+    return all((version / f).is_file() for f in (CHUNK_LOOKUP, MESSAGE_LOOKUP, SESSION_LOOKUP))
+
+
+def read_lookups(version: Path) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """(chunks in chunk_id order, messages, session metadata) of a published version."""
+    chunks = pq.read_table(version / CHUNK_LOOKUP).sort_by("chunk_id")
+    messages = pq.read_table(version / MESSAGE_LOOKUP)
+    sessions = pq.read_table(version / SESSION_LOOKUP)
+    return chunks, messages, sessions
 
 
 def load_bm25(version: Path, reps: Sequence[str] = REPRESENTATIONS) -> dict[str, Bm25Index]:

@@ -1,7 +1,8 @@
 """The search API over the published outputs: BM25, dense, hybrid, time-aware.
 
-Reads only what runs have published (Parquet partitions and the CURRENT index version),
-so a search during a run sees the previous complete index.
+Reads only the CURRENT index version's folder (indexes and the chunk, message and session
+lookups written with them), so a search during a run sees the previous complete index, and
+never mixes index N with tables being rewritten for N+1.
 """
 
 from __future__ import annotations
@@ -17,8 +18,18 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from memory_pipeline.core.common.storage import TableStore
-from memory_pipeline.core.indexes.publish import current_version, load_bm25
+from memory_pipeline.core.indexes.publish import (
+    current_version,
+    has_lookups,
+    load_bm25,
+    read_lookups,
+)
+from memory_pipeline.core.retrieval.config import (
+    FUSIONS,
+    HARD_FILTER_CONFIDENCE,
+    MODES,
+    SearchConfig,
+)
 from memory_pipeline.core.retrieval.fusion import (
     Ranked,
     fold,
@@ -29,17 +40,46 @@ from memory_pipeline.core.retrieval.fusion import (
 )
 from memory_pipeline.core.retrieval.timeexpr import ParsedQuery, matches_all, parse_query
 
-MODES = ("bm25", "dense", "hybrid")
-FUSIONS = ("rrf", "linear")
-HARD_FILTER_CONFIDENCE = 0.8
+__all__ = [
+    "FUSIONS",
+    "HARD_FILTER_CONFIDENCE",
+    "MODES",
+    "TURN_ALPHA",
+    "TURN_CHUNKS",
+    "ChunkHit",
+    "Highlight",
+    "IndexNotBuilt",
+    "IndexOutdated",
+    "SearchConfig",
+    "SearchResult",
+    "Searcher",
+    "SessionHit",
+    "embedder_for",
+]
+
+DEFAULT = SearchConfig()
 # Turn ranking: messages of the top 5 chunks, half chunk context, half the message itself.
 # Chosen on the LoCoMo dev conversations only (turn evidence R@5 0.453 -> 0.532 on dev).
 TURN_CHUNKS = 5
-TURN_ALPHA = 0.5  # below: the expression may date the event, not the chat
+TURN_ALPHA = 0.5
+SESSION_FIELDS = (
+    "session_id",
+    "conversation_id",
+    "contact_id",
+    "session_index",
+    "sessions_in_conversation",
+    "start_local_ts",
+    "end_local_ts",
+)
 
 
 class IndexNotBuilt(RuntimeError):
     """No published index yet: run the pipeline first."""
+
+
+class IndexOutdated(IndexNotBuilt):
+    """The published version predates self-contained versions (no lookups in its folder):
+    rebuild the index; reading the live tables instead could mix two snapshots."""
 
 
 @dataclass
@@ -124,9 +164,13 @@ class Searcher:
             raise IndexNotBuilt(
                 f"no search index under {Path(output_dir) / 'indexes'}: run `memory-pipeline run`"
             )
+        if not has_lookups(version):
+            raise IndexOutdated(
+                f"index version {version} has no chunk/message lookups: rebuild it with "
+                "`memory-pipeline run`"
+            )
         self.version = version
-        store = TableStore(output_dir)
-        chunks = store.read("chunks").sort_by("chunk_id")
+        chunks, msgs, self.sessions = read_lookups(version)
         self.chunk_ids: list[str] = chunks.column("chunk_id").to_pylist()
         self.position = {c: i for i, c in enumerate(self.chunk_ids)}
         self.session_of = chunks.column("session_id").to_pylist()
@@ -146,26 +190,12 @@ class Searcher:
         self._embedder = embedder
         self._query_vectors: dict[tuple, np.ndarray] = {}
         self._message_tokens: dict[str, list[str]] = {}
-        self.sessions = pq.read_table(version / "session_meta.parquet")
         self._session_rows = {
-            r["session_id"]: r
-            for r in self.sessions.select(
-                [
-                    "session_id",
-                    "conversation_id",
-                    "contact_id",
-                    "session_index",
-                    "sessions_in_conversation",
-                    "start_local_ts",
-                    "end_local_ts",
-                ]
-            ).to_pylist()
+            r["session_id"]: r for r in self.sessions.select(list(SESSION_FIELDS)).to_pylist()
         }
+        self._session_chunks: dict[str, list[str]] | None = None
         names = {s for sp in self.speakers for s in sp}
         self.known_speakers = sorted(names, key=len, reverse=True)
-        msgs = store.read("raw_messages").select(
-            ["message_id", "sender", "local_ts", "text", "source_ref"]
-        )
         self._messages = {r["message_id"]: r for r in msgs.to_pylist()}
         self.latest = max((r["local_ts"] for r in self._messages.values()), default=None)
         post = pq.read_table(
@@ -174,6 +204,86 @@ class Searcher:
         self._idf = idf_from_postings(
             post.rename_columns(["r", "token", "doc_id", "score"]), len(self.chunk_ids)
         )
+
+    # -- lookups (what callers read instead of the searcher's internals) -------------------
+    def message(self, message_id: str) -> Mapping[str, Any]:
+        """The message's sender, local_ts, text and source_ref (KeyError when the version
+        does not hold it)."""
+        return self._messages[message_id]
+
+    def has_message(self, message_id: str) -> bool:
+        """Whether the published version holds the message (memories may cite newer ones)."""
+        return message_id in self._messages
+
+    def source_refs(self) -> dict[str, str]:
+        """Every message's source_ref by message id (evaluation gold is in source refs)."""
+        return {m: r["source_ref"] for m, r in self._messages.items()}
+
+    def session(self, session_id: str) -> Mapping[str, Any]:
+        """The session's conversation, contact, index in its conversation and local span
+        (KeyError when the version does not hold it)."""
+        return self._session_rows[session_id]
+
+    def has_session(self, session_id: str) -> bool:
+        """Whether the published version holds the session."""
+        return session_id in self._session_rows
+
+    def session_ids(self) -> list[str]:
+        """Every session of the version, in session metadata order."""
+        return list(self._session_rows)
+
+    def chunk(self, chunk_id: str) -> dict[str, Any]:
+        """The chunk's session, index in its session, scope, speakers, messages, text and
+        UTC span (KeyError when the version does not hold it)."""
+        i = self.position[chunk_id]
+        return {
+            "chunk_id": chunk_id,
+            "session_id": self.session_of[i],
+            "chunk_index": self.chunk_index[i],
+            "conversation_id": str(self.conversation[i]),
+            "contact_id": str(self.contact[i]),
+            "speakers": self.speakers[i],
+            "message_ids": self.message_ids[i],
+            "raw_text": self.raw_text[i],
+            "start_ts": self.start_ts[i],
+            "end_ts": self.end_ts[i],
+        }
+
+    def session_of_chunk(self, chunk_id: str) -> str:
+        """The session a chunk belongs to."""
+        return self.session_of[self.position[chunk_id]]
+
+    def messages_of_chunk(self, chunk_id: str) -> list[str]:
+        """The chunk's message ids, in order."""
+        return self.message_ids[self.position[chunk_id]]
+
+    def chunks_of_session(self, session_id: str) -> list[str]:
+        """The session's chunk ids in chunk_index order (ties by chunk id); [] when unknown."""
+        if self._session_chunks is None:
+            by_session: dict[str, list[str]] = {}
+            for cid, sid in zip(self.chunk_ids, self.session_of, strict=True):
+                by_session.setdefault(sid, []).append(cid)
+            self._session_chunks = {
+                sid: sorted(cids, key=lambda c: (self.chunk_index[self.position[c]], c))
+                for sid, cids in by_session.items()
+            }
+        return list(self._session_chunks.get(session_id, ()))
+
+    @property
+    def idf(self) -> Mapping[str, float]:
+        """Smoothed idf of the raw_text BM25 tokens (what highlights weigh words by)."""
+        return self._idf
+
+    def query_embedder(self, rep: str) -> Any:
+        """The embedder that embeds queries for ``rep``'s stored vectors (made on first use)."""
+        if self._embedder is None:
+            self._embedder = embedder_for(self.dense_meta[rep])
+        return self._embedder
+
+    def forget_query_vectors(self) -> None:
+        """Empty the query-vector memo, so the next search pays its query embedding again
+        (benchmarks time new queries)."""
+        self._query_vectors.clear()
 
     # -- retrievers -------------------------------------------------------------------------
     def bm25_ranked(self, query: str, rep: str, mask: np.ndarray | None, n: int) -> Ranked:
@@ -210,9 +320,7 @@ class Searcher:
         cached = self._query_vectors.get(key)
         if cached is not None:
             return cached
-        if self._embedder is None:
-            self._embedder = embedder_for(meta)
-        result = self._embedder.embed([query], input_type="query")
+        result = self.query_embedder(rep).embed([query], input_type="query")
         vector = np.asarray(result.vectors[0], dtype=np.float32)
         if len(self._query_vectors) > 100_000:
             self._query_vectors.clear()
@@ -231,9 +339,7 @@ class Searcher:
         ]
         if not todo:
             return
-        if self._embedder is None:
-            self._embedder = embedder_for(meta)
-        vectors = self._embedder.embed(todo, input_type="query").vectors
+        vectors = self.query_embedder(rep).embed(todo, input_type="query").vectors
         for q, v in zip(todo, vectors, strict=True):
             self._query_vectors[(q, meta["provider"], meta["model"], meta["dim"])] = np.asarray(
                 v, dtype=np.float32
@@ -259,8 +365,12 @@ class Searcher:
             mask = m if mask is None else mask & m
         return mask
 
-    def time_mask(self, parsed: ParsedQuery) -> tuple[np.ndarray | None, list[str]]:
-        hard = [f for f in parsed.filters if f.confidence >= HARD_FILTER_CONFIDENCE]
+    def time_mask(
+        self, parsed: ParsedQuery, min_confidence: float = HARD_FILTER_CONFIDENCE
+    ) -> tuple[np.ndarray | None, list[str]]:
+        """Chunks of the sessions matching every filter of at least ``min_confidence``
+        (None: no such filter), and a note per softer filter left as content."""
+        hard = [f for f in parsed.filters if f.confidence >= min_confidence]
         notes = [f"soft filter ignored: {f.text!r}" for f in parsed.filters if f not in hard]
         if not hard:
             return None, notes
@@ -284,30 +394,23 @@ class Searcher:
         self,
         query: str,
         k: int = 5,
+        config: SearchConfig = DEFAULT,
         *,
-        mode: str = "hybrid",
-        fusion: str = "rrf",
-        beta: float = 0.5,
-        rrf_k: int = 60,
-        bm25_rep: str = "raw_text",
-        dense_rep: str = "embedding_text",
         contact: str | None = None,
         conversation: str | None = None,
         as_of: dt.datetime | None = None,
-        use_time: bool = True,
-        candidates: int = 200,
-        highlights: int = 3,
     ) -> SearchResult:
-        """Best chunks (with highlighted messages) and sessions for ``query``."""
-        if mode not in MODES or fusion not in FUSIONS:
-            raise ValueError(f"mode must be one of {MODES} and fusion one of {FUSIONS}")
+        """Best chunks (with highlighted messages) and sessions for ``query``, ranked as
+        ``config`` says, within the ``contact`` / ``conversation`` scope; ``as_of`` is "now"
+        for relative time expressions (default: the latest message of the version)."""
         now = as_of or self.latest or dt.datetime.now()
         parsed = parse_query(query, now=now, speakers=self.known_speakers)
         notes = list(parsed.notes)
         mask = self.scope_mask(contact, conversation)
+        use_time = config.use_time
         kind = parsed.kind if use_time else "content_only"
         if use_time and parsed.filters:
-            tmask, tnotes = self.time_mask(parsed)
+            tmask, tnotes = self.time_mask(parsed, config.hard_filter_confidence)
             notes += tnotes
             if tmask is not None:
                 mask = tmask if mask is None else mask & tmask
@@ -317,19 +420,17 @@ class Searcher:
             rows.sort(key=lambda i: (self.start_ts[i], self.chunk_ids[i]))
             ranked = [(self.chunk_ids[i], 1.0) for i in rows]
         else:
-            ranked = self.rank(
-                content, mode, fusion, beta, rrf_k, bm25_rep, dense_rep, mask, candidates
-            )
+            ranked = self.rank(content, config, mask)
         chunk_hits = [
-            self._chunk_hit(r, cid, s, content, highlights)
+            self.chunk_hit(r, cid, s, content, config.highlights)
             for r, (cid, s) in enumerate(ranked[:k], 1)
         ]
         folded = fold(ranked, {c: self.session_of[self.position[c]] for c, _ in ranked})
-        session_hits = [self._session_hit(r, sid, s) for r, (sid, s) in enumerate(folded[:k], 1)]
+        session_hits = [self.session_hit(r, sid, s) for r, (sid, s) in enumerate(folded[:k], 1)]
         return SearchResult(
             query=query,
             kind=kind,
-            mode=mode,
+            mode=config.mode,
             filters=[_filter_dict(f) for f in parsed.filters],
             notes=notes,
             chunks=chunk_hits,
@@ -337,27 +438,20 @@ class Searcher:
         )
 
     def rank(
-        self,
-        content: str,
-        mode: str,
-        fusion: str,
-        beta: float,
-        rrf_k: int,
-        bm25_rep: str,
-        dense_rep: str,
-        mask: np.ndarray | None,
-        candidates: int,
+        self, content: str, config: SearchConfig = DEFAULT, mask: np.ndarray | None = None
     ) -> Ranked:
-        """The fused chunk ranking (each retriever's top ``candidates``)."""
-        lexical = self.bm25_ranked(content, bm25_rep, mask, candidates) if mode != "dense" else []
-        dense = self.dense_ranked(content, dense_rep, mask, candidates) if mode != "bm25" else []
+        """The fused chunk ranking of ``config`` (each retriever's top ``candidates``) over
+        the chunks in ``mask`` (None: all)."""
+        mode, n = config.mode, config.candidates
+        lexical = self.bm25_ranked(content, config.bm25_rep, mask, n) if mode != "dense" else []
+        dense = self.dense_ranked(content, config.dense_rep, mask, n) if mode != "bm25" else []
         if mode == "bm25":
             return lexical
         if mode == "dense":
             return dense
-        if fusion == "linear":
-            return linear_fusion(lexical, dense, beta)
-        return rrf([lexical, dense], k=rrf_k)
+        if config.fusion == "linear":
+            return linear_fusion(lexical, dense, config.beta)
+        return rrf([lexical, dense], k=config.rrf_k)
 
     def ranked_messages(self, chunk_ids: list[str], query: str) -> list[tuple[str, float]]:
         """Messages of the given chunks, ranked against the query within each chunk, chunks
@@ -408,7 +502,8 @@ class Searcher:
             self._message_tokens[message_id] = toks
         return toks
 
-    def _chunk_hit(self, rank: int, cid: str, score: float, query: str, n: int) -> ChunkHit:
+    def chunk_hit(self, rank: int, cid: str, score: float, query: str, n: int) -> ChunkHit:
+        """Chunk ``cid`` as the ``rank``-th hit, with its ``n`` best messages for ``query``."""
         i = self.position[cid]
         hl = []
         if n:
@@ -440,7 +535,8 @@ class Searcher:
             text=self.raw_text[i],
         )
 
-    def _session_hit(self, rank: int, sid: str, score: float) -> SessionHit:
+    def session_hit(self, rank: int, sid: str, score: float) -> SessionHit:
+        """Session ``sid`` as the ``rank``-th session hit."""
         r = self._session_rows[sid]
         return SessionHit(
             rank=rank,

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 from memory_pipeline.core.evaluation.evalsets import generate_time_queries
-from memory_pipeline.core.evaluation.evaluate import run_evaluation, sweep_configs
+from memory_pipeline.core.evaluation.evaluate import run_evaluation, sweep_columns, sweep_configs
 from memory_pipeline.core.retrieval.searcher import Searcher
 from memory_pipeline.eval_runner import evaluate_locomo
 from memory_pipeline_tests.paths import ROOT
@@ -24,6 +24,24 @@ def test_sweep_has_the_line_paper_grid():
     assert len(linear) == 9 * 21  # every pairing of 3 bm25 x 3 dense representations, 21 betas
     assert {c.rrf_k for c in configs if c.family == "rrf"} == {10, 30, 60, 100}
     assert len({c.name for c in configs}) == len(configs)
+
+
+def test_sweep_table_columns_name_only_what_a_family_ranks_by():
+    """The sweep table lists, per configuration, the parameters its family uses (None for
+    the others), as it did when sweep points were not SearchConfigs."""
+    by_name = {c.name: c for c in sweep_configs()}
+    assert sweep_columns(by_name["bm25[summary]"]) == {
+        "family": "bm25",
+        "bm25_rep": "summary",
+        "dense_rep": None,
+        "beta": None,
+        "rrf_k": None,
+    }
+    assert sweep_columns(by_name["dense[raw_text]"])["bm25_rep"] is None
+    linear = sweep_columns(by_name["linear[raw_text+summary] beta=0.75"])
+    assert (linear["family"], linear["beta"], linear["rrf_k"]) == ("linear", 0.75, None)
+    rrf_row = sweep_columns(by_name["rrf[summary+embedding_text] k=30"])
+    assert (rrf_row["dense_rep"], rrf_row["beta"], rrf_row["rrf_k"]) == ("embedding_text", None, 30)
 
 
 @pytest.fixture(scope="module")

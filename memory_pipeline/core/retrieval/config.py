@@ -1,0 +1,136 @@
+"""How a search ranks, as one value: ``SearchConfig`` and its named presets.
+
+Every knob of a search used to be a keyword of ``Searcher.search`` (and a positional argument
+of ``rank``), repeated by the public API, the CLI, context packs and the evaluation sweep. One
+frozen value instead lets each of them take, store, compare and name a configuration: the
+sweep produces them, the evaluation reports them by ``name``, the API and the CLI pick one
+by preset and adjust it with ``dataclasses.replace``.
+
+What a search is *about* (the query, how many hits, the contact/conversation scope and the
+reference time ``as_of``) is not configuration: it stays an argument of each call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from types import MappingProxyType
+from typing import Any
+
+from memory_pipeline.core.indexes.publish import REPRESENTATIONS
+
+MODES = ("bm25", "dense", "hybrid")
+FUSIONS = ("rrf", "linear")
+# A parsed time expression below this confidence may date the event rather than the chat
+# ("the trip in March"): it stays content instead of becoming a filter.
+HARD_FILTER_CONFIDENCE = 0.8
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """One way of ranking chunks (the defaults are today's search behaviour).
+
+    ``mode``: ``bm25``, ``dense`` or ``hybrid`` (both retrievers, fused by ``fusion``:
+    ``rrf`` with constant ``rrf_k``, or ``linear``: ``beta * bm25 + (1 - beta) * dense`` over
+    min-max normalized scores). ``bm25_rep`` / ``dense_rep``: the representation each
+    retriever searches. ``candidates``: how many chunks each retriever contributes before
+    fusion. ``use_time``: parse time expressions into filters (off: every query is content);
+    ``hard_filter_confidence``: the confidence from which a parsed expression filters.
+    ``highlights``: messages highlighted per chunk hit (0 skips the per-message ranking).
+    """
+
+    mode: str = "hybrid"
+    fusion: str = "rrf"
+    beta: float = 0.5
+    rrf_k: int = 60
+    bm25_rep: str = "raw_text"
+    dense_rep: str = "embedding_text"
+    candidates: int = 200
+    use_time: bool = True
+    hard_filter_confidence: float = HARD_FILTER_CONFIDENCE
+    highlights: int = 3
+
+    def __post_init__(self) -> None:
+        # fail when the value is made (API call, CLI flag, preset), not deep inside a ranking
+        if self.mode not in MODES or self.fusion not in FUSIONS:
+            raise ValueError(f"mode must be one of {MODES} and fusion one of {FUSIONS}")
+        if not 0.0 <= self.beta <= 1.0:
+            raise ValueError(f"beta must be in [0, 1], got {self.beta}")
+        if self.rrf_k <= 0:
+            raise ValueError(f"RRF k must be positive, got {self.rrf_k}")
+        for rep in (self.bm25_rep, self.dense_rep):
+            if rep not in REPRESENTATIONS:
+                raise ValueError(f"representation must be one of {REPRESENTATIONS}, got {rep!r}")
+        if self.candidates < 1:
+            raise ValueError(f"candidates must be >= 1, got {self.candidates}")
+        if self.highlights < 0:
+            raise ValueError(f"highlights must be >= 0, got {self.highlights}")
+
+    @property
+    def family(self) -> str:
+        """``bm25``, ``dense``, ``linear`` or ``rrf``: the retrieval method, as the
+        evaluation groups configurations."""
+        return self.mode if self.mode != "hybrid" else self.fusion
+
+    @property
+    def uses_bm25(self) -> bool:
+        """Whether the ranking reads the BM25 index (``bm25_rep`` matters)."""
+        return self.mode != "dense"
+
+    @property
+    def uses_dense(self) -> bool:
+        """Whether the ranking reads the dense vectors (``dense_rep`` matters)."""
+        return self.mode != "bm25"
+
+    @property
+    def name(self) -> str:
+        """The ranking as the evaluation tables and report name it (only the parameters that
+        change the chunk ranking: e.g. ``linear[raw_text+summary] beta=0.75``)."""
+        if self.family == "bm25":
+            return f"bm25[{self.bm25_rep}]"
+        if self.family == "dense":
+            return f"dense[{self.dense_rep}]"
+        if self.family == "linear":
+            return f"linear[{self.bm25_rep}+{self.dense_rep}] beta={self.beta:.2f}"
+        return f"rrf[{self.bm25_rep}+{self.dense_rep}] k={self.rrf_k}"
+
+    @classmethod
+    def preset(cls, name: str) -> SearchConfig:
+        """The named preset (see ``PRESETS``); an unknown name lists the known ones."""
+        try:
+            return PRESETS[name]
+        except KeyError:
+            raise ValueError(f"unknown search preset {name!r}: one of {sorted(PRESETS)}") from None
+
+
+PRESETS: Mapping[str, SearchConfig] = MappingProxyType(
+    {
+        # today's defaults, unchanged: hybrid BM25 + dense, Reciprocal Rank Fusion
+        "default": SearchConfig(),
+        "bm25": SearchConfig(mode="bm25"),
+        "dense": SearchConfig(mode="dense"),
+        # the LINE paper's fusion over the default representations
+        "linear": SearchConfig(fusion="linear"),
+    }
+)
+
+FIELDS = tuple(f.name for f in fields(SearchConfig))
+
+
+def resolve(config: SearchConfig | str | None = None, **overrides: Any) -> SearchConfig:
+    """A config from a value, a preset name or None (the default preset), with ``overrides``
+    applied by ``dataclasses.replace``; an override of None means "keep the config's value",
+    so callers (CLI flags, keyword arguments) can pass what they were given unfiltered."""
+    if config is None:
+        base = PRESETS["default"]
+    elif isinstance(config, str):
+        base = SearchConfig.preset(config)
+    elif isinstance(config, SearchConfig):
+        base = config
+    else:
+        raise TypeError(f"config must be a SearchConfig or a preset name, got {config!r}")
+    unknown = sorted(set(overrides) - set(FIELDS))
+    if unknown:
+        raise TypeError(f"unknown search option(s) {unknown}: SearchConfig has {list(FIELDS)}")
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    return replace(base, **changes) if changes else base
