@@ -9,8 +9,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from memory_pipeline.defs.runner import Stage
 
 PAPER_FIGURES = [
     {"label": "LoCoMo paper, DRAGON, dialog turns", "level": "turn", "k": 5, "value": 0.567},
@@ -65,15 +69,16 @@ owner = ""
 
 
 def build_corpus(locomo: Path, work: Path, log: Callable[[str], None] = print) -> Path:
-    """Materialize the whole pipeline on a LoCoMo file; returns the corpus config path."""
-    import dagster as dg
+    """Materialize the pipeline on a LoCoMo file in ``work``; returns the corpus config path.
 
+    Runs the stages the evaluation reads (``corpus_stages``) through ``defs.runner``, the
+    same way ``memory-pipeline run`` does, over every date the file holds.
+    """
     from memory_pipeline.config import load_config, parse_config
     from memory_pipeline.core.ingest.stage import discover_dates
     from memory_pipeline.defs.build import build_assets
-    from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
-    from memory_pipeline.defs.providers import provider_resources
     from memory_pipeline.defs.resources import PipelineResource
+    from memory_pipeline.defs.runner import materialize_stages, stage_resources
 
     work.mkdir(parents=True, exist_ok=True)
     probe = parse_config(
@@ -91,31 +96,27 @@ def build_corpus(locomo: Path, work: Path, log: Callable[[str], None] = print) -
         encoding="utf-8",
     )
     cfg = load_config(config, env={})
-    resources = {"pipeline": PipelineResource(config_file=str(config)), **provider_resources()}
-    assets = build_assets(cfg)
-    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-    tags = {RANGE_START: dates[0].isoformat(), RANGE_END: dates[-1].isoformat()}
-    stages = [
-        ["raw_messages", "quarantine", "ingest_audit"],
-        ["sessions"],
-        ["chunks"],
-        ["chunk_summaries", "embedding_texts", "session_enrichment"],
-        ["chunk_embeddings"],
-        ["memories"],
-        ["bm25_index", "vector_index", "time_metadata", "memory_timeline"],
-    ]
-    for keys in stages:
-        result = dg.materialize(
-            assets,
-            selection=keys,
-            resources=resources,
-            run_config=quiet,
-            tags=tags if keys[0] != "bm25_index" else {},
-            raise_on_error=True,
-        )
-        assert result.success
-        log(f"corpus: built {', '.join(keys)}")
+    materialize_stages(
+        build_assets(cfg),
+        corpus_stages(),
+        days=[dates[0], dates[-1]],
+        resources=stage_resources(PipelineResource(config_file=str(config))),
+        on_done=lambda done: log(f"corpus: built {', '.join(done.stage.key_names)}"),
+    )
     return config
+
+
+def corpus_stages() -> list[Stage]:
+    """The stages a benchmark corpus needs, in order: the table's up to the indexes, with
+    memories but not dossiers (the evaluation reads memories and indexes, never dossiers)."""
+    from memory_pipeline.defs.memories import MEMORIES
+    from memory_pipeline.defs.runner import stage_for, stages
+
+    return [
+        *stages("ingest", "sessions", "chunks", "representations"),
+        stage_for([MEMORIES]),
+        *stages("indexes"),
+    ]
 
 
 def write_tables(tables: dict, out: Path) -> None:
