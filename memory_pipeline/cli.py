@@ -28,6 +28,9 @@ SUMMARY_TABLES = (
     "dossiers",
 )
 
+DEFAULT_LOCOMO = "../shared/data/locomo/locomo_dev.json"
+
+
 def _instance_home(cfg: PipelineConfig) -> Path:
     """DAGSTER_HOME: the env var, else the folder of the config file (holds dagster.yaml)."""
     home = os.environ.get("DAGSTER_HOME")
@@ -291,10 +294,27 @@ def cmd_context(args: argparse.Namespace) -> int:
     return 0
 
 
+def _locomo_file(args: argparse.Namespace) -> Path:
+    """--locomo, else ``[evaluation] locomo`` of the config (when a config file is found:
+    the benchmark needs none), else the shared dev split."""
+    from memory_pipeline.config import find_config_file
+
+    if args.locomo:
+        return Path(args.locomo).resolve()
+    try:
+        config = find_config_file(args.config)
+    except ConfigError:
+        if args.config:
+            raise
+        config = None
+    configured = load_config(config).eval_locomo if config else None
+    return configured or Path(DEFAULT_LOCOMO).resolve()
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from memory_pipeline.eval_runner import evaluate_locomo
 
-    locomo = Path(args.locomo).resolve()
+    locomo = _locomo_file(args)
     if not locomo.is_file():
         print(f"error: LoCoMo file not found: {locomo}", file=sys.stderr)
         return 2
@@ -357,8 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="score the retrievers on LoCoMo; tables + HTML report")
     ev.add_argument(
         "--locomo",
-        default="../shared/data/locomo/locomo_dev.json",
-        help="a JSON file in LoCoMo's format (evaluation only: CC BY-NC)",
+        help="a JSON file in LoCoMo's format (evaluation only: CC BY-NC); default: "
+        f"[evaluation] locomo of the config, else {DEFAULT_LOCOMO}",
     )
     ev.add_argument("--out", default="data/eval/locomo", help="where tables and report go")
     ev.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples")

@@ -1,7 +1,9 @@
 """Run an evaluation end to end: build a benchmark corpus through the real pipeline, score
 the retrievers, write tables (Parquet + DuckDB views) and the HTML/Markdown report.
 
-Shared by ``memory-pipeline eval`` and the Dagster ``evaluation`` asset.
+This is ``memory-pipeline eval``. The Dagster ``evaluation`` asset only scores the index it
+sits on; a benchmark needs a corpus of its own, built here by ``defs.runner`` beside, never
+inside, a pipeline run.
 """
 
 from __future__ import annotations
@@ -10,8 +12,6 @@ import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
     from memory_pipeline.defs.runner import Stage
@@ -119,25 +119,6 @@ def corpus_stages() -> list[Stage]:
     ]
 
 
-def write_tables(tables: dict, out: Path) -> None:
-    """Parquet per table and a DuckDB file with a view per table."""
-    import duckdb
-
-    folder = out / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, table in tables.items():
-        pq.write_table(table, folder / f"{name}.parquet")
-    db = out / "evaluation.duckdb"
-    db.unlink(missing_ok=True)
-    con = duckdb.connect(str(db))
-    try:
-        for name in tables:
-            path = (folder / f"{name}.parquet").resolve().as_posix()
-            con.execute(f"CREATE VIEW eval_{name} AS SELECT * FROM read_parquet('{path}')")
-    finally:
-        con.close()
-
-
 def evaluate_locomo(
     locomo: Path,
     out: Path,
@@ -156,6 +137,7 @@ def evaluate_locomo(
     from memory_pipeline.core.evaluation.evaluate import run_evaluation
     from memory_pipeline.core.evaluation.memory_eval import run_memory_evaluation
     from memory_pipeline.core.retrieval.searcher import Searcher
+    from memory_pipeline.defs.evaluation import write_tables
 
     config = build_corpus(locomo, out / "corpus", log)
     cfg = load_config(config, env={})
