@@ -135,3 +135,69 @@ def test_evaluation_asset_scores_its_own_index_without_a_nested_build(
         e.user_message for e in instance.all_logs(result.run_id) if e.level == logging.WARNING
     ]
     assert any("memory-pipeline eval" in w for w in warnings)
+
+
+def _imports(root: Path) -> dict[str, set[str]]:
+    """Module -> the memory_pipeline modules it imports, at module level or in a function."""
+    import ast
+
+    modules = {}
+    for path in (root / "memory_pipeline").rglob("*.py"):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                deps |= {
+                    resolve(a.name) for a in node.names if a.name.startswith("memory_pipeline")
+                }
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, *([node.module] if node.module else [])])
+                if base.startswith("memory_pipeline"):
+                    deps |= {resolve(f"{base}.{a.name}") for a in node.names}
+        graph[name] = {d for d in deps if d and d != name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path of modules, or None."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                return [*path[path.index(dep) :], dep]
+            if dep not in state and (found := visit(dep)):
+                return found
+        state[node] = 2
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_no_import_cycle_among_package_modules():
+    graph = _imports(ROOT)
+    assert "memory_pipeline.defs.runner" in graph["memory_pipeline.eval_runner"]
+    assert _cycle(graph) is None, _cycle(graph)
+    # function-level imports count: the old evaluation -> eval_runner -> build circle is seen
+    graph["memory_pipeline.defs.evaluation"].add("memory_pipeline.eval_runner")
+    assert _cycle(graph) is not None
