@@ -66,12 +66,8 @@ TARGET_CORE_MSG_S = 100_000
 TARGET_DAGSTER_RATIO = 1.5
 TARGET_RSS_MIB = 2048
 
-DAGSTER_STAGES = (
-    ("ingest", ["raw_messages", "quarantine", "ingest_audit"]),
-    ("sessions", ["sessions"]),
-    ("chunks", ["chunks"]),
-)
-QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+DAGSTER_STAGES = ("ingest", "sessions", "chunks")  # stages of defs/runner.py's table
+QUIET_LEVEL = "ERROR"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -239,9 +235,9 @@ def child_dagster(config: Path, out_dir: Path) -> dict[str, Any]:
 
     from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.defs.build import build_assets
-    from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
     from memory_pipeline.defs.providers import provider_resources
     from memory_pipeline.defs.resources import PipelineResource
+    from memory_pipeline.defs.runner import materialize_stages, stage_resources, stages
 
     pipeline = PipelineResource(config_file=str(config), output_dir=str(out_dir))
     cfg = pipeline.cfg
@@ -249,26 +245,25 @@ def child_dagster(config: Path, out_dir: Path) -> dict[str, Any]:
     assets = build_assets(cfg)
     instance = dg.DagsterInstance.ephemeral()
     days = days_of_range()
-    tags = {RANGE_START: days[0].isoformat(), RANGE_END: days[-1].isoformat()}
     setup = time.perf_counter() - t0
 
     walls: dict[str, float] = {}
     checks: dict[str, int] = {}
-    for stage, keys in DAGSTER_STAGES:
-        with timed(walls, stage):
-            res = dg.materialize(
+    for stage in stages(*DAGSTER_STAGES):
+        with timed(walls, stage.name):
+            [run] = materialize_stages(
                 assets,
-                selection=keys,
-                resources={"pipeline": pipeline, **provider_resources(env={})},
+                [stage],
+                days=days,
+                resources=stage_resources(pipeline, provider_resources(env={})),
                 instance=instance,
-                run_config=QUIET,
-                tags=tags,
+                log_level=QUIET_LEVEL,
             )
-        failed = [e.check_name for e in res.get_asset_check_evaluations() if not e.passed]
-        if not res.success or failed:
-            raise SystemExit(f"dagster stage {stage} failed (checks failed: {failed})")
-        checks[stage] = len(res.get_asset_check_evaluations())
-    add_up(walls, "total", [s for s, _ in DAGSTER_STAGES])
+        failed = [e.check_name for e in run.checks if not e.passed]
+        if not run.success or failed:
+            raise SystemExit(f"dagster stage {stage.name} failed (checks failed: {failed})")
+        checks[stage.name] = len(run.checks)
+    add_up(walls, "total", list(DAGSTER_STAGES))
     store = TableStore(out_dir)
     audit = store.read("ingest_audit")
     return {

@@ -76,7 +76,7 @@ UPSTREAM_STAGES = (
 )
 OUTPUT_TABLES = ("memories", "memory_rejects", "dossiers")
 UPSTREAM_TABLES = ("raw_messages", "quarantine", "ingest_audit", "sessions", "session_enrichment")
-QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+QUIET_LEVEL = "ERROR"  # Dagster's console logger (defs/runner.py quiet_run_config)
 INCR_LABELS = {  # see incremental_spans
     "one_day": "last day D (first runs)",
     "two_days": "last two days (nightly)",
@@ -232,28 +232,27 @@ def child_prep(config: Path, out_dir: Path, days: list[dt.date]) -> dict[str, An
 
     from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.defs.build import build_assets
-    from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
     from memory_pipeline.defs.providers import provider_resources
     from memory_pipeline.defs.resources import PipelineResource
+    from memory_pipeline.defs.runner import materialize_stages, stage_for, stage_resources
 
     pipeline = PipelineResource(config_file=str(config), output_dir=str(out_dir))
     check_config(pipeline.cfg)
     assets = build_assets(pipeline.cfg)
     instance = dg.DagsterInstance.ephemeral()
-    tags = {RANGE_START: days[0].isoformat(), RANGE_END: days[-1].isoformat()}
     walls: dict[str, float] = {}
     for stage, keys in UPSTREAM_STAGES:
         with timed(walls, stage):
-            res = dg.materialize(
+            [run] = materialize_stages(
                 assets,
-                selection=keys,
-                resources={"pipeline": pipeline, **provider_resources(env={})},
+                [stage_for(keys, stage)],
+                days=days,
+                resources=stage_resources(pipeline, provider_resources(env={})),
                 instance=instance,
-                run_config=QUIET,
-                tags=tags,
+                log_level=QUIET_LEVEL,
             )
-        failed = [e.check_name for e in res.get_asset_check_evaluations() if not e.passed]
-        if not res.success or failed:
+        failed = [e.check_name for e in run.checks if not e.passed]
+        if not run.success or failed:
             raise SystemExit(f"upstream stage {stage} failed (checks failed: {failed})")
     store = TableStore(out_dir)
     return {"stages_s": walls, "peak_rss_mib": peak_rss_mib(), **corpus_counts(store, days)}
@@ -283,33 +282,30 @@ class DagsterRunner:
     def __init__(self, config: Path, out_dir: Path) -> None:
         import dagster as dg
 
+        from memory_pipeline.defs import runner
         from memory_pipeline.defs.build import build_assets
         from memory_pipeline.defs.providers import provider_resources
         from memory_pipeline.defs.resources import PipelineResource
 
-        self.dg = dg
+        self.runner = runner
         self.pipeline = PipelineResource(config_file=str(config), output_dir=str(out_dir))
         self.cfg = self.pipeline.cfg
         check_config(self.cfg)
         self.assets = build_assets(self.cfg)
-        self.resources = {"pipeline": self.pipeline, **provider_resources(env={})}
+        self.resources = runner.stage_resources(self.pipeline, provider_resources(env={}))
         self.instance = dg.DagsterInstance.ephemeral()
 
     def run(self, key: str, days: list[dt.date]) -> dict[str, Any]:
-        from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
-
-        if len(days) == 1:
-            extra: dict[str, Any] = {"partition_key": days[0].isoformat()}
-        else:
-            extra = {"tags": {RANGE_START: days[0].isoformat(), RANGE_END: days[-1].isoformat()}}
-        res = self.dg.materialize(
+        # one day is that partition, more a single-run backfill (defs/runner.py range_request)
+        [done] = self.runner.materialize_stages(
             self.assets,
-            selection=[key],
+            [self.runner.stage_for([key])],
+            days=days,
             resources=self.resources,
             instance=self.instance,
-            run_config=QUIET,
-            **extra,
+            log_level=QUIET_LEVEL,
         )
+        res = done.result
         failed = [e.check_name for e in res.get_asset_check_evaluations() if not e.passed]
         if not res.success or failed:
             raise SystemExit(f"{key} over {days[0]}..{days[-1]} failed (checks: {failed})")

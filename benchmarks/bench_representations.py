@@ -77,7 +77,7 @@ TARGET_RSS_MIB = 2048
 MAX_VECTOR_DIFF = 1e-4  # same model, same texts: only padding/batching rounding may differ
 
 BULKY = ("chunk_ids", "text_hashes")  # per-text lists: compared, not written to the JSON
-QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+QUIET_LEVEL = "ERROR"  # Dagster's console logger (defs/runner.py quiet_run_config)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -452,37 +452,36 @@ def child_asset(args: argparse.Namespace) -> dict[str, Any]:
 
         from memory_pipeline.core.common.storage import TableStore
         from memory_pipeline.defs.build import build_assets
-        from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
         from memory_pipeline.defs.providers import provider_resources
         from memory_pipeline.defs.resources import PipelineResource
+        from memory_pipeline.defs.runner import materialize_stages, stage_for, stage_resources
 
         pipeline = PipelineResource(config_file=str(args.config), output_dir=str(out_dir))
         cfg = pipeline.cfg
         check_config(cfg, args.representation)
         assets = build_assets(cfg)
-        resources = {"pipeline": pipeline, **provider_resources(env={})}
+        resources = stage_resources(pipeline, provider_resources(env={}))
         instance = dg.DagsterInstance.ephemeral()
     load_model_timed(setup)
     timers = install_timers()
     if cfg.cache_path.exists():
         raise SystemExit(f"content cache not empty: {cfg.cache_path}")
-    if len(days) == 1:
-        extra: dict[str, Any] = {"partition_key": days[0].isoformat()}
-    else:
-        extra = {"tags": {RANGE_START: days[0].isoformat(), RANGE_END: days[-1].isoformat()}}
+    # one day is that partition, more a single-run backfill (defs/runner.py range_request)
+    embeddings = stage_for(["chunk_embeddings"])
 
     walls: dict[str, float] = {}
     runs: dict[str, Any] = {}
     for run in ("cold", "cached"):
         with timed(walls, run):
-            res = dg.materialize(
+            [done] = materialize_stages(
                 assets,
-                selection=["chunk_embeddings"],
+                [embeddings],
+                days=days,
                 resources=resources,
                 instance=instance,
-                run_config=QUIET,
-                **extra,
+                log_level=QUIET_LEVEL,
             )
+        res = done.result
         failed = [e.check_name for e in res.get_asset_check_evaluations() if not e.passed]
         if not res.success or failed:
             raise SystemExit(f"chunk_embeddings ({run}) failed (checks failed: {failed})")

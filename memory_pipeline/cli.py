@@ -13,10 +13,6 @@ from pathlib import Path
 from memory_pipeline.config import ConfigError, PipelineConfig, load_config
 from memory_pipeline.core.common.records import SourceError
 
-# Dagster's console logger prints every event at DEBUG; the progress bar is enough here.
-# The full event log stays in the instance (dagster dev shows it).
-QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-
 SUMMARY_TABLES = (
     "raw_messages",
     "quarantine",
@@ -32,7 +28,7 @@ SUMMARY_TABLES = (
     "dossiers",
 )
 
-STAGES = [("ingest", "raw_messages"), ("sessions", "sessions"), ("chunks", "chunks")]
+DEFAULT_LOCOMO = "../shared/data/locomo/locomo_dev.json"
 
 
 def _instance_home(cfg: PipelineConfig) -> Path:
@@ -61,10 +57,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.core.ingest.stage import discover_dates
-    from memory_pipeline.defs.build import build_assets
-    from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
-    from memory_pipeline.defs.providers import provider_resources
-    from memory_pipeline.defs.resources import PipelineResource
+    from memory_pipeline.defs.build import build_definitions
+    from memory_pipeline.defs.runner import Stage, StageResult, materialize_stages, stages
 
     cfg = load_config(args.config)
     home = _instance_home(cfg)
@@ -83,56 +77,45 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"partitions: {first} .. {last} ({(last - first).days + 1} days)")
     if later:
         print(f"note: {later} dates with data lie after {last}; they wait for their partitions")
-    resource = PipelineResource(config_file=str(cfg.config_path))
-    from memory_pipeline.defs.gx_checks import build_gx_checks
-    from memory_pipeline.defs.partitions import daily_partitions
-
-    # great-expectations suites ride along with each stage (non-blocking checks)
-    assets = [*build_assets(cfg), *build_gx_checks(daily_partitions(cfg))]
+    # the code location's assets, great-expectations checks (non-blocking, ride along with
+    # each stage) and resources
+    defs = build_definitions(cfg)
     instance = dg.DagsterInstance.get()
-    tags = {RANGE_START: first.isoformat(), RANGE_END: last.isoformat()}
-    timings = {}
-    checks_passed = checks_warned = 0
-    selection = [name for name, _ in STAGES] + [
-        "representations",
-        "memories",
-        "indexes",
-        "storage",
-        "evaluation",
-        "warehouse",
-    ]
+    selection = stages()
     with tqdm(total=len(selection), unit="stage", disable=args.quiet) as bar:
-        for stage in selection:
-            bar.set_description(stage)
-            t0 = time.perf_counter()
-            result = dg.materialize(
-                assets,
-                selection=_stage_key(stage),
-                instance=instance,
-                resources={"pipeline": resource, **provider_resources()},
-                tags=tags if stage not in UNPARTITIONED_STAGES else {},
-                raise_on_error=False,
-                run_config=QUIET_RUN,
-            )
-            timings[stage] = time.perf_counter() - t0
-            if not result.success:
-                bar.close()
-                _report_failure(result, stage)
-                return 1
-            evaluations = result.get_asset_check_evaluations()
-            checks_passed += sum(1 for e in evaluations if e.passed)
-            warned = [e for e in evaluations if not e.passed and e.severity.value == "WARN"]
-            checks_warned += len(warned)
-            for w in warned:
+
+        def start(stage: Stage) -> None:
+            bar.set_description(stage.name)
+
+        def done(run: StageResult) -> bool:
+            for w in run.warned:
                 tqdm.write(f"warning: check {w.asset_key.to_user_string()} {w.check_name}")
-            failed = [e for e in evaluations if not e.passed and e.severity.value != "WARN"]
-            if failed:
-                bar.close()
-                for f in failed:
-                    print(f"check failed: {f.asset_key.to_user_string()} {f.check_name}")
-                print("the data is written; inspect it with `memory-pipeline status`")
-                return 1
+            if run.failed:
+                return False
             bar.update(1)
+            return True
+
+        runs = materialize_stages(
+            defs,
+            selection,
+            days=[first, last],
+            instance=instance,
+            raise_on_error=False,
+            on_start=start,
+            on_done=done,
+        )
+    final = runs[-1]
+    if not final.success:
+        _report_failure(final.result, final.stage.name)
+        return 1
+    if final.failed:
+        for f in final.failed:
+            print(f"check failed: {f.asset_key.to_user_string()} {f.check_name}")
+        print("the data is written; inspect it with `memory-pipeline status`")
+        return 1
+    checks_passed = sum(1 for run in runs for e in run.checks if e.passed)
+    checks_warned = sum(len(run.warned) for run in runs)
+    timings = {run.stage.name: run.seconds for run in runs}
     store = TableStore(cfg.output_dir)
     print_summary(store, cfg, (first, last), timings)
     print(f"asset checks: {checks_passed} passed, {checks_warned} warnings, 0 failed")
@@ -146,25 +129,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"Open the UI:  DAGSTER_HOME={home} dagster dev   then http://127.0.0.1:3000"
     )
     return 0
-
-
-UNPARTITIONED_STAGES = ("indexes", "storage", "evaluation", "warehouse")
-STAGE_KEYS = {
-    "indexes": ["bm25_index", "vector_index", "time_metadata", "memory_timeline"],
-    "memories": ["memories", "dossiers"],
-    "storage": ["storage_report"],
-    "ingest": ["raw_messages", "quarantine", "ingest_audit"],
-    "representations": [
-        "chunk_summaries",
-        "embedding_texts",
-        "session_enrichment",
-        "chunk_embeddings",
-    ],
-}
-
-
-def _stage_key(stage: str) -> list[str]:
-    return STAGE_KEYS.get(stage, [stage])
 
 
 def _report_failure(result, stage: str) -> None:
@@ -374,10 +338,27 @@ def _add_search_flags(parser: argparse.ArgumentParser, *, ranking: bool) -> None
     )
 
 
+def _locomo_file(args: argparse.Namespace) -> Path:
+    """--locomo, else ``[evaluation] locomo`` of the config (when a config file is found:
+    the benchmark needs none), else the shared dev split."""
+    from memory_pipeline.config import find_config_file
+
+    if args.locomo:
+        return Path(args.locomo).resolve()
+    try:
+        config = find_config_file(args.config)
+    except ConfigError:
+        if args.config:
+            raise
+        config = None
+    configured = load_config(config).eval_locomo if config else None
+    return configured or Path(DEFAULT_LOCOMO).resolve()
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from memory_pipeline.eval_runner import evaluate_locomo
 
-    locomo = Path(args.locomo).resolve()
+    locomo = _locomo_file(args)
     if not locomo.is_file():
         print(f"error: LoCoMo file not found: {locomo}", file=sys.stderr)
         return 2
@@ -440,8 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="score the retrievers on LoCoMo; tables + HTML report")
     ev.add_argument(
         "--locomo",
-        default="../shared/data/locomo/locomo_dev.json",
-        help="a JSON file in LoCoMo's format (evaluation only: CC BY-NC)",
+        help="a JSON file in LoCoMo's format (evaluation only: CC BY-NC); default: "
+        f"[evaluation] locomo of the config, else {DEFAULT_LOCOMO}",
     )
     ev.add_argument("--out", default="data/eval/locomo", help="where tables and report go")
     ev.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples")

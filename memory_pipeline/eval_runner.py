@@ -1,7 +1,9 @@
 """Run an evaluation end to end: build a benchmark corpus through the real pipeline, score
 the retrievers, write tables (Parquet + DuckDB views) and the HTML/Markdown report.
 
-Shared by ``memory-pipeline eval`` and the Dagster ``evaluation`` asset.
+This is ``memory-pipeline eval``. The Dagster ``evaluation`` asset only scores the index it
+sits on; a benchmark needs a corpus of its own, built here by ``defs.runner`` beside, never
+inside, a pipeline run.
 """
 
 from __future__ import annotations
@@ -9,8 +11,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pyarrow.parquet as pq
+if TYPE_CHECKING:
+    from memory_pipeline.defs.runner import Stage
 
 PAPER_FIGURES = [
     {"label": "LoCoMo paper, DRAGON, dialog turns", "level": "turn", "k": 5, "value": 0.567},
@@ -65,15 +69,16 @@ owner = ""
 
 
 def build_corpus(locomo: Path, work: Path, log: Callable[[str], None] = print) -> Path:
-    """Materialize the whole pipeline on a LoCoMo file; returns the corpus config path."""
-    import dagster as dg
+    """Materialize the pipeline on a LoCoMo file in ``work``; returns the corpus config path.
 
+    Runs the stages the evaluation reads (``corpus_stages``) through ``defs.runner``, the
+    same way ``memory-pipeline run`` does, over every date the file holds.
+    """
     from memory_pipeline.config import load_config, parse_config
     from memory_pipeline.core.ingest.stage import discover_dates
     from memory_pipeline.defs.build import build_assets
-    from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
-    from memory_pipeline.defs.providers import provider_resources
     from memory_pipeline.defs.resources import PipelineResource
+    from memory_pipeline.defs.runner import materialize_stages, stage_resources
 
     work.mkdir(parents=True, exist_ok=True)
     probe = parse_config(
@@ -91,50 +96,27 @@ def build_corpus(locomo: Path, work: Path, log: Callable[[str], None] = print) -
         encoding="utf-8",
     )
     cfg = load_config(config, env={})
-    resources = {"pipeline": PipelineResource(config_file=str(config)), **provider_resources()}
-    assets = build_assets(cfg)
-    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-    tags = {RANGE_START: dates[0].isoformat(), RANGE_END: dates[-1].isoformat()}
-    stages = [
-        ["raw_messages", "quarantine", "ingest_audit"],
-        ["sessions"],
-        ["chunks"],
-        ["chunk_summaries", "embedding_texts", "session_enrichment"],
-        ["chunk_embeddings"],
-        ["memories"],
-        ["bm25_index", "vector_index", "time_metadata", "memory_timeline"],
-    ]
-    for keys in stages:
-        result = dg.materialize(
-            assets,
-            selection=keys,
-            resources=resources,
-            run_config=quiet,
-            tags=tags if keys[0] != "bm25_index" else {},
-            raise_on_error=True,
-        )
-        assert result.success
-        log(f"corpus: built {', '.join(keys)}")
+    materialize_stages(
+        build_assets(cfg),
+        corpus_stages(),
+        days=[dates[0], dates[-1]],
+        resources=stage_resources(PipelineResource(config_file=str(config))),
+        on_done=lambda done: log(f"corpus: built {', '.join(done.stage.key_names)}"),
+    )
     return config
 
 
-def write_tables(tables: dict, out: Path) -> None:
-    """Parquet per table and a DuckDB file with a view per table."""
-    import duckdb
+def corpus_stages() -> list[Stage]:
+    """The stages a benchmark corpus needs, in order: the table's up to the indexes, with
+    memories but not dossiers (the evaluation reads memories and indexes, never dossiers)."""
+    from memory_pipeline.defs.memories import MEMORIES
+    from memory_pipeline.defs.runner import stage_for, stages
 
-    folder = out / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, table in tables.items():
-        pq.write_table(table, folder / f"{name}.parquet")
-    db = out / "evaluation.duckdb"
-    db.unlink(missing_ok=True)
-    con = duckdb.connect(str(db))
-    try:
-        for name in tables:
-            path = (folder / f"{name}.parquet").resolve().as_posix()
-            con.execute(f"CREATE VIEW eval_{name} AS SELECT * FROM read_parquet('{path}')")
-    finally:
-        con.close()
+    return [
+        *stages("ingest", "sessions", "chunks", "representations"),
+        stage_for([MEMORIES]),
+        *stages("indexes"),
+    ]
 
 
 def evaluate_locomo(
@@ -155,6 +137,7 @@ def evaluate_locomo(
     from memory_pipeline.core.evaluation.evaluate import run_evaluation
     from memory_pipeline.core.evaluation.memory_eval import run_memory_evaluation
     from memory_pipeline.core.retrieval.searcher import Searcher
+    from memory_pipeline.defs.evaluation import write_tables
 
     config = build_corpus(locomo, out / "corpus", log)
     cfg = load_config(config, env={})

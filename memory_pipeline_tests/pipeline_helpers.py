@@ -15,9 +15,14 @@ from memory_pipeline.config import PipelineConfig
 from memory_pipeline.core.common.schema import TABLES
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.defs.build import build_assets
-from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
 from memory_pipeline.defs.providers import provider_resources
 from memory_pipeline.defs.resources import PipelineResource
+from memory_pipeline.defs.runner import (
+    materialize_stages,
+    quiet_run_config,
+    stage_for,
+    stage_resources,
+)
 
 INGEST_KEYS = ["raw_messages", "quarantine", "ingest_audit"]
 ID_COLUMNS = {
@@ -52,7 +57,8 @@ def build_all(runner: Runner, days: list[dt.date]) -> None:
     runner.run(INDEX_KEYS, [])
 
 
-QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+QUIET_LEVEL = "ERROR"
+QUIET = quiet_run_config(QUIET_LEVEL)  # for tests that call dg.materialize themselves
 
 
 def write_config(folder: Path, body: str) -> Path:
@@ -78,31 +84,26 @@ class Runner:
         keys: list[str],
         dates: Iterable[dt.date],
         instance: dg.DagsterInstance | None = None,
+        *,
+        raise_on_error: bool = True,
     ) -> dg.ExecuteInProcessResult:
-        """One run over a date range (single-run backfill) or one date."""
-        days = sorted(dates)
-        if not days:  # unpartitioned assets (indexes, warehouse)
-            extra = {}
-        elif len(days) == 1:
-            extra = {"partition_key": days[0].isoformat()}
-        else:
-            extra = {"tags": {RANGE_START: days[0].isoformat(), RANGE_END: days[-1].isoformat()}}
-        result = dg.materialize(
+        """One run over a date range (single-run backfill) or one date; no dates for the
+        unpartitioned assets (indexes, warehouse). Asserts success and no failed ERROR check
+        unless ``raise_on_error=False`` (then the caller inspects the result)."""
+        [run] = materialize_stages(
             self.assets,
-            selection=keys,
-            resources={"pipeline": self.resource, **self.providers},
+            [stage_for(keys)],
+            days=list(dates),
+            resources=stage_resources(self.resource, self.providers),
             instance=instance,
-            run_config=QUIET,
-            **extra,
+            log_level=QUIET_LEVEL,
+            raise_on_error=raise_on_error,
         )
-        assert result.success
-        failed = [
-            e
-            for e in result.get_asset_check_evaluations()
-            if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR
-        ]
-        assert not failed, [(e.asset_key, e.check_name, e.metadata) for e in failed]
-        return result
+        if not raise_on_error:
+            return run.result
+        assert run.success
+        assert not run.failed, [(e.asset_key, e.check_name, e.metadata) for e in run.failed]
+        return run.result
 
     def tables(self) -> dict[str, pa.Table]:
         """Every table, rows sorted by id: equal tables mean equal builds."""

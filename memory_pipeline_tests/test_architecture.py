@@ -44,18 +44,6 @@ SHELL = (
     f"{PACKAGE}.eval_runner",
     f"{PACKAGE}.definitions",
 )
-# Cycles present on this branch that another branch removes: defs/build → defs/evaluation →
-# eval_runner → defs/build (the LoCoMo evaluation becomes a CLI command, issue 10 item 2).
-# Each entry must still be a cycle (test_known_cycles_are_still_present), so both sets are
-# emptied when that fix is merged; any other cycle fails now.
-KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
-    {frozenset({f"{PACKAGE}.defs.build", f"{PACKAGE}.defs.evaluation", f"{PACKAGE}.eval_runner"})}
-)
-KNOWN_PACKAGE_CYCLES: frozenset[frozenset[str]] = frozenset(
-    {frozenset({f"{PACKAGE}.defs", f"{PACKAGE}.eval_runner"})}
-)
-
-
 @dataclass(frozen=True)
 class Import:
     """One import statement's target as the interpreter resolves it."""
@@ -351,25 +339,16 @@ def _by_package(module: str) -> str:
     return package_of(module, package_modules())
 
 
-def test_no_new_import_cycles_between_modules():
+def test_no_import_cycles_between_modules():
     graph = import_graph(all_imports())
-    new = [c for c in strongly_connected(graph) if frozenset(c) not in KNOWN_CYCLES]
-    assert not new, "import cycles between modules:\n" + describe_cycles(graph, new)
+    cycles = strongly_connected(graph)
+    assert not cycles, "import cycles between modules:\n" + describe_cycles(graph, cycles)
 
 
-def test_no_new_import_cycles_between_packages():
+def test_no_import_cycles_between_packages():
     graph = import_graph(all_imports(), _by_package)
-    new = [c for c in strongly_connected(graph) if frozenset(c) not in KNOWN_PACKAGE_CYCLES]
-    assert not new, "import cycles between packages:\n" + describe_cycles(graph, new)
-
-
-def test_known_cycles_are_still_present():
-    """When a known cycle is fixed, its entries must go (this fails until they do)."""
-    stale = []
-    for known, unit in ((KNOWN_CYCLES, lambda m: m), (KNOWN_PACKAGE_CYCLES, _by_package)):
-        current = {frozenset(c) for c in strongly_connected(import_graph(all_imports(), unit))}
-        stale += [sorted(c) for c in known if c not in current]
-    assert not stale, f"no longer cycles, remove them from KNOWN_(PACKAGE_)CYCLES: {stale}"
+    cycles = strongly_connected(graph)
+    assert not cycles, "import cycles between packages:\n" + describe_cycles(graph, cycles)
 
 
 def test_no_except_importerror_around_our_own_modules():

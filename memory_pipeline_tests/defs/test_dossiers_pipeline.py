@@ -104,20 +104,10 @@ def test_one_day_at_a_time_equals_backfill(backfill: Runner, corpus: Path, tmp_p
 
 
 def test_a_gap_in_the_chain_is_a_clear_error(corpus: Path, tmp_path):
-    import dagster as dg
-
-    from memory_pipeline.defs.memories import DOSSIERS
-
     r = _runner(corpus, tmp_path)
     for keys in STAGES[:-1]:
         r.run(keys, DAYS)
-    result = dg.materialize(
-        r.assets,
-        selection=[DOSSIERS],
-        partition_key=DAYS[-1].isoformat(),
-        resources={"pipeline": r.resource, **r.providers},
-        raise_on_error=False,
-    )
+    result = r.run(["dossiers"], [DAYS[-1]], raise_on_error=False)
     assert not result.success
     failure = next(e for e in result.all_events if e.is_failure and e.step_failure_data)
     message = failure.step_failure_data.user_failure_data.description
