@@ -217,27 +217,29 @@ def embeddings_schema(dim: int, provider: str = "", model: str = "") -> pa.Schem
     )
 
 
-# table name -> (schema, column holding the partition date)
-TABLES: dict[str, tuple[pa.Schema, str]] = {
-    "raw_messages": (MESSAGES, "local_date"),
-    "quarantine": (QUARANTINE, "partition_date"),
-    "ingest_audit": (INGEST_AUDIT, "partition_date"),
-    "sessions": (SESSIONS, "local_date"),
-    "chunks": (CHUNKS, "local_date"),
-    "chunk_summaries": (CHUNK_SUMMARIES, "local_date"),
-    "embedding_texts": (EMBEDDING_TEXTS, "local_date"),
-    "session_enrichment": (SESSION_ENRICHMENT, "local_date"),
-    "memories": (MEMORIES, "local_date"),
-    "memory_rejects": (MEMORY_REJECTS, "local_date"),
-    "dossiers": (DOSSIERS, "local_date"),
-    "memory_timeline": (MEMORY_TIMELINE, ""),
-}
-
-# Tables whose schema depends on the run (vector dimension): stored as written.
-DYNAMIC_TABLES = (
-    "chunk_embeddings",
-    "bm25_postings",
-    "session_meta",
-    "message_meta",
-    "storage_report",
+# On-disk bytes per component of the outputs (core.quality.storage_report fills it).
+STORAGE_REPORT = pa.schema(
+    [
+        ("component", pa.string()),
+        ("category", pa.string()),  # source | derived | index | vectors | memory | dossier | cache
+        ("bytes", pa.int64()),
+        ("files", pa.int64()),
+        ("bytes_per_1000_sessions", pa.float64()),
+        ("share", pa.float64()),  # of all on-disk bytes listed (the logical raw_text row excluded)
+    ]
 )
+
+
+def __getattr__(name: str) -> object:
+    """Transitional ``TABLES`` (name -> (schema, partition column)), derived from the registry.
+
+    The table registry (:mod:`memory_pipeline.core.common.tables`) is the one source; this
+    view only keeps ``memory_pipeline_tests/pipeline_helpers.py`` importing until that file
+    (being rewritten on another branch) reads ``tables.REGISTRY``. Computed on access because
+    the registry imports this module.
+    """
+    if name == "TABLES":
+        from memory_pipeline.core.common.tables import REGISTRY
+
+        return {t.name: (t.schema, t.partition) for t in REGISTRY if t.schema is not None}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

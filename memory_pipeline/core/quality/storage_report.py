@@ -13,19 +13,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memory_pipeline.core.common.schema import STORAGE_REPORT
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.indexes.publish import REPRESENTATIONS, current_version
-
-STORAGE_REPORT = pa.schema(
-    [
-        ("component", pa.string()),
-        ("category", pa.string()),  # source | derived | index | vectors | memory | dossier | cache
-        ("bytes", pa.int64()),
-        ("files", pa.int64()),
-        ("bytes_per_1000_sessions", pa.float64()),
-        ("share", pa.float64()),  # of all on-disk bytes listed (the logical raw_text row excluded)
-    ]
-)
 
 # Parquet tables by category (on-disk bytes of every partition file).
 TABLE_CATEGORIES = {
