@@ -10,10 +10,10 @@ from pathlib import Path
 import dagster as dg
 import pyarrow.parquet as pq
 
+from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.indexes.bm25 import Bm25Index
 from memory_pipeline.core.indexes.metadata import message_metadata, session_metadata
 from memory_pipeline.core.indexes.publish import (
-    REPRESENTATIONS,
     SESSION_LOOKUP,
     build_bm25,
     build_dense,

@@ -46,12 +46,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.context.packs import SEP, MemoryHit, MemoryIndex, build_context, utf16_len
 from memory_pipeline.core.evaluation import metrics as M
 from memory_pipeline.core.evaluation.evalsets import EvalQuestion
 from memory_pipeline.core.evaluation.evaluate import (
     POOL,
-    REPS,
     SUMMARY_SCHEMA,
     Candidates,
     Config,
@@ -192,7 +192,7 @@ class _MemoSearch:
 
 
 def _config_by_name(name: str) -> Config:
-    for cfg in sweep_configs(REPS, REPS):
+    for cfg in sweep_configs(REPRESENTATIONS, REPRESENTATIONS):
         if cfg.name == name:
             return cfg
     raise KeyError(f"unknown chunk configuration {name!r}")

@@ -13,9 +13,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.common.schema import STORAGE_REPORT
 from memory_pipeline.core.common.storage import TableStore
-from memory_pipeline.core.indexes.publish import REPRESENTATIONS, current_version
+from memory_pipeline.core.indexes.publish import current_version
 
 # Parquet tables by category (on-disk bytes of every partition file).
 TABLE_CATEGORIES = {
