@@ -47,7 +47,14 @@ from typing import Any
 import pyarrow as pa
 
 from memory_pipeline.core.common.representations import REPRESENTATIONS
-from memory_pipeline.core.context.packs import SEP, MemoryHit, MemoryIndex, build_context, utf16_len
+from memory_pipeline.core.context.packs import (
+    SEP,
+    STRATEGIES,
+    MemoryHit,
+    MemoryIndex,
+    build_context,
+    utf16_len,
+)
 from memory_pipeline.core.evaluation import metrics as M
 from memory_pipeline.core.evaluation.evalsets import EvalQuestion
 from memory_pipeline.core.evaluation.evaluate import (
@@ -75,7 +82,6 @@ __all__ = [
 ]
 
 BUDGETS = (1_000, 2_000, 4_000, 8_000, 16_000, 24_000)
-STRATEGIES = ("neighbors", "sessions", "split", "none")
 MEMORY_KS = (1, 5, 10)
 DIFF_KS = (5, 10)
 MEMORY_DEPTH = 100  # memories ranked per question for the retrieval metrics
