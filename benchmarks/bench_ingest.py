@@ -145,6 +145,7 @@ def child_core(config: Path, out_dir: Path, profile: Path | None) -> dict[str, A
     import pyarrow as pa
 
     from memory_pipeline.config import load_config
+    from memory_pipeline.core.common import tables as T
     from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.core.ingest.normalize import ingest
     from memory_pipeline.core.ingest.sources import read_source
@@ -196,24 +197,24 @@ def child_core(config: Path, out_dir: Path, profile: Path | None) -> dict[str, A
     st: dict[str, float] = {}
     with timed(st, "write_ingest"):
         for day, tables in per_day.items():
-            store.write("raw_messages", tables.messages, day)
-            store.write("quarantine", tables.quarantine, day)
-            store.write("ingest_audit", tables.audit, day)
+            store.write(T.RAW_MESSAGES, tables.messages, day)
+            store.write(T.QUARANTINE, tables.quarantine, day)
+            store.write(T.INGEST_AUDIT, tables.audit, day)
     with timed(st, "sessions"):
         for day, table in build_sessions(store, days, cfg.session_gap_minutes).items():
-            store.write("sessions", table, day)
+            store.write(T.SESSIONS, table, day)
     with timed(st, "chunks"):
         built = build_chunks(store, days, cfg.chunk_size, cfg.chunk_stride)
         for day, table in built.items():
-            store.write("chunks", table, day)
+            store.write(T.CHUNKS, table, day)
     for suffix in ("", CPU):
         st["read+ingest" + suffix] = mem["read+ingest" + suffix]
     add_up(st, "total", ["read+ingest", "write_ingest", "sessions", "chunks"])
     stored = summarize(
-        store.read("raw_messages"),
-        store.read("quarantine"),
-        store.read("sessions"),
-        store.read("chunks"),
+        store.read(T.RAW_MESSAGES),
+        store.read(T.QUARANTINE),
+        store.read(T.SESSIONS),
+        store.read(T.CHUNKS),
     )
     return {
         "setup_s": setup,
@@ -233,6 +234,7 @@ def child_dagster(config: Path, out_dir: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     import dagster as dg
 
+    from memory_pipeline.core.common import tables as T
     from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.defs.build import build_assets
     from memory_pipeline.defs.providers import provider_resources
@@ -265,7 +267,7 @@ def child_dagster(config: Path, out_dir: Path) -> dict[str, Any]:
         checks[stage.name] = len(run.checks)
     add_up(walls, "total", list(DAGSTER_STAGES))
     store = TableStore(out_dir)
-    audit = store.read("ingest_audit")
+    audit = store.read(T.INGEST_AUDIT)
     return {
         "setup_s": setup,
         "records_read": sum(audit.column("records_read").to_pylist()),
@@ -273,10 +275,10 @@ def child_dagster(config: Path, out_dir: Path) -> dict[str, Any]:
         "checks_passed": checks,
         "peak_rss_mib": peak_rss_mib(),
         "result": summarize(
-            store.read("raw_messages"),
-            store.read("quarantine"),
-            store.read("sessions"),
-            store.read("chunks"),
+            store.read(T.RAW_MESSAGES),
+            store.read(T.QUARANTINE),
+            store.read(T.SESSIONS),
+            store.read(T.CHUNKS),
         ),
     }
 

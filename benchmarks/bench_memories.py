@@ -139,11 +139,12 @@ DOSSIER_COLUMNS = ["contact_id", "local_date", "markdown", "state"]
 
 def outputs_summary(store: Any, dossier_dir: Path, days: list[dt.date]) -> dict[str, Any]:
     """Counts and digests of memories / rejects / dossiers (outside every timed region)."""
+    from memory_pipeline.core.common import tables as T
     from memory_pipeline.core.memories.extract import count_by_kind
 
-    memories = store.read("memories", days)
-    rejects = store.read("memory_rejects", days)
-    dossiers = store.read("dossiers", days)
+    memories = store.read(T.MEMORIES, days)
+    rejects = store.read(T.MEMORY_REJECTS, days)
+    dossiers = store.read(T.DOSSIERS, days)
     return {
         "memories": memories.num_rows,
         "memories_by_kind": count_by_kind(memories),
@@ -259,8 +260,10 @@ def child_prep(config: Path, out_dir: Path, days: list[dt.date]) -> dict[str, An
 
 
 def corpus_counts(store: Any, days: list[dt.date]) -> dict[str, Any]:
-    sessions = store.read("sessions", days).select(["contact_id", "local_date"])
-    messages = store.read("raw_messages", days)
+    from memory_pipeline.core.common import tables as T
+
+    sessions = store.read(T.SESSIONS, days).select(["contact_id", "local_date"])
+    messages = store.read(T.RAW_MESSAGES, days)
     per_day = {d.isoformat(): 0 for d in days}
     for d in sessions.column("local_date").to_pylist():
         per_day[d.isoformat()] += 1
@@ -378,8 +381,10 @@ def incremental_spans(store: Any, days: list[dt.date]) -> dict[str, list[dt.date
     count closest to the mean per day) and the ``busiest_day`` (and D-1..D ending on it): the
     partitions before it are built, later ones exist and stay untouched.
     """
+    from memory_pipeline.core.common import tables as T
+
     counts = {d: 0 for d in days}
-    for d in store.read("sessions", days).column("local_date").to_pylist():
+    for d in store.read(T.SESSIONS, days).column("local_date").to_pylist():
         counts[d] += 1
     mean = sum(counts.values()) / len(days)
     busy = max(days, key=lambda d: (counts[d], -d.toordinal()))
@@ -398,6 +403,7 @@ def incremental_spans(store: Any, days: list[dt.date]) -> dict[str, list[dt.date
 def child_core(out_dir: Path, upstream: Path, config: Path, days: list[dt.date]) -> dict[str, Any]:
     t0 = time.perf_counter()
     from memory_pipeline.config import load_config
+    from memory_pipeline.core.common import tables as T
     from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.core.memories.stage import (
         build_memories,
@@ -416,8 +422,8 @@ def child_core(out_dir: Path, upstream: Path, config: Path, days: list[dt.date])
 
     def memories_step(span: list[dt.date]) -> None:
         for day, (mem, rejects) in build_memories(store, span).per_day.items():
-            store.write("memories", mem, day)
-            store.write("memory_rejects", rejects, day)
+            store.write(T.MEMORIES, mem, day)
+            store.write(T.MEMORY_REJECTS, rejects, day)
 
     def dossiers_step(span: list[dt.date]) -> None:
         write_dossiers(store, span, dossier_dir)

@@ -261,6 +261,7 @@ def pick_window(per_day: Counter, days: list[dt.date], want: int) -> list[dt.dat
 
 def child_summarize(args: argparse.Namespace) -> dict[str, Any]:
     """The extractive summarizer over every chunk: parse, lang, summary-only, whole call."""
+    from memory_pipeline.core.common import tables as T
     from memory_pipeline.core.common.lang import detect_lang
     from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.core.represent.build import summarize_chunks
@@ -270,7 +271,7 @@ def child_summarize(args: argparse.Namespace) -> dict[str, Any]:
         parse_raw_text,
     )
 
-    chunks = TableStore(Path(args.workdir) / "base").read("chunks")
+    chunks = TableStore(Path(args.workdir) / "base").read(T.CHUNKS)
     raw = chunks.column("raw_text").to_pylist()
     n = len(raw)
     t: dict[str, float] = {}
@@ -320,15 +321,16 @@ def child_summarize(args: argparse.Namespace) -> dict[str, Any]:
 
 def embedding_input(base: Path, selection: dict, representation: str) -> tuple[list, list]:
     """(chunk_ids, texts) of the window, exactly as the asset builds them from the store."""
+    from memory_pipeline.core.common import tables as T
     from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.core.represent.build import representation_texts
 
     store, days = TableStore(base), store_days(selection)
-    chunks = store.read("chunks", days)
+    chunks = store.read(T.CHUNKS, days)
     texts = representation_texts(
         chunks,
-        store.read("chunk_summaries", days),
-        store.read("embedding_texts", days),
+        store.read(T.CHUNK_SUMMARIES, days),
+        store.read(T.EMBEDDING_TEXTS, days),
         representation,
     )
     return chunks.column("chunk_id").to_pylist(), texts
@@ -496,7 +498,9 @@ def child_asset(args: argparse.Namespace) -> dict[str, Any]:
         }
 
     # outside the clock: the vectors and text hashes, compared with the raw call by the parent
-    written = TableStore(out_dir).read("chunk_embeddings", days)
+    from memory_pipeline.core.common import tables as T
+
+    written = TableStore(out_dir).read(T.CHUNK_EMBEDDINGS, days)
     flat = written.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
     np.save(work / f"asset_vectors_{args.round}.npy", flat.reshape(written.num_rows, -1))
     cache_bytes = sum(p.stat().st_size for p in cfg.cache_path.parent.glob("*"))

@@ -160,6 +160,7 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     from memory_pipeline.config import load_config
+    from memory_pipeline.core.common import tables as T
     from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.core.indexes.metadata import message_metadata, session_metadata
     from memory_pipeline.core.indexes.publish import (
@@ -209,10 +210,10 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         chunks = chunk_sessions(sessions, messages, cfg.chunk_size, cfg.chunk_stride)
     with step("write raw_messages + chunks (TableStore)"):
         for day, tables in per_day.items():
-            store.write("raw_messages", tables.messages, day)
+            store.write(T.RAW_MESSAGES, tables.messages, day)
         col = chunks.column("local_date")
         for day in days:
-            store.write("chunks", chunks.filter(pc.equal(col, day)), day)
+            store.write(T.CHUNKS, chunks.filter(pc.equal(col, day)), day)
     del per_day
     say(
         f"corpus: {messages.num_rows:,} messages, {sessions.num_rows:,} sessions, "

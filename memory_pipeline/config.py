@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.common.timeutil import zone
 from memory_pipeline.core.indexes.tokenize import TOKENIZER_CHOICES
 from memory_pipeline.core.ingest.sources import READERS, SourceSpec
@@ -23,8 +24,6 @@ from memory_pipeline.core.sessions.chunking import DEFAULT_SIZE, DEFAULT_STRIDE
 from memory_pipeline.core.sessions.sessionize import MAX_GAP_MINUTES
 
 ENV_PREFIX = "MEMORY_PIPELINE_"
-# the three search representations of a chunk (the LINE paper's)
-REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
 CONFIG_ENV = "MEMORY_PIPELINE_CONFIG"
 DEFAULT_CONFIG_NAME = "memory_pipeline.toml"
 

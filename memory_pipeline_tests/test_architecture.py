@@ -7,6 +7,9 @@ Why these contracts: ``core/`` holds the pure logic that unit tests and benchmar
 directly; one Dagster import there (even a lazy one in a function) ties it to the shell again.
 The stages follow the DAG, so a stage importing a later one is a design cycle even before it
 is an import cycle; and a real import cycle makes the import order decide what works.
+Tables, representations, tokenizer names and embedders each have one definition that the rest
+reads: a second copy (a table name typed as a string, a re-declared tuple, a hand-built
+embedder) is how two layers drift apart unnoticed.
 """
 
 from __future__ import annotations
@@ -357,6 +360,157 @@ def test_no_except_importerror_around_our_own_modules():
     assert not bad, "\n".join(bad)
 
 
+# ----------------------------------------------------------------------------- one source each
+
+REGISTRY_FILE = f"{PACKAGE}/core/common/tables.py"
+# Files that still name tables with strings until the branch that rewrites them merges
+# (issue 10 item 2: cli, eval_runner, defs/evaluation, defs/jobs) or the transitional
+# schema.TABLES copy goes. Each must still hold such a literal
+# (test_pending_table_literal_files_are_still_pending), so the set empties as they are wired.
+PENDING_TABLE_LITERALS = frozenset(
+    {
+        f"{PACKAGE}/cli.py",
+        f"{PACKAGE}/eval_runner.py",
+        f"{PACKAGE}/defs/evaluation.py",
+        f"{PACKAGE}/defs/jobs.py",
+        f"{PACKAGE}/core/common/schema.py",
+    }
+)
+# A word that is a table name but means something else where it stands.
+TABLE_WORD_ALLOWED = frozenset(
+    {
+        (f"{PACKAGE}/config.py", "dossiers"),  # the Markdown folder beside the output folder
+        (f"{PACKAGE}/defs/memories.py", "memories"),  # the Dagster group name
+        (f"{PACKAGE}/core/context/packs.py", "sessions"),  # a context-pack strategy
+        (f"{PACKAGE}/core/memories/llm.py", "memories"),  # the LLM answer's JSON field
+        (f"{PACKAGE}/core/evaluation/report.py", "memories"),  # a report section id
+    }
+)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring constants of a module, class or function."""
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, kinds)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def _field_names(tree: ast.AST) -> set[int]:
+    """ids of string constants used as a record's field name, not as a table's identity:
+    dict keys (``{"sessions": n}`` in check metadata), subscripts (``entry["sessions"]``) and
+    ``.get("memories")``. Field names of metadata and JSON payloads share words with tables."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            out |= {id(k) for k in node.keys if k is not None}
+        elif isinstance(node, ast.Subscript):
+            out.add(id(node.slice))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+        ):
+            out.add(id(node.args[0]))
+    return out
+
+
+def table_literals(paths: list[Path], names: set[str], root: Path = ROOT) -> list[str]:
+    """``path:line: 'name'`` for every string constant equal to a table name, outside the
+    registry, docstrings, record field names, the pending files and the allow-list."""
+    bad = []
+    for path in paths:
+        rel = path.relative_to(root).as_posix()
+        if rel == REGISTRY_FILE or rel in PENDING_TABLE_LITERALS:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        skip = _docstrings(tree) | _field_names(tree)
+        bad += [
+            f"{rel}:{node.lineno}: {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value in names
+            and id(node) not in skip
+            and (rel, node.value) not in TABLE_WORD_ALLOWED
+        ]
+    return bad
+
+
+def _table_names() -> set[str]:
+    from memory_pipeline.core.common.tables import BY_NAME
+
+    return set(BY_NAME)
+
+
+def test_no_table_name_as_a_string_literal_outside_the_registry():
+    """Tables are named through ``core.common.tables`` constants (``T.SESSIONS``), so a
+    rename is one edit and a typo is an ``AttributeError``, not a new folder."""
+    bad = table_literals(list(_python_files(PACKAGE)), _table_names())
+    assert not bad, "name these tables through core.common.tables:\n" + "\n".join(bad)
+
+
+def test_pending_table_literal_files_are_still_pending():
+    """When a pending file is wired to the registry, its entry must go (this fails until)."""
+    names = _table_names()
+    done = [
+        rel
+        for rel in sorted(PENDING_TABLE_LITERALS)
+        if not [
+            n
+            for n in ast.walk(ast.parse((ROOT / rel).read_text(encoding="utf-8")))
+            if isinstance(n, ast.Constant) and n.value in names
+        ]
+    ]
+    assert not done, f"no table literal left, remove from PENDING_TABLE_LITERALS: {done}"
+
+
+def _literal_tuples(paths: list[Path], values: set[str]) -> list[str]:
+    """``path:line`` of every tuple/list/set display whose elements are exactly ``values``."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Tuple | ast.List | ast.Set) and node.elts:
+                elts = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+                if len(elts) == len(node.elts) and set(elts) == values:
+                    found.append(f"{_rel(path)}:{node.lineno}")
+    return found
+
+
+def test_one_representations_list_and_one_tokenizer_list():
+    from memory_pipeline.core.common.representations import REPRESENTATIONS
+    from memory_pipeline.core.indexes.tokenize import TOKENIZER_NAMES
+
+    files = list(_python_files(PACKAGE))
+    reps = _literal_tuples(files, set(REPRESENTATIONS))
+    assert [r.split(":")[0] for r in reps] == [f"{PACKAGE}/core/common/representations.py"], reps
+    tokenizers = _literal_tuples(files, set(TOKENIZER_NAMES))
+    assert [t.split(":")[0] for t in tokenizers] == [f"{PACKAGE}/core/indexes/tokenize.py"], (
+        tokenizers
+    )
+
+
+def test_embedders_are_built_by_the_one_factory():
+    """Only ``make_embedder`` constructs an embedder class: documents and queries then get
+    the same model and output size."""
+    classes = {"LocalEmbedder", "OpenAIEmbedder", "VoyageEmbedder"}
+    factory = f"{PACKAGE}/core/represent/providers/factory.py"
+    calls = []
+    for path in _python_files(PACKAGE):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                if name in classes and _rel(path) != factory:
+                    calls.append(f"{_rel(path)}:{node.lineno}: {name}")
+    assert not calls, "build embedders with make_embedder:\n" + "\n".join(calls)
+
+
 # ----------------------------------------------------------------------------- the checkers
 
 
@@ -438,3 +592,23 @@ def test_package_data_exists_and_covers_every_data_file():
         if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts
     }
     assert data <= shipped, f"not in package-data: {sorted(map(_rel, data - shipped))}"
+
+
+def test_table_literal_checker_skips_docstrings_and_field_names_only(tmp_path):
+    path = tmp_path / PACKAGE / "defs" / "x.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        '"""Writes sessions."""\n'
+        "def f(store, meta):\n"
+        '    """sessions"""\n'
+        '    meta["sessions"], meta.get("sessions"), {"sessions": 1}\n'
+        '    store.read("sessions")\n'
+        '    return dg.AssetKey("chunks"), ("raw_messages",)\n',
+        encoding="utf-8",
+    )
+    bad = table_literals([path], {"sessions", "chunks", "raw_messages"}, root=tmp_path)
+    assert bad == [
+        f"{PACKAGE}/defs/x.py:5: 'sessions'",
+        f"{PACKAGE}/defs/x.py:6: 'chunks'",
+        f"{PACKAGE}/defs/x.py:6: 'raw_messages'",
+    ]

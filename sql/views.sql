@@ -26,6 +26,9 @@ CREATE OR REPLACE VIEW embedding_texts AS
 CREATE OR REPLACE VIEW session_enrichment AS
   SELECT * FROM read_parquet('data/output/parquet/session_enrichment/*.parquet', union_by_name = true);
 
+CREATE OR REPLACE VIEW chunk_embeddings AS
+  SELECT * FROM read_parquet('data/output/parquet/chunk_embeddings/*.parquet', union_by_name = true);
+
 CREATE OR REPLACE VIEW memories AS
   SELECT * FROM read_parquet('data/output/parquet/memories/*.parquet', union_by_name = true);
 
@@ -35,12 +38,6 @@ CREATE OR REPLACE VIEW memory_rejects AS
 CREATE OR REPLACE VIEW dossiers AS
   SELECT * FROM read_parquet('data/output/parquet/dossiers/*.parquet', union_by_name = true);
 
-CREATE OR REPLACE VIEW memory_timeline AS
-  SELECT * FROM read_parquet('data/output/parquet/memory_timeline/*.parquet', union_by_name = true);
-
-CREATE OR REPLACE VIEW chunk_embeddings AS
-  SELECT * FROM read_parquet('data/output/parquet/chunk_embeddings/*.parquet', union_by_name = true);
-
 CREATE OR REPLACE VIEW bm25_postings AS
   SELECT * FROM read_parquet('data/output/parquet/bm25_postings/*.parquet', union_by_name = true);
 
@@ -49,6 +46,9 @@ CREATE OR REPLACE VIEW session_meta AS
 
 CREATE OR REPLACE VIEW message_meta AS
   SELECT * FROM read_parquet('data/output/parquet/message_meta/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE VIEW memory_timeline AS
+  SELECT * FROM read_parquet('data/output/parquet/memory_timeline/*.parquet', union_by_name = true);
 
 CREATE OR REPLACE VIEW storage_report AS
   SELECT * FROM read_parquet('data/output/parquet/storage_report/*.parquet', union_by_name = true);

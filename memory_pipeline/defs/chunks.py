@@ -2,15 +2,16 @@
 
 import dagster as dg
 
+from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.core.sessions.stage import build_chunks
-from memory_pipeline.defs.helpers import check_result
+from memory_pipeline.defs.helpers import asset_key, check_result, table_asset, table_path
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS
 
-CHUNKS = dg.AssetKey("chunks")
+CHUNKS = asset_key(T.CHUNKS)
 CHECK_CHUNK_INVARIANTS = "chunk_windows_cover_sessions"
 
 
@@ -18,7 +19,7 @@ def build_chunks_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefi
     """The chunks asset for the configured partitions."""
 
     @dg.asset(
-        key=CHUNKS,
+        **table_asset(T.CHUNKS),
         deps=[
             SESSIONS,
             # a session's messages may run into the next day(s)
@@ -28,26 +29,22 @@ def build_chunks_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefi
         backfill_policy=dg.BackfillPolicy.single_run(),
         check_specs=[dg.AssetCheckSpec(CHECK_CHUNK_INVARIANTS, asset=CHUNKS, blocking=True)],
         group_name="ingest",
-        description=(
-            "Chunks: windows of at most chunk_size messages every chunk_stride messages inside "
-            "one session; raw_text has one '[local time] sender: text' line per message."
-        ),
     )
     def chunks(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(context.partition_keys)
         per_day = build_chunks(store, days, cfg.chunk_size, cfg.chunk_stride)
         for day, table in per_day.items():
-            store.write("chunks", table, day)
-        written = store.read("chunks", days)
-        sessions = store.read("sessions", days)
+            store.write(T.CHUNKS, table, day)
+        written = store.read(T.CHUNKS, days)
+        sessions = store.read(T.SESSIONS, days)
         context.log.info(f"chunks: {written.num_rows} chunks in {len(days)} partitions")
         yield dg.MaterializeResult(
             metadata={
                 "rows": written.num_rows,
                 "chunk_size": cfg.chunk_size,
                 "chunk_stride": cfg.chunk_stride,
-                "path": dg.MetadataValue.path(str(store.table_dir("chunks"))),
+                "path": table_path(store, T.CHUNKS),
             },
             check_results=[
                 check_result(

@@ -13,35 +13,37 @@ import warnings
 
 import dagster as dg
 
+from memory_pipeline.core.common import tables as T
 from memory_pipeline.defs.chunks import CHUNKS
 from memory_pipeline.defs.ingest import AUDIT, QUARANTINE, RAW
 from memory_pipeline.defs.partitions import keys_to_dates
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS
 
+# table name -> (its asset, what its suite checks); the names are the registry's
 GX_TABLES: dict[str, tuple[dg.AssetKey, str]] = {
-    "raw_messages": (
+    T.RAW_MESSAGES.name: (
         RAW,
         "GX: message_id unique; key columns non-null; local_date is the partition and the "
         "date of local_ts; type is a known message type.",
     ),
-    "quarantine": (
+    T.QUARANTINE.name: (
         QUARANTINE,
         "GX: quarantine_id unique; source, source_file, record_ref, reason non-null; reason "
         "is a known code; partition_date is the partition.",
     ),
-    "ingest_audit": (
+    T.INGEST_AUDIT.name: (
         AUDIT,
         "GX: records_read = ingested + quarantined on every row; per date and source, "
         "ingested / quarantined equal the rows stored in raw_messages / quarantine.",
     ),
-    "sessions": (
+    T.SESSIONS.name: (
         SESSIONS,
         "GX: session_id unique; local_date is the partition; message_count >= 1; "
         "max_gap_seconds <= gap; end_ts >= start_ts; the gap to the neighbouring sessions of "
         "the conversation exceeds the configured gap.",
     ),
-    "chunks": (
+    T.CHUNKS.name: (
         CHUNKS,
         "GX: chunk_id unique; 1..chunk_size messages; consecutive chunks of a session "
         "overlap by chunk_size - chunk_stride; every message of the partition's sessions is "

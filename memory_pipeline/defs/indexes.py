@@ -10,10 +10,11 @@ from pathlib import Path
 import dagster as dg
 import pyarrow.parquet as pq
 
+from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.indexes.bm25 import Bm25Index
 from memory_pipeline.core.indexes.metadata import message_metadata, session_metadata
 from memory_pipeline.core.indexes.publish import (
-    REPRESENTATIONS,
     SESSION_LOOKUP,
     build_bm25,
     build_dense,
@@ -26,17 +27,17 @@ from memory_pipeline.core.indexes.publish import (
 from memory_pipeline.core.memories.extract import supersede
 from memory_pipeline.core.quality import index_checks
 from memory_pipeline.defs.chunks import CHUNKS
-from memory_pipeline.defs.helpers import check_result
+from memory_pipeline.defs.helpers import asset_key, check_result, table_asset
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.memories import MEMORIES
 from memory_pipeline.defs.representations import EMBEDDING_TEXTS, EMBEDDINGS, SUMMARIES
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS
 
-BM25 = dg.AssetKey("bm25_index")
-VECTORS = dg.AssetKey("vector_index")
-TIME_META = dg.AssetKey("time_metadata")
-MEMORY_INDEX = dg.AssetKey("memory_timeline")
+BM25 = asset_key(T.BM25_POSTINGS)  # bm25_index: the bm25s indexes and their postings table
+VECTORS = dg.AssetKey("vector_index")  # dense matrices only: no table
+TIME_META = asset_key(T.SESSION_META)  # time_metadata: session_meta and message_meta
+MEMORY_INDEX = asset_key(T.MEMORY_TIMELINE)
 
 CHECK_BM25_COVERS = "covers_every_chunk_nonempty_vocabulary"
 CHECK_POSTINGS = "postings_consistent_with_bm25s"
@@ -60,13 +61,7 @@ CHECK_TIMELINE = "one_timeline_row_per_memory_and_valid_intervals"
             description="Per session and message: session index, response index, speaker, "
             "day name, ISO week, date, time (for time filters).",
         ),
-        dg.AssetSpec(
-            MEMORY_INDEX,
-            deps=[MEMORIES],
-            description="Every memory with its validity interval (valid_to / superseded_by set "
-            "when a newer memory about the same subject and attribute replaces it); what "
-            "memory search and context packs read.",
-        ),
+        dg.AssetSpec(**table_asset(T.MEMORY_TIMELINE), deps=[MEMORIES]),
     ],
     check_specs=[
         dg.AssetCheckSpec(CHECK_BM25_COVERS, asset=BM25, blocking=True),
@@ -79,24 +74,24 @@ CHECK_TIMELINE = "one_timeline_row_per_memory_and_valid_intervals"
 )
 def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource):
     cfg, store = pipeline.cfg, pipeline.store
-    chunks = store.read("chunks")
+    chunks = store.read(T.CHUNKS)
     reps = representation_table(
-        chunks, store.read("chunk_summaries"), store.read("embedding_texts")
+        chunks, store.read(T.CHUNK_SUMMARIES), store.read(T.EMBEDDING_TEXTS)
     )
     root = index_root(cfg.output_dir)
     version = new_version(root)
     bm25 = build_bm25(reps, version, cfg.tokenizer)
-    embeddings = store.read("chunk_embeddings") if store.dates("chunk_embeddings") else None
+    embeddings = store.read(T.CHUNK_EMBEDDINGS) if store.dates(T.CHUNK_EMBEDDINGS) else None
     dense = build_dense(embeddings, version, cfg.hnsw_threshold) if embeddings is not None else {}
-    sessions = store.read("sessions")
-    messages = store.read("raw_messages")
+    sessions = store.read(T.SESSIONS)
+    messages = store.read(T.RAW_MESSAGES)
     smeta = session_metadata(sessions)
     mmeta = message_metadata(messages, sessions, smeta)
     pq.write_table(smeta, version / SESSION_LOOKUP)
     pq.write_table(mmeta, version / "message_meta.parquet")
     # the same chunks the BM25 indexes were built from: the version answers on its own
     lookups = write_lookups(version, chunks, messages)
-    memories = store.read("memories")
+    memories = store.read(T.MEMORIES)
     timeline = supersede(memories)
     pq.write_table(timeline, version / "memory_timeline.parquet")
     # checks on the new version before it becomes visible
@@ -107,10 +102,10 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
     ok = all(r[0] for r in (covers_check, postings_check, vectors_check, timeline_check))
     if ok:
         publish(root, version)
-        store.write("bm25_postings", bm25.postings)
-        store.write("session_meta", smeta)
-        store.write("message_meta", mmeta)
-        store.write("memory_timeline", timeline)
+        store.write(T.BM25_POSTINGS, bm25.postings)
+        store.write(T.SESSION_META, smeta)
+        store.write(T.MESSAGE_META, mmeta)
+        store.write(T.MEMORY_TIMELINE, timeline)
     context.log.info(
         f"search_indexes: version {version.name} {'published' if ok else 'NOT published'}"
     )

@@ -6,16 +6,17 @@ from collections import Counter
 import dagster as dg
 import pyarrow.compute as pc
 
+from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.records import SourceError
 from memory_pipeline.core.ingest.stage import read_all, split_ingest
 from memory_pipeline.core.quality import checks as quality
-from memory_pipeline.defs.helpers import check_result
+from memory_pipeline.defs.helpers import asset_key, check_result, table_asset, table_path
 from memory_pipeline.defs.partitions import keys_to_dates
 from memory_pipeline.defs.resources import PipelineResource
 
-RAW = dg.AssetKey("raw_messages")
-QUARANTINE = dg.AssetKey("quarantine")
-AUDIT = dg.AssetKey("ingest_audit")
+RAW = asset_key(T.RAW_MESSAGES)
+QUARANTINE = asset_key(T.QUARANTINE)
+AUDIT = asset_key(T.INGEST_AUDIT)
 
 CHECK_IDS_UNIQUE = "message_ids_unique"
 CHECK_KEYS_NOT_NULL = "keys_not_null"
@@ -39,14 +40,9 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
 
     @dg.multi_asset(
         specs=[
-            dg.AssetSpec(RAW, description="Canonical messages, one row per ingested message."),
-            dg.AssetSpec(
-                QUARANTINE,
-                description="Input records that could not be ingested: where from, and why.",
-            ),
-            dg.AssetSpec(
-                AUDIT, description="Per partition and source: records read, ingested, quarantined."
-            ),
+            dg.AssetSpec(**table_asset(T.RAW_MESSAGES)),
+            dg.AssetSpec(**table_asset(T.QUARANTINE)),
+            dg.AssetSpec(**table_asset(T.INGEST_AUDIT)),
         ],
         check_specs=[
             dg.AssetCheckSpec(CHECK_IDS_UNIQUE, asset=RAW, blocking=True),
@@ -75,15 +71,15 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
             raise dg.Failure(description=str(exc)) from None
         per_day = split_ingest(result, days)
         for i, (day, tables) in enumerate(per_day.items(), 1):
-            store.write("raw_messages", tables.messages, day)
-            store.write("quarantine", tables.quarantine, day)
-            store.write("ingest_audit", tables.audit, day)
+            store.write(T.RAW_MESSAGES, tables.messages, day)
+            store.write(T.QUARANTINE, tables.quarantine, day)
+            store.write(T.INGEST_AUDIT, tables.audit, day)
             if i % 25 == 0:
                 context.log.info(f"ingest: wrote {i}/{len(per_day)} partitions")
         # Checks read back what was written: they verify the storage, not our memory.
-        messages = store.read("raw_messages", days)
-        quarantine = store.read("quarantine", days)
-        audit = store.read("ingest_audit", days)
+        messages = store.read(T.RAW_MESSAGES, days)
+        quarantine = store.read(T.QUARANTINE, days)
+        audit = store.read(T.INGEST_AUDIT, days)
         reasons = Counter(quarantine.column("reason").to_pylist())
         context.log.info(
             f"ingest: {len(days)} partitions, {messages.num_rows} messages, "
@@ -108,7 +104,7 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
                 "rows": messages.num_rows,
                 "partitions": len(days),
                 "conversations": pc.count_distinct(messages.column("conversation_id")).as_py(),
-                "path": dg.MetadataValue.path(str(store.table_dir("raw_messages"))),
+                "path": table_path(store, T.RAW_MESSAGES),
             },
         )
         yield dg.MaterializeResult(
@@ -116,7 +112,7 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
             metadata={
                 "rows": quarantine.num_rows,
                 "by_reason": dg.MetadataValue.json(dict(sorted(reasons.items()))),
-                "path": dg.MetadataValue.path(str(store.table_dir("quarantine"))),
+                "path": table_path(store, T.QUARANTINE),
             },
         )
         yield dg.MaterializeResult(

@@ -15,6 +15,7 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 
+from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.memories.extract import count_by_kind
 from memory_pipeline.core.memories.stage import (
@@ -25,7 +26,7 @@ from memory_pipeline.core.memories.stage import (
     write_dossiers,
 )
 from memory_pipeline.core.quality import checks as quality
-from memory_pipeline.defs.helpers import check_result
+from memory_pipeline.defs.helpers import asset_key, check_result, table_asset, table_path
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.providers import PROVIDER_POOL, MemoryExtractorResource
@@ -33,8 +34,8 @@ from memory_pipeline.defs.representations import ENRICHMENT
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS
 
-MEMORIES = dg.AssetKey("memories")
-DOSSIERS = dg.AssetKey("dossiers")
+MEMORIES = asset_key(T.MEMORIES)
+DOSSIERS = asset_key(T.DOSSIERS)
 
 CHECK_MEMORY_SOURCES = "memories_cite_existing_messages_of_their_contact"
 CHECK_MEMORY_IDS = "memory_ids_unique"
@@ -55,7 +56,7 @@ def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Asse
 
 def _memories_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
     @dg.asset(
-        key=MEMORIES,
+        **table_asset(T.MEMORIES),
         deps=[SESSIONS, dg.AssetDep(RAW, partition_mapping=raw_window(0, 1))],
         partitions_def=partitions_def,
         backfill_policy=dg.BackfillPolicy.single_run(),
@@ -65,11 +66,6 @@ def _memories_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinit
             dg.AssetCheckSpec(CHECK_MEMORY_SOURCES, asset=MEMORIES, blocking=True),
             dg.AssetCheckSpec(CHECK_MEMORY_IDS, asset=MEMORIES, blocking=True),
         ],
-        description=(
-            "Facts, preferences, plans, events, relationships and possessions per session, "
-            "each linked to the messages it came from. Candidates without a resolvable source "
-            "go to the memory_rejects table."
-        ),
     )
     def memories(
         context: dg.AssetExecutionContext,
@@ -109,9 +105,9 @@ def _write_memories(
 ) -> tuple[pa.Table, pa.Table]:
     """Write memories and rejects per day and read both back: the checks verify the storage."""
     for day, (mem, rejects) in built.per_day.items():
-        store.write("memories", mem, day)
-        store.write("memory_rejects", rejects, day)
-    return store.read("memories", days), store.read("memory_rejects", days)
+        store.write(T.MEMORIES, mem, day)
+        store.write(T.MEMORY_REJECTS, rejects, day)
+    return store.read(T.MEMORIES, days), store.read(T.MEMORY_REJECTS, days)
 
 
 def _memories_result(
@@ -134,7 +130,7 @@ def _memories_result(
             "provider_calls": extractor.llm.calls if extractor is not None else 0,
             "cache_hits": extractor.cache_hits if extractor is not None else 0,
             "seconds": round(seconds, 2),
-            "path": dg.MetadataValue.path(str(store.table_dir("memories"))),
+            "path": table_path(store, T.MEMORIES),
         },
         check_results=[
             check_result(
@@ -152,7 +148,7 @@ def _memories_result(
 
 def _dossiers_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
     @dg.asset(
-        key=DOSSIERS,
+        **table_asset(T.DOSSIERS),
         deps=[
             dg.AssetDep(DOSSIERS, partition_mapping=raw_window(-1, -1)),
             SESSIONS,
@@ -168,11 +164,6 @@ def _dossiers_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinit
             dg.AssetCheckSpec(CHECK_DOSSIER_CITATIONS, asset=DOSSIERS, blocking=True),
             dg.AssetCheckSpec(CHECK_DOSSIER_ISOLATION, asset=DOSSIERS, blocking=True),
         ],
-        description=(
-            "A Markdown dossier per contact (profile, ongoing commitments, communication "
-            "patterns, recent topics; every bullet cites its sessions), folded day by day "
-            "from yesterday's. The current one is written to <dossier_dir>/<contact>.md."
-        ),
     )
     def dossiers(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
@@ -186,7 +177,7 @@ def _dossiers_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinit
                 f"dossiers: {len(done.later)} later partitions (up to {done.later[-1]}) were "
                 f"built on the old versions; rebuild {days[0]}..{done.later[-1]} to refresh them"
             )
-        written = store.read("dossiers", days)
+        written = store.read(T.DOSSIERS, days)
         checks = quality.dossiers_valid(written, _session_contacts(store))
         seconds = time.perf_counter() - t0
         context.log.info(
@@ -209,7 +200,7 @@ def _fold_dossiers(store: TableStore, days: list[dt.date], folder: Path) -> Doss
 
 def _session_contacts(store: TableStore) -> dict[str, str]:
     """Every stored session id -> its contact: a dossier may cite sessions of any date."""
-    sessions = store.read("sessions", columns=["session_id", "contact_id"])
+    sessions = store.read(T.SESSIONS, columns=["session_id", "contact_id"])
     return dict(
         zip(
             sessions.column("session_id").to_pylist(),

@@ -12,15 +12,14 @@ from collections.abc import Mapping
 import dagster as dg
 
 from memory_pipeline.core.represent.providers.base import Embedder, Summarizer
+from memory_pipeline.core.represent.providers.factory import (
+    UnknownEmbeddingProvider,
+    make_embedder,
+)
 
 # Every remote call goes through this pool, so concurrent runs cannot multiply the rate.
 PROVIDER_POOL = "provider_api"
 
-DEFAULT_MODELS = {
-    "local": "all-MiniLM-L6-v2",
-    "openai": "text-embedding-3-small",
-    "voyage": "voyage-3.5",
-}
 DEFAULT_LLM = "gpt-4o-mini"
 
 
@@ -37,29 +36,23 @@ class EmbeddingResource(dg.ConfigurableResource):
     timeout_seconds: float = 60.0
 
     def build(self) -> Embedder:
-        from memory_pipeline.core.represent.providers import embeddings as E
+        """The configured embedder (the core factory the searcher also builds from).
 
-        model = self.model or DEFAULT_MODELS.get(self.provider)
-        if self.provider == "local":
-            return E.LocalEmbedder(model_name=model, batch_size=self.batch_size)
-        if not self.api_key:
+        A remote provider without a key fails here, before any chunk is read."""
+        if self.provider != "local" and not self.api_key:
             raise dg.Failure(f"embedding provider {self.provider!r} needs an API key")
-        if self.provider == "openai":
-            return E.OpenAIEmbedder(
-                model=model,
+        try:
+            return make_embedder(
+                self.provider,
+                self.model,
                 dimensions=self.dimensions,
                 api_key=self.api_key,
                 base_url=self.base_url,
+                batch_size=self.batch_size,
                 timeout=self.timeout_seconds,
             )
-        if self.provider == "voyage":
-            return E.VoyageEmbedder(
-                model=model,
-                api_key=self.api_key,
-                base_url=self.base_url,
-                timeout=self.timeout_seconds,
-            )
-        raise dg.Failure(f"unknown embedding provider {self.provider!r} (local, openai, voyage)")
+        except UnknownEmbeddingProvider as exc:
+            raise dg.Failure(str(exc)) from None
 
     @property
     def redacts(self) -> bool:

@@ -15,25 +15,27 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.dates import split_by_date
 from memory_pipeline.core.common.storage import TableStore
+from memory_pipeline.core.common.tables import Table
 from memory_pipeline.core.quality import represent_checks
 from memory_pipeline.core.represent.build import embed_chunks, embedding_texts, enrich_sessions
 from memory_pipeline.core.represent.build import summarize_chunks as summarize_core
 from memory_pipeline.core.represent.providers.base import Embedder, Summarizer
 from memory_pipeline.core.sessions.stage import session_messages
 from memory_pipeline.defs.chunks import CHUNKS
-from memory_pipeline.defs.helpers import check_result
+from memory_pipeline.defs.helpers import asset_key, check_result, table_asset, table_path
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.providers import PROVIDER_POOL, EmbeddingResource, SummarizerResource
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS
 
-SUMMARIES = dg.AssetKey("chunk_summaries")
-EMBEDDING_TEXTS = dg.AssetKey("embedding_texts")
-ENRICHMENT = dg.AssetKey("session_enrichment")
-EMBEDDINGS = dg.AssetKey("chunk_embeddings")
+SUMMARIES = asset_key(T.CHUNK_SUMMARIES)
+EMBEDDING_TEXTS = asset_key(T.EMBEDDING_TEXTS)
+ENRICHMENT = asset_key(T.SESSION_ENRICHMENT)
+EMBEDDINGS = asset_key(T.CHUNK_EMBEDDINGS)
 
 CHECK_SUMMARIES = "one_nonempty_summary_per_chunk"
 CHECK_SUMMARY_LENGTH = "summaries_within_length_target"
@@ -66,7 +68,7 @@ def build_representation_assets(
 
 def _summaries_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
     @dg.asset(
-        key=SUMMARIES,
+        **table_asset(T.CHUNK_SUMMARIES),
         deps=[CHUNKS],
         pool=PROVIDER_POOL,
         check_specs=[
@@ -74,10 +76,6 @@ def _summaries_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
             # a model that misses the length target is worth a warning, not a stopped run
             dg.AssetCheckSpec(CHECK_SUMMARY_LENGTH, asset=SUMMARIES),
         ],
-        description=(
-            "One summary per chunk: extractive (offline, deterministic; 200-500 characters "
-            "Japanese, 60-120 words English) or an OpenAI-compatible model, cached by content."
-        ),
         **common,
     )
     def chunk_summaries(
@@ -87,11 +85,11 @@ def _summaries_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
     ):
         store = pipeline.store
         days = keys_to_dates(context.partition_keys)
-        chunks = store.read("chunks", days)
+        chunks = store.read(T.CHUNKS, days)
         provider = summarizer.build()
         t0 = time.perf_counter()
         table = _summarize(pipeline, chunks, provider, summarizer.redacts)
-        written = _write_and_read_back(store, "chunk_summaries", table, days)
+        written = _write_and_read_back(store, T.CHUNK_SUMMARIES, table, days)
         calls = provider.calls if provider is not None else 0
         context.log.info(
             f"chunk_summaries: {written.num_rows} summaries, {calls} provider calls, "
@@ -125,7 +123,7 @@ def _summaries_result(
             "provider_calls": calls,
             "errors": written.num_rows - written.column("error").null_count,
             "redactions": int(pc.sum(written.column("redactions")).as_py() or 0),
-            "path": dg.MetadataValue.path(str(store.table_dir("chunk_summaries"))),
+            "path": table_path(store, T.CHUNK_SUMMARIES),
         },
         check_results=[
             check_result(
@@ -148,28 +146,24 @@ def _summaries_result(
 
 def _embedding_texts_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
     @dg.asset(
-        key=EMBEDDING_TEXTS,
+        **table_asset(T.EMBEDDING_TEXTS),
         deps=[CHUNKS, SUMMARIES],
         check_specs=[
             dg.AssetCheckSpec(CHECK_EMBEDDING_TEXTS, asset=EMBEDDING_TEXTS, blocking=True)
         ],
-        description=(
-            "embedding_text per chunk: a fixed identifying sentence + the summary + a labelled "
-            "raw excerpt of up to 4,000 characters, appended by code, not by a model."
-        ),
         **common,
     )
     def embedding_texts_asset(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         store = pipeline.store
         days = keys_to_dates(context.partition_keys)
-        chunks = store.read("chunks", days)
-        summaries = store.read("chunk_summaries", days)
+        chunks = store.read(T.CHUNKS, days)
+        summaries = store.read(T.CHUNK_SUMMARIES, days)
         table = embedding_texts(chunks, summaries)
-        written = _write_and_read_back(store, "embedding_texts", table, days)
+        written = _write_and_read_back(store, T.EMBEDDING_TEXTS, table, days)
         return dg.MaterializeResult(
             metadata={
                 "rows": written.num_rows,
-                "path": dg.MetadataValue.path(str(store.table_dir("embedding_texts"))),
+                "path": table_path(store, T.EMBEDDING_TEXTS),
             },
             check_results=[
                 check_result(
@@ -188,21 +182,17 @@ def _embedding_texts_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
 
 def _enrichment_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
     @dg.asset(
-        key=ENRICHMENT,
+        **table_asset(T.SESSION_ENRICHMENT),
         deps=[SESSIONS, dg.AssetDep(RAW, partition_mapping=raw_window(0, 1))],
         check_specs=[dg.AssetCheckSpec(CHECK_ENRICHMENT, asset=ENRICHMENT)],
-        description=(
-            "Per session: a 3-6 word title and bullets of decisions, commitments and context "
-            "(extractive, offline)."
-        ),
         **common,
     )
     def session_enrichment(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         store = pipeline.store
         days = keys_to_dates(context.partition_keys)
-        sessions = store.read("sessions", days)
+        sessions = store.read(T.SESSIONS, days)
         table = enrich_sessions(sessions, session_messages(store, sessions))
-        written = _write_and_read_back(store, "session_enrichment", table, days)
+        written = _write_and_read_back(store, T.SESSION_ENRICHMENT, table, days)
         return dg.MaterializeResult(
             metadata={"rows": written.num_rows},
             check_results=[
@@ -222,14 +212,10 @@ def _enrichment_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
 
 def _embeddings_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
     @dg.asset(
-        key=EMBEDDINGS,
+        **table_asset(T.CHUNK_EMBEDDINGS),
         deps=[CHUNKS, SUMMARIES, EMBEDDING_TEXTS],
         pool=PROVIDER_POOL,
         check_specs=[dg.AssetCheckSpec(CHECK_VECTORS, asset=EMBEDDINGS, blocking=True)],
-        description=(
-            "One L2-normalized float32 vector per chunk and dense representation "
-            "(fixed-size lists; provider, model and dimension recorded)."
-        ),
         **common,
     )
     def chunk_embeddings(
@@ -239,9 +225,9 @@ def _embeddings_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
     ):
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(context.partition_keys)
-        chunks = store.read("chunks", days)
-        summaries = store.read("chunk_summaries", days)
-        texts = store.read("embedding_texts", days)
+        chunks = store.read(T.CHUNKS, days)
+        summaries = store.read(T.CHUNK_SUMMARIES, days)
+        texts = store.read(T.EMBEDDING_TEXTS, days)
         provider = embedder.build()
         t0 = time.perf_counter()
         table, stats = _embed(
@@ -253,7 +239,7 @@ def _embeddings_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
             cfg.dense_representations,
             embedder.redacts,
         )
-        written = _write_and_read_back(store, "chunk_embeddings", table, days)
+        written = _write_and_read_back(store, T.CHUNK_EMBEDDINGS, table, days)
         seconds = time.perf_counter() - t0
         context.log.info(
             f"chunk_embeddings: {written.num_rows} vectors ({provider.provider}/{provider.model}, "
@@ -309,7 +295,7 @@ def _embeddings_result(
             "model": provider.model,
             "dim": provider.dim,
             "seconds": round(seconds, 2),
-            "path": dg.MetadataValue.path(str(store.table_dir("chunk_embeddings"))),
+            "path": table_path(store, T.CHUNK_EMBEDDINGS),
         },
         check_results=[
             check_result(
@@ -325,16 +311,16 @@ def _embeddings_result(
 
 
 def _write_and_read_back(
-    store: TableStore, table_name: str, table: pa.Table, days: Sequence[dt.date]
+    store: TableStore, target: Table, table: pa.Table, days: Sequence[dt.date]
 ) -> pa.Table:
     """Write ``table`` one file per day, then read it back: the checks verify what is stored,
     not what was computed in memory."""
-    _write_by_day(store, table_name, table, days)
-    return store.read(table_name, days)
+    _write_by_day(store, target, table, days)
+    return store.read(target, days)
 
 
 def _write_by_day(
-    store: TableStore, table_name: str, table: pa.Table, days: Sequence[dt.date]
+    store: TableStore, target: Table, table: pa.Table, days: Sequence[dt.date]
 ) -> None:
-    for day, part in split_by_date(table, "local_date", list(days)).items():
-        store.write(table_name, part, day)
+    for day, part in split_by_date(table, target.partition, list(days)).items():
+        store.write(target, part, day)

@@ -3,15 +3,16 @@
 import dagster as dg
 import pyarrow.compute as pc
 
+from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.dates import DAY
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.core.sessions.stage import build_sessions
-from memory_pipeline.defs.helpers import check_result
+from memory_pipeline.defs.helpers import asset_key, check_result, table_asset, table_path
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.resources import PipelineResource
 
-SESSIONS = dg.AssetKey("sessions")
+SESSIONS = asset_key(T.SESSIONS)
 CHECK_SESSIONS_VALID = "sessions_ordered_and_gap_respecting"
 CHECK_SESSION_IDS_UNIQUE = "session_ids_unique"
 
@@ -23,7 +24,7 @@ def build_sessions_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDe
     """The sessions asset for the configured partitions."""
 
     @dg.asset(
-        key=SESSIONS,
+        **table_asset(T.SESSIONS),
         deps=[dg.AssetDep(RAW, partition_mapping=RAW_WINDOW)],
         partitions_def=partitions_def,
         backfill_policy=dg.BackfillPolicy.single_run(),
@@ -32,20 +33,15 @@ def build_sessions_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDe
             dg.AssetCheckSpec(CHECK_SESSION_IDS_UNIQUE, asset=SESSIONS, blocking=True),
         ],
         group_name="ingest",
-        description=(
-            "Sessions: a conversation split where the inactivity gap exceeds the configured "
-            "threshold. A session belongs to the local date of its first message and may run "
-            "past midnight."
-        ),
     )
     def sessions(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(context.partition_keys)
         per_day = build_sessions(store, days, cfg.session_gap_minutes)
         for day, table in per_day.items():
-            store.write("sessions", table, day)
-        written = store.read("sessions", days)
-        window = store.read("raw_messages", [days[0] - DAY, *days, days[-1] + DAY])
+            store.write(T.SESSIONS, table, day)
+        written = store.read(T.SESSIONS, days)
+        window = store.read(T.RAW_MESSAGES, [days[0] - DAY, *days, days[-1] + DAY])
         crossing = (
             pc.sum(
                 pc.not_equal(written.column("local_date"), written.column("end_local_date"))
@@ -58,7 +54,7 @@ def build_sessions_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDe
                 "rows": written.num_rows,
                 "crossing_midnight": crossing,
                 "gap_minutes": cfg.session_gap_minutes,
-                "path": dg.MetadataValue.path(str(store.table_dir("sessions"))),
+                "path": table_path(store, T.SESSIONS),
             },
             check_results=[
                 check_result(

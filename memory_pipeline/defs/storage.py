@@ -2,8 +2,10 @@
 
 import dagster as dg
 
+from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.quality.storage_report import markdown_table, storage_report
 from memory_pipeline.defs.chunks import CHUNKS
+from memory_pipeline.defs.helpers import asset_key, table_asset, table_path
 from memory_pipeline.defs.indexes import BM25, MEMORY_INDEX, TIME_META, VECTORS
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.memories import DOSSIERS, MEMORIES
@@ -11,11 +13,11 @@ from memory_pipeline.defs.representations import EMBEDDINGS
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS
 
-STORAGE_REPORT = dg.AssetKey("storage_report")
+STORAGE_REPORT = asset_key(T.STORAGE_REPORT)
 
 
 @dg.asset(
-    key=STORAGE_REPORT,
+    **table_asset(T.STORAGE_REPORT),
     deps=[
         RAW,
         SESSIONS,
@@ -29,19 +31,17 @@ STORAGE_REPORT = dg.AssetKey("storage_report")
         MEMORY_INDEX,
     ],
     group_name="indexes",
-    description="On-disk bytes (and per 1,000 sessions) of the raw text, every table, each "
-    "index, the vectors, memories and dossiers: what keeping the source costs.",
 )
 def storage_report_asset(context: dg.AssetExecutionContext, pipeline: PipelineResource):
     cfg, store = pipeline.cfg, pipeline.store
     report = storage_report(cfg.output_dir, cfg.dossiers_path)
-    store.write("storage_report", report)
+    store.write(T.STORAGE_REPORT, report)
     total = sum(r["bytes"] for r in report.to_pylist() if r["category"] != "source") or 0
     context.log.info(f"storage_report: {report.num_rows} components")
     return dg.MaterializeResult(
         metadata={
             "report": dg.MetadataValue.md(markdown_table(report)),
             "derived_bytes": total,
-            "path": dg.MetadataValue.path(str(store.table_dir("storage_report"))),
+            "path": table_path(store, T.STORAGE_REPORT),
         }
     )

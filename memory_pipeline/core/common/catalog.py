@@ -7,11 +7,10 @@ is this module's output for the default output folder (a test keeps them equal).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
-from memory_pipeline.core.common.schema import DYNAMIC_TABLES, TABLES
-
-ALL_TABLES = [*TABLES, *DYNAMIC_TABLES]
+from memory_pipeline.core.common.tables import BY_NAME, REGISTRY, Table
 
 DEFAULT_PARQUET_ROOT = "data/output/parquet"
 HEADER = (
@@ -21,9 +20,12 @@ HEADER = (
 )
 
 
-def views_sql(parquet_root: str = DEFAULT_PARQUET_ROOT, tables: list[str] | None = None) -> str:
-    """CREATE VIEW statements for ``tables`` (default: every table) under ``parquet_root``."""
-    names = ALL_TABLES if tables is None else tables
+def views_sql(
+    parquet_root: str = DEFAULT_PARQUET_ROOT, tables: Iterable[str | Table] | None = None
+) -> str:
+    """CREATE VIEW statements for ``tables`` (default: every registered table, in registry
+    order) under ``parquet_root``."""
+    names = [str(t) for t in (REGISTRY if tables is None else tables)]
     stmts = [
         f"CREATE OR REPLACE VIEW {name} AS\n"
         f"  SELECT * FROM read_parquet('{parquet_root}/{name}/*.parquet', union_by_name = true);"
@@ -39,7 +41,7 @@ def refresh_catalog(db_path: Path, parquet_root: Path) -> list[str]:
     """
     import duckdb
 
-    present = [t for t in ALL_TABLES if any((parquet_root / t).glob("*.parquet"))]
+    present = [t.name for t in REGISTRY if any((parquet_root / t.name).glob("*.parquet"))]
     db_path.parent.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(str(db_path))
     try:
@@ -50,7 +52,7 @@ def refresh_catalog(db_path: Path, parquet_root: Path) -> list[str]:
                 "SELECT view_name FROM duckdb_views() WHERE NOT internal"
             ).fetchall()
         } - set(present)
-        for name in sorted(stale & set(ALL_TABLES)):
+        for name in sorted(stale & set(BY_NAME)):
             con.execute(f"DROP VIEW {name}")
     finally:
         con.close()

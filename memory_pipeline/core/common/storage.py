@@ -17,31 +17,38 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from memory_pipeline.core.common.schema import TABLES
+from memory_pipeline.core.common.tables import Table, table
 
 UNPARTITIONED = "all"
+# A table as callers name it: a registry constant (``tables.SESSIONS``) or its name.
+TableRef = str | Table
 
 
 class TableStore:
-    """Reads and writes the pipeline's Parquet tables under one root folder."""
+    """Reads and writes the pipeline's Parquet tables under one root folder.
+
+    Every method takes a registered table (or its name, resolved through the registry, so a
+    misspelt name fails at once instead of writing a new folder); schema and partitioning
+    come from the registry: a fixed-schema table is written and read in its schema.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.parquet_root = self.root / "parquet"
 
-    def table_dir(self, table: str) -> Path:
-        return self.parquet_root / table
+    def table_dir(self, name: TableRef) -> Path:
+        return self.parquet_root / table(name).name
 
-    def path(self, table: str, day: dt.date | None = None) -> Path:
-        name = UNPARTITIONED if day is None else day.isoformat()
-        return self.table_dir(table) / f"{name}.parquet"
+    def path(self, name: TableRef, day: dt.date | None = None) -> Path:
+        file = UNPARTITIONED if day is None else day.isoformat()
+        return self.table_dir(name) / f"{file}.parquet"
 
-    def has(self, table: str, day: dt.date | None = None) -> bool:
-        return self.path(table, day).is_file()
+    def has(self, name: TableRef, day: dt.date | None = None) -> bool:
+        return self.path(name, day).is_file()
 
-    def dates(self, table: str) -> list[dt.date]:
+    def dates(self, name: TableRef) -> list[dt.date]:
         """Partition dates present on disk, sorted."""
-        folder = self.table_dir(table)
+        folder = self.table_dir(name)
         if not folder.is_dir():
             return []
         out = []
@@ -52,11 +59,21 @@ class TableStore:
                 continue
         return sorted(out)
 
-    def write(self, table: str, data: pa.Table, day: dt.date | None = None) -> Path:
-        """Atomically replace one partition (or the whole unpartitioned table)."""
-        schema = TABLES[table][0] if table in TABLES else data.schema
-        data = data.select(schema.names).cast(schema) if table in TABLES else data
-        target = self.path(table, day)
+    def write(self, name: TableRef, data: pa.Table, day: dt.date | None = None) -> Path:
+        """Atomically replace one partition (or the whole unpartitioned table).
+
+        A partitioned table needs ``day`` and an unpartitioned one takes none: a file in the
+        wrong place would be invisible to readers of that table."""
+        t = table(name)
+        if t.partitioned != (day is not None):
+            raise ValueError(
+                f"table {t.name!r} is {'' if t.partitioned else 'un'}partitioned: "
+                f"write it {'per day' if t.partitioned else 'without a day'}"
+            )
+        schema = t.schema
+        if schema is not None:
+            data = data.select(schema.names).cast(schema)
+        target = self.path(name, day)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
         try:
@@ -68,27 +85,28 @@ class TableStore:
 
     def read(
         self,
-        table: str,
+        name: TableRef,
         days: Iterable[dt.date] | None = None,
         columns: list[str] | None = None,
     ) -> pa.Table:
         """Concatenate the partitions of ``days`` that exist (all when None); empty if none.
 
         ``columns`` reads only those (a nightly check over every partition stays cheap)."""
-        schema = TABLES[table][0] if table in TABLES else None
+        t = table(name)
+        schema = t.schema
         if schema is not None and columns is not None:
             schema = pa.schema([schema.field(c) for c in columns])
-        if days is None:
-            paths = [self.path(table, d) for d in self.dates(table)]
-            if not paths and self.has(table):
-                paths = [self.path(table)]
+        if not t.partitioned:
+            paths = [self.path(name)] if self.has(name) else []
+        elif days is None:
+            paths = [self.path(name, d) for d in self.dates(name)]
         else:
-            paths = [p for d in sorted(set(days)) if (p := self.path(table, d)).is_file()]
+            paths = [p for d in sorted(set(days)) if (p := self.path(name, d)).is_file()]
         parts = [pq.read_table(p, columns=columns) for p in paths]
         if not parts:
             if schema is None:
                 raise FileNotFoundError(
-                    f"table {table!r} has no data under {self.table_dir(table)}"
+                    f"table {str(name)!r} has no data under {self.table_dir(name)}"
                 )
             return schema.empty_table()
         return (

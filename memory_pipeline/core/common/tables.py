@@ -25,6 +25,7 @@ class Table:
     ``partition`` is the column holding the partition date ("" for an unpartitioned table);
     ``schema`` is None when the schema depends on the run (vector dimension, index build)
     and the table is stored as written; ``asset`` names the asset that writes it.
+    A table is hashable (``columns`` takes no part in it), so it can key a mapping.
     """
 
     name: str
@@ -32,7 +33,7 @@ class Table:
     schema: pa.Schema | None
     asset: str
     description: str
-    columns: Mapping[str, str] = field(default_factory=dict)
+    columns: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __str__(self) -> str:
         return self.name
@@ -40,6 +41,20 @@ class Table:
     @property
     def partitioned(self) -> bool:
         return bool(self.partition)
+
+    def column_types(self) -> dict[str, str]:
+        """Column name -> Arrow type as text, for every described column.
+
+        A run-dependent schema (``schema`` None) has no fixed types: its columns are typed
+        ``RUN_DEPENDENT``, so docs and the Dagster UI still list and describe them.
+        """
+        if self.schema is None:
+            return {name: RUN_DEPENDENT for name in self.columns}
+        return {f.name: str(f.type) for f in self.schema}
+
+
+# The type shown for a column of a table whose schema is fixed only when a run writes it.
+RUN_DEPENDENT = "run-dependent"
 
 
 _MESSAGE_COLUMNS = {
@@ -181,8 +196,8 @@ REGISTRY: tuple[Table, ...] = (
         "local_date",
         S.CHUNK_SUMMARIES,
         "chunk_summaries",
-        "One summary per chunk: extractive (offline, deterministic) or an OpenAI-compatible "
-        "model, cached by content.",
+        "One summary per chunk: extractive (offline, deterministic; 200-500 characters "
+        "Japanese, 60-120 words English) or an OpenAI-compatible model, cached by content.",
         {
             "chunk_id": "the chunk",
             "session_id": "the chunk's session",
@@ -217,7 +232,8 @@ REGISTRY: tuple[Table, ...] = (
         "local_date",
         S.SESSION_ENRICHMENT,
         "session_enrichment",
-        "Per session: a 3-6 word title and bullets of decisions, commitments and context.",
+        "Per session: a 3-6 word title and bullets of decisions, commitments and context "
+        "(extractive, offline).",
         {
             "session_id": "the session",
             "local_date": "partition key: the session's date",
@@ -253,7 +269,8 @@ REGISTRY: tuple[Table, ...] = (
         S.MEMORIES,
         "memories",
         "Facts, preferences, plans, events, relationships and possessions per session, each "
-        "linked to the messages it came from.",
+        "linked to the messages it came from. Candidates without a resolvable source go to "
+        "the memory_rejects table.",
         _MEMORY_COLUMNS,
     ),
     Table(
@@ -278,8 +295,10 @@ REGISTRY: tuple[Table, ...] = (
         "local_date",
         S.DOSSIERS,
         "dossiers",
-        "One Markdown dossier version per contact whose conversations changed that day, "
-        "folded from the previous day's; every bullet cites its sessions.",
+        "One Markdown dossier version per contact whose conversations changed that day "
+        "(profile, ongoing commitments, communication patterns, recent topics; every bullet "
+        "cites its sessions), folded from the previous day's. The current one is written to "
+        "<dossier_dir>/<contact>.md.",
         {
             "contact_id": "the contact",
             "local_date": "partition key: the version's date (Last Updated)",
@@ -319,7 +338,8 @@ REGISTRY: tuple[Table, ...] = (
         S.MEMORY_TIMELINE,
         "memory_timeline",
         "Every memory with its validity interval (valid_to / superseded_by set when a newer "
-        "memory about the same subject and attribute replaces it).",
+        "memory about the same subject and attribute replaces it); what memory search and "
+        "context packs read.",
         {
             **_MEMORY_COLUMNS,
             "local_date": "the session's date",
@@ -330,10 +350,18 @@ REGISTRY: tuple[Table, ...] = (
     Table(
         "storage_report",
         "",
-        None,
+        S.STORAGE_REPORT,
         "storage_report",
         "On-disk bytes (and per 1,000 sessions) of the raw text, every table, each index, "
-        "the vectors, memories and dossiers.",
+        "the vectors, memories and dossiers: what keeping the source costs.",
+        {
+            "component": "a table, an index, the vectors, the dossiers or the cache",
+            "category": "source, derived, index, vectors, memory, dossier or cache",
+            "bytes": "on-disk bytes (raw_text: the logical UTF-8 size of the message texts)",
+            "files": "files counted",
+            "bytes_per_1000_sessions": "bytes normalised by the number of sessions",
+            "share": "of all on-disk bytes listed (the logical raw_text row excluded)",
+        },
     ),
 )
 

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow as pa
 
+from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.evaluation import metrics as M
 from memory_pipeline.core.evaluation.evalsets import EvalQuestion
 from memory_pipeline.core.retrieval.config import SearchConfig
 from memory_pipeline.core.retrieval.fusion import Ranked, fold, linear_fusion, rrf
 from memory_pipeline.core.retrieval.searcher import TURN_CHUNKS
 
-REPS = ("raw_text", "summary", "embedding_text")
 BETAS = tuple(round(0.05 * i, 2) for i in range(21))
 RRF_KS = (10, 30, 60, 100)
 KS = M.KS
@@ -41,7 +41,9 @@ Config = SearchConfig
 
 
 def sweep_configs(
-    reps: Sequence[str] = REPS, dense_reps: Sequence[str] = REPS, base: SearchConfig = DEFAULT
+    reps: Sequence[str] = REPRESENTATIONS,
+    dense_reps: Sequence[str] = REPRESENTATIONS,
+    base: SearchConfig = DEFAULT,
 ) -> list[SearchConfig]:
     """Single retrievers, linear fusion over every pairing x beta, RRF over every pairing x k,
     each as ``base`` with its ranking fields replaced (so a sweep point is a search the API
@@ -102,7 +104,7 @@ def gather(
         scope = q.scope or {"conversation_id": q.corpus_id}
         mask = searcher.scope_mask(scope.get("contact_id"), scope.get("conversation_id"))
         cand = Candidates()
-        for rep in REPS:
+        for rep in REPRESENTATIONS:
             if rep in searcher.bm25:
                 cand.bm25[rep] = searcher.bm25_ranked(q.question, rep, mask, POOL)
         for rep in dense_reps:
@@ -289,7 +291,7 @@ def run_evaluation(
     cands = gather(searcher, scored, dense_reps)
     log(f"eval: candidates gathered in {time.perf_counter() - t0:.1f}s")
     units = Units(searcher)
-    configs = sweep_configs([r for r in REPS if r in searcher.bm25], dense_reps)
+    configs = sweep_configs([r for r in REPRESENTATIONS if r in searcher.bm25], dense_reps)
     sweep_vals = sweep(configs, scored, cands, units, log)
     chosen = select(configs, sweep_vals, split, selection)
     log(f"eval: selected on dev: {chosen.selected}")

@@ -46,12 +46,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from memory_pipeline.core.context.packs import SEP, MemoryHit, MemoryIndex, build_context, utf16_len
+from memory_pipeline.core.common.representations import REPRESENTATIONS
+from memory_pipeline.core.context.packs import (
+    SEP,
+    STRATEGIES,
+    MemoryHit,
+    MemoryIndex,
+    build_context,
+    utf16_len,
+)
 from memory_pipeline.core.evaluation import metrics as M
 from memory_pipeline.core.evaluation.evalsets import EvalQuestion
 from memory_pipeline.core.evaluation.evaluate import (
     POOL,
-    REPS,
     SUMMARY_SCHEMA,
     Candidates,
     Config,
@@ -75,7 +82,6 @@ __all__ = [
 ]
 
 BUDGETS = (1_000, 2_000, 4_000, 8_000, 16_000, 24_000)
-STRATEGIES = ("neighbors", "sessions", "split", "none")
 MEMORY_KS = (1, 5, 10)
 DIFF_KS = (5, 10)
 MEMORY_DEPTH = 100  # memories ranked per question for the retrieval metrics
@@ -192,7 +198,7 @@ class _MemoSearch:
 
 
 def _config_by_name(name: str) -> Config:
-    for cfg in sweep_configs(REPS, REPS):
+    for cfg in sweep_configs(REPRESENTATIONS, REPRESENTATIONS):
         if cfg.name == name:
             return cfg
     raise KeyError(f"unknown chunk configuration {name!r}")

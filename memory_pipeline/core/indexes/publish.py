@@ -25,10 +25,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index, postings
 from memory_pipeline.core.indexes.tokenize import get_tokenizer
 
-REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
 CURRENT = "CURRENT"
 KEEP_VERSIONS = 2
 # the lookups of a version (files inside its folder) and the columns search reads from them

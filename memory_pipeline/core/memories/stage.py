@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.dates import split_by_date
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.sessions.stage import session_messages
@@ -32,7 +33,7 @@ def build_memories(
     from memory_pipeline.core.memories.extract import extract_memories
 
     days = sorted(set(dates))
-    sessions = store.read("sessions", days)
+    sessions = store.read(T.SESSIONS, days)
     messages = session_messages(store, sessions)
     memories, rejects = extract_memories(sessions, messages, extractor=extractor)
     per_mem = split_by_date(memories, "local_date", days)
@@ -50,8 +51,8 @@ def prior_dossier_states(store: TableStore, before: dt.date) -> dict[str, str]:
     Raises DossierChainBroken when a date that has sessions has no dossier partition: a
     dossier is a fold over every earlier day, so building on a gap would silently lose days.
     """
-    built = set(store.dates("dossiers"))
-    gaps = [d for d in store.dates("sessions") if d < before and d not in built]
+    built = set(store.dates(T.DOSSIERS))
+    gaps = [d for d in store.dates(T.SESSIONS) if d < before and d not in built]
     if gaps:
         raise DossierChainBroken(
             f"dossiers for {before} start from the dossiers of every earlier day, but "
@@ -60,7 +61,7 @@ def prior_dossier_states(store: TableStore, before: dt.date) -> dict[str, str]:
         )
     states: dict[str, str] = {}
     for day in sorted((d for d in built if d < before), reverse=True):
-        table = store.read("dossiers", [day], columns=["contact_id", "state"])
+        table = store.read(T.DOSSIERS, [day], columns=["contact_id", "state"])
         for contact, state in zip(
             table.column("contact_id").to_pylist(), table.column("state").to_pylist(), strict=True
         ):
@@ -83,9 +84,9 @@ def build_dossiers(
         return
     saved = prior_dossier_states(store, days[0])  # JSON, parsed only for contacts seen
     states: dict[str, DossierState] = {}
-    sessions_all = store.read("sessions", days)
-    memories_all = store.read("memories", days)
-    enrichment_all = store.read("session_enrichment", days)
+    sessions_all = store.read(T.SESSIONS, days)
+    memories_all = store.read(T.MEMORIES, days)
+    enrichment_all = store.read(T.SESSION_ENRICHMENT, days)
     per_sessions = split_by_date(sessions_all, "local_date", days)
     per_memories = split_by_date(memories_all, "local_date", days)
     per_enrichment = split_by_date(enrichment_all, "local_date", days)
@@ -125,7 +126,7 @@ def write_dossiers(store: TableStore, dates: Iterable[dt.date], folder: Path) ->
     days = sorted(set(dates))
     latest: dict[str, str] = {}
     for day, rows in build_dossiers(store, days):
-        store.write("dossiers", rows, day)
+        store.write(T.DOSSIERS, rows, day)
         latest.update(
             zip(
                 rows.column("contact_id").to_pylist(),
@@ -133,7 +134,7 @@ def write_dossiers(store: TableStore, dates: Iterable[dt.date], folder: Path) ->
                 strict=True,
             )
         )
-    later = [d for d in store.dates("dossiers") if days and d > days[-1]]
+    later = [d for d in store.dates(T.DOSSIERS) if days and d > days[-1]]
     if not later:
         for contact, markdown in latest.items():
             write_markdown_atomic(folder, contact, markdown)

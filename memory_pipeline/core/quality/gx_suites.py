@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.records import MESSAGE_TYPES, QUARANTINE_REASONS
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.sessions.sessionize import MESSAGE_SORT, sort_messages
@@ -35,7 +36,10 @@ if TYPE_CHECKING:
     from great_expectations.data_context import AbstractDataContext
     from great_expectations.expectations import Expectation
 
-TABLE_NAMES = ("raw_messages", "quarantine", "ingest_audit", "sessions", "chunks")
+# The tables with a GX suite, in registry order.
+TABLE_NAMES = tuple(
+    t.name for t in (T.RAW_MESSAGES, T.QUARANTINE, T.INGEST_AUDIT, T.SESSIONS, T.CHUNKS)
+)
 
 MESSAGE_KEY_COLUMNS = (
     "message_id",
@@ -502,11 +506,11 @@ def table_frames(
             raise ValueError(f"validating {table_name} needs {what}")
         return value
 
-    if table_name == "raw_messages":
+    if table_name == T.RAW_MESSAGES.name:
         return [Frame(table_name, messages_frame(table), raw_messages_expectations(days))]
-    if table_name == "quarantine":
+    if table_name == T.QUARANTINE.name:
         return [Frame(table_name, quarantine_frame(table), quarantine_expectations(days))]
-    if table_name == "ingest_audit":
+    if table_name == T.INGEST_AUDIT.name:
         msgs = as_arrow(need(messages, "messages= (raw_messages of the partitions)"))
         quar = as_arrow(need(quarantine, "quarantine= (quarantine of the partitions)"))
         return [
@@ -517,11 +521,11 @@ def table_frames(
                 ingest_audit_counts_expectations(),
             ),
         ]
-    if table_name == "sessions":
+    if table_name == T.SESSIONS.name:
         msgs = as_arrow(need(messages, "messages= (raw_messages around the partitions)"))
         gap = need(gap_minutes, "gap_minutes=")
         return [Frame(table_name, session_frame(table, msgs), sessions_expectations(days, gap))]
-    if table_name == "chunks":
+    if table_name == T.CHUNKS.name:
         ses = as_arrow(need(sessions, "sessions= (sessions of the partitions)"))
         size = need(chunk_size, "chunk_size=")
         stride = need(chunk_stride, "chunk_stride=")
@@ -722,12 +726,12 @@ def validate_stored(
     missing = [d.isoformat() for d in days if not store.has(table_name, d)]
     data = read(table_name, days)
     extra: dict[str, Any] = {}
-    if table_name == "ingest_audit":
-        extra = {"messages": read("raw_messages", days), "quarantine": read("quarantine", days)}
-    elif table_name == "sessions":
-        extra = {"messages": read("raw_messages", session_window(data, days))}
-    elif table_name == "chunks":
-        extra = {"sessions": read("sessions", days)}
+    if table_name == T.INGEST_AUDIT.name:
+        extra = {"messages": read(T.RAW_MESSAGES, days), "quarantine": read(T.QUARANTINE, days)}
+    elif table_name == T.SESSIONS.name:
+        extra = {"messages": read(T.RAW_MESSAGES, session_window(data, days))}
+    elif table_name == T.CHUNKS.name:
+        extra = {"sessions": read(T.SESSIONS, days)}
     outcome = validate_table(
         table_name,
         data,

@@ -13,37 +13,30 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common.representations import REPRESENTATIONS
+from memory_pipeline.core.common.schema import STORAGE_REPORT
 from memory_pipeline.core.common.storage import TableStore
-from memory_pipeline.core.indexes.publish import REPRESENTATIONS, current_version
-
-STORAGE_REPORT = pa.schema(
-    [
-        ("component", pa.string()),
-        ("category", pa.string()),  # source | derived | index | vectors | memory | dossier | cache
-        ("bytes", pa.int64()),
-        ("files", pa.int64()),
-        ("bytes_per_1000_sessions", pa.float64()),
-        ("share", pa.float64()),  # of all on-disk bytes listed (the logical raw_text row excluded)
-    ]
-)
+from memory_pipeline.core.common.tables import Table
+from memory_pipeline.core.indexes.publish import current_version
 
 # Parquet tables by category (on-disk bytes of every partition file).
-TABLE_CATEGORIES = {
-    "raw_messages": "source",
-    "quarantine": "source",
-    "sessions": "derived",
-    "chunks": "derived",
-    "chunk_summaries": "derived",
-    "embedding_texts": "derived",
-    "session_enrichment": "derived",
-    "chunk_embeddings": "vectors",
-    "bm25_postings": "index",
-    "session_meta": "index",
-    "message_meta": "index",
-    "memories": "memory",
-    "memory_rejects": "memory",
-    "memory_timeline": "memory",
-    "dossiers": "dossier",
+TABLE_CATEGORIES: dict[Table, str] = {
+    T.RAW_MESSAGES: "source",
+    T.QUARANTINE: "source",
+    T.SESSIONS: "derived",
+    T.CHUNKS: "derived",
+    T.CHUNK_SUMMARIES: "derived",
+    T.EMBEDDING_TEXTS: "derived",
+    T.SESSION_ENRICHMENT: "derived",
+    T.CHUNK_EMBEDDINGS: "vectors",
+    T.BM25_POSTINGS: "index",
+    T.SESSION_META: "index",
+    T.MESSAGE_META: "index",
+    T.MEMORIES: "memory",
+    T.MEMORY_REJECTS: "memory",
+    T.MEMORY_TIMELINE: "memory",
+    T.DOSSIERS: "dossier",
 }
 
 
@@ -59,9 +52,9 @@ def _tree(folder: Path) -> list[Path]:
 def storage_report(output_dir: Path, dossier_dir: Path) -> pa.Table:
     """One row per component; ``raw_text`` is the logical UTF-8 size of the message texts."""
     store = TableStore(output_dir)
-    sessions = store.read("sessions").num_rows if store.dates("sessions") else 0
+    sessions = store.read(T.SESSIONS).num_rows if store.dates(T.SESSIONS) else 0
     rows: list[tuple[str, str, int, int]] = []
-    texts = store.read("raw_messages").column("text") if store.dates("raw_messages") else None
+    texts = store.read(T.RAW_MESSAGES).column("text") if store.dates(T.RAW_MESSAGES) else None
     text_bytes = int(pc.sum(pc.binary_length(texts)).as_py() or 0) if texts is not None else 0
     rows.append(("raw_text (UTF-8, logical)", "source", text_bytes, 0))
     for table, category in TABLE_CATEGORIES.items():

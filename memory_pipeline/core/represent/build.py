@@ -15,6 +15,7 @@ import pyarrow as pa
 from memory_pipeline.core.common.ids import text_hash
 from memory_pipeline.core.common.lang import detect_lang
 from memory_pipeline.core.common.redact import redact
+from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.common.schema import (
     CHUNK_SUMMARIES,
     EMBEDDING_TEXTS,
@@ -35,7 +36,6 @@ from memory_pipeline.core.represent.summarize import (
     within_target,
 )
 
-REPRESENTATIONS = ("raw_text", "summary", "embedding_text")
 EXTRACTIVE = "extractive"
 
 

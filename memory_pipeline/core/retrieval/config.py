@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any
 
-from memory_pipeline.core.indexes.publish import REPRESENTATIONS
+from memory_pipeline.core.common.representations import REPRESENTATIONS
 
 MODES = ("bm25", "dense", "hybrid")
 FUSIONS = ("rrf", "linear")

@@ -24,6 +24,11 @@ from memory_pipeline.core.indexes.publish import (
     load_bm25,
     read_lookups,
 )
+from memory_pipeline.core.represent.providers.base import Embedder
+from memory_pipeline.core.represent.providers.factory import (
+    UnknownEmbeddingProvider,
+    make_embedder,
+)
 from memory_pipeline.core.retrieval.config import (
     FUSIONS,
     HARD_FILTER_CONFIDENCE,
@@ -133,26 +138,25 @@ class SearchResult:
         return asdict(self)
 
 
-def embedder_for(meta: Mapping[str, Any], env: Mapping[str, str] | None = None):
-    """The embedder that made the stored vectors, to embed queries in the same space."""
-    from memory_pipeline.core.represent.providers import embeddings as E
+def embedder_for(meta: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Embedder:
+    """The embedder that made the stored vectors, to embed queries in the same space.
 
+    Built by the same factory as the ``chunk_embeddings`` asset, from the provider, model and
+    dimension recorded in the index; keys and endpoints come from ``env``."""
     env = os.environ if env is None else env
     provider, model = meta["provider"], meta["model"]
-    if provider == "local":
-        return E.LocalEmbedder(model_name=model)
-    if provider == "openai":
-        return E.OpenAIEmbedder(
-            model=model,
-            api_key=env.get("OPENAI_API_KEY"),
-            base_url=env.get("OPENAI_BASE_URL"),
-            dimensions=meta["dim"] if meta["dim"] != 1536 else None,
+    keys = {"openai": "OPENAI", "voyage": "VOYAGE"}.get(provider, "")
+    try:
+        return make_embedder(
+            provider,
+            model,
+            # text-embedding-3-small's native size needs no shortening request
+            dimensions=meta["dim"] if provider == "openai" and meta["dim"] != 1536 else None,
+            api_key=env.get(f"{keys}_API_KEY") if keys else None,
+            base_url=env.get(f"{keys}_BASE_URL") if keys else None,
         )
-    if provider == "voyage":
-        return E.VoyageEmbedder(
-            model=model, api_key=env.get("VOYAGE_API_KEY"), base_url=env.get("VOYAGE_BASE_URL")
-        )
-    raise ValueError(f"unknown embedding provider {provider!r} in the index")
+    except UnknownEmbeddingProvider:
+        raise ValueError(f"unknown embedding provider {provider!r} in the index") from None
 
 
 class Searcher:

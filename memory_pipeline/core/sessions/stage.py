@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.dates import DAY, date_range, split_by_date
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.sessions.chunking import chunk_sessions
@@ -30,9 +31,9 @@ def build_sessions(
     lo, hi = days[0] - DAY, days[-1] + DAY
     while True:
         window = date_range(lo, hi)
-        sessions = owned_by(sessionize(store.read("raw_messages", window), gap_minutes), days)
+        sessions = owned_by(sessionize(store.read(T.RAW_MESSAGES, window), gap_minutes), days)
         still_open = pc.any(pc.equal(sessions.column("end_local_date"), pa.scalar(hi))).as_py()
-        if not still_open or not store.has("raw_messages", hi + DAY):
+        if not still_open or not store.has(T.RAW_MESSAGES, hi + DAY):
             break
         hi += DAY  # a session runs on past the window: read one more day
     return split_by_date(sessions, "local_date", days)
@@ -43,7 +44,7 @@ def build_chunks(
 ) -> dict[dt.date, pa.Table]:
     """Chunks of the stored sessions of each of ``dates``."""
     days = sorted(set(dates))
-    sessions = store.read("sessions", days)
+    sessions = store.read(T.SESSIONS, days)
     messages = session_messages(store, sessions)
     return split_by_date(chunk_sessions(sessions, messages, size, stride), "local_date", days)
 
@@ -59,4 +60,4 @@ def session_messages(store: TableStore, sessions: pa.Table) -> pa.Table:
         )
         for d in date_range(s, e)
     }
-    return store.read("raw_messages", sorted(spans))
+    return store.read(T.RAW_MESSAGES, sorted(spans))
