@@ -11,22 +11,11 @@ from collections import Counter
 from pathlib import Path
 
 from memory_pipeline.config import ConfigError, PipelineConfig, load_config
+from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.records import SourceError
 
-SUMMARY_TABLES = (
-    "raw_messages",
-    "quarantine",
-    "ingest_audit",
-    "sessions",
-    "chunks",
-    "chunk_summaries",
-    "embedding_texts",
-    "session_enrichment",
-    "chunk_embeddings",
-    "memories",
-    "memory_rejects",
-    "dossiers",
-)
+# the date-partitioned tables, in DAG order: what `run` and `status` count
+SUMMARY_TABLES = tuple(t.name for t in T.REGISTRY if t.partitioned)
 
 DEFAULT_LOCOMO = "../shared/data/locomo/locomo_dev.json"
 
@@ -122,7 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(
         f"search index: {cfg.output_dir / 'indexes'}   evaluation: {cfg.output_dir / 'eval'}\n"
         f"dossiers: {cfg.dossiers_path}   storage report: "
-        f"{store.table_dir('storage_report')}\n"
+        f"{store.table_dir(T.STORAGE_REPORT)}\n"
         f'try:  memory-pipeline search "what did we plan?" --k 3\n'
         f'      memory-pipeline context "When is the Kyoto trip?" --budget 4000\n'
         f"\nDagster instance: {home} (runs, checks, lineage)\n"
@@ -156,7 +145,7 @@ def print_summary(store, cfg: PipelineConfig, span, timings: dict[str, float]) -
     for name, n, path in rows:
         print(f"{name:<{width}}  {n:>9,}  {path}")
     print(f"{'warehouse':<{width}}  {'views':>9}  {cfg.warehouse_path}")
-    quarantine = store.read("quarantine", days)
+    quarantine = store.read(T.QUARANTINE, days)
     if quarantine.num_rows:
         reasons = Counter(quarantine.column("reason").to_pylist())
         print("quarantined by reason: " + ", ".join(f"{k}={v}" for k, v in sorted(reasons.items())))
@@ -184,12 +173,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not any_data:
         print("nothing materialized yet: run `memory-pipeline run`")
         return 0
-    msgs, quar = store.read("raw_messages"), store.read("quarantine")
-    sessions, chunks = store.read("sessions"), store.read("chunks")
+    msgs, quar = store.read(T.RAW_MESSAGES), store.read(T.QUARANTINE)
+    sessions, chunks = store.read(T.SESSIONS), store.read(T.CHUNKS)
     checks = {
         "message ids unique": quality.unique(msgs, "message_id"),
         "conservation (read = ingested + quarantined)": quality.conservation(
-            store.read("ingest_audit"), msgs, quar
+            store.read(T.INGEST_AUDIT), msgs, quar
         ),
         "every message in exactly one session": quality.every_message_in_one_session(
             sessions, msgs
@@ -375,6 +364,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from memory_pipeline.core.context.packs import STRATEGIES
+
     parser = argparse.ArgumentParser(prog="memory-pipeline", description=__doc__)
     parser.add_argument(
         "--config", help="config file (default: $MEMORY_PIPELINE_CONFIG or ./memory_pipeline.toml)"
@@ -403,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     ctx.add_argument("--budget", type=int, default=24_000, help="UTF-16 code units")
     ctx.add_argument(
         "--strategy",
-        choices=["split", "sessions", "neighbors", "none"],
+        choices=["split", *(s for s in STRATEGIES if s != "split")],
         default="split",
         help="source material after the memories (split: half source sessions, half search)",
     )

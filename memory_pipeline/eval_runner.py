@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memory_pipeline.core.common import tables as T
+
 if TYPE_CHECKING:
     from memory_pipeline.defs.runner import Stage
 
@@ -143,7 +145,7 @@ def evaluate_locomo(
     cfg = load_config(config, env={})
     searcher = Searcher(cfg.output_dir)
     questions, report = load_locomo_questions(locomo)
-    time_questions = generate_time_queries(TableStore(cfg.output_dir).read("sessions"), seed=seed)
+    time_questions = generate_time_queries(TableStore(cfg.output_dir).read(T.SESSIONS), seed=seed)
     log(f"eval: {len(questions)} LoCoMo questions, {len(time_questions)} templated time queries")
     run = run_evaluation(
         searcher,

@@ -12,8 +12,8 @@ import dagster as dg
 import pyarrow as pa
 
 from memory_pipeline.config import PipelineConfig
-from memory_pipeline.core.common.schema import TABLES
 from memory_pipeline.core.common.storage import TableStore
+from memory_pipeline.core.common.tables import REGISTRY
 from memory_pipeline.defs.build import build_assets
 from memory_pipeline.defs.providers import provider_resources
 from memory_pipeline.defs.resources import PipelineResource
@@ -108,7 +108,7 @@ class Runner:
     def tables(self) -> dict[str, pa.Table]:
         """Every table, rows sorted by id: equal tables mean equal builds."""
         out = {}
-        for name in TABLES:
+        for name in (t.name for t in REGISTRY if t.schema is not None):
             if name not in ID_COLUMNS or not self.store.dates(name):
                 continue
             t = self.store.read(name)

@@ -363,19 +363,6 @@ def test_no_except_importerror_around_our_own_modules():
 # ----------------------------------------------------------------------------- one source each
 
 REGISTRY_FILE = f"{PACKAGE}/core/common/tables.py"
-# Files that still name tables with strings until the branch that rewrites them merges
-# (issue 10 item 2: cli, eval_runner, defs/evaluation, defs/jobs) or the transitional
-# schema.TABLES copy goes. Each must still hold such a literal
-# (test_pending_table_literal_files_are_still_pending), so the set empties as they are wired.
-PENDING_TABLE_LITERALS = frozenset(
-    {
-        f"{PACKAGE}/cli.py",
-        f"{PACKAGE}/eval_runner.py",
-        f"{PACKAGE}/defs/evaluation.py",
-        f"{PACKAGE}/defs/jobs.py",
-        f"{PACKAGE}/core/common/schema.py",
-    }
-)
 # A word that is a table name but means something else where it stands.
 TABLE_WORD_ALLOWED = frozenset(
     {
@@ -384,6 +371,13 @@ TABLE_WORD_ALLOWED = frozenset(
         (f"{PACKAGE}/core/context/packs.py", "sessions"),  # a context-pack strategy
         (f"{PACKAGE}/core/memories/llm.py", "memories"),  # the LLM answer's JSON field
         (f"{PACKAGE}/core/evaluation/report.py", "memories"),  # a report section id
+        (f"{PACKAGE}/defs/jobs.py", "memories"),  # the Dagster group name
+        # stage names of the runner's stage table (a stage is not a table)
+        (f"{PACKAGE}/defs/runner.py", "sessions"),
+        (f"{PACKAGE}/defs/runner.py", "chunks"),
+        (f"{PACKAGE}/defs/runner.py", "memories"),
+        (f"{PACKAGE}/eval_runner.py", "sessions"),
+        (f"{PACKAGE}/eval_runner.py", "chunks"),
     }
 )
 
@@ -423,11 +417,11 @@ def _field_names(tree: ast.AST) -> set[int]:
 
 def table_literals(paths: list[Path], names: set[str], root: Path = ROOT) -> list[str]:
     """``path:line: 'name'`` for every string constant equal to a table name, outside the
-    registry, docstrings, record field names, the pending files and the allow-list."""
+    registry, docstrings, record field names and the allow-list."""
     bad = []
     for path in paths:
         rel = path.relative_to(root).as_posix()
-        if rel == REGISTRY_FILE or rel in PENDING_TABLE_LITERALS:
+        if rel == REGISTRY_FILE:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         skip = _docstrings(tree) | _field_names(tree)
@@ -454,21 +448,6 @@ def test_no_table_name_as_a_string_literal_outside_the_registry():
     rename is one edit and a typo is an ``AttributeError``, not a new folder."""
     bad = table_literals(list(_python_files(PACKAGE)), _table_names())
     assert not bad, "name these tables through core.common.tables:\n" + "\n".join(bad)
-
-
-def test_pending_table_literal_files_are_still_pending():
-    """When a pending file is wired to the registry, its entry must go (this fails until)."""
-    names = _table_names()
-    done = [
-        rel
-        for rel in sorted(PENDING_TABLE_LITERALS)
-        if not [
-            n
-            for n in ast.walk(ast.parse((ROOT / rel).read_text(encoding="utf-8")))
-            if isinstance(n, ast.Constant) and n.value in names
-        ]
-    ]
-    assert not done, f"no table literal left, remove from PENDING_TABLE_LITERALS: {done}"
 
 
 def _literal_tuples(paths: list[Path], values: set[str]) -> list[str]:
@@ -612,3 +591,39 @@ def test_table_literal_checker_skips_docstrings_and_field_names_only(tmp_path):
         f"{PACKAGE}/defs/x.py:6: 'chunks'",
         f"{PACKAGE}/defs/x.py:6: 'raw_messages'",
     ]
+
+
+# ----------------------------------------------------------------------------- one way to run
+
+RUNNER_FILE = f"{PACKAGE}/defs/runner.py"
+
+
+def materialize_calls(paths: list[Path], root: Path = ROOT) -> list[str]:
+    """``path:line`` of every call of ``<x>.materialize(...)`` or a bare ``materialize(...)``
+    (how Dagster's ``materialize`` is called), outside docstrings."""
+    found = []
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+                if name == "materialize":
+                    found.append(f"{path.relative_to(root).as_posix()}:{node.lineno}")
+    return found
+
+
+def test_stages_run_through_one_module():
+    """``dg.materialize`` outside the tests lives in defs/runner.py only: the CLI, the LoCoMo
+    corpus build and the benchmarks all run stages through ``materialize_stages``."""
+    calls = materialize_calls(list(_python_files(PACKAGE, "benchmarks")))
+    assert calls and {c.rsplit(":", 1)[0] for c in calls} == {RUNNER_FILE}, calls
+
+
+def test_materialize_scan_finds_calls(tmp_path: Path):
+    (tmp_path / "a.py").write_text(
+        "import dagster as dg\nfrom dagster import materialize\n"
+        "dg.materialize([])\nmaterialize([])\nx.materialize_to_memory([])\n",
+        encoding="utf-8",
+    )
+    assert materialize_calls([tmp_path / "a.py"], tmp_path) == ["a.py:3", "a.py:4"]

@@ -5,44 +5,27 @@ from __future__ import annotations
 import dagster as dg
 
 from memory_pipeline.config import PipelineConfig
+from memory_pipeline.core.common.tables import REGISTRY
 from memory_pipeline.defs.catalog import build_catalog_asset
-from memory_pipeline.defs.chunks import CHUNKS, build_chunks_asset
+from memory_pipeline.defs.chunks import build_chunks_asset
 from memory_pipeline.defs.evaluation import evaluation
 from memory_pipeline.defs.gx_checks import build_gx_checks
-from memory_pipeline.defs.indexes import BM25, MEMORY_INDEX, TIME_META, search_indexes
-from memory_pipeline.defs.ingest import AUDIT, QUARANTINE, RAW, build_ingest
+from memory_pipeline.defs.helpers import asset_key
+from memory_pipeline.defs.indexes import search_indexes
+from memory_pipeline.defs.ingest import build_ingest
 from memory_pipeline.defs.jobs import build_jobs
-from memory_pipeline.defs.memories import DOSSIERS, MEMORIES, build_memory_assets
+from memory_pipeline.defs.memories import build_memory_assets
 from memory_pipeline.defs.partitions import daily_partitions
 from memory_pipeline.defs.providers import provider_resources
 from memory_pipeline.defs.representations import (
-    EMBEDDING_TEXTS,
-    EMBEDDINGS,
-    ENRICHMENT,
-    SUMMARIES,
     build_representation_assets,
 )
 from memory_pipeline.defs.resources import PipelineResource
-from memory_pipeline.defs.sessions import SESSIONS, build_sessions_asset
-from memory_pipeline.defs.storage import STORAGE_REPORT, storage_report_asset
+from memory_pipeline.defs.sessions import build_sessions_asset
+from memory_pipeline.defs.storage import storage_report_asset
 
-TABLE_KEYS = [
-    RAW,
-    QUARANTINE,
-    AUDIT,
-    SESSIONS,
-    CHUNKS,
-    SUMMARIES,
-    EMBEDDING_TEXTS,
-    ENRICHMENT,
-    EMBEDDINGS,
-    MEMORIES,
-    DOSSIERS,
-    BM25,
-    TIME_META,
-    MEMORY_INDEX,
-    STORAGE_REPORT,
-]
+# the warehouse views read every registered table: it depends on the assets that write them
+TABLE_KEYS = list(dict.fromkeys(asset_key(t) for t in REGISTRY))
 
 
 def build_assets(cfg: PipelineConfig) -> list[dg.AssetsDefinition]:

@@ -14,6 +14,7 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from memory_pipeline.core.common import tables as T
 from memory_pipeline.defs.indexes import BM25, TIME_META, VECTORS
 from memory_pipeline.defs.resources import PipelineResource
 
@@ -69,7 +70,7 @@ def evaluation(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         context.log.warning(
             "[evaluation] locomo is scored by `memory-pipeline eval`, not by this asset"
         )
-    time_questions = generate_time_queries(store.read("sessions"))
+    time_questions = generate_time_queries(store.read(T.SESSIONS))
     run = run_evaluation(
         searcher,
         questions,

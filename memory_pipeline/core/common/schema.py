@@ -228,24 +228,3 @@ STORAGE_REPORT = pa.schema(
         ("share", pa.float64()),  # of all on-disk bytes listed (the logical raw_text row excluded)
     ]
 )
-
-
-# TRANSITIONAL, to delete: table name -> (schema, partition column), a copy of what the
-# registry (core/common/tables.py, the one source) says. Only
-# memory_pipeline_tests/pipeline_helpers.py still imports it (that file is being rewritten
-# on another branch); test_tables proves the copy equals the registry and fails once
-# nothing imports it any more. It cannot be derived here: the registry imports this module.
-TABLES: dict[str, tuple[pa.Schema, str]] = {
-    "raw_messages": (MESSAGES, "local_date"),
-    "quarantine": (QUARANTINE, "partition_date"),
-    "ingest_audit": (INGEST_AUDIT, "partition_date"),
-    "sessions": (SESSIONS, "local_date"),
-    "chunks": (CHUNKS, "local_date"),
-    "chunk_summaries": (CHUNK_SUMMARIES, "local_date"),
-    "embedding_texts": (EMBEDDING_TEXTS, "local_date"),
-    "session_enrichment": (SESSION_ENRICHMENT, "local_date"),
-    "memories": (MEMORIES, "local_date"),
-    "memory_rejects": (MEMORY_REJECTS, "local_date"),
-    "dossiers": (DOSSIERS, "local_date"),
-    "memory_timeline": (MEMORY_TIMELINE, ""),
-}

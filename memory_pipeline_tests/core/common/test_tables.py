@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -12,7 +11,6 @@ from memory_pipeline.core.common import schema as S
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.catalog import views_sql
 from memory_pipeline.core.common.storage import TableStore
-from memory_pipeline_tests.paths import ROOT
 
 # Every Arrow schema schema.py defines for a stored table (embeddings_schema builds the
 # run-dependent one of chunk_embeddings).
@@ -80,26 +78,10 @@ def test_written_by_groups_tables_per_asset():
     assert [t.name for t in T.written_by("time_metadata")] == ["session_meta", "message_meta"]
 
 
-def test_the_transitional_schema_tables_copy_equals_the_registry_and_is_still_used():
-    """``schema.TABLES`` is a to-delete copy kept for one test helper on another branch.
-
-    It must say what the registry says (storage_report, newly fixed, is the registry's only);
-    once no file imports it, this fails: delete it and this test.
-    """
-    registry = {t.name: (t.schema, t.partition) for t in T.REGISTRY if t.schema is not None}
-    assert S.TABLES == {k: v for k, v in registry.items() if k != "storage_report"}
+def test_the_registry_is_the_only_table_list():
+    """schema.py holds the Arrow schemas only; which tables exist is the registry's."""
+    assert not hasattr(S, "TABLES")
     assert not hasattr(S, "DYNAMIC_TABLES")
-    users = [
-        p
-        for p in (
-            *ROOT.glob("memory_pipeline/**/*.py"),
-            *ROOT.glob("memory_pipeline_tests/**/*.py"),
-        )
-        if "schema import TABLES" in p.read_text(encoding="utf-8") and p != Path(__file__)
-    ]
-    assert [p.relative_to(ROOT).as_posix() for p in users] == [
-        "memory_pipeline_tests/pipeline_helpers.py"
-    ]
 
 
 # ----------------------------------------------------------------------------- the readers
