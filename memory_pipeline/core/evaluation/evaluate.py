@@ -19,9 +19,11 @@ import numpy as np
 import pyarrow as pa
 
 from memory_pipeline.core.common.representations import REPRESENTATIONS
+from memory_pipeline.core.evaluation import crossval as CV
 from memory_pipeline.core.evaluation import metrics as M
 from memory_pipeline.core.evaluation.evalsets import EvalQuestion
-from memory_pipeline.core.retrieval.config import SearchConfig
+from memory_pipeline.core.retrieval.config import FIELDS as CONFIG_FIELDS
+from memory_pipeline.core.retrieval.config import PRESETS, SearchConfig
 from memory_pipeline.core.retrieval.fusion import Ranked, fold, linear_fusion, rrf
 from memory_pipeline.core.retrieval.searcher import TURN_CHUNKS
 
@@ -295,6 +297,9 @@ def run_evaluation(
     sweep_vals = sweep(configs, scored, cands, units, log)
     chosen = select(configs, sweep_vals, split, selection)
     log(f"eval: selected on dev: {chosen.selected}")
+    cv = cross_validate(configs, sweep_vals, scored, selection, chosen, seed, resamples)
+    if cv is not None:
+        log(f"eval: leave-one-conversation-out selection: {cv.selected}")
     by_name = {c.name: c for c in configs}
     full_vals, per_question_rows = score_reported(
         [by_name[n] for n in chosen.reported], scored, cands, units, split
@@ -312,6 +317,11 @@ def run_evaluation(
             failure_rows(chosen.selected, full_vals, scored, split), schema=FAILURES_SCHEMA
         ),
     }
+    if cv is not None:
+        tables["cv"] = pa.Table.from_pylist(cv.rows, schema=CV_SCHEMA)
+        tables["cv_folds"] = pa.Table.from_pylist(
+            [{"held_out": g, "selected": c} for g, c in cv.result.folds.items()]
+        )
     meta = {
         "selected_config": chosen.selected,
         "selection_metric": f"{selection[0]} {selection[1]}@{selection[2]} (dev split)",
@@ -325,6 +335,18 @@ def run_evaluation(
         "seconds": round(time.perf_counter() - t0, 1),
         "best": chosen.best,
     }
+    if cv is not None:
+        meta["cv"] = {
+            "protocol": "leave-one-conversation-out: each fold selects on every other "
+            "conversation and scores the held-out one; CIs resample conversations, then "
+            "questions within them",
+            "selection_metric": f"{selection[0]} {selection[1]}@{selection[2]}",
+            "selected": cv.selected,
+            "selected_config": {f: getattr(by_name[cv.selected], f) for f in CONFIG_FIELDS},
+            "folds": cv.result.folds,
+            "conversations": len(cv.result.folds),
+            "figures": cv.figures,
+        }
     if math.isnan(chosen.selected_dev_mean):
         meta["notes"] = ["no dev questions with gold: selection is arbitrary"]
     return EvalRun(tables, meta)
@@ -661,3 +683,82 @@ def _time_only(searcher, time_questions, seed: int, resamples: int, t0: float) -
         "seconds": round(time.perf_counter() - t0, 1),
     }
     return EvalRun(tables, meta)
+
+
+# -- leave-one-conversation-out cross-validation ------------------------------------------
+
+CV_SCHEMA = pa.schema(
+    [
+        ("config", pa.string()),
+        ("qtype", pa.string()),
+        ("level", pa.string()),
+        ("metric", pa.string()),
+        ("k", pa.int32()),
+        ("mean", pa.float64()),
+        ("ci_lo", pa.float64()),
+        ("ci_hi", pa.float64()),
+        ("n", pa.int64()),
+        ("conversations", pa.int64()),
+    ]
+)
+# what the figures of the selection record (and the README) quote
+CV_FIGURES = (("turn", "evidence_recall", 5), ("session", "evidence_recall", 5))
+
+
+@dataclass(frozen=True)
+class CrossValidated:
+    """The cross-validation of one evaluation: the folds, its table rows and key figures."""
+
+    result: CV.CrossValidation
+    rows: list[dict]
+    figures: dict[str, dict[str, list[float]]]  # config -> "level metric@k [qtype]" -> CI
+
+    @property
+    def selected(self) -> str:
+        return self.result.selected
+
+
+def cross_validate(
+    configs: Sequence[SearchConfig],
+    sweep_vals: SweepValues,
+    scored: Sequence[EvalQuestion],
+    selection: tuple[str, str, int],
+    chosen: Selection,
+    seed: int,
+    resamples: int,
+) -> CrossValidated | None:
+    """Leave-one-conversation-out selection over the sweep (None below three conversations,
+    where a fold would select on one conversation)."""
+    groups = [q.corpus_id for q in scored]
+    if len(set(groups)) < 3:
+        return None
+    aligned = {
+        name: {k: v for k, v in vals.items() if len(v) == len(scored)}
+        for name, vals in sweep_vals.items()
+    }
+    if selection not in next(iter(aligned.values())):
+        return None
+    names = [c.name for c in configs]
+    result = CV.leave_one_group_out(names, aligned, groups, selection)
+    default = PRESETS["default"].name
+    references = [n for n in dict.fromkeys([default, *chosen.best.values()]) if n in aligned]
+    rows = CV.cv_rows(
+        result,
+        aligned,
+        groups,
+        [q.qtype for q in scored],
+        references=references,
+        n_resamples=min(resamples, 2000),
+        seed=seed,
+    )
+    figures: dict[str, dict[str, list[float]]] = defaultdict(dict)
+    wanted = {(lv, m, k) for lv, m, k in CV_FIGURES}
+    for r in rows:
+        if (r["level"], r["metric"], r["k"]) in wanted:
+            label = f"{r['level']} {r['metric']}@{r['k']} [{r['qtype']}]"
+            figures[r["config"]][label] = [
+                round(r["mean"], 4),
+                round(r["ci_lo"], 4),
+                round(r["ci_hi"], 4),
+            ]
+    return CrossValidated(result, rows, dict(figures))
