@@ -359,8 +359,33 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print(f"tables: {out / 'tables'}   duckdb: {out / 'evaluation.duckdb'}")
     if "report_html" in meta:
         print(f"report: {meta['report_html']}  (and {meta['report_md']})")
+    if "selection_proposed" in meta:
+        _review_selection(meta, accept=args.accept_selection)
     print(f"done in {time.perf_counter() - t0:.0f}s")
     return 0
+
+
+def _review_selection(meta: dict, *, accept: bool) -> None:
+    """Show the cross-validated selection against the packaged default; write it into the
+    package only when asked (a reviewable change, never a silent one)."""
+    import shutil
+
+    from memory_pipeline.core.evaluation.selection import packaged_path
+
+    cv = meta["cv"]
+    print(f"cross-validated selection (leave one conversation out): {cv['selected']}")
+    if not meta["selection_diff"]:
+        print("the packaged default search configuration is this selection: nothing to change")
+        return
+    print(meta["selection_diff"], end="")
+    if accept:
+        target = packaged_path()
+        shutil.copyfile(meta["selection_proposed"], target)
+        print(f"accepted: wrote {target} (review and commit it)")
+    else:
+        print(
+            f"proposed: {meta['selection_proposed']}  (--accept-selection writes it as the default)"
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -418,6 +443,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", default="data/eval/locomo", help="where tables and report go")
     ev.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples")
     ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument(
+        "--accept-selection",
+        action="store_true",
+        help="write the cross-validated selection into the package as the default search "
+        "configuration (without it the run only proposes it, as a diff)",
+    )
     ev.set_defaults(func=cmd_eval)
     return parser
 

@@ -177,7 +177,23 @@ def evaluate_locomo(
 
     html, md = write_report(tables, meta, out)
     meta["report_html"], meta["report_md"] = str(html), str(md)
+    _propose_selection(meta, locomo, out)
     return meta
+
+
+def _propose_selection(meta: dict, locomo: Path, out: Path) -> None:
+    """Write the cross-validated selection beside the report and diff it against the packaged
+    one (``meta["selection_diff"]``); the package file changes only on --accept-selection."""
+    from memory_pipeline.core.evaluation import selection as sel
+    from memory_pipeline.core.retrieval.config import SELECTION
+
+    proposed = sel.propose(meta, locomo, f"memory-pipeline eval --locomo {locomo.name}")
+    if proposed is None:
+        return
+    path = out / "selection.proposed.json"
+    path.write_text(sel.render(proposed), encoding="utf-8")
+    meta["selection_proposed"] = str(path)
+    meta["selection_diff"] = sel.diff(dict(SELECTION), proposed)
 
 
 def _questions_report(questions, report):

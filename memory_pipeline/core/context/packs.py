@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from memory_pipeline.core.common.schema import MEMORY_TIMELINE
 from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index
 from memory_pipeline.core.indexes.tokenize import Tokenizer, get_tokenizer
-from memory_pipeline.core.retrieval.config import SearchConfig
+from memory_pipeline.core.retrieval.config import PRESETS, SearchConfig
 from memory_pipeline.core.retrieval.fusion import Ranked, fold, minmax
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ MIN_SOURCE_TEXT = 40  # UTF-16 units of text below which a source piece is not w
 SEARCH_K = 20  # chunks asked from the searcher for the "split" half and for seeding
 # How packs rank chunks (the "split" half, seeding, each memory's session score): the
 # default search; highlights are not shown in a pack, so none are computed.
-PACK_SEARCH = SearchConfig(highlights=0)
+PACK_SEARCH = replace(PRESETS["default"], highlights=0)
 
 _ZWJ = "\u200d"
 

@@ -12,8 +12,10 @@ reference time ``as_of``) is not configuration: it stays an argument of each cal
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
@@ -28,7 +30,8 @@ HARD_FILTER_CONFIDENCE = 0.8
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """One way of ranking chunks (the defaults are today's search behaviour).
+    """One way of ranking chunks (the field defaults are the search before the evaluation
+    selected one; ``PRESETS["default"]`` is the selection).
 
     ``mode``: ``bm25``, ``dense`` or ``hybrid`` (both retrievers, fused by ``fusion``:
     ``rrf`` with constant ``rrf_k``, or ``linear``: ``beta * bm25 + (1 - beta) * dense`` over
@@ -103,10 +106,28 @@ class SearchConfig:
             raise ValueError(f"unknown search preset {name!r}: one of {sorted(PRESETS)}") from None
 
 
+SELECTION_FILE = "selection.json"
+
+
+def load_selection() -> dict[str, Any]:
+    """The evaluation's recorded selection (package data): the default search configuration
+    and its provenance (data, protocol, cross-validated figures with CIs).
+
+    The default is what the evaluation measured best, not a guess: ``memory-pipeline eval``
+    proposes a new record as a diff and ``--accept-selection`` writes it here.
+    """
+    text = resources.files(__package__).joinpath(SELECTION_FILE).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+SELECTION: Mapping[str, Any] = MappingProxyType(load_selection())
+
 PRESETS: Mapping[str, SearchConfig] = MappingProxyType(
     {
-        # today's defaults, unchanged: hybrid BM25 + dense, Reciprocal Rank Fusion
-        "default": SearchConfig(),
+        # the evaluation's selection (selection.json), with its provenance
+        "default": SearchConfig(**SELECTION["config"]),
+        # the default before the evaluation chose one: BM25[raw_text] + dense[embedding_text], RRF
+        "rrf": SearchConfig(),
         "bm25": SearchConfig(mode="bm25"),
         "dense": SearchConfig(mode="dense"),
         # the LINE paper's fusion over the default representations

@@ -33,6 +33,7 @@ from memory_pipeline.core.retrieval.config import (
     FUSIONS,
     HARD_FILTER_CONFIDENCE,
     MODES,
+    PRESETS,
     SearchConfig,
 )
 from memory_pipeline.core.retrieval.fusion import (
@@ -62,7 +63,7 @@ __all__ = [
     "embedder_for",
 ]
 
-DEFAULT = SearchConfig()
+DEFAULT = PRESETS["default"]  # the evaluation's recorded selection (selection.json)
 # Turn ranking: messages of the top 5 chunks, half chunk context, half the message itself.
 # Chosen on the LoCoMo dev conversations only (turn evidence R@5 0.453 -> 0.532 on dev).
 TURN_CHUNKS = 5

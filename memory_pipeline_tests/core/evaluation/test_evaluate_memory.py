@@ -288,13 +288,19 @@ def test_locomo_memory_tables(evaluated: tuple[dict, Path]):
     }
     for level in ("session", "turn"):
         assert fused[(level, 1)] <= fused[(level, 5)] <= fused[(level, 10)]
-    # context recall never drops when the budget grows, for every strategy and the baseline
+    # context recall never drops when the budget grows for plain chunks and memories alone
+    # (a larger budget holds a superset); packs that add sources after memories need not be
+    # monotone (more budget -> more memories first, less room for a truncated session), so
+    # for them only the largest budget must reach at least the smallest
     for config in [*(f"context[{s}]" for s in STRATEGIES), baseline]:
         for split in ("dev", "test", "all"):
             curve = context_curve(rows, config, split)
             assert [b for b, _ in curve] == list(BUDGETS)
             means = [m for _, m in curve]
-            assert means == sorted(means), (config, split, curve)
+            if config in (baseline, "context[none]"):
+                assert means == sorted(means), (config, split, curve)
+            else:
+                assert means[-1] >= means[0], (config, split, curve)
     # packs with sources reach further than memories alone at the largest budget
     packs = [*(f"context[{s}]" for s in STRATEGIES), baseline]
     top = {c: dict(context_curve(rows, c, "all"))[BUDGETS[-1]] for c in packs}
@@ -319,11 +325,11 @@ def test_locomo_memory_tables(evaluated: tuple[dict, Path]):
 # they pin run_memory_evaluation's output value for value. Regenerate only for an intended
 # change of the scores, from _table_digest over the tables the `evaluated` fixture writes.
 MEMORY_TABLE_DIGESTS = {
-    "memory_summary": (1110, "d6c731390568aca8c0452e9df338626b59d93f8fa7fab2224e6d8ba9b927a214"),
-    "memory_diffs": (32, "0566f81d1ebc3078fb36993388293de5a2d51371f19df0f9e93ad48b1ccd0baa"),
+    "memory_summary": (1110, "49c6b3eb6d14c158d625b35bc4f05d2ab3ebd51aeacd71c1ecaedccd26a6cb0c"),
+    "memory_diffs": (32, "ff2349e13f9e9801aa270126483b60aaa3a2cb8750c4d167ffb10bebb1690517"),
     "memory_per_question": (
         11100,
-        "33e5d5b92784ec46bd0a9f076446af720b718a8c0e5db67127be29520fb81495",
+        "deb68d85212db30d4136c571b71b7f8b7fbfb7db26591d01a663630c408ce332",
     ),
 }
 

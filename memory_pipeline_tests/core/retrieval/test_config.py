@@ -1,5 +1,5 @@
-"""SearchConfig: the default preset is today's search, presets and overrides resolve, bad
-values fail when the config is made."""
+"""SearchConfig: the default preset is the evaluation's recorded selection, presets and
+overrides resolve, bad values fail when the config is made."""
 
 from __future__ import annotations
 
@@ -8,25 +8,56 @@ from dataclasses import FrozenInstanceError, replace
 
 import pytest
 
+from memory_pipeline import cli
+from memory_pipeline.core.context.packs import PACK_SEARCH
 from memory_pipeline.core.evaluation.evaluate import sweep_configs
-from memory_pipeline.core.retrieval.config import PRESETS, SearchConfig, resolve
+from memory_pipeline.core.retrieval.config import (
+    PRESETS,
+    SELECTION,
+    SearchConfig,
+    load_selection,
+    resolve,
+)
 from memory_pipeline.core.retrieval.searcher import Searcher
 
 
-def test_default_preset_is_the_historical_default():
-    """The values Searcher.search had as keyword defaults before it took a SearchConfig."""
+def test_default_preset_is_the_recorded_selection():
+    """What search(), the CLI, context packs and Searcher use without options is the
+    evaluation's selection recorded in selection.json, not a hand-set value."""
     d = SearchConfig.preset("default")
-    assert d == SearchConfig() == resolve() == resolve(None)
+    assert d == SearchConfig(**load_selection()["config"]) == resolve() == resolve(None)
+    assert d.name == SELECTION["name"]
+    assert inspect.signature(Searcher.search).parameters["config"].default == d
+    assert inspect.signature(Searcher.rank).parameters["config"].default == d
+    assert PACK_SEARCH == replace(d, highlights=0)
+    assert cli.build_parser().parse_args(["search", "q"]).preset == "default"
+    assert cli._search_config(cli.build_parser().parse_args(["search", "q"])) == d
+
+
+def test_the_selection_carries_its_provenance():
+    prov = SELECTION["provenance"]
+    assert prov["protocol"].startswith("leave-one-conversation-out")
+    assert prov["data"]["conversations"] == len(prov["folds"]) >= 3
+    assert len(prov["data"]["sha256"]) == 64
+    assert prov["configurations_swept"] > 1
+    figures = prov["figures"]["cv:selected"]
+    assert {"turn evidence_recall@5 [all]", "session evidence_recall@5 [all]"} <= set(figures)
+    for mean, lo, hi in figures.values():
+        assert 0.0 <= lo <= mean <= hi <= 1.0
+
+
+def test_rrf_preset_is_the_historical_default():
+    """The values Searcher.search had as keyword defaults before the evaluation chose one."""
+    d = SearchConfig.preset("rrf")
+    assert d == SearchConfig()
     assert (d.mode, d.fusion, d.beta, d.rrf_k) == ("hybrid", "rrf", 0.5, 60)
     assert (d.bm25_rep, d.dense_rep) == ("raw_text", "embedding_text")
     assert (d.candidates, d.use_time, d.highlights) == (200, True, 3)
     assert d.hard_filter_confidence == 0.8
-    assert inspect.signature(Searcher.search).parameters["config"].default == d
-    assert inspect.signature(Searcher.rank).parameters["config"].default == d
 
 
 def test_presets_and_names():
-    assert set(PRESETS) >= {"default", "bm25", "dense", "linear"}
+    assert set(PRESETS) >= {"default", "rrf", "bm25", "dense", "linear"}
     assert SearchConfig.preset("bm25").mode == "bm25"
     assert SearchConfig.preset("linear").family == "linear"
     assert SearchConfig().name == "rrf[raw_text+embedding_text] k=60"

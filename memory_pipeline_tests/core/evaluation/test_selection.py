@@ -1,0 +1,56 @@
+"""The selection record: proposed from an evaluation, diffed against the packaged one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from memory_pipeline.core.evaluation import selection as sel
+from memory_pipeline.core.retrieval.config import SELECTION, SearchConfig
+
+
+def _meta(name: str = "bm25[raw_text]") -> dict:
+    cfg = SearchConfig(mode="bm25")
+    return {
+        "questions": 10,
+        "configurations": 3,
+        "cv": {
+            "protocol": "leave-one-conversation-out: ...",
+            "selection_metric": "session evidence_recall@5",
+            "selected": name,
+            "selected_config": {f: getattr(cfg, f) for f in sel.retrieval_config.FIELDS},
+            "folds": {"a": name, "b": name, "c": name},
+            "conversations": 3,
+            "figures": {"cv:selected": {"session evidence_recall@5 [all]": [0.8, 0.7, 0.9]}},
+        },
+    }
+
+
+def test_proposal_records_config_and_provenance(tmp_path: Path):
+    data = tmp_path / "dev.json"
+    data.write_text("{}", encoding="utf-8")
+    rec = sel.propose(_meta(), data, "memory-pipeline eval --locomo dev.json")
+    assert SearchConfig(**rec["config"]) == SearchConfig(mode="bm25")
+    assert rec["provenance"]["data"]["sha256"] == sel.file_digest(data)
+    assert rec["provenance"]["data"]["file"] == "dev.json"
+    assert json.loads(sel.render(rec)) == rec
+    assert sel.propose({"questions": 1}, data, "x") is None  # no cross-validation, no proposal
+
+
+def test_diff_ignores_the_date_and_shows_a_changed_choice(tmp_path: Path):
+    data = tmp_path / "dev.json"
+    data.write_text("{}", encoding="utf-8")
+    rec = sel.propose(_meta(), data, "cmd")
+    later = json.loads(json.dumps(rec))
+    later["provenance"]["date"] = "2099-01-01"
+    assert sel.diff(rec, later) == ""
+    other = sel.propose(_meta("dense[summary]"), data, "cmd")
+    d = sel.diff(rec, other)
+    assert d.startswith("--- packaged selection.json")
+    assert '+  "name": "dense[summary]"' in d
+
+
+def test_packaged_record_is_the_file_next_to_the_retrieval_config():
+    path = sel.packaged_path()
+    assert path.name == "selection.json"
+    assert json.loads(path.read_text(encoding="utf-8")) == dict(SELECTION)
