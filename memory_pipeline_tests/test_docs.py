@@ -58,3 +58,20 @@ def test_readme_dossier_excerpt_is_a_valid_dossier():
     assert not missing_sections(excerpt)
     assert not uncited_bullets(excerpt)
     assert cited_sessions(excerpt)
+
+
+def test_readme_architecture_lists_the_core_packages_in_dag_order():
+    """One paragraph per core package, in the layer order the architecture test enforces,
+    and every package of the tree is there (a new package needs its paragraph)."""
+    from memory_pipeline_tests.test_architecture import LAYERS
+
+    section = README[README.index("## Architecture\n") :]
+    section = section[: section.index("\n## ", 1)]
+    named = re.findall(r"^- \*\*`core/(\w+)/`\*\*", section, flags=re.M)
+    on_disk = sorted(
+        p.name
+        for p in (ROOT / "memory_pipeline" / "core").iterdir()
+        if (p / "__init__.py").is_file()
+    )
+    assert named == list(LAYERS)
+    assert sorted(named) == on_disk
