@@ -42,6 +42,19 @@ def searcher(config: str | Path | None = None, output_dir: str | Path | None = N
         return _SEARCHERS[key]
 
 
+def _require_text(value: Any, name: str) -> None:
+    """A blank query ranks every chunk alike and answers with arbitrary hits: refuse it."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be non-empty text, got {value!r}")
+
+
+def _require_int(value: Any, name: str, low: int) -> None:
+    """Counts and budgets are integers (``True`` and ``2.5`` are not) of at least ``low``:
+    a negative k used to return every chunk, a negative budget failed deep in packing."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
 def __getattr__(name: str) -> Any:
     # memory_pipeline.SearchConfig, imported on first use: the package import stays light
     if name == "SearchConfig":
@@ -72,7 +85,10 @@ def search(
     ``mode`` (``bm25``, ``dense``, ``hybrid``) and the other options (fusion, beta, rrf_k,
     bm25_rep, dense_rep, candidates, use_time, highlights) replace its fields.
     (``config`` is the pipeline's configuration file, as everywhere in this API.)
+    A blank ``query`` or a ``k`` below 1 raises ``ValueError`` before any index is opened.
     """
+    _require_text(query, "query")
+    _require_int(k, "k", 1)
     from memory_pipeline.core.retrieval.config import resolve
 
     ranking = resolve(search_config, mode=mode, **options)
@@ -110,7 +126,11 @@ def context(
     material (``strategy``: ``neighbors`` chunks, whole source ``sessions``, or ``split`` —
     half to source sessions, half to independent raw search), within ``budget`` UTF-16
     code units. Every piece carries its citation; ``.render()`` gives the text.
-    ``search_config`` (a ``SearchConfig`` or a preset name) ranks the chunks it searches."""
+    ``search_config`` (a ``SearchConfig`` or a preset name) ranks the chunks it searches.
+    A blank ``question``, a negative ``budget`` or ``k_memories`` below 1 raise ``ValueError``."""
+    _require_text(question, "question")
+    _require_int(budget, "budget", 0)
+    _require_int(k_memories, "k_memories", 1)
     from memory_pipeline.core.context.packs import build_context
     from memory_pipeline.core.retrieval.config import resolve
 
@@ -143,6 +163,8 @@ def recall(
     """Memories alone first; the source material only when asked (``sources=True``) or when
     the memory evidence is weak (``sources=None``). The pack says whether and why it escalated.
     ``search_config`` as for :func:`context`."""
+    _require_text(question, "question")
+    _require_int(budget, "budget", 0)
     from memory_pipeline.core.context.packs import recall as recall_core
     from memory_pipeline.core.retrieval.config import resolve
 

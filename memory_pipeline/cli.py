@@ -9,6 +9,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import NoReturn
 
 from memory_pipeline.config import ConfigError, PipelineConfig, load_config
 from memory_pipeline.core.common import tables as T
@@ -18,6 +19,81 @@ from memory_pipeline.core.common.records import SourceError
 SUMMARY_TABLES = tuple(t.name for t in T.REGISTRY if t.partitioned)
 
 DEFAULT_LOCOMO = "../shared/data/locomo/locomo_dev.json"
+
+# exit codes (README, "CLI"): like grep, 1 is "no match" for search; 2 is bad input of any kind
+EXIT_OK, EXIT_NO_MATCH, EXIT_USAGE = 0, 1, 2
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a writer killed by SIGPIPE
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``error: <message>`` on stderr, exit 2.
+
+    argparse prints the whole usage block before its message; in a script's log or a
+    terminal the one line that names the bad value is what a user needs (``--help`` has
+    the usage). Subparsers inherit the class, so every subcommand behaves the same.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    """An integer >= 1 (``--k``, ``--rrf-k``, ``--resamples``): 0 or a negative count would
+    silently mean "everything" or "nothing" further down."""
+    return _int_at_least(text, 1)
+
+
+def _non_negative_int(text: str) -> int:
+    """An integer >= 0 (``--budget``: 0 is a legal, empty pack, as in the API; ``--seed``:
+    numpy refuses negative seeds deep inside the evaluation)."""
+    return _int_at_least(text, 0)
+
+
+def _int_at_least(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+    return value
+
+
+def _unit_float(text: str) -> float:
+    """A number in [0, 1] (``--beta``); NaN is refused (it compares false to both ends)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text!r}")
+    return value
+
+
+def _iso_date(text: str) -> dt.date:
+    """A calendar date ``YYYY-MM-DD`` (``run --start/--end``): partitions are whole days."""
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a valid date (YYYY-MM-DD): {text!r}") from None
+
+
+def _iso_time(text: str) -> dt.datetime:
+    """An ISO date or date-time (``--as-of``); a date means its midnight, local time."""
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a valid ISO date or time (YYYY-MM-DD[THH:MM]): {text!r}"
+        ) from None
+
+
+def _text(text: str) -> str:
+    """Non-blank text (a query, a question, a contact or conversation id), kept as given:
+    a blank query ranks every chunk alike and a blank filter silently filters nothing."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must be non-empty text, got {text!r}")
+    return text
 
 
 def _instance_home(cfg: PipelineConfig) -> Path:
@@ -49,6 +125,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from memory_pipeline.defs.build import build_definitions
     from memory_pipeline.defs.runner import Stage, StageResult, materialize_stages, stages
 
+    if args.start and args.end and args.start > args.end:
+        print(f"error: --start {args.start} is after --end {args.end}", file=sys.stderr)
+        return EXIT_USAGE
     cfg = load_config(args.config)
     home = _instance_home(cfg)
     print(f"config: {cfg.config_path}  sources: {', '.join(s.name for s in cfg.sources)}")
@@ -59,9 +138,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     today = dt.datetime.now(tz=dt.UTC).date()
     first, last = plan_range(cfg, found, today)
     if args.start:
-        first = max(first, dt.date.fromisoformat(args.start))
+        first = max(first, args.start)
     if args.end:
-        last = min(last, dt.date.fromisoformat(args.end))
+        last = min(last, args.end)
+    if not any(first <= d <= last for d in found):
+        # an empty range is not an error (a scheduled `run --start yesterday` with no new
+        # data), but launching it would record empty materializations: say so, run nothing
+        asked = f"{args.start or '…'} .. {args.end or '…'}"
+        print(
+            f"nothing to do: no partition with data in {asked} (data: {min(found)} .. {max(found)})"
+        )
+        return 0
     later = sum(1 for d in found if d > last)
     print(f"partitions: {first} .. {last} ({(last - first).days + 1} days)")
     if later:
@@ -205,8 +292,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     from memory_pipeline import search
     from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
 
-    as_of = dt.datetime.fromisoformat(args.as_of) if args.as_of else None
+    as_of = args.as_of
     try:
+        if _unknown_scope(args):
+            return EXIT_USAGE
         result = search(
             args.query,
             args.k,
@@ -219,9 +308,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     except IndexNotBuilt as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    found = EXIT_OK if result.chunks else EXIT_NO_MATCH
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=1, default=str))
-        return 0
+        return found
     filters = ", ".join(
         f"{f['field']} {f['op']} {f.get('value') or ''}{f.get('start') or ''}"
         f"{'..' + str(f['end']) if f.get('end') else ''}"
@@ -243,7 +333,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         for h in hit.highlights:
             text = h.text if len(h.text) <= 160 else h.text[:157] + "…"
             print(f"   [{h.local_ts}] {h.sender}: {text}   ({h.source_ref})")
-    return 0
+    return found
 
 
 def cmd_context(args: argparse.Namespace) -> int:
@@ -252,7 +342,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     from memory_pipeline import context, recall
     from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
 
-    as_of = dt.datetime.fromisoformat(args.as_of) if args.as_of else None
+    as_of = args.as_of
     common = {
         "config": args.config,
         "contact": args.contact,
@@ -260,6 +350,8 @@ def cmd_context(args: argparse.Namespace) -> int:
         "search_config": _search_config(args),
     }
     try:
+        if _unknown_scope(args):
+            return EXIT_USAGE
         if args.escalate:
             sources = True if args.sources else None
             pack = recall(
@@ -285,6 +377,28 @@ def cmd_context(args: argparse.Namespace) -> int:
     print()
     print(pack.render())
     return 0
+
+
+def _unknown_scope(args: argparse.Namespace) -> bool:
+    """Say so (one line, a few known ids) when ``--contact`` / ``--conversation`` names
+    nothing in the published index: an empty answer would read as "never talked about it".
+    Raises IndexNotBuilt like the search itself."""
+    from memory_pipeline import searcher
+
+    s = None
+    for flag, value, column in (
+        ("--contact", args.contact, "contact"),
+        ("--conversation", getattr(args, "conversation", None), "conversation"),
+    ):
+        if value is None:
+            continue
+        s = s or searcher(args.config)
+        known = sorted({str(v) for v in getattr(s, column)})
+        if value not in known:
+            shown = ", ".join(known[:5]) + (f", … ({len(known)} in all)" if len(known) > 5 else "")
+            print(f"error: unknown {flag} {value!r}; known: {shown or 'none'}", file=sys.stderr)
+            return True
+    return False
 
 
 def _search_config(args: argparse.Namespace):
@@ -318,8 +432,8 @@ def _add_search_flags(parser: argparse.ArgumentParser, *, ranking: bool) -> None
         return
     parser.add_argument("--mode", choices=list(MODES), help="default: the preset's (hybrid)")
     parser.add_argument("--fusion", choices=list(FUSIONS), help="default: the preset's (rrf)")
-    parser.add_argument("--beta", type=float, help="linear fusion: weight of BM25 in [0, 1]")
-    parser.add_argument("--rrf-k", type=int, help="RRF constant k")
+    parser.add_argument("--beta", type=_unit_float, help="linear fusion: weight of BM25 in [0, 1]")
+    parser.add_argument("--rrf-k", type=_positive_int, help="RRF constant k (>= 1)")
     parser.add_argument("--bm25-rep", choices=list(REPRESENTATIONS), help="BM25 representation")
     parser.add_argument("--dense-rep", choices=list(REPRESENTATIONS), help="dense representation")
     parser.add_argument(
@@ -391,32 +505,36 @@ def _review_selection(meta: dict, *, accept: bool) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from memory_pipeline.core.context.packs import STRATEGIES
 
-    parser = argparse.ArgumentParser(prog="memory-pipeline", description=__doc__)
+    parser = ArgumentParser(prog="memory-pipeline", description=__doc__)
     parser.add_argument(
         "--config", help="config file (default: $MEMORY_PIPELINE_CONFIG or ./memory_pipeline.toml)"
     )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="materialize every partition that has data")
-    run.add_argument("--start", help="first partition (YYYY-MM-DD)")
-    run.add_argument("--end", help="last partition (YYYY-MM-DD)")
+    run.add_argument("--start", type=_iso_date, help="first partition (YYYY-MM-DD)")
+    run.add_argument("--end", type=_iso_date, help="last partition (YYYY-MM-DD)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(func=cmd_run)
     status = sub.add_parser("status", help="partitions, row counts and checks of the outputs")
     status.set_defaults(func=cmd_status)
     search = sub.add_parser("search", help="search the published memory")
-    search.add_argument("query")
-    search.add_argument("--k", type=int, default=5)
+    search.add_argument("query", type=_text)
+    search.add_argument("--k", type=_positive_int, default=5, help="hits to return (>= 1)")
     search.add_argument("--json", action="store_true", help="machine-readable output")
     _add_search_flags(search, ranking=True)
-    search.add_argument("--contact", help="only conversations with this contact_id")
-    search.add_argument("--conversation", help="only this conversation_id")
-    search.add_argument("--as-of", help="reference time for 'yesterday', 'last Tuesday' (ISO)")
+    search.add_argument("--contact", type=_text, help="only conversations with this contact_id")
+    search.add_argument("--conversation", type=_text, help="only this conversation_id")
+    search.add_argument(
+        "--as-of", type=_iso_time, help="reference time for 'yesterday', 'last Tuesday' (ISO)"
+    )
     search.set_defaults(func=cmd_search)
     ctx = sub.add_parser(
         "context", help="the context pack an LLM should read: memories + their sources"
     )
-    ctx.add_argument("question")
-    ctx.add_argument("--budget", type=int, default=24_000, help="UTF-16 code units")
+    ctx.add_argument("question", type=_text)
+    ctx.add_argument(
+        "--budget", type=_non_negative_int, default=24_000, help="UTF-16 code units (>= 0)"
+    )
     ctx.add_argument(
         "--strategy",
         choices=["split", *(s for s in STRATEGIES if s != "split")],
@@ -429,8 +547,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="memories alone unless their evidence is weak (or --sources is given)",
     )
     ctx.add_argument("--sources", action="store_true", help="with --escalate: always add sources")
-    ctx.add_argument("--contact", help="only memories and conversations with this contact_id")
-    ctx.add_argument("--as-of", help="what was true then (ISO date or time)")
+    ctx.add_argument(
+        "--contact", type=_text, help="only memories and conversations with this contact_id"
+    )
+    ctx.add_argument("--as-of", type=_iso_time, help="what was true then (ISO date or time)")
     ctx.add_argument("--json", action="store_true", help="machine-readable output")
     _add_search_flags(ctx, ranking=False)
     ctx.set_defaults(func=cmd_context)
@@ -441,8 +561,10 @@ def build_parser() -> argparse.ArgumentParser:
         f"[evaluation] locomo of the config, else {DEFAULT_LOCOMO}",
     )
     ev.add_argument("--out", default="data/eval/locomo", help="where tables and report go")
-    ev.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples")
-    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument(
+        "--resamples", type=_positive_int, default=5000, help="bootstrap resamples (>= 1)"
+    )
+    ev.add_argument("--seed", type=_non_negative_int, default=0)
     ev.add_argument(
         "--accept-selection",
         action="store_true",
@@ -454,12 +576,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Parse, run the subcommand, return its exit code (0 ok, 1 no match, 2 bad input)."""
     try:
-        return args.func(args)
-    except (ConfigError, SourceError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        args = build_parser().parse_args(argv)
+        try:
+            return args.func(args)
+        except (ConfigError, SourceError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _silence_stdout() -> None:
+    """The reader of stdout went away (``status | head``): point stdout at /dev/null so
+    the interpreter's final flush cannot fail again (the Python docs' SIGPIPE recipe).
+    Not SIG_DFL for SIGPIPE: that would kill a `run` in the middle of writing a partition."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # stdout replaced (tests) or closed
+        pass
 
 
 if __name__ == "__main__":

@@ -349,3 +349,41 @@ def test_cli_search_preset_and_flags(built: Runner, capsys, tmp_path):
     ctx = ["--config", str(config), "context", "引っ越しはいつ？", "--budget", "2000", "--json"]
     assert cli.main([*ctx, "--preset", "bm25"]) == 0
     assert json.loads(capsys.readouterr().out)["utf16"] <= 2000
+
+
+def test_cli_search_exit_codes_are_like_grep(built: Runner, capsys, tmp_path):
+    """0 with hits, 1 without (text and --json alike), never a traceback (issue 13)."""
+    config = _cli_config(built, tmp_path)
+    base = ["--config", str(config), "search"]
+    assert cli.main([*base, "Kyoto ryokan", "--k", "1"]) == 0
+    assert "Kyoto" in capsys.readouterr().out
+    none = ["zzqqxx", "--preset", "bm25"]
+    assert cli.main([*base, *none]) == 1
+    captured = capsys.readouterr()
+    assert "no results" in captured.out and captured.err == ""
+    assert cli.main([*base, *none, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["chunks"] == []
+    # a known contact with nothing matching is "no match", not an input error
+    assert cli.main([*base, *none, "--contact", "Maria"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "value"),
+    [
+        ("search", "--contact", "Nobody"),
+        ("search", "--contact", "maria"),  # ids are exact: the contact is "Maria"
+        ("search", "--conversation", "no-such-conversation"),
+        ("context", "--contact", "Nobody"),
+    ],
+)
+def test_cli_unknown_scope_is_a_one_line_error(
+    built: Runner, capsys, tmp_path, command, flag, value
+):
+    config = _cli_config(built, tmp_path)
+    assert cli.main(["--config", str(config), command, "Kyoto", flag, value]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = captured.err.splitlines()
+    assert line.startswith(f"error: unknown {flag} {value!r}; known: ")
+    if flag == "--contact":
+        assert "Maria" in line and "健太" in line  # it lists the contacts there are
