@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from memory_pipeline.core.common.redact import redact
 from memory_pipeline.core.indexes.publish import (
     current_version,
     has_lookups,
@@ -158,6 +159,18 @@ def embedder_for(meta: Mapping[str, Any], env: Mapping[str, str] | None = None) 
         )
     except UnknownEmbeddingProvider:
         raise ValueError(f"unknown embedding provider {provider!r} in the index") from None
+
+
+def _outgoing(embedder: Any, queries: list[str]) -> list[str]:
+    """The query texts as ``embedder`` receives them: redacted when it is remote.
+
+    A query is the user's own text and may hold an e-mail, a phone number or an address; a
+    remote embedder (OpenAI, Voyage) would send it off the machine. The local model never
+    leaves it, so its queries go unchanged and the retrieval figures stay as measured. The
+    memo keys on the original query, so each query is still embedded once."""
+    if getattr(embedder, "remote", False):
+        return [redact(q)[0] for q in queries]
+    return queries
 
 
 class Searcher:
@@ -325,7 +338,8 @@ class Searcher:
         cached = self._query_vectors.get(key)
         if cached is not None:
             return cached
-        result = self.query_embedder(rep).embed([query], input_type="query")
+        embedder = self.query_embedder(rep)
+        result = embedder.embed(_outgoing(embedder, [query]), input_type="query")
         vector = np.asarray(result.vectors[0], dtype=np.float32)
         if len(self._query_vectors) > 100_000:
             self._query_vectors.clear()
@@ -344,7 +358,8 @@ class Searcher:
         ]
         if not todo:
             return
-        vectors = self.query_embedder(rep).embed(todo, input_type="query").vectors
+        embedder = self.query_embedder(rep)
+        vectors = embedder.embed(_outgoing(embedder, todo), input_type="query").vectors
         for q, v in zip(todo, vectors, strict=True):
             self._query_vectors[(q, meta["provider"], meta["model"], meta["dim"])] = np.asarray(
                 v, dtype=np.float32

@@ -110,7 +110,14 @@ def test_mixed_message_counts_every_kind() -> None:
         "Mail me at [EMAIL] or call [PHONE] after 19:00; "
         "card [CARD], link [URL_WITH_SECRET] and https://x.io/plain"
     )
-    assert counts == {"EMAIL": 1, "PHONE": 1, "CARD": 1, "URL_WITH_SECRET": 1}
+    assert counts == {
+        "EMAIL": 1,
+        "PHONE": 1,
+        "CARD": 1,
+        "URL_WITH_SECRET": 1,
+        "ADDRESS": 0,
+        "MY_NUMBER": 0,
+    }
 
 
 @pytest.mark.parametrize(
@@ -130,4 +137,131 @@ def test_placeholders() -> None:
         "PHONE": "[PHONE]",
         "CARD": "[CARD]",
         "URL_WITH_SECRET": "[URL_WITH_SECRET]",
+        "ADDRESS": "[ADDRESS]",
+        "MY_NUMBER": "[MY_NUMBER]",
     }
+
+
+# -- issue 13: what people actually write, in both languages ----------------------------------
+# The first eight are the crafted strings that slipped the previous patterns (each failed).
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("hanako＠example．com", "[EMAIL]"),
+        (
+            "I live at 1600 Pennsylvania Avenue NW, Washington, DC 20500 now",
+            "I live at [ADDRESS] now",
+        ),
+        ("〒150-0002 東京都渋谷区渋谷2-21-1", "[ADDRESS]"),
+        ("1-800-555-0199", "[PHONE]"),
+        ("090-1234-5678ext", "[PHONE]"),
+        ("yuki@例え.jp", "[EMAIL]"),
+        ("john dot doe at gmail dot com", "[EMAIL]"),
+        ("マイナンバーは123456789018です", "マイナンバーは[MY_NUMBER]です"),
+        # e-mail: full-width around Japanese text, IDN, obfuscations
+        ("連絡先：ｈａｎａｋｏ＠ｅｘａｍｐｌｅ．ｃｏ．ｊｐまで", "連絡先：[EMAIL]まで"),
+        ("メールはyuki@例え.jpです", "メールは[EMAIL]です"),
+        ("taro [at] example [dot] co [dot] jp", "[EMAIL]"),
+        ("write john.doe (at) example (dot) org!", "write [EMAIL]!"),
+        ("mail john at gmail dot com", "mail [EMAIL]"),
+        ("j_doe at example.com", "[EMAIL]"),
+        ("taro アットマーク example.com に送って", "[EMAIL] に送って"),
+        ("hanako あっとまーく example どっと jp", "[EMAIL]"),
+        ("yuki @ example.com", "[EMAIL]"),
+        # phones with extensions and the North-American 1- prefix
+        ("call 090-1234-5678 ext. 123 now", "call [PHONE] now"),
+        ("office (415) 555-0100 x204", "office [PHONE]"),
+        ("代表03-1234-5678内線456まで", "代表[PHONE]まで"),
+        ("toll free 1 (800) 555-0199", "toll free [PHONE]"),
+        ("+1-800-555-0199 ext 9", "[PHONE]"),
+        ("415-555-0100 extremely urgent", "[PHONE] extremely urgent"),
+        # Japanese addresses: with/without 〒 and prefecture, 丁目/番地/号, kanji numerals, rooms
+        ("住所は大阪市北区梅田3丁目1番1号です", "住所は[ADDRESS]です"),
+        ("東京都新宿区西新宿二丁目8番1号", "[ADDRESS]"),
+        ("〒060-0001 北海道札幌市中央区北1条西2丁目", "[ADDRESS]"),
+        ("送り先 埼玉県さいたま市浦和区高砂3-15-1 101号室", "送り先 [ADDRESS]"),
+        ("〒１５０－０００２ 東京都渋谷区渋谷２－２１－１", "[ADDRESS]"),
+        ("〒100-0005 東京都千代田区丸の内", "[ADDRESS]"),
+        # English and romanized addresses
+        ("221B Baker Street, London", "[ADDRESS]"),
+        ("ship to 123 main st, Springfield, IL 62704 please", "ship to [ADDRESS] please"),
+        ("42 W. 35th St., Apt 4B, New York, NY 10001", "[ADDRESS]"),
+        ("We're at 10 Downing Street.", "We're at [ADDRESS]"),
+        ("Our flat: 2-21-1 Shibuya, Shibuya-ku, Tokyo 150-0002", "Our flat: [ADDRESS]"),
+        ("P.O. Box 1234", "[ADDRESS]"),
+        # マイナンバー: check digit, grouping, or a label before an invalid one
+        ("個人番号 1234 5678 9018", "個人番号 [MY_NUMBER]"),
+        ("my number is 1234-5678-9012", "my number is [MY_NUMBER]"),
+        ("ref 111111111118", "ref [MY_NUMBER]"),
+        # cards written with full-width digits and spaces
+        ("カード ４１１１　１１１１　１１１１　１１１１", "カード [CARD]"),
+        # several kinds in one message, original spelling kept around them
+        (
+            "Ｔｅｌ：０３－１２３４－５６７８、ｍａｉｌ：ａ＠ｂ．ｉｏ、住所：渋谷区渋谷2-21-1",
+            "Ｔｅｌ：[PHONE]、ｍａｉｌ：[EMAIL]、住所：[ADDRESS]",
+        ),
+    ],
+)
+def test_what_people_write(text: str, expected: str) -> None:
+    redacted, counts = redact(text)
+    assert redacted == expected
+    assert sum(counts.values()) == sum(redacted.count(p) for p in PLACEHOLDERS.values())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2024-03-01",
+        "on 2024-03-01 at 10:00 we met at the station",
+        "12:30〜13:45 に集合",
+        "¥3,000 と ￥12,000、$1,299.99",
+        "version 1.2.3, v2.10.4-rc1, python 3.11.7",
+        "3-5 people",
+        "3-5人で行こう",
+        "東京都に住んでる、渋谷区が好き",
+        "大阪府の人口は880万人",
+        "the meeting in room 12 is 2-3 hours",
+        "look at this dot com bubble",
+        "meet me at home dot",
+        "I walked 5 blocks down the road",
+        "we saw 2 cars drive by",
+        "order 123456789012",  # 12 digits, wrong マイナンバー check digit, no label
+        "tracking 1234 5678 9012 3456 7",
+        "3丁目の夕日",
+        "score 1-0, then 2-1, final 3-2",
+        "ISBN 978-4-06-519981-7",
+        "〒150-0002",
+        "Flight NH 106 at gate 12",
+        "I have 3 kids",
+    ],
+)
+def test_reviewer_negatives_are_untouched(text: str) -> None:
+    redacted, counts = redact(text)
+    assert redacted == text
+    assert counts == dict.fromkeys(KINDS, 0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hanako＠example．com",
+        "〒150-0002 東京都渋谷区渋谷2-21-1",
+        "john dot doe at gmail dot com",
+        "マイナンバーは123456789018です",
+        "090-1234-5678ext",
+    ],
+)
+def test_new_kinds_are_idempotent(text: str) -> None:
+    once, _ = redact(text)
+    twice, counts = redact(once)
+    assert twice == once
+    assert sum(counts.values()) == 0
+
+
+def test_masks_the_original_span_not_the_normalized_text() -> None:
+    """NFKC is for matching only: the text around a match keeps its full-width spelling and
+    the placeholder replaces exactly the original characters (one ㍿ stays one ㍿)."""
+    text = "㍿サンプル　ｔｅｌ ０９０－１２３４－５６７８ です"
+    redacted, counts = redact(text)
+    assert redacted == "㍿サンプル　ｔｅｌ [PHONE] です"
+    assert counts["PHONE"] == 1
