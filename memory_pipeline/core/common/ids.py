@@ -1,7 +1,8 @@
 """Stable, content-derived identifiers.
 
-Ids are hashes of what identifies a record (content plus source position), never of
-run-time state, so any build order yields the same ids.
+Ids are hashes of what identifies a record (for a message its content plus its occurrence
+index among identical messages of its file; see ``core/ingest/normalize.message_id``), never
+of run-time state, so any build order, and any re-export of the same chat, yields the same ids.
 """
 
 from __future__ import annotations

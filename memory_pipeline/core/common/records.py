@@ -33,6 +33,8 @@ R_MISSING_TIMESTAMP = "missing_timestamp"
 R_BAD_TIMESTAMP = "bad_timestamp"
 R_EMPTY_TEXT = "empty_text"
 R_DUPLICATE = "duplicate"
+# the same message in an overlapping re-export (another file or source of the same chat)
+R_DUPLICATE_EXPORT = "duplicate_export"
 R_ENCODING = "encoding_error"
 R_TOO_LARGE = "too_large"
 R_UNKNOWN_TYPE = "unknown_type"
@@ -47,6 +49,7 @@ QUARANTINE_REASONS = frozenset(
         R_BAD_TIMESTAMP,
         R_EMPTY_TEXT,
         R_DUPLICATE,
+        R_DUPLICATE_EXPORT,
         R_ENCODING,
         R_TOO_LARGE,
         R_UNKNOWN_TYPE,

@@ -49,16 +49,56 @@ class IngestResult:
         ]
 
 
-def message_id(m: Message) -> str:
-    """Stable id from content and position: survives re-runs and any build order.
+def message_id(m: Message, occurrence: int = 0) -> str:
+    """Stable id from content alone, so a re-export of a chat gives its messages the same ids.
 
-    Equal to ``stable_id("msg", conversation, local_ts, sender, type, text, source_order)``,
-    inlined because it runs once per message (400k times on RealPersonaChat).
+    Equal to ``stable_id("msg", conversation, local_ts, sender, type, text, occurrence)``, where
+    ``occurrence`` is the message's index among identical messages (same conversation, local
+    time, sender, type and text) of its own input file. The file position (``source_order``) is
+    left out on purpose: it differs between two exports of one chat. :func:`ingest` computes the
+    same value through the helpers below, counting the occurrence as it reads.
     """
-    key = _SEP.join(
-        (m.conversation_id, m.local_ts.isoformat(), m.sender, m.type, m.text, str(m.source_order))
-    )
-    return "msg_" + blake2b(key.encode("utf-8"), digest_size=10).hexdigest()
+    h = _content_key(m)
+    h.update(f"{_SEP}{occurrence}".encode())
+    return "msg_" + h.hexdigest()
+
+
+def _content_key(m: Message) -> blake2b:
+    """The hash state of (conversation, local time, sender, type, text): the dedupe content."""
+    key = _SEP.join((m.conversation_id, m.local_ts.isoformat(), m.sender, m.type, m.text))
+    return blake2b(key.encode("utf-8"), digest_size=10)
+
+
+# (source, source_file) -> content digest -> source_order of occurrence 0, or of each occurrence
+_Occurrences = dict[tuple[str, str], dict[bytes, int | list[int]]]
+
+
+def _with_occurrence(h: blake2b, occurrences: _Occurrences, m: Message) -> blake2b:
+    """``h`` (the content hash of ``m``) extended with ``m``'s occurrence index in its file.
+
+    The index counts distinct positions: a record repeated at the same ``source_order`` (a
+    reader or export glitch) gets the same index, hence the same id, and is a duplicate.
+    One int per message; a list only for content repeated within a file.
+    """
+    per_file = occurrences.setdefault((m.source, m.source_file), {})
+    digest = h.digest()
+    orders = per_file.get(digest)
+    if orders is None:
+        per_file[digest] = m.source_order
+        occ = 0
+    elif isinstance(orders, int):
+        if orders == m.source_order:
+            occ = 0
+        else:
+            per_file[digest] = [orders, m.source_order]
+            occ = 1
+    elif m.source_order in orders:
+        occ = orders.index(m.source_order)
+    else:
+        occ = len(orders)
+        orders.append(m.source_order)
+    h.update(f"{_SEP}{occ}".encode())
+    return h
 
 
 def _quarantine(m: Message, reason: str, detail: str, day: dt.date) -> QuarantineRecord:
@@ -98,12 +138,18 @@ def ingest(
 
     A record dated before ``start_date``, or with no date at all, is accounted in the
     ``start_date`` partition (as quarantine), so no record is ever outside every partition.
-    Exact duplicates (same conversation, sender, time, type, text and source_order) keep the
-    first occurrence; the rest are quarantined with a pointer to the kept message.
+    Duplicates keep the first copy read; the rest are quarantined with a pointer to the kept
+    message. Two messages are the same when conversation, local time, sender, type, text and
+    occurrence index (among identical messages of the same input file) agree: within one file
+    that is a record read twice at the same ``source_order`` (``duplicate``); across files or
+    sources it is the same message in an overlapping re-export (``duplicate_export``). Two
+    identical messages at different positions of one file are two messages (README,
+    "Re-exports").
     """
     wanted = None if dates is None else frozenset(dates)
     out = IngestResult()
-    seen: set[str] = set()
+    seen: dict[str, Message] = {}  # message id -> the kept message
+    occurrences: _Occurrences = {}
     for rec in records:
         if isinstance(rec, QuarantineRecord):
             day = rec.partition_date
@@ -131,13 +177,17 @@ def ingest(
         if problem is not None:
             out.quarantine.append(_quarantine(rec, *problem, day))
             continue
-        # The id hashes exactly the duplicate key (conversation, local time, sender, type,
-        # text, source_order): an exact duplicate is a message whose id was already seen.
-        mid = message_id(rec)
-        if mid in seen:
-            out.quarantine.append(_quarantine(rec, R.R_DUPLICATE, f"duplicate of {mid}", day))
+        # The id hashes exactly the duplicate key (content + occurrence index in its file):
+        # a duplicate is a message whose id was already seen.
+        h = _content_key(rec)
+        mid = "msg_" + _with_occurrence(h, occurrences, rec).hexdigest()
+        kept = seen.get(mid)
+        if kept is not None:
+            same_input = kept.source_file == rec.source_file and kept.source == rec.source
+            reason = R.R_DUPLICATE if same_input else R.R_DUPLICATE_EXPORT
+            out.quarantine.append(_quarantine(rec, reason, f"duplicate of {mid}", day))
             continue
-        seen.add(mid)
+        seen[mid] = rec
         out.messages.append((mid, rec))
     out.messages.sort(key=lambda p: (p[1].conversation_id, p[1].ts, p[1].source_order, p[0]))
     out.quarantine.sort(key=_quarantine_sort_key)

@@ -37,9 +37,9 @@ STAGES = [
 
 # sample sessions the memories below come from
 S_MARIA_JOB = "ses_3a71da9a46ac7d96e917"  # 03-01 Maria got the job at Hikari Design 🎉
-S_KYOTO = "ses_dee3f71232491852d01e"  # 03-02 Kyoto plan, 26 messages
+S_KYOTO = "ses_89d179fbe5fe1a4c5506"  # 03-02 Kyoto plan, 26 messages
 S_KENTA_MOVE = "ses_e94e409954b934217c65"  # 03-04 健太: 引っ越しの日 3月20日, 焼肉🍖
-S_FAREWELL_1 = "ses_44f7673bab4eae6507bc"  # 03-05 美咲の送別会 21日, 店はまた探す
+S_FAREWELL_1 = "ses_fa9310e61e6c53a56d35"  # 03-05 美咲の送別会 21日, 店はまた探す
 S_FAREWELL_2 = "ses_0d24f22f077b26a57b00"  # 03-13 送別会は渋谷の「はなび」
 S_MOCHI = "ses_256b6e3b3df688c71849"  # 03-09 Mochi got adopted 🐶
 S_CAMERA = "ses_38de107ca4e545473fe8"  # 03-04 Sam lends the Fujifilm X-T4

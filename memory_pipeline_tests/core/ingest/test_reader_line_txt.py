@@ -121,7 +121,7 @@ def test_conversation_id_from_stem(stem: str, want: str) -> None:
 def test_japanese_export_variants() -> None:
     recs = read(FIX / "ja_variants.txt")
     assert all(isinstance(r, Message) for r in recs)
-    assert {(r.conversation_id, r.contact_id) for r in recs} == {("ja_variants", "大学のみんな")}
+    assert {(r.conversation_id, r.contact_id) for r in recs} == {("大学のみんな", "大学のみんな")}
     multi = '起きてるよ\n19:02\tこれは時刻っぽいけど本文\n2024/03/06(水)\n\n"引用"も入ってる'
     assert summary(recs) == [
         (5, T(2024, 3, 5, 23, 50), "健太", "text", "まだ起きてる？"),
@@ -148,7 +148,7 @@ def test_japanese_export_variants() -> None:
 def test_english_export_variants_with_bom_and_crlf() -> None:
     recs = read(FIX / "en_variants.txt")
     assert all(isinstance(r, Message) for r in recs)
-    assert {(r.conversation_id, r.contact_id) for r in recs} == {("en_variants", "Maria")}
+    assert {(r.conversation_id, r.contact_id) for r in recs} == {("maria", "Maria")}
     assert summary(recs) == [
         (5, T(2024, 3, 5, 19, 2), "Maria", "text", "Are you free next Saturday?"),
         (6, T(2024, 3, 5, 19, 5), "Yuki", "sticker", "[Sticker]"),
@@ -197,7 +197,7 @@ def test_unparseable_lines_are_quarantined_one_each() -> None:
     q = recs[3]
     assert (q.record_ref, q.conversation_id, q.raw) == (
         "line 8",
-        "bad_lines",
+        "kim",  # the header's chat name, not the file name
         "this line fits no pattern",
     )
     assert "fits no pattern" not in q.detail
@@ -248,7 +248,7 @@ def test_sample_reads_without_quarantine_one_record_per_message_line() -> None:
     lines = {p.name: p.read_text(encoding="utf-8").split("\n") for p in SAMPLE.glob("*.txt")}
     assert len(recs) == sum(sum("\t" in s for s in ls) for ls in lines.values())
     assert {(r.conversation_id, r.contact_id) for r in recs} == {
-        ("family_group", "家族"),
+        ("家族", "家族"),  # from the header 「家族のトーク履歴」, not family_group.txt
         ("sam", "Sam"),
     }
     for r in recs:

@@ -141,6 +141,17 @@ def conversation_id_from_stem(stem: str) -> str:
     return _UNSAFE_ID.sub("_", s).strip("_").lower() or "conversation"
 
 
+def conversation_id(chat: str | None, path: Path) -> str:
+    """The export's chat name made safe, else (no header) the file stem.
+
+    The header names the chat, the file name is whatever the user saved it as: two exports of
+    one chat made months apart ("Maria.txt", "Maria (2).txt") must be one conversation, so their
+    messages merge (README, "Re-exports"). "Chat history with Maria" and
+    「Mariaとのトーク履歴」 give the same id.
+    """
+    return conversation_id_from_stem(chat if chat else path.stem)
+
+
 def _odd_trailing_quotes(s: str) -> bool:
     """A line ending in an odd run of quotes closes an open quoted message (``""`` is escaped)."""
     return (len(s) - len(s.rstrip('"'))) % 2 == 1
@@ -203,8 +214,9 @@ def _read_export(
     """Records of one export file, in file order."""
     rel = relative_name(path, spec.path)
     lines, bad = _decode_lines(read_bytes(path, spec.name), spec, path)
-    conv = conversation_id_from_stem(path.stem)
-    contact = _find_header(lines, spec, path) or conv
+    chat = _find_header(lines, spec, path)
+    conv = conversation_id(chat, path)
+    contact = chat or conv
     owner = spec.owner
     last_close = -1  # index of the last line that could close a quote; computed on first use
     cur_date: dt.date | None = None
