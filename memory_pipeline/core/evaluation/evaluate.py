@@ -693,9 +693,7 @@ def _time_only(searcher, time_questions, seed: int, resamples: int, t0: float) -
             _time_summary(rows, seed, resamples), schema=SUMMARY_SCHEMA
         ),
         # inferred as before when there are rows; the explicit schema only when there are none
-        "per_question": pa.Table.from_pylist(rows)
-        if rows
-        else TIME_ROW_SCHEMA.empty_table(),
+        "per_question": pa.Table.from_pylist(rows) if rows else TIME_ROW_SCHEMA.empty_table(),
     }
     meta = {
         "questions": 0,
