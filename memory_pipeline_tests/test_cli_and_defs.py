@@ -65,11 +65,34 @@ def test_invalid_config_is_a_clear_error(tmp_path: Path, capsys):
 
 
 def test_unreadable_input_names_the_file(sample_config: Path, capsys):
+    # A configured source that is one unusable file: the run stops, naming it in one line.
+    # (Issue 13 changed the case below: beside good exports, the same file is quarantined.)
     broken = sample_config.parent / "data" / "sample" / "line_txt" / "not_an_export.txt"
     broken.write_text("this is not a LINE export\njust text\n", encoding="utf-8")
+    body = sample_config.read_text(encoding="utf-8")
+    sample_config.write_text(
+        body.replace(
+            'path = "data/sample/line_txt"', 'path = "data/sample/line_txt/not_an_export.txt"'
+        ),
+        encoding="utf-8",
+    )
     assert cli.main(["--config", str(sample_config), "run", "--quiet"]) != 0
     captured = capsys.readouterr()
     assert "not_an_export.txt" in captured.err and "Traceback" not in captured.err
+
+
+def test_garbage_export_beside_good_ones_is_quarantined_by_name(sample_config: Path):
+    # issue 13: one garbage .txt used to fail the whole line_txt folder
+    broken = sample_config.parent / "data" / "sample" / "line_txt" / "not_an_export.txt"
+    broken.write_text("this is not a LINE export\njust text\n", encoding="utf-8")
+    assert cli.main(["--config", str(sample_config), "run", "--quiet"]) == 0
+    store = TableStore(sample_config.parent / "data" / "output")
+    q = store.read("quarantine").to_pylist()
+    assert [(r["source_file"], r["reason"]) for r in q if r["source"] == "sample_line_txt"] == [
+        ("not_an_export.txt", "not_an_export")
+    ]
+    files = set(store.read("raw_messages").column("source_file").to_pylist())
+    assert {"family_group.txt", "sam.txt"} <= files
 
 
 def test_code_location_loads_with_assets_checks_jobs_schedule():

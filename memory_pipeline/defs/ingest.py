@@ -85,6 +85,12 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
             f"ingest: {len(days)} partitions, {messages.num_rows} messages, "
             f"{quarantine.num_rows} quarantined {dict(reasons)} in {time.perf_counter() - t0:.2f}s"
         )
+        if messages.num_rows == 0 and audit.num_rows:
+            # not an error (the run goes on with empty tables), but never a silent one
+            context.log.warning(
+                f"ingest: 0 messages ingested of {quarantine.num_rows} records read: "
+                "every record is in quarantine"
+            )
         checks = [
             check_result(RAW, CHECK_IDS_UNIQUE, quality.unique(messages, "message_id")),
             check_result(RAW, CHECK_KEYS_NOT_NULL, quality.not_null(messages, KEY_COLUMNS)),

@@ -40,6 +40,12 @@ R_TOO_LARGE = "too_large"
 R_UNKNOWN_TYPE = "unknown_type"
 R_MISSING_FIELD = "missing_field"
 R_OUT_OF_RANGE = "out_of_range"
+# A path under a source that is not read, accounted for instead of skipped (issue 13).
+R_SYMLINK_LOOP = "symlink_loop"
+R_DANGLING_LINK = "dangling_link"
+R_NOT_A_FILE = "not_a_file"
+R_PERMISSION = "permission_denied"
+R_NOT_AN_EXPORT = "not_an_export"
 
 QUARANTINE_REASONS = frozenset(
     {
@@ -55,6 +61,11 @@ QUARANTINE_REASONS = frozenset(
         R_UNKNOWN_TYPE,
         R_MISSING_FIELD,
         R_OUT_OF_RANGE,
+        R_SYMLINK_LOOP,
+        R_DANGLING_LINK,
+        R_NOT_A_FILE,
+        R_PERMISSION,
+        R_NOT_AN_EXPORT,
     }
 )
 

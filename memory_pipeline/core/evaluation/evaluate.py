@@ -668,13 +668,32 @@ def _time_summary(rows: list[dict], seed: int, resamples: int) -> list[dict]:
     return out
 
 
+# Columns of a templated time query's per_question row: explicit, because a corpus with no
+# sessions has no time queries, and a schema-less empty table is a Parquet file no reader
+# (DuckDB: "Need at least one non-root column") can open.
+TIME_ROW_SCHEMA = pa.schema(
+    [
+        ("config", pa.string()),
+        ("split", pa.string()),
+        ("question_id", pa.string()),
+        ("corpus_id", pa.string()),
+        ("qtype", pa.string()),
+        ("level", pa.string()),
+        ("metric", pa.string()),
+        ("k", pa.int64()),
+        ("value", pa.float64()),
+    ]
+)
+
+
 def _time_only(searcher, time_questions, seed: int, resamples: int, t0: float) -> EvalRun:
     rows = _time_query_rows(searcher, time_questions)
     tables = {
         "summary": pa.Table.from_pylist(
             _time_summary(rows, seed, resamples), schema=SUMMARY_SCHEMA
         ),
-        "per_question": pa.Table.from_pylist(rows),
+        # inferred as before when there are rows; the explicit schema only when there are none
+        "per_question": pa.Table.from_pylist(rows) if rows else TIME_ROW_SCHEMA.empty_table(),
     }
     meta = {
         "questions": 0,

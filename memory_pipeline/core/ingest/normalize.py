@@ -66,7 +66,7 @@ def message_id(m: Message, occurrence: int = 0) -> str:
 def _content_key(m: Message) -> blake2b:
     """The hash state of (conversation, local time, sender, type, text): the dedupe content."""
     key = _SEP.join((m.conversation_id, m.local_ts.isoformat(), m.sender, m.type, m.text))
-    return blake2b(key.encode("utf-8"), digest_size=10)
+    return blake2b(key.encode("utf-8", "surrogatepass"), digest_size=10)  # as stable_id
 
 
 # (source, source_file) -> content digest -> source_order of occurrence 0, or of each occurrence

@@ -186,7 +186,7 @@ def test_unparseable_lines_are_quarantined_one_each() -> None:
         (2, None, "unparseable_line", "", ""),  # a message before any date line
         (7, T(2024, 3, 8, 10, 0), "Kim", "text", "good line"),
         (8, day, "unparseable_line", "", ""),
-        (9, day, "unparseable_line", "", ""),  # 25:00 is not a time
+        (9, day, "bad_timestamp", "", ""),  # 25:00 is shaped like a time but out of range
         (10, T(2024, 3, 8, 10, 5), "Kim", "text", "good again"),
         # a quote that never closes is literal text and cannot swallow the next message
         (11, T(2024, 3, 8, 10, 6), "Kim", "text", '"an unclosed quote that never ends'),

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import re
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_pipeline.core.common.records import Record, SourceError
+from memory_pipeline.core.common.records import (
+    R_DANGLING_LINK,
+    R_NOT_A_FILE,
+    R_PERMISSION,
+    R_SYMLINK_LOOP,
+    QuarantineRecord,
+    Record,
+    SourceError,
+)
 
 Reader = Callable[["SourceSpec", "frozenset[dt.date] | None"], Iterator[Record]]
 
@@ -57,3 +68,121 @@ def read_source(spec: SourceSpec, dates: Iterable[dt.date] | None = None) -> Ite
     if not spec.path.exists():
         raise SourceError(f"source {spec.name!r}: input path does not exist: {spec.path}")
     yield from reader(spec, frozenset(dates) if dates is not None else None)
+
+
+# -- helpers every reader uses to account for hostile input ------------------------------------
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD.
+
+    ``json.loads`` turns a ``\\ud800`` escape (valid JSON) into a lone surrogate, which no
+    UTF-8 encoder accepts: left in, it crashed the message id and the Parquet write of the
+    whole run. A file name with undecodable bytes carries surrogates too (surrogateescape).
+    """
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def scrub_json(value: Any) -> Any:
+    """A parsed JSON value with :func:`scrub_surrogates` applied to every string in it."""
+    if isinstance(value, str):
+        return scrub_surrogates(value)
+    if isinstance(value, list):
+        return [scrub_json(v) for v in value]
+    if isinstance(value, dict):
+        return {scrub_surrogates(k): scrub_json(v) for k, v in value.items()}
+    return value
+
+
+def may_hold_surrogates(text: str | bytes) -> bool:
+    """Cheap pre-test: only a ``\\uD8..``–``\\uDF..`` escape can put a lone surrogate into
+    parsed JSON, so files without one skip the scrub (most files, at no cost)."""
+    if isinstance(text, bytes):
+        return b"\\ud" in text or b"\\uD" in text
+    return "\\ud" in text or "\\uD" in text
+
+
+def path_problem(path: Path) -> tuple[str, str] | None:
+    """Why a listed path cannot be read as a file (reason code, log-safe detail), or None.
+
+    A symlink loop, a dangling link and a directory named like an export used to be skipped
+    by ``is_file()`` without a trace; naming them makes every path under a source accounted.
+    """
+    try:
+        st = path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return R_SYMLINK_LOOP, "symbolic link loop"
+        if path.is_symlink():
+            return R_DANGLING_LINK, "symbolic link to a missing target"
+        return read_problem(exc)
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        return R_NOT_A_FILE, f"{kind}, expected an export file"
+    return None
+
+
+def read_problem(exc: OSError) -> tuple[str, str]:
+    """(reason, detail) of a file that was listed but could not be read."""
+    if isinstance(exc, PermissionError):
+        return R_PERMISSION, "permission denied"
+    if isinstance(exc, IsADirectoryError):
+        return R_NOT_A_FILE, "a directory, expected an export file"
+    if exc.errno == errno.ELOOP:
+        return R_SYMLINK_LOOP, "symbolic link loop"
+    return R_PERMISSION, f"cannot read: {exc.strerror or type(exc).__name__}"
+
+
+def path_quarantine(
+    spec: SourceSpec,
+    rel: str,
+    reason: str,
+    detail: str,
+    *,
+    conversation_id: str | None,
+    partition_date: dt.date | None,
+    record_ref: str,
+) -> QuarantineRecord:
+    """The one record of a path that yields no content (nothing to keep in ``raw``)."""
+    return QuarantineRecord(
+        source=spec.name,
+        source_file=scrub_surrogates(rel),
+        source_line=None,
+        record_ref=record_ref,
+        conversation_id=conversation_id,
+        partition_date=partition_date,
+        reason=reason,
+        detail=detail,
+    )
+
+
+class UnreadableGate:
+    """Holds back the quarantine records of unreadable files until one file of the source
+    reads: a source where *no* file can be read is a setup problem (wrong permissions on the
+    export folder), so it stays a ``SourceError`` naming the first file; one unreadable file
+    beside readable ones is a quarantine row and never blocks its neighbours."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[QuarantineRecord, SourceError]] = []
+        self.any_read = False
+
+    def hold(self, rec: QuarantineRecord, error: SourceError) -> Iterator[QuarantineRecord]:
+        """Yield ``rec`` at once when a file already read, else keep it for later."""
+        if self.any_read:
+            yield rec
+        else:
+            self.pending.append((rec, error))
+
+    def opened(self) -> Iterator[QuarantineRecord]:
+        """A file read: release what was held back."""
+        self.any_read = True
+        pending, self.pending = self.pending, []
+        for rec, _ in pending:
+            yield rec
+
+    def close(self) -> None:
+        """At the end of the source: raise when every file tried was unreadable."""
+        if self.pending and not self.any_read:
+            raise self.pending[0][1]

@@ -29,7 +29,17 @@ from memory_pipeline.core.common.records import (
     SourceError,
 )
 from memory_pipeline.core.common.timeutil import to_utc, zone
-from memory_pipeline.core.ingest.sources.base import SourceSpec, register
+from memory_pipeline.core.ingest.sources.base import (
+    SourceSpec,
+    UnreadableGate,
+    may_hold_surrogates,
+    path_problem,
+    path_quarantine,
+    read_problem,
+    register,
+    scrub_json,
+    scrub_surrogates,
+)
 
 _DATE_FILE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.json")
 _TIME = re.compile(r"\s*(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,6}))?)?\s*")
@@ -48,8 +58,8 @@ def relative_name(path: Path, root: Path) -> str:
     Stored in every record so a quarantined line can be found again wherever the source lives.
     """
     if path == root:
-        return path.name
-    return path.relative_to(root).as_posix()
+        return scrub_surrogates(path.name)
+    return scrub_surrogates(path.relative_to(root).as_posix())
 
 
 def read_bytes(path: Path, source_name: str) -> bytes:
@@ -87,11 +97,17 @@ class _Reject(Exception):
         self.detail = detail
 
 
-def _date_files(spec: SourceSpec) -> list[tuple[Path, dt.date]]:
-    """All ``<conversation>/<YYYY-MM-DD>.json`` files, sorted, names validated before any read.
+# A listed path: (path, its date, why it cannot be read — None for a regular date file).
+_Entry = tuple[Path, "dt.date | None", "tuple[str, str] | None"]
+
+
+def _date_files(spec: SourceSpec) -> list[_Entry]:
+    """All ``<conversation>/<YYYY-MM-DD>.json`` entries, sorted, names validated before any read.
 
     A ``*.json`` file that does not fit the layout is a layout mistake, so it fails the whole
-    source up front instead of being skipped (silently losing a day) or half-read.
+    source up front instead of being skipped (silently losing a day) or half-read. A link that
+    loops or dangles, or a directory named like a date file, is listed with its problem so it
+    becomes a quarantine row instead of vanishing.
     """
     root = spec.path
     if not root.is_dir():
@@ -99,12 +115,16 @@ def _date_files(spec: SourceSpec) -> list[tuple[Path, dt.date]]:
             f"source {spec.name!r}: line_json expects a directory of "
             f"<conversation>/<YYYY-MM-DD>.json files, got {root}"
         )
-    found: list[tuple[Path, dt.date]] = []
+    found: list[_Entry] = []
     try:
         for conv_dir in sorted(root.iterdir()):
             if conv_dir.name.startswith("."):
                 continue
             if not conv_dir.is_dir():
+                problem = path_problem(conv_dir) if conv_dir.is_symlink() else None
+                if problem is not None:
+                    found.append((conv_dir, None, problem))
+                    continue
                 if conv_dir.suffix.lower() == ".json":
                     raise SourceError(
                         f"source {spec.name!r}: {conv_dir} is not inside a conversation "
@@ -114,9 +134,11 @@ def _date_files(spec: SourceSpec) -> list[tuple[Path, dt.date]]:
             for path in sorted(conv_dir.iterdir()):
                 if path.name.startswith(".") or path.suffix.lower() != ".json":
                     continue
-                if not path.is_file():
+                problem = path_problem(path)
+                if problem is not None:
+                    found.append((path, _lenient_date(path), problem))
                     continue
-                found.append((path, _file_date(spec, path)))
+                found.append((path, _file_date(spec, path), None))
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise SourceError(f"source {spec.name!r}: cannot list {root}: {reason}") from None
@@ -125,6 +147,15 @@ def _date_files(spec: SourceSpec) -> list[tuple[Path, dt.date]]:
             f"source {spec.name!r}: no <conversation>/<YYYY-MM-DD>.json files under {root}"
         )
     return found
+
+
+def _lenient_date(path: Path) -> dt.date | None:
+    """The date a path's name gives, or None (an unreadable path has no layout to enforce)."""
+    m = _DATE_FILE.fullmatch(path.name)
+    try:
+        return None if m is None else dt.date(int(m[1]), int(m[2]), int(m[3]))
+    except ValueError:
+        return None
 
 
 def _file_date(spec: SourceSpec, path: Path) -> dt.date:
@@ -192,14 +223,14 @@ def _dump(entry: object) -> str:
     return raw_excerpt(json.dumps(entry, ensure_ascii=False))
 
 
-def _read_file(spec: SourceSpec, path: Path, file_date: dt.date) -> Iterator[Record]:
-    """Records of one date file, in file order.
+def _read_file(spec: SourceSpec, path: Path, file_date: dt.date, data: bytes) -> Iterator[Record]:
+    """Records of one date file (its bytes already read), in file order.
 
     Four phases, each of which can end the file: decode the bytes, parse the JSON document,
     resolve and check the file-level header, then turn each message entry into a record.
     """
     src = _FileSource(spec, relative_name(path, spec.path), path.parent.name, file_date)
-    text = _decode(src, read_bytes(path, spec.name))
+    text = _decode(src, data)
     if isinstance(text, QuarantineRecord):
         yield text
         return
@@ -287,6 +318,9 @@ def _parse_document(src: _FileSource, text: str) -> tuple[dict, list] | Quaranti
         detail = f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         start = max(0, exc.pos - MAX_RAW_EXCERPT // 2)
         return src.file_quarantine(R_MALFORMED_JSON, detail, raw_excerpt(text[start:]), exc.lineno)
+    if may_hold_surrogates(text):
+        doc = scrub_json(doc)
+        text = scrub_surrogates(text)
     if not isinstance(doc, dict):
         detail = f"top level is {type(doc).__name__}, expected an object"
         return src.file_quarantine(R_MALFORMED_JSON, detail, raw_excerpt(text), None)
@@ -388,6 +422,31 @@ def read_line_json(spec: SourceSpec, dates: frozenset[dt.date] | None) -> Iterat
     never changes what the kept files yield.
     """
     check_timezone(spec)
-    for path, file_date in _date_files(spec):
-        if dates is None or file_date in dates:
-            yield from _read_file(spec, path, file_date)
+    gate = UnreadableGate()
+    for path, file_date, problem in _date_files(spec):
+        if dates is not None and file_date is not None and file_date not in dates:
+            continue
+        rel = relative_name(path, spec.path)
+        conv = path.parent.name if path.parent != spec.path else scrub_surrogates(path.name)
+        if problem is not None:
+            yield _path_record(spec, rel, problem, conv, file_date)
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            error = SourceError(f"source {spec.name!r}: cannot read {path}: {reason}")
+            yield from gate.hold(_path_record(spec, rel, read_problem(exc), conv, file_date), error)
+            continue
+        yield from gate.opened()
+        yield from _read_file(spec, path, file_date, data)
+    gate.close()
+
+
+def _path_record(
+    spec: SourceSpec, rel: str, problem: tuple[str, str], conv: str, day: dt.date | None
+) -> QuarantineRecord:
+    reason, detail = problem
+    return path_quarantine(
+        spec, rel, reason, detail, conversation_id=conv, partition_date=day, record_ref=FILE_REF
+    )

@@ -18,7 +18,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from memory_pipeline.core.common.records import (
+    R_BAD_TIMESTAMP,
     R_ENCODING,
+    R_NOT_AN_EXPORT,
     R_UNPARSEABLE_LINE,
     Message,
     QuarantineRecord,
@@ -27,13 +29,33 @@ from memory_pipeline.core.common.records import (
 )
 from memory_pipeline.core.common.timelex import WEEKDAY_NUMBERS
 from memory_pipeline.core.common.timeutil import to_utc
-from memory_pipeline.core.ingest.sources.base import SourceSpec, register
+from memory_pipeline.core.ingest.sources.base import (
+    SourceSpec,
+    UnreadableGate,
+    path_problem,
+    path_quarantine,
+    read_problem,
+    register,
+)
 from memory_pipeline.core.ingest.sources.line_json import (
     check_timezone,
     raw_excerpt,
     read_bytes,
     relative_name,
 )
+
+# record_ref of a file-level quarantine row (the whole file, not one of its lines)
+FILE_REF = "file"
+
+
+class _Rejected(SourceError):
+    """A whole export file is unusable, with the quarantine reason it gets when it lies in a
+    folder of exports (a lone configured file still fails the source, as any SourceError)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
 
 # "[LINE] 健太とのトーク履歴", "[LINE] 家族のトーク履歴", "[LINE] Chat history with Maria",
 # "[LINE] Chat history in Family"; the "[LINE]" prefix is missing in some app versions.
@@ -168,9 +190,10 @@ def _decode_lines(data: bytes, spec: SourceSpec, path: Path) -> tuple[list[str],
         try:
             lines = data.decode("utf-16").split("\n")
         except UnicodeDecodeError as exc:
-            raise SourceError(
+            raise _Rejected(
+                R_ENCODING,
                 f"source {spec.name!r}: {path} starts with a UTF-16 BOM but is not valid "
-                f"UTF-16 (byte {exc.start})"
+                f"UTF-16 (byte {exc.start})",
             ) from None
     else:
         if data.startswith(codecs.BOM_UTF8):
@@ -178,6 +201,9 @@ def _decode_lines(data: bytes, spec: SourceSpec, path: Path) -> tuple[list[str],
         try:
             lines = data.decode("utf-8").split("\n")
         except UnicodeDecodeError:
+            legacy = _legacy_decode(data)
+            if legacy is not None:
+                return [s[:-1] if s.endswith("\r") else s for s in legacy.split("\n")], bad
             lines = []
             for i, raw in enumerate(data.split(b"\n")):
                 try:
@@ -186,6 +212,27 @@ def _decode_lines(data: bytes, spec: SourceSpec, path: Path) -> tuple[list[str],
                     bad[i] = f"invalid UTF-8 at byte {exc.start} of the line"
                     lines.append(raw.decode("utf-8", "replace"))
     return [s[:-1] if s.endswith("\r") else s for s in lines], bad
+
+
+def _legacy_decode(data: bytes) -> str | None:
+    """The text of a Shift-JIS (cp932) export, LINE's legacy Windows encoding, or None.
+
+    Only tried once UTF-8 failed, and only taken when no non-ASCII line of the file is valid
+    UTF-8: a UTF-8 export with a few damaged bytes keeps its per-line ``encoding_error`` rows
+    instead of being mis-decoded as a whole.
+    """
+    for raw in data.split(b"\n"):
+        if raw.isascii():
+            continue
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        return None
+    try:
+        return data.decode("cp932")
+    except UnicodeDecodeError:
+        return None
 
 
 def _find_header(lines: list[str], spec: SourceSpec, path: Path) -> str | None:
@@ -202,18 +249,23 @@ def _find_header(lines: list[str], spec: SourceSpec, path: Path) -> str | None:
             return (m["ja"] or m["en"]).strip()
         if "\t" not in s and parse_date_line(s) is not None:
             return None
-    raise SourceError(
+    raise _Rejected(
+        R_NOT_AN_EXPORT,
         f"source {spec.name!r}: {path} is not a LINE chat export "
-        "(no '[LINE] ...' header and no date line)"
+        "(no '[LINE] ...' header and no date line)",
     )
 
 
 def _read_export(
-    spec: SourceSpec, path: Path, tz: str, dates: frozenset[dt.date] | None
+    spec: SourceSpec, path: Path, tz: str, dates: frozenset[dt.date] | None, data: bytes
 ) -> Iterator[Record]:
-    """Records of one export file, in file order."""
+    """Records of one export file (its bytes already read), in file order.
+
+    Decoding and the header are checked before the first record, so a ``_Rejected`` file
+    raises on the first ``next()`` having yielded nothing.
+    """
     rel = relative_name(path, spec.path)
-    lines, bad = _decode_lines(read_bytes(path, spec.name), spec, path)
+    lines, bad = _decode_lines(data, spec, path)
     chat = _find_header(lines, spec, path)
     conv = conversation_id(chat, path)
     contact = chat or conv
@@ -296,6 +348,9 @@ def _read_export(
             continue
         elif cur_date is None:
             reason, detail = R_UNPARSEABLE_LINE, "not a header or date line before the first date"
+        elif "\t" in line and _CLOCK.fullmatch(field := line.partition("\t")[0]):
+            # shaped like a time but not one (25:61, 7:99 PM): say so, not "fits no pattern"
+            reason, detail = R_BAD_TIMESTAMP, f"time out of range {field.strip()[:12]!r}"
         else:
             reason, detail = R_UNPARSEABLE_LINE, "not a date line or time<TAB>sender<TAB>text"
         if cur_date is None or dates is None or cur_date in dates:
@@ -328,7 +383,9 @@ def _unquote(text: str, lines: list[str], idx: int, last_close: int) -> tuple[st
 
 
 def _export_files(spec: SourceSpec) -> list[Path]:
-    """The configured file, or every ``*.txt`` directly inside the configured directory."""
+    """The configured file, or every ``*.txt`` directly inside the configured directory
+    (regular or not: a dangling link or a directory named ``x.txt`` is listed so the reader
+    accounts for it)."""
     root = spec.path
     if root.is_file():
         return [root]
@@ -336,9 +393,7 @@ def _export_files(spec: SourceSpec) -> list[Path]:
         raise SourceError(f"source {spec.name!r}: input path does not exist: {root}")
     try:
         files = sorted(
-            p
-            for p in root.iterdir()
-            if p.suffix.lower() == ".txt" and not p.name.startswith(".") and p.is_file()
+            p for p in root.iterdir() if p.suffix.lower() == ".txt" and not p.name.startswith(".")
         )
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
@@ -356,5 +411,50 @@ def read_line_txt(spec: SourceSpec, dates: frozenset[dt.date] | None) -> Iterato
     building records of other dates; positions (``source_order``) are counted regardless.
     """
     tz = check_timezone(spec)
+    if spec.path.is_file():  # one configured file: any problem is the source's
+        yield from _read_export(spec, spec.path, tz, dates, read_bytes(spec.path, spec.name))
+        return
+    gate = UnreadableGate()
     for path in _export_files(spec):
-        yield from _read_export(spec, path, tz, dates)
+        rel = relative_name(path, spec.path)
+        conv = conversation_id_from_stem(path.stem)
+        problem = path_problem(path)
+        if problem is not None:
+            yield _file_record(spec, rel, conv, *problem)
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            error = SourceError(f"source {spec.name!r}: cannot read {path}: {reason}")
+            yield from gate.hold(_file_record(spec, rel, conv, *read_problem(exc)), error)
+            continue
+        yield from gate.opened()
+        records = _read_export(spec, path, tz, dates, data)
+        try:
+            first = next(records)
+        except StopIteration:
+            continue
+        except _Rejected as exc:  # one bad file never blocks its neighbours
+            yield _file_record(spec, rel, conv, exc.reason, _rejection_detail(exc.reason))
+            continue
+        yield first
+        yield from records
+    gate.close()
+
+
+_REJECTION_DETAILS = {
+    R_NOT_AN_EXPORT: "no '[LINE] ...' header and no date line",
+    R_ENCODING: "starts with a UTF-16 BOM but is not valid UTF-16",
+}
+
+
+def _rejection_detail(reason: str) -> str:
+    """Log-safe detail of a rejected file (the SourceError text names the absolute path)."""
+    return _REJECTION_DETAILS.get(reason, reason)
+
+
+def _file_record(spec: SourceSpec, rel: str, conv: str, reason: str, detail: str) -> Record:
+    return path_quarantine(
+        spec, rel, reason, detail, conversation_id=conv, partition_date=None, record_ref=FILE_REF
+    )

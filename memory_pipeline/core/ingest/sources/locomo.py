@@ -30,7 +30,12 @@ from memory_pipeline.core.common.records import (
 )
 from memory_pipeline.core.common.timelex import MONTH_NUMBERS
 from memory_pipeline.core.common.timeutil import to_utc, zone
-from memory_pipeline.core.ingest.sources.base import SourceSpec, register
+from memory_pipeline.core.ingest.sources.base import (
+    SourceSpec,
+    may_hold_surrogates,
+    register,
+    scrub_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +76,10 @@ def load_locomo_samples(path: Path) -> list[dict[str, Any]]:
     """
     try:
         with open(path, "rb") as fh:
-            data = json.load(fh)
+            raw = fh.read()
+        data = json.loads(raw)
+        if may_hold_surrogates(raw):  # lone \ud800 escapes: valid JSON, not encodable
+            data = scrub_json(data)
     except FileNotFoundError as exc:
         raise SourceError(f"{path}: LoCoMo file not found") from exc
     except UnicodeDecodeError as exc:

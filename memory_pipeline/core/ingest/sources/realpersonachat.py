@@ -34,7 +34,12 @@ from memory_pipeline.core.common.records import (
     SourceError,
 )
 from memory_pipeline.core.common.timeutil import to_utc, zone
-from memory_pipeline.core.ingest.sources.base import SourceSpec, register
+from memory_pipeline.core.ingest.sources.base import (
+    SourceSpec,
+    may_hold_surrogates,
+    register,
+    scrub_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +202,9 @@ def _excerpt(obj: Any) -> str:
 def _parse_line(line: bytes) -> tuple[Any, str, str]:
     """(object, "", "") or (None, reason, detail); the detail never quotes the line."""
     try:
-        return json.loads(line), "", ""
+        obj = json.loads(line)
+        # a \ud800 escape is valid JSON but no encoder takes the lone surrogate it yields
+        return (scrub_json(obj) if may_hold_surrogates(line) else obj), "", ""
     except UnicodeDecodeError as exc:
         return None, R_ENCODING, f"line is not valid UTF-8 (byte offset {exc.start})"
     except ValueError as exc:
