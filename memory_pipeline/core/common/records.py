@@ -38,6 +38,7 @@ R_TOO_LARGE = "too_large"
 R_UNKNOWN_TYPE = "unknown_type"
 R_MISSING_FIELD = "missing_field"
 R_OUT_OF_RANGE = "out_of_range"
+R_FORGOTTEN = "forgotten"  # on the forget list (core/common/forget_list.py): no text kept
 
 QUARANTINE_REASONS = frozenset(
     {
@@ -52,6 +53,7 @@ QUARANTINE_REASONS = frozenset(
         R_UNKNOWN_TYPE,
         R_MISSING_FIELD,
         R_OUT_OF_RANGE,
+        R_FORGOTTEN,
     }
 )
 

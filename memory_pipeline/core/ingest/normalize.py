@@ -16,6 +16,7 @@ from hashlib import blake2b
 import pyarrow as pa
 
 from memory_pipeline.core.common import records as R
+from memory_pipeline.core.common.forget_list import ForgetList, forgotten_row
 from memory_pipeline.core.common.ids import stable_id
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
 from memory_pipeline.core.common.schema import INGEST_AUDIT, MESSAGES, QUARANTINE
@@ -93,6 +94,7 @@ def ingest(
     *,
     start_date: dt.date,
     dates: Iterable[dt.date] | None = None,
+    forget: ForgetList | None = None,
 ) -> IngestResult:
     """Validate, de-duplicate and partition ``records``, keeping those of ``dates``.
 
@@ -100,11 +102,20 @@ def ingest(
     ``start_date`` partition (as quarantine), so no record is ever outside every partition.
     Exact duplicates (same conversation, sender, time, type, text and source_order) keep the
     first occurrence; the rest are quarantined with a pointer to the kept message.
+    A record on the ``forget`` list is counted as read and becomes a text-free ``forgotten``
+    quarantine row (see core/common/forget_list.py), before any other rule looks at it.
     """
     wanted = None if dates is None else frozenset(dates)
     out = IngestResult()
     seen: set[str] = set()
     for rec in records:
+        if forget and forget.forgets(rec):
+            fday = rec.partition_date if isinstance(rec, QuarantineRecord) else rec.local_date
+            fday = start_date if fday is None or fday < start_date else fday
+            if wanted is None or fday in wanted:
+                out.read_counts[(fday, rec.source)] += 1
+                out.quarantine.append(forgotten_row(forget, rec, fday))
+            continue
         if isinstance(rec, QuarantineRecord):
             day = rec.partition_date
             if day is None or day < start_date:
