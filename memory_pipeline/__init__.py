@@ -176,7 +176,8 @@ def forget(
     """
     from memory_pipeline.config import load_config, with_overrides
     from memory_pipeline.core.privacy.forget import apply_forget
-    from memory_pipeline.defs.forget import plan_for, rebuild_after_forget
+    from memory_pipeline.defs.forget import plan_for
+    from memory_pipeline.defs.forget_run import rebuild_after_forget
 
     cfg = load_config(config)
     if output_dir:

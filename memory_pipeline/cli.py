@@ -402,7 +402,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
     if not args.contact:
         print("error: forget needs --contact NAME (or --list)", file=sys.stderr)
         return 2
-    from memory_pipeline.defs.forget import plan_for, rebuild_after_forget
+    from memory_pipeline.defs.forget import plan_for
+    from memory_pipeline.defs.forget_run import rebuild_after_forget
 
     try:
         plan = plan_for(cfg, args.contact)

@@ -3,10 +3,9 @@
 The purge itself is ``core/privacy/forget.py``. What it deletes but other contacts still need
 (every index version, the unpartitioned derived tables, the storage report, the evaluation
 tables, the warehouse) is rebuilt here from the cleaned tables by the ordinary stages, so
-search works again and nothing rebuilt can contain the forgotten contact.
+search works again and nothing rebuilt can contain the forgotten contact
+(``defs/forget_run.py``; the job leaves that to ``refresh_warehouse``).
 """
-
-from typing import Any
 
 import dagster as dg
 
@@ -15,8 +14,6 @@ from memory_pipeline.core.privacy.forget import ForgetPlan, apply_forget, plan_f
 from memory_pipeline.defs.resources import PipelineResource
 
 FORGET_JOB = "forget_contact"
-# the unpartitioned stages over everything stored: rebuilt after a forget
-REBUILD_STAGES = ("indexes", "storage", "evaluation", "warehouse")
 
 
 def plan_for(cfg: PipelineConfig, contact: str) -> ForgetPlan:
@@ -24,33 +21,6 @@ def plan_for(cfg: PipelineConfig, contact: str) -> ForgetPlan:
     return plan_forget(
         cfg.output_dir, contact, dossier_dir=cfg.dossiers_path, cache_path=cfg.cache_path
     )
-
-
-def rebuild_after_forget(
-    cfg: PipelineConfig, instance: dg.DagsterInstance | None = None, providers: Any = None
-) -> bool:
-    """Re-run the unpartitioned stages over the cleaned tables; True when all succeeded."""
-    from memory_pipeline.defs.build import build_definitions
-    from memory_pipeline.defs.runner import materialize_stages, stage_resources, stages
-
-    defs = build_definitions(cfg)
-    resources = None
-    if providers is not None:
-        resources = stage_resources(
-            PipelineResource(
-                config_file=str(cfg.config_path) if cfg.config_path else None,
-                output_dir=str(cfg.output_dir),
-            ),
-            providers,
-        )
-    runs = materialize_stages(
-        defs,
-        stages(*REBUILD_STAGES),
-        resources=resources,
-        instance=instance,
-        raise_on_error=False,
-    )
-    return len(runs) == len(REBUILD_STAGES) and all(r.success and not r.failed for r in runs)
 
 
 @dg.op(

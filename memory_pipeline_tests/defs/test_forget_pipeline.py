@@ -23,7 +23,8 @@ import pytest
 
 from memory_pipeline.core.common import records as R
 from memory_pipeline.core.privacy.forget import apply_forget
-from memory_pipeline.defs.forget import plan_for, rebuild_after_forget
+from memory_pipeline.defs.forget import plan_for
+from memory_pipeline.defs.forget_run import rebuild_after_forget
 from memory_pipeline_tests.paths import ROOT, SAMPLE
 from memory_pipeline_tests.pipeline_helpers import Runner, write_config
 
