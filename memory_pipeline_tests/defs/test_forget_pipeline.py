@@ -9,7 +9,10 @@ and DAGSTER_HOME, and it is shown to find the texts before the forget.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import io
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -21,6 +24,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+import memory_pipeline
+from memory_pipeline import cli
 from memory_pipeline.core.common import records as R
 from memory_pipeline.core.privacy.forget import apply_forget
 from memory_pipeline.defs.forget import plan_for
@@ -122,11 +127,24 @@ class Built:
         self.home = root / "dagster_home"
         self.home.mkdir()
         self.instance = dg.DagsterInstance.local_temp(str(self.home))
-        self.runner = Runner(_project(root, without_sam=without_sam), root / "out")
+        self.config = _project(root, without_sam=without_sam)
+        # the config's own output folder, so the CLI and the API see the same build
+        self.runner = Runner(self.config, root / "data" / "output")
         self.cfg = self.runner.cfg
 
     def roots(self) -> list[Path]:
         return [self.cfg.output_dir, self.cfg.dossiers_path, self.cfg.cache_path.parent, self.home]
+
+
+def _tree(roots: list[Path]) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for r in roots for p in sorted(r.rglob("*")) if p.is_file()}
+
+
+def _cli(config: Path, *args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["--config", str(config), *args])
+    return code, out.getvalue(), err.getvalue()
 
 
 def _cache_hits(path: Path, hashes: set[str]) -> int:
@@ -150,6 +168,14 @@ def forgotten(tmp_path_factory):
     b.all_texts = set(msgs["text"].to_pylist())
     b.before = scan(b.roots(), b.texts)
     b.home_before = scan([b.home], b.all_texts)
+    snapshot = _tree(b.roots())
+    b.dry_run = _cli(b.config, "forget", "--contact", "Sam")
+    b.api_dry_run = memory_pipeline.forget(contact="Sam", config=b.config, dry_run=True)
+    b.unknown = _cli(b.config, "forget", "--contact", "Nobody")
+    after_dry_run = _tree(b.roots())
+    b.changed = sorted(
+        k for k in set(snapshot) | set(after_dry_run) if snapshot.get(k) != after_dry_run.get(k)
+    )
     plan = plan_for(b.cfg, "sam")  # display name, any case
     b.plan_lines = plan.summary_lines()
     b.dossier_files = plan.dossier_files
@@ -159,6 +185,7 @@ def forgotten(tmp_path_factory):
     assert rebuild_after_forget(b.cfg, b.instance, b.runner.providers)
     b.after = scan(b.roots(), b.texts)
     b.tables_after = b.runner.tables()
+    b.listed = _cli(b.config, "forget", "--list")
     _full_build(b.runner, b.instance)  # the same exports again
     b.rerun = scan(b.roots(), b.texts)
     b.tables_rerun = b.runner.tables()
@@ -246,3 +273,23 @@ def test_the_dry_run_plan_names_counts_not_texts(forgotten):
     text = "\n".join(forgotten.plan_lines)
     assert "table raw_messages:" in text and "index versions:" in text
     assert not [t for t in forgotten.texts if len(t) >= 8 and t in text]
+
+
+def test_cli_without_yes_shows_the_plan_and_changes_nothing(forgotten):
+    code, out, _ = forgotten.dry_run
+    assert code == 0 and forgotten.changed == []
+    assert "table raw_messages:" in out and "nothing was changed" in out
+    assert forgotten.api_dry_run == forgotten.plan_lines
+
+
+def test_cli_unknown_contact_is_an_error(forgotten):
+    code, _, err = forgotten.unknown
+    assert code == 2 and "Nobody" in err
+
+
+def test_cli_list_shows_hashes_and_dates_only(forgotten):
+    code, out, _ = forgotten.listed
+    assert code == 0
+    assert "contact" in out and "conversation" in out and "file" in out
+    assert re.search(r"^\d{4}-\d\d-\d\d  contact +[0-9a-f]{32}$", out, flags=re.M)
+    assert "sam" not in out.lower()

@@ -211,7 +211,11 @@ def _cache_victims(cache_path: Path, plan: ForgetPlan) -> set[tuple[str, str]]:
     """(key, text_hash) of cache entries derived from the contact's texts."""
     quotes = [t for t in plan.texts if len(t) >= MIN_QUOTE_CHARS]
     found: set[tuple[str, str]] = set()
-    con = sqlite3.connect(str(cache_path))
+    # a dry run must not write: with no WAL file the database is complete and opened
+    # immutable (a plain reader would create -wal/-shm files beside it)
+    wal = cache_path.with_name(cache_path.name + "-wal")
+    mode = "ro" if wal.exists() else "ro&immutable=1"
+    con = sqlite3.connect(f"{cache_path.resolve().as_uri()}?mode={mode}", uri=True)
     try:
         for key, h, kind, payload in con.execute(
             "SELECT key, text_hash, kind, payload FROM cache_entries"
