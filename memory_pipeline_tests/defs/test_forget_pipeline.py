@@ -293,3 +293,29 @@ def test_cli_list_shows_hashes_and_dates_only(forgotten):
     assert "contact" in out and "conversation" in out and "file" in out
     assert re.search(r"^\d{4}-\d\d-\d\d  contact +[0-9a-f]{32}$", out, flags=re.M)
     assert "sam" not in out.lower()
+
+
+def test_the_dagster_job_forgets_a_contact(never_had_sam):
+    """Last in the module: it changes the never-had-Sam build (forgets another contact)."""
+    from memory_pipeline.core.common.forget_list import load_forget_list
+    from memory_pipeline.defs.forget import forget_contact_job
+    from memory_pipeline.defs.resources import PipelineResource
+
+    b = never_had_sam
+    msgs = b.runner.store.read("raw_messages")
+    contact = sorted(set(msgs["contact_id"].to_pylist()))[0]
+    result = forget_contact_job.execute_in_process(
+        run_config={"ops": {"forget_contact_op": {"config": {"contact": contact}}}},
+        resources={
+            "pipeline": PipelineResource(
+                config_file=str(b.config), output_dir=str(b.cfg.output_dir)
+            )
+        },
+        instance=b.instance,
+    )
+    assert result.success
+    left = b.runner.store.read("raw_messages")
+    assert contact not in set(left["contact_id"].to_pylist())
+    assert left.num_rows > 0  # the others stay
+    assert load_forget_list(b.cfg.output_dir).has("contact", contact)
+    assert not list((b.cfg.output_dir / "indexes").glob("v-*"))
