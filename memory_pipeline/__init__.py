@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from memory_pipeline.core.retrieval.config import SearchConfig
 
-__all__ = ["SearchConfig", "context", "recall", "search", "searcher"]
+__all__ = ["SearchConfig", "context", "forget", "recall", "search", "searcher"]
 
 _LOCK = threading.Lock()
 _SEARCHERS: dict[tuple[Path, str], Any] = {}
@@ -180,3 +180,38 @@ def recall(
         as_of=as_of,
         search_config=resolve(search_config),
     )
+
+
+def forget(
+    contact: str,
+    *,
+    config: str | Path | None = None,
+    output_dir: str | Path | None = None,
+    dry_run: bool = False,
+) -> list[str]:
+    """Forget ``contact`` everywhere, durably; returns what was (or would be) removed.
+
+    Removes the contact's conversations from every table, index version, the provider cache
+    and the dossier folder, lists them (salted hashes) so no later run ingests them again,
+    then rebuilds the indexes, storage report, evaluation and warehouse from what is left.
+    ``dry_run`` only reports. Raises ``LookupError`` for an unknown contact.
+    """
+    from memory_pipeline.config import load_config, with_overrides
+    from memory_pipeline.core.privacy.forget import apply_forget
+    from memory_pipeline.defs.forget import plan_for
+    from memory_pipeline.defs.forget_run import rebuild_after_forget
+
+    cfg = load_config(config)
+    if output_dir:
+        cfg = with_overrides(cfg, output_dir=Path(output_dir).resolve())
+    plan = plan_for(cfg, contact)
+    lines = plan.summary_lines()
+    if dry_run:
+        return lines
+    apply_forget(plan)
+    with _LOCK:  # a cached searcher may hold the forgotten index in memory
+        _SEARCHERS.clear()
+        _MEMORY_INDEXES.clear()
+    if not rebuild_after_forget(cfg):
+        raise RuntimeError("forgotten, but rebuilding the indexes failed: run the pipeline")
+    return lines

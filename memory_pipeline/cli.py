@@ -502,6 +502,44 @@ def _review_selection(meta: dict, *, accept: bool) -> None:
         )
 
 
+def cmd_forget(args: argparse.Namespace) -> int:
+    """Forget a contact everywhere (dry run unless --yes), or list what is forgotten."""
+    from memory_pipeline.core.privacy.forget import UnknownContact, apply_forget, forgotten_entries
+
+    cfg = load_config(args.config)
+    if args.list:
+        entries = forgotten_entries(cfg.output_dir)
+        for e in entries:
+            print(f"{e['forgotten_on']}  {e['kind']:<12}  {e['hash']}")
+        print(f"{len(entries)} forgotten (salted hashes; names and texts are never stored)")
+        return 0
+    if not args.contact:
+        print("error: forget needs --contact NAME (or --list)", file=sys.stderr)
+        return 2
+    from memory_pipeline.defs.forget import plan_for
+    from memory_pipeline.defs.forget_run import rebuild_after_forget
+
+    try:
+        plan = plan_for(cfg, args.contact)
+    except UnknownContact as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(plan.summary_lines()))
+    if not args.yes:
+        print("dry run: nothing was changed; pass --yes to forget")
+        return 0
+    import dagster as dg
+
+    apply_forget(plan)
+    _instance_home(cfg)
+    ok = rebuild_after_forget(cfg, dg.DagsterInstance.get())
+    print(f"forgotten; the forget list keeps them out of every future run ({cfg.output_dir})")
+    if not ok:
+        print("error: rebuilding the indexes failed: run `memory-pipeline run`", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from memory_pipeline.core.context.packs import STRATEGIES
 
@@ -572,6 +610,11 @@ def build_parser() -> argparse.ArgumentParser:
         "configuration (without it the run only proposes it, as a diff)",
     )
     ev.set_defaults(func=cmd_eval)
+    fg = sub.add_parser("forget", help="forget a contact everywhere, durably")
+    fg.add_argument("--contact", help="contact_id or display name")
+    fg.add_argument("--yes", action="store_true", help="remove (without it: only show what)")
+    fg.add_argument("--list", action="store_true", help="what is forgotten (hashes and dates)")
+    fg.set_defaults(func=cmd_forget)
     return parser
 
 

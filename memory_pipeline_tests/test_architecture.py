@@ -38,6 +38,7 @@ LAYERS = (
     "context",
     "quality",
     "evaluation",
+    "privacy",
 )
 # The Dagster shell and the app-facing modules core must never reach for.
 SHELL = (

@@ -9,6 +9,7 @@ from memory_pipeline.core.common.tables import REGISTRY
 from memory_pipeline.defs.catalog import build_catalog_asset
 from memory_pipeline.defs.chunks import build_chunks_asset
 from memory_pipeline.defs.evaluation import evaluation
+from memory_pipeline.defs.forget import forget_contact_job
 from memory_pipeline.defs.gx_checks import build_gx_checks
 from memory_pipeline.defs.helpers import asset_key
 from memory_pipeline.defs.indexes import search_indexes
@@ -51,7 +52,7 @@ def build_definitions(cfg: PipelineConfig, config_file: str | None = None) -> dg
     return dg.Definitions(
         assets=build_assets(cfg),
         asset_checks=build_gx_checks(parts),
-        jobs=jobs,
+        jobs=[*jobs, forget_contact_job],
         schedules=schedules,
         resources={
             "pipeline": PipelineResource(

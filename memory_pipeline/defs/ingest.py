@@ -7,6 +7,7 @@ import dagster as dg
 import pyarrow.compute as pc
 
 from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common.forget_list import load_forget_list
 from memory_pipeline.core.common.records import SourceError
 from memory_pipeline.core.ingest.stage import read_all, split_ingest
 from memory_pipeline.core.quality import checks as quality
@@ -66,7 +67,9 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         days = keys_to_dates(context.partition_keys)
         t0 = time.perf_counter()
         try:
-            result = read_all(cfg.sources, days, cfg.start_date)
+            result = read_all(
+                cfg.sources, days, cfg.start_date, load_forget_list(cfg.output_dir)
+            )
         except SourceError as exc:
             raise dg.Failure(description=str(exc)) from None
         per_day = split_ingest(result, days)

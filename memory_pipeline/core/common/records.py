@@ -46,6 +46,7 @@ R_DANGLING_LINK = "dangling_link"
 R_NOT_A_FILE = "not_a_file"
 R_PERMISSION = "permission_denied"
 R_NOT_AN_EXPORT = "not_an_export"
+R_FORGOTTEN = "forgotten"  # on the forget list (core/common/forget_list.py): no text kept
 
 QUARANTINE_REASONS = frozenset(
     {
@@ -66,6 +67,7 @@ QUARANTINE_REASONS = frozenset(
         R_NOT_A_FILE,
         R_PERMISSION,
         R_NOT_AN_EXPORT,
+        R_FORGOTTEN,
     }
 )
 

@@ -16,6 +16,7 @@ from hashlib import blake2b
 import pyarrow as pa
 
 from memory_pipeline.core.common import records as R
+from memory_pipeline.core.common.forget_list import ForgetList, forgotten_row
 from memory_pipeline.core.common.ids import stable_id
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
 from memory_pipeline.core.common.schema import INGEST_AUDIT, MESSAGES, QUARANTINE
@@ -133,6 +134,7 @@ def ingest(
     *,
     start_date: dt.date,
     dates: Iterable[dt.date] | None = None,
+    forget: ForgetList | None = None,
 ) -> IngestResult:
     """Validate, de-duplicate and partition ``records``, keeping those of ``dates``.
 
@@ -145,12 +147,21 @@ def ingest(
     sources it is the same message in an overlapping re-export (``duplicate_export``). Two
     identical messages at different positions of one file are two messages (README,
     "Re-exports").
+    A record on the ``forget`` list is counted as read and becomes a text-free ``forgotten``
+    quarantine row (see core/common/forget_list.py), before any other rule looks at it.
     """
     wanted = None if dates is None else frozenset(dates)
     out = IngestResult()
     seen: dict[str, Message] = {}  # message id -> the kept message
     occurrences: _Occurrences = {}
     for rec in records:
+        if forget and forget.forgets(rec):
+            fday = rec.partition_date if isinstance(rec, QuarantineRecord) else rec.local_date
+            fday = start_date if fday is None or fday < start_date else fday
+            if wanted is None or fday in wanted:
+                out.read_counts[(fday, rec.source)] += 1
+                out.quarantine.append(forgotten_row(forget, rec, fday))
+            continue
         if isinstance(rec, QuarantineRecord):
             day = rec.partition_date
             if day is None or day < start_date:

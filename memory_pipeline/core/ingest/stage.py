@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from memory_pipeline.core.common.dates import count_by, split_by_date
+from memory_pipeline.core.common.forget_list import ForgetList
 from memory_pipeline.core.common.records import Message
 from memory_pipeline.core.ingest.normalize import (
     IngestResult,
@@ -35,9 +36,12 @@ class IngestTables:
 
 
 def read_all(
-    sources: Sequence[SourceSpec], dates: Iterable[dt.date], start_date: dt.date
+    sources: Sequence[SourceSpec],
+    dates: Iterable[dt.date],
+    start_date: dt.date,
+    forget: ForgetList | None = None,
 ) -> IngestResult:
-    """Read every source once and keep the records of ``dates``."""
+    """Read every source once and keep the records of ``dates`` (``forget``: see ingest)."""
     wanted = sorted(set(dates))
 
     def records():
@@ -45,7 +49,7 @@ def read_all(
             yield from read_source(spec, wanted)
 
     with gc_paused():
-        return ingest(records(), start_date=start_date, dates=wanted)
+        return ingest(records(), start_date=start_date, dates=wanted, forget=forget)
 
 
 @contextmanager

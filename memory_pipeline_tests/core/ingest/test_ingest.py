@@ -114,3 +114,27 @@ def test_message_ids_stable_and_unique():
     a = [mid for mid, _ in ingest(records, start_date=START).messages]
     b = [mid for mid, _ in ingest(list(reversed(records)), start_date=START).messages]
     assert a == b and len(set(a)) == 100
+
+
+def test_forgotten_records_are_counted_as_quarantined_without_text(tmp_path):
+    import datetime as _dt
+
+    from memory_pipeline.core.common import records as R
+    from memory_pipeline.core.common.forget_list import load_forget_list
+    from memory_pipeline.core.ingest.normalize import audit_table, ingest, quarantine_table
+
+    forget = load_forget_list(tmp_path, create=True)
+    forget.add("conversation", "c1", _dt.date(2024, 3, 15))
+    records = [
+        msg("2024-03-01 10:00", "a secret about the trip", conv="c1"),
+        msg("2024-03-01 10:01", "", conv="c1", order=1),  # would be empty_text
+        msg("2024-03-01 10:02", "kept", conv="c2"),
+    ]
+    result = ingest(records, start_date=_dt.date(2024, 3, 1), forget=forget)
+    assert [m.conversation_id for _, m in result.messages] == ["c2"]
+    q = quarantine_table(result.quarantine).to_pylist()
+    assert [r["reason"] for r in q] == [R.R_FORGOTTEN, R.R_FORGOTTEN]
+    assert {r["raw"] for r in q} == {""} and {r["conversation_id"] for r in q} == {""}
+    assert len({r["quarantine_id"] for r in q}) == 2
+    [audit] = audit_table(result.audit_rows()).to_pylist()
+    assert audit["records_read"] == 3 == audit["ingested"] + audit["quarantined"]

@@ -1,0 +1,169 @@
+"""The forget list: which contacts, conversations and source files must never come back.
+
+It lives in the output folder (``<output>/privacy/``) as salted hashes only: a reader of the
+list learns neither names nor text, and without the salt (stored beside it, so the pipeline
+can match records) a guessed name cannot be checked against another machine's list. Ingest
+reads it and turns every record of a listed conversation, contact or file into a
+``forgotten`` quarantine row that carries no text, no file name and no conversation id, so
+re-running over the same exports never brings the person back and the conservation rule
+(read = ingested + quarantined) still reconciles.
+
+It sits in ``core/common`` because ingest (an early stage) must honour it, while the
+deletion itself (``core/privacy``) runs last.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memory_pipeline.core.common import records as R
+from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
+
+PRIVACY_DIR = "privacy"
+LIST_FILE = "forget_list.json"
+SALT_FILE = "forget_salt"
+KINDS = ("contact", "conversation", "file")
+FORGOTTEN_DETAIL = "the conversation is on the forget list"
+
+
+def privacy_dir(output_dir: Path) -> Path:
+    """Where the forget list and its salt live."""
+    return Path(output_dir) / PRIVACY_DIR
+
+
+def salted_hash(salt: bytes, *parts: str) -> str:
+    """Keyed blake2b of the parts: stable for one output folder, meaningless outside it."""
+    h = hashlib.blake2b("\x1f".join(parts).encode("utf-8"), key=salt, digest_size=16)
+    return h.hexdigest()
+
+
+@dataclass
+class ForgetList:
+    """Salted hashes of forgotten contacts, conversations and (source, file) pairs."""
+
+    salt: bytes
+    entries: list[dict] = field(default_factory=list)  # {"kind", "hash", "forgotten_on"}
+
+    def hashes(self, kind: str) -> frozenset[str]:
+        return frozenset(e["hash"] for e in self.entries if e["kind"] == kind)
+
+    def __post_init__(self) -> None:
+        self._refresh()
+
+    def _refresh(self) -> None:
+        self._contacts = self.hashes("contact")
+        self._conversations = self.hashes("conversation")
+        self._files = self.hashes("file")
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def add(self, kind: str, value: str, on: dt.date) -> bool:
+        """List ``value`` (hashed); False when it was already listed."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown forget-list kind {kind!r}")
+        h = salted_hash(self.salt, kind, value)
+        if h in self.hashes(kind):
+            return False
+        self.entries.append({"kind": kind, "hash": h, "forgotten_on": on.isoformat()})
+        self._refresh()
+        return True
+
+    def has(self, kind: str, value: str) -> bool:
+        return salted_hash(self.salt, kind, value) in self.hashes(kind)
+
+    def forgets(self, rec: Record) -> bool:
+        """True when ``rec`` belongs to a forgotten contact, conversation or source file."""
+        conv = rec.conversation_id or ""
+        if conv and salted_hash(self.salt, "conversation", conv) in self._conversations:
+            return True
+        contact = getattr(rec, "contact_id", "") or ""
+        if contact and salted_hash(self.salt, "contact", contact) in self._contacts:
+            return True
+        key = file_key(rec.source, rec.source_file)
+        return salted_hash(self.salt, "file", key) in self._files
+
+    def record_ref(self, conversation_id: str, source_file: str, ref: str) -> str:
+        """The forgotten row's position: a hash, so ids stay unique without naming the file."""
+        return "forgotten:" + salted_hash(self.salt, "ref", conversation_id, source_file, ref)
+
+
+def file_key(source: str, source_file: str) -> str:
+    """What identifies a source file across runs."""
+    return f"{source}\x1f{source_file}"
+
+
+def forgotten_row(forget: ForgetList, rec: Record, day: dt.date | None) -> QuarantineRecord:
+    """The text-free quarantine row a forgotten record becomes at ingest."""
+    ref = rec.source_ref if isinstance(rec, Message) else rec.record_ref
+    return forgotten_record(
+        forget, rec.source, rec.conversation_id or "", rec.source_file, ref, day
+    )
+
+
+def forgotten_record(
+    forget: ForgetList,
+    source: str,
+    conversation_id: str,
+    source_file: str,
+    ref: str,
+    day: dt.date | None,
+) -> QuarantineRecord:
+    """One forgotten record: source and date only, the position hashed.
+
+    ``forget`` builds the same row from a stored message or quarantine row as ingest builds
+    from the record, so a forget followed by a re-run leaves identical tables.
+    """
+    return QuarantineRecord(
+        source=source,
+        source_file="",
+        source_line=None,
+        record_ref=forget.record_ref(conversation_id, source_file, ref),
+        conversation_id="",
+        partition_date=day,
+        reason=R.R_FORGOTTEN,
+        detail=FORGOTTEN_DETAIL,
+        raw="",
+    )
+
+
+def load_forget_list(output_dir: Path, *, create: bool = False) -> ForgetList:
+    """The output folder's forget list (empty, with a fresh salt only if ``create``)."""
+    folder = privacy_dir(output_dir)
+    salt_path, list_path = folder / SALT_FILE, folder / LIST_FILE
+    if salt_path.is_file():
+        salt = bytes.fromhex(salt_path.read_text(encoding="utf-8").strip())
+    elif create:
+        salt = secrets.token_bytes(32)
+    else:
+        return ForgetList(salt=b"")
+    entries = []
+    if list_path.is_file():
+        entries = json.loads(list_path.read_text(encoding="utf-8"))["entries"]
+    return ForgetList(salt=salt, entries=entries)
+
+
+def save_forget_list(output_dir: Path, forget: ForgetList) -> Path:
+    """Write the list and its salt atomically (the salt first: a list is useless without it)."""
+    folder = privacy_dir(output_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    _atomic_write(folder / SALT_FILE, forget.salt.hex())
+    target = folder / LIST_FILE
+    _atomic_write(target, json.dumps({"entries": forget.entries}, indent=1, sort_keys=True))
+    return target
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

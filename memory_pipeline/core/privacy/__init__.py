@@ -1,0 +1,1 @@
+"""Privacy: forgetting a contact everywhere the pipeline wrote their words (runs last)."""

@@ -1,0 +1,344 @@
+"""Forget a contact: find every trace of their conversations, then remove it.
+
+A personal memory holds other people's words; deleting a person has to reach every copy,
+not only the current tables. ``plan_forget`` is read-only (what the CLI prints without
+``--yes``); ``apply_forget`` lists the contact on the forget list *first* (so a crash midway
+still keeps ingest from bringing them back), then:
+
+- rewrites every partition of every date-partitioned table without the contact's rows
+  (by contact, conversation, session and chunk id); their raw messages and quarantine rows
+  become text-free ``forgotten`` quarantine rows and the audit moves them from ``ingested``
+  to ``quarantined``, exactly what a re-run of ingest with the list produces;
+- deletes every index version (not only CURRENT), the unpartitioned derived tables (BM25
+  postings, time metadata, memory timeline, storage report), the DuckDB warehouse and the
+  evaluation folder: they are rebuilt from the cleaned tables by the index, storage,
+  evaluation and warehouse stages (the CLI and the Dagster job run them);
+- deletes provider-cache entries keyed by the hashes of the contact's chunk texts, summaries
+  and embedding texts, and any cached text/JSON payload that quotes one of their messages,
+  then checkpoints and VACUUMs so no freed page or WAL frame keeps the text;
+- deletes the contact's dossier ``.md`` file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common.forget_list import (
+    ForgetList,
+    file_key,
+    forgotten_record,
+    load_forget_list,
+    save_forget_list,
+)
+from memory_pipeline.core.common.ids import text_hash
+from memory_pipeline.core.common.storage import TableStore
+from memory_pipeline.core.indexes.publish import index_root
+from memory_pipeline.core.ingest.normalize import quarantine_table
+from memory_pipeline.core.memories.dossier import contact_file_name
+
+# Derived tables rebuilt over everything stored: deleted, then recomputed without the contact.
+REBUILT_TABLES = (
+    T.BM25_POSTINGS,
+    T.SESSION_META,
+    T.MESSAGE_META,
+    T.MEMORY_TIMELINE,
+    T.STORAGE_REPORT,
+)
+# How each partitioned table's rows point at the contact (besides contact_id).
+_ROW_KEYS = {
+    T.QUARANTINE: "conversation_id",
+    T.CHUNK_SUMMARIES: "chunk_id",
+    T.EMBEDDING_TEXTS: "chunk_id",
+    T.SESSION_ENRICHMENT: "session_id",
+    T.CHUNK_EMBEDDINGS: "chunk_id",
+    T.MEMORY_REJECTS: "session_id",
+}
+MIN_QUOTE_CHARS = 8  # a cached payload quoting a message text this long is the contact's
+
+
+class UnknownContact(LookupError):
+    """No stored conversation is with that contact."""
+
+
+@dataclass
+class ForgetPlan:
+    """What forgetting one contact removes (counts and paths only: safe to print)."""
+
+    contact_id: str
+    output_dir: Path
+    conversations: set[str] = field(default_factory=set)
+    files: set[tuple[str, str]] = field(default_factory=set)
+    session_ids: set[str] = field(default_factory=set)
+    chunk_ids: set[str] = field(default_factory=set)
+    texts: set[str] = field(default_factory=set)  # message and derived texts, never printed
+    text_hashes: set[str] = field(default_factory=set)
+    rows: dict[tuple[str, dt.date], int] = field(default_factory=dict)
+    index_versions: list[Path] = field(default_factory=list)
+    rebuilt: list[Path] = field(default_factory=list)
+    cache_path: Path | None = None
+    cache_entries: int = 0
+    dossier_files: list[Path] = field(default_factory=list)
+
+    def summary_lines(self) -> list[str]:
+        """Human-readable lines: tables/partitions/rows, versions, cache, files."""
+        per_table: Counter[str] = Counter()
+        parts: Counter[str] = Counter()
+        for (name, _), n in self.rows.items():
+            per_table[name] += n
+            parts[name] += 1
+        out = [f"contact {self.contact_id}: {len(self.conversations)} conversations"]
+        for name, n in per_table.items():
+            out.append(f"  table {name}: {n} rows in {parts[name]} partitions")
+        out.append(f"  index versions: {len(self.index_versions)} (all deleted, then rebuilt)")
+        out.extend(f"  rebuilt after deletion: {p}" for p in self.rebuilt)
+        out.append(f"  provider-cache entries: {self.cache_entries}")
+        out.extend(f"  dossier file: {p}" for p in self.dossier_files)
+        return out
+
+
+def resolve_contact(store: TableStore, name: str) -> str:
+    """The stored contact_id for ``name``: exact id, else case-insensitive id or dossier name."""
+    ids = set(store.read(T.RAW_MESSAGES, columns=["contact_id"]).column(0).to_pylist())
+    ids |= set(store.read(T.DOSSIERS, columns=["contact_id"]).column(0).to_pylist())
+    if name in ids:
+        return name
+    folded = {c for c in ids if c.casefold() == name.casefold()}
+    if not folded and store.dates(T.DOSSIERS):
+        dossiers = store.read(T.DOSSIERS, columns=["contact_id", "name"]).to_pylist()
+        folded = {r["contact_id"] for r in dossiers if r["name"].casefold() == name.casefold()}
+    if len(folded) == 1:
+        return folded.pop()
+    if folded:
+        raise UnknownContact(f"{name!r} matches several contacts; pass the contact_id")
+    raise UnknownContact(f"no stored conversation is with contact {name!r}")
+
+
+def _partitioned() -> list[T.Table]:
+    return [t for t in T.REGISTRY if t.partitioned]
+
+
+def _mask(t: T.Table, data: pa.Table, plan: ForgetPlan) -> pa.Array:
+    """True for the rows of ``data`` that belong to the contact."""
+    names = data.schema.names
+    hit = pa.array([False] * data.num_rows, pa.bool_())
+    if "contact_id" in names:
+        hit = pc.or_(hit, pc.fill_null(pc.equal(data["contact_id"], plan.contact_id), False))
+    if "conversation_id" in names and plan.conversations:
+        conv = pc.is_in(data["conversation_id"], pa.array(sorted(plan.conversations)))
+        hit = pc.or_(hit, pc.fill_null(conv, False))
+    key = _ROW_KEYS.get(t)
+    ids = {"chunk_id": plan.chunk_ids, "session_id": plan.session_ids}.get(key or "")
+    if key and ids and key in names:
+        hit = pc.or_(hit, pc.fill_null(pc.is_in(data[key], pa.array(sorted(ids))), False))
+    if t is T.QUARANTINE and plan.files:
+        keys = [
+            file_key(s, f)
+            for s, f in zip(
+                data["source"].to_pylist(), data["source_file"].to_pylist(), strict=True
+            )
+        ]
+        wanted = {file_key(s, f) for s, f in plan.files}
+        hit = pc.or_(hit, pa.array([k in wanted for k in keys], pa.bool_()))
+    return hit
+
+
+def plan_forget(
+    output_dir: Path, contact: str, *, dossier_dir: Path, cache_path: Path
+) -> ForgetPlan:
+    """Everything forgetting ``contact`` would remove; changes nothing."""
+    store = TableStore(output_dir)
+    plan = ForgetPlan(resolve_contact(store, contact), Path(output_dir), cache_path=cache_path)
+    msgs = store.read(T.RAW_MESSAGES)
+    mine = msgs.filter(pc.equal(msgs["contact_id"], plan.contact_id))
+    plan.conversations = set(mine["conversation_id"].to_pylist())
+    plan.files = set(zip(mine["source"].to_pylist(), mine["source_file"].to_pylist(), strict=True))
+    plan.texts |= {t for t in mine["text"].to_pylist() if t}
+    sessions = store.read(T.SESSIONS, columns=["session_id", "contact_id"])
+    plan.session_ids = set(
+        sessions.filter(pc.equal(sessions["contact_id"], plan.contact_id))["session_id"].to_pylist()
+    )
+    quarantine = store.read(T.QUARANTINE)
+    for t in _partitioned():
+        for day in store.dates(t):
+            data = store.read(t, [day])
+            n = pc.sum(_mask(t, data, plan).cast(pa.int64())).as_py() or 0
+            if t is T.CHUNKS and n:
+                rows = data.filter(_mask(t, data, plan))
+                plan.chunk_ids |= set(rows["chunk_id"].to_pylist())
+            if n:
+                plan.rows[(t.name, day)] = n
+    # derived texts: what a provider saw (cache keys) and may have echoed back (payloads)
+    for t, col in (
+        (T.CHUNKS, "raw_text"),
+        (T.CHUNK_SUMMARIES, "summary"),
+        (T.EMBEDDING_TEXTS, "embedding_text"),
+    ):
+        data = store.read(t, columns=["chunk_id", col])
+        rows = data.filter(
+            pc.is_in(data["chunk_id"], pa.array(sorted(plan.chunk_ids), pa.string()))
+        )
+        derived = [v for v in rows[col].to_pylist() if v]
+        plan.text_hashes |= {text_hash(v) for v in derived}
+    if store.dates(T.CHUNK_EMBEDDINGS):
+        emb = store.read(T.CHUNK_EMBEDDINGS, columns=["chunk_id", "text_hash"])
+        rows = emb.filter(pc.is_in(emb["chunk_id"], pa.array(sorted(plan.chunk_ids), pa.string())))
+        plan.text_hashes |= set(rows["text_hash"].to_pylist())
+    excerpts = quarantine.filter(_mask(T.QUARANTINE, quarantine, plan))["raw"].to_pylist()
+    plan.texts |= {x for x in excerpts if x}
+    root = index_root(output_dir)
+    plan.index_versions = sorted(p for p in root.glob("v-*") if p.is_dir()) if root.is_dir() else []
+    store_root = Path(output_dir)
+    plan.rebuilt = [p for p in (store.table_dir(t) for t in REBUILT_TABLES) if p.exists()]
+    plan.rebuilt += [
+        p for p in (store_root / "warehouse.duckdb", store_root / "eval") if p.exists()
+    ]
+    plan.cache_entries = len(_cache_victims(cache_path, plan)) if cache_path.is_file() else 0
+    dossier = Path(dossier_dir) / contact_file_name(plan.contact_id)
+    plan.dossier_files = [dossier] if dossier.exists() else []
+    return plan
+
+
+def _cache_victims(cache_path: Path, plan: ForgetPlan) -> set[tuple[str, str]]:
+    """(key, text_hash) of cache entries derived from the contact's texts."""
+    quotes = [t for t in plan.texts if len(t) >= MIN_QUOTE_CHARS]
+    found: set[tuple[str, str]] = set()
+    # a dry run must not write: with no WAL file the database is complete and opened
+    # immutable (a plain reader would create -wal/-shm files beside it)
+    wal = cache_path.with_name(cache_path.name + "-wal")
+    mode = "ro" if wal.exists() else "ro&immutable=1"
+    con = sqlite3.connect(f"{cache_path.resolve().as_uri()}?mode={mode}", uri=True)
+    try:
+        for key, h, kind, payload in con.execute(
+            "SELECT key, text_hash, kind, payload FROM cache_entries"
+        ):
+            if h in plan.text_hashes:
+                found.add((key, h))
+            elif kind != "vector":
+                text = bytes(payload).decode("utf-8", "replace")
+                if any(q in text for q in quotes):
+                    found.add((key, h))
+    finally:
+        con.close()
+    return found
+
+
+def _purge_cache(cache_path: Path, plan: ForgetPlan) -> int:
+    victims = _cache_victims(cache_path, plan)
+    con = sqlite3.connect(str(cache_path), isolation_level=None)
+    try:
+        con.execute("PRAGMA secure_delete=ON")
+        con.execute("BEGIN IMMEDIATE")
+        con.executemany(
+            "DELETE FROM cache_entries WHERE key = ? AND text_hash = ?", sorted(victims)
+        )
+        con.execute("COMMIT")
+        # freed pages and WAL frames would still hold the payloads
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        con.execute("VACUUM")
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        con.close()
+    return len(victims)
+
+
+def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetList:
+    """Remove everything ``plan`` lists and put the contact on the forget list."""
+    today = today or dt.date.today()
+    out = plan.output_dir
+    forget = load_forget_list(out, create=True)
+    forget.add("contact", plan.contact_id, today)
+    for conv in sorted(plan.conversations):
+        forget.add("conversation", conv, today)
+    for source, file in sorted(plan.files):
+        forget.add("file", file_key(source, file), today)
+    save_forget_list(out, forget)
+
+    store = TableStore(out)
+    moved: Counter[tuple[dt.date, str]] = Counter()  # messages turned into forgotten rows
+    for name, day in sorted(plan.rows, key=lambda k: (k[1], k[0])):
+        t = T.table(name)
+        data = store.read(t, [day])
+        hit = _mask(t, data, plan)
+        gone, kept = data.filter(hit), data.filter(pc.invert(hit))
+        if t is T.RAW_MESSAGES:
+            forgotten = [
+                forgotten_record(
+                    forget,
+                    r["source"],
+                    r["conversation_id"],
+                    r["source_file"],
+                    r["source_ref"],
+                    day,
+                )
+                for r in gone.select(
+                    ["source", "conversation_id", "source_file", "source_ref"]
+                ).to_pylist()
+            ]
+            moved.update((day, r.source) for r in forgotten)
+            _append_quarantine(store, day, forgotten)
+        elif t is T.QUARANTINE:
+            forgotten = [
+                forgotten_record(
+                    forget,
+                    r["source"],
+                    r["conversation_id"] or "",
+                    r["source_file"],
+                    r["record_ref"],
+                    day,
+                )
+                for r in gone.select(
+                    ["source", "conversation_id", "source_file", "record_ref"]
+                ).to_pylist()
+            ]
+            kept = pa.concat_tables([kept, quarantine_table(forgotten).cast(kept.schema)])
+        store.write(t, kept, day)
+    for day, source in sorted(moved):
+        _move_in_audit(store, day, source, moved[(day, source)])
+    for version in plan.index_versions:
+        shutil.rmtree(version, ignore_errors=True)
+    root = index_root(out)
+    if root.is_dir():
+        for p in root.iterdir():  # CURRENT and half-built leftovers: nothing is published now
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    for p in plan.rebuilt:
+        shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
+    for p in out.glob("warehouse.duckdb*"):
+        p.unlink(missing_ok=True)
+    if plan.cache_path is not None and plan.cache_path.is_file():
+        _purge_cache(plan.cache_path, plan)
+    for p in plan.dossier_files:
+        p.unlink(missing_ok=True)
+    return forget
+
+
+def _append_quarantine(store: TableStore, day: dt.date, rows: list) -> None:
+    if not rows:
+        return
+    current = store.read(T.QUARANTINE, [day])
+    store.write(
+        T.QUARANTINE, pa.concat_tables([current, quarantine_table(rows).cast(current.schema)]), day
+    )
+
+
+def _move_in_audit(store: TableStore, day: dt.date, source: str, n: int) -> None:
+    """``n`` records of (day, source) now counted as quarantined instead of ingested."""
+    audit = store.read(T.INGEST_AUDIT, [day]).to_pylist()
+    for row in audit:
+        if row["source"] == source:
+            row["ingested"] -= n
+            row["quarantined"] += n
+    store.write(T.INGEST_AUDIT, pa.Table.from_pylist(audit, schema=T.INGEST_AUDIT.schema), day)
+
+
+def forgotten_entries(output_dir: Path) -> list[dict]:
+    """The forget list as kind, salted hash and date: never a name."""
+    return [dict(e) for e in load_forget_list(output_dir).entries]

@@ -1,0 +1,42 @@
+"""Forget, then rebuild: what the CLI and ``memory_pipeline.forget`` run after the purge.
+
+Apart from ``defs/forget.py`` (the job) because it builds the whole definitions, which
+register that job.
+"""
+
+from typing import Any
+
+import dagster as dg
+
+from memory_pipeline.config import PipelineConfig
+from memory_pipeline.defs.resources import PipelineResource
+
+# the unpartitioned stages over everything stored: rebuilt after a forget
+REBUILD_STAGES = ("indexes", "storage", "evaluation", "warehouse")
+
+
+def rebuild_after_forget(
+    cfg: PipelineConfig, instance: dg.DagsterInstance | None = None, providers: Any = None
+) -> bool:
+    """Re-run the unpartitioned stages over the cleaned tables; True when all succeeded."""
+    from memory_pipeline.defs.build import build_definitions
+    from memory_pipeline.defs.runner import materialize_stages, stage_resources, stages
+
+    defs = build_definitions(cfg)
+    resources = None
+    if providers is not None:
+        resources = stage_resources(
+            PipelineResource(
+                config_file=str(cfg.config_path) if cfg.config_path else None,
+                output_dir=str(cfg.output_dir),
+            ),
+            providers,
+        )
+    runs = materialize_stages(
+        defs,
+        stages(*REBUILD_STAGES),
+        resources=resources,
+        instance=instance,
+        raise_on_error=False,
+    )
+    return len(runs) == len(REBUILD_STAGES) and all(r.success and not r.failed for r in runs)
