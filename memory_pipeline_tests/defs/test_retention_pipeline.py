@@ -116,8 +116,8 @@ def test_old_records_are_expired_rows_without_text_and_conservation_holds(retain
     # readers skip files of unrequested dates, so old records may never be read at all;
     # any that are read (a whole-chat .txt export) become expired rows at the cutoff
     assert set(q["partition_date"].to_pylist()) <= {CUTOFF}
-    assert set(q["raw"].to_pylist()) == {""} and set(q["source_file"].to_pylist()) == {""}
-    assert set(q["conversation_id"].to_pylist()) == {""}
+    assert set(q["raw"].to_pylist()) <= {""} and set(q["source_file"].to_pylist()) <= {""}
+    assert set(q["conversation_id"].to_pylist()) <= {""}
     audit = t["ingest_audit"]
     read = pc.sum(audit["records_read"]).as_py()
     assert read == pc.sum(audit["ingested"]).as_py() + pc.sum(audit["quarantined"]).as_py()
