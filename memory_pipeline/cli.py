@@ -131,7 +131,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     home = _instance_home(cfg)
     print(f"config: {cfg.config_path}  sources: {', '.join(s.name for s in cfg.sources)}")
+    from memory_pipeline.core.privacy import retention
+
+    cutoff = retention.retention_cutoff(cfg.retain_days)
+    purged = retention.purge_expired(
+        cfg.output_dir, cfg.retain_days, cache_path=cfg.cache_path, dossier_dir=cfg.dossiers_path
+    )
+    if purged:
+        print(f"retention: purged {len(purged['dates'])} partitions before {purged['cutoff']}")
     found = discover_dates(cfg.sources, cfg.start_date)
+    if cutoff is not None:
+        found = [d for d in found if d >= cutoff]
     if not found:
         print("no records in the configured sources: nothing to do")
         return 0

@@ -53,6 +53,7 @@ class PipelineConfig:
     eval_questions: Path | None = None  # the user's labelled JSONL questions
     eval_locomo: Path | None = None  # a LoCoMo-format file to benchmark against
     dossier_dir: Path | None = None  # where the current dossiers go as <contact>.md
+    retain_days: int | None = None  # [privacy]: purge partitions older than this; None = keep all
 
     @property
     def dossiers_path(self) -> Path:
@@ -137,6 +138,7 @@ def parse_config(
     dense = _dense_representations(raw, env, errors)
     tokenizer, hnsw_threshold = _retrieval(raw, env, errors)
     eval_paths = _evaluation_paths(raw, env, base_dir, errors)
+    retain_days = _privacy(raw, env, errors)
     _check_sources_enabled(sources, env, errors)
     if errors:
         raise ConfigError(f"invalid configuration in {origin}:\n  - " + "\n  - ".join(errors))
@@ -159,6 +161,7 @@ def parse_config(
         eval_questions=eval_paths["questions"],
         eval_locomo=eval_paths["locomo"],
         dossier_dir=pipe.dossier_dir,
+        retain_days=retain_days,
     )
 
 
@@ -405,6 +408,41 @@ def _evaluation_paths(
         if eval_paths[key] is not None and not eval_paths[key].is_file():
             errors.append(f"[evaluation].{key}: {eval_paths[key]} is not a file")
     return eval_paths
+
+
+PRIVACY_KEYS = ("retain_days",)
+MAX_RETAIN_DAYS = 365_000  # a thousand years: anything larger is a typo, not a policy
+
+
+def _privacy(raw: Mapping[str, Any], env: Mapping[str, str], errors: list[str]) -> int | None:
+    """``[privacy] retain_days`` (env ``MEMORY_PIPELINE_RETAIN_DAYS``): None when unset.
+
+    Retention deletes data, so a value that is not a whole number of days >= 1 is a problem
+    at load time, never silently "keep everything" or "keep nothing". An empty environment
+    value switches retention off (how a user overrides a file that sets it).
+    """
+    privacy = raw.get("privacy", {})
+    if not isinstance(privacy, Mapping):
+        errors.append("[privacy]: must be a table")
+        return None
+    unknown = set(privacy) - set(PRIVACY_KEYS)
+    if unknown:
+        errors.append(f"[privacy]: unknown keys {sorted(unknown)}")
+    value = env.get(ENV_PREFIX + "RETAIN_DAYS", privacy.get("retain_days"))
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        errors.append(f"[privacy].retain_days: {value!r} is not an integer")
+        return None
+    try:
+        days = int(value)
+    except (TypeError, ValueError):
+        errors.append(f"[privacy].retain_days: {value!r} is not an integer")
+        return None
+    if not 1 <= days <= MAX_RETAIN_DAYS:
+        errors.append(f"[privacy].retain_days: {days} is outside 1..{MAX_RETAIN_DAYS}")
+        return None
+    return days
 
 
 def _check_sources_enabled(sources: _Sources, env: Mapping[str, str], errors: list[str]) -> None:

@@ -277,3 +277,17 @@ def test_every_index_tokenizer_is_a_valid_config_value(tmp_path, name):
     """The config accepts exactly the names the index builder knows (one list, in tokenize)."""
     cfg = load_config(write(tmp_path, GOOD), env={"MEMORY_PIPELINE_TOKENIZER": name})
     assert cfg.tokenizer == name
+
+
+def test_retain_days_off_by_default_set_by_file_or_env_and_validated(tmp_path):
+    assert load_config(write(tmp_path, GOOD), env={}).retain_days is None
+    cfg = load_config(write(tmp_path, GOOD + "\n[privacy]\nretain_days = 30\n"), env={})
+    assert cfg.retain_days == 30
+    assert (
+        load_config(write(tmp_path, GOOD), env={"MEMORY_PIPELINE_RETAIN_DAYS": "7"}).retain_days
+        == 7
+    )
+    for bad, needle in (("0", "outside"), ('"x"', "not an integer"), ("true", "not an integer")):
+        path = write(tmp_path, GOOD + f"\n[privacy]\nretain_days = {bad}\n")
+        with pytest.raises(ConfigError, match=rf"\[privacy\]\.retain_days: .*{needle}"):
+            load_config(path, env={})

@@ -10,6 +10,7 @@ from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.forget_list import load_forget_list
 from memory_pipeline.core.common.records import SourceError
 from memory_pipeline.core.ingest.stage import read_all, split_ingest
+from memory_pipeline.core.privacy.retention import retention_cutoff
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.defs.helpers import asset_key, check_result, table_asset, table_path
 from memory_pipeline.defs.partitions import keys_to_dates
@@ -64,11 +65,13 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
     )
     def ingest(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
-        days = keys_to_dates(context.partition_keys)
+        cutoff = retention_cutoff(cfg.retain_days)
+        # a partition past retention is never written again (the run purged it)
+        days = [d for d in keys_to_dates(context.partition_keys) if cutoff is None or d >= cutoff]
         t0 = time.perf_counter()
         try:
             result = read_all(
-                cfg.sources, days, cfg.start_date, load_forget_list(cfg.output_dir)
+                cfg.sources, days, cfg.start_date, load_forget_list(cfg.output_dir), cutoff
             )
         except SourceError as exc:
             raise dg.Failure(description=str(exc)) from None

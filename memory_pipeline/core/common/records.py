@@ -47,6 +47,7 @@ R_NOT_A_FILE = "not_a_file"
 R_PERMISSION = "permission_denied"
 R_NOT_AN_EXPORT = "not_an_export"
 R_FORGOTTEN = "forgotten"  # on the forget list (core/common/forget_list.py): no text kept
+R_EXPIRED = "expired"  # older than [privacy] retain_days (core/ingest/normalize.py): no text kept
 
 QUARANTINE_REASONS = frozenset(
     {
@@ -68,6 +69,7 @@ QUARANTINE_REASONS = frozenset(
         R_PERMISSION,
         R_NOT_AN_EXPORT,
         R_FORGOTTEN,
+        R_EXPIRED,
     }
 )
 

@@ -135,6 +135,7 @@ def ingest(
     start_date: dt.date,
     dates: Iterable[dt.date] | None = None,
     forget: ForgetList | None = None,
+    retain_from: dt.date | None = None,
 ) -> IngestResult:
     """Validate, de-duplicate and partition ``records``, keeping those of ``dates``.
 
@@ -149,8 +150,14 @@ def ingest(
     "Re-exports").
     A record on the ``forget`` list is counted as read and becomes a text-free ``forgotten``
     quarantine row (see core/common/forget_list.py), before any other rule looks at it.
+    A dated record before ``retain_from`` (``[privacy] retain_days``) is past retention: it is
+    counted as read and becomes a text-free ``expired`` row in the first retained partition
+    (``max(start_date, retain_from)``, which then also takes the undated and too-early
+    records), so a re-run over old exports never writes a purged date or its text again.
     """
     wanted = None if dates is None else frozenset(dates)
+    if retain_from is not None and retain_from > start_date:
+        start_date = retain_from  # nothing is placed in a purged partition
     out = IngestResult()
     seen: dict[str, Message] = {}  # message id -> the kept message
     occurrences: _Occurrences = {}
@@ -161,6 +168,12 @@ def ingest(
             if wanted is None or fday in wanted:
                 out.read_counts[(fday, rec.source)] += 1
                 out.quarantine.append(forgotten_row(forget, rec, fday))
+            continue
+        rday = rec.partition_date if isinstance(rec, QuarantineRecord) else rec.local_date
+        if retain_from is not None and rday is not None and rday < retain_from:
+            if wanted is None or start_date in wanted:
+                out.read_counts[(start_date, rec.source)] += 1
+                out.quarantine.append(expired_row(rec, start_date))
             continue
         if isinstance(rec, QuarantineRecord):
             day = rec.partition_date
@@ -203,6 +216,29 @@ def ingest(
     out.messages.sort(key=lambda p: (p[1].conversation_id, p[1].ts, p[1].source_order, p[0]))
     out.quarantine.sort(key=_quarantine_sort_key)
     return out
+
+
+def expired_row(rec: Record, day: dt.date) -> QuarantineRecord:
+    """The text-free row a record past retention becomes: source and date only.
+
+    Like a ``forgotten`` row, it keeps no file name, conversation or excerpt (the point of
+    retention is that the old words are gone); ``record_ref`` is a hash of the record's
+    position, so ids stay unique and a re-run writes the same row.
+    """
+    ref = rec.source_ref if isinstance(rec, Message) else rec.record_ref
+    key = _SEP.join((rec.source, rec.conversation_id or "", rec.source_file, ref))
+    digest = blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    return QuarantineRecord(
+        source=rec.source,
+        source_file="",
+        source_line=None,
+        record_ref="expired:" + digest,
+        conversation_id="",
+        partition_date=day,
+        reason=R.R_EXPIRED,
+        detail="older than [privacy] retain_days",
+        raw="",
+    )
 
 
 def _quarantine_sort_key(q: QuarantineRecord) -> tuple:

@@ -40,8 +40,10 @@ def read_all(
     dates: Iterable[dt.date],
     start_date: dt.date,
     forget: ForgetList | None = None,
+    retain_from: dt.date | None = None,
 ) -> IngestResult:
-    """Read every source once and keep the records of ``dates`` (``forget``: see ingest)."""
+    """Read every source once and keep the records of ``dates`` (``forget``,
+    ``retain_from``: see ingest)."""
     wanted = sorted(set(dates))
 
     def records():
@@ -49,7 +51,9 @@ def read_all(
             yield from read_source(spec, wanted)
 
     with gc_paused():
-        return ingest(records(), start_date=start_date, dates=wanted, forget=forget)
+        return ingest(
+            records(), start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
+        )
 
 
 @contextmanager

@@ -138,3 +138,27 @@ def test_forgotten_records_are_counted_as_quarantined_without_text(tmp_path):
     assert len({r["quarantine_id"] for r in q}) == 2
     [audit] = audit_table(result.audit_rows()).to_pylist()
     assert audit["records_read"] == 3 == audit["ingested"] + audit["quarantined"]
+
+
+def test_records_past_retention_are_counted_as_quarantined_without_text():
+    from memory_pipeline.core.ingest.normalize import audit_table, messages_table, quarantine_table
+
+    records = [
+        msg("2024-03-01 10:00", "an old secret about the trip", order=0),
+        msg("2024-03-02 10:00", "another old one", order=1),
+        msg("2024-03-05 10:00", "kept", order=2),
+    ]
+    result = ingest(records, start_date=START, retain_from=dt.date(2024, 3, 4))
+    assert [m.text for _, m in result.messages] == ["kept"]
+    q = quarantine_table(result.quarantine).to_pylist()
+    assert [r["reason"] for r in q] == [R.R_EXPIRED, R.R_EXPIRED]
+    assert all("secret" not in str(v) and "old one" not in str(v) for r in q for v in r.values())
+    # placed in the first kept partition, and read = ingested + quarantined still holds
+    assert {r["partition_date"] for r in q} == {dt.date(2024, 3, 4)}
+    ok, meta = quality.conservation(
+        audit_table(result.audit_rows()),
+        messages_table(result.messages),
+        quarantine_table(result.quarantine),
+    )
+    assert ok, meta
+    assert ingest(records, start_date=START).messages.__len__() == 3  # off: nothing expires

@@ -1,0 +1,190 @@
+"""Retention: ``[privacy] retain_days`` purges every partition older than the cutoff.
+
+Old chats hold other people's words for longer than anyone agreed to; a retention window
+bounds that. The purge reuses the forget machinery (``core/privacy/forget.py``): where forget
+removes one contact's rows from every partition, retention removes whole date partitions
+(every date-partitioned table of ``T.REGISTRY``, dates < cutoff), then, exactly as forget
+does, deletes every index version, the unpartitioned derived tables, the warehouse and the
+evaluation folder (the run that follows rebuilds them from what is left) and the
+provider-cache entries derived from the purged texts. Ingest drops records older than the
+cutoff as text-free ``expired`` rows (``core/ingest/normalize.py``), so re-running over the
+same exports never brings a purged date back.
+
+Each purge appends one entry to ``<output>/privacy/retention_log.json``: the day it ran,
+the cutoff, the purged dates and rows per table — counts only, never text or names.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common.forget_list import _atomic_write, privacy_dir
+from memory_pipeline.core.common.ids import text_hash
+from memory_pipeline.core.common.storage import TableStore
+from memory_pipeline.core.indexes.publish import index_root
+from memory_pipeline.core.privacy.forget import REBUILT_TABLES, ForgetPlan, _purge_cache
+
+LOG_FILE = "retention_log.json"
+# where a purged partition's words are: message texts and excerpts (quoted in cache payloads)
+_TEXT_COLUMNS = {T.RAW_MESSAGES: "text", T.QUARANTINE: "raw"}
+# derived texts whose hashes key provider-cache entries
+_HASHED_COLUMNS = {
+    T.CHUNKS: "raw_text",
+    T.CHUNK_SUMMARIES: "summary",
+    T.EMBEDDING_TEXTS: "embedding_text",
+}
+
+
+def today() -> dt.date:
+    """Today's date; a module function so tests can move "today" (monkeypatch it)."""
+    return dt.date.today()
+
+
+def retention_cutoff(retain_days: int | None, on: dt.date | None = None) -> dt.date | None:
+    """The first date kept: ``on`` (default today) minus ``retain_days``; None when off."""
+    if retain_days is None:
+        return None
+    return (on or today()) - dt.timedelta(days=retain_days)
+
+
+@dataclass
+class RetentionPlan:
+    """What a purge removes: partitions (as row counts), derived files, cache entries."""
+
+    output_dir: Path
+    cutoff: dt.date
+    rows: dict[tuple[str, dt.date], int] = field(default_factory=dict)
+    index_versions: list[Path] = field(default_factory=list)
+    rebuilt: list[Path] = field(default_factory=list)
+    cache_path: Path | None = None
+    dossier_dir: Path | None = None
+    dossier_partitions: list[dt.date] = field(default_factory=list)  # cumulative: all rebuilt
+    texts: set[str] = field(default_factory=set)  # never logged: matched in cache payloads
+    text_hashes: set[str] = field(default_factory=set)
+
+    @property
+    def dates(self) -> list[dt.date]:
+        return sorted({day for _, day in self.rows})
+
+    def log_entry(self, ran_on: dt.date) -> dict:
+        """The counts-only record of this purge."""
+        per_table: Counter[str] = Counter()
+        for (name, _), n in self.rows.items():
+            per_table[name] += n
+        return {
+            "ran_on": ran_on.isoformat(),
+            "cutoff": self.cutoff.isoformat(),
+            "dates": [d.isoformat() for d in self.dates],
+            "rows": dict(sorted(per_table.items())),
+        }
+
+
+def plan_retention(
+    output_dir: Path,
+    cutoff: dt.date,
+    *,
+    cache_path: Path | None = None,
+    dossier_dir: Path | None = None,
+) -> RetentionPlan:
+    """Every partition older than ``cutoff`` and what derives from it; changes nothing.
+
+    A dossier partition is cumulative (each builds on the previous one), so a retained one
+    still quotes purged memories: every dossier partition and ``.md`` file goes, and the run
+    that follows rebuilds them from the retained memories.
+    """
+    store = TableStore(output_dir)
+    plan = RetentionPlan(Path(output_dir), cutoff, cache_path=cache_path, dossier_dir=dossier_dir)
+    for t in (t for t in T.REGISTRY if t.partitioned):
+        old = [d for d in store.dates(t) if d < cutoff]
+        for day in old:
+            plan.rows[(t.name, day)] = store.read(t, [day]).num_rows
+        if not old:
+            continue
+        if t in _TEXT_COLUMNS:
+            col = store.read(t, old, columns=[_TEXT_COLUMNS[t]]).column(0).to_pylist()
+            plan.texts |= {v for v in col if v}
+        if t in _HASHED_COLUMNS:
+            col = store.read(t, old, columns=[_HASHED_COLUMNS[t]]).column(0).to_pylist()
+            plan.text_hashes |= {text_hash(v) for v in col if v}
+        if t is T.CHUNK_EMBEDDINGS:
+            col = store.read(t, old, columns=["text_hash"]).column(0).to_pylist()
+            plan.text_hashes |= {v for v in col if v}
+    if not plan.rows:
+        return plan  # nothing old: derived files stay, the run does not rebuild for nothing
+    plan.dossier_partitions = [d for d in store.dates(T.DOSSIERS) if d >= cutoff]
+    root = index_root(output_dir)
+    plan.index_versions = sorted(p for p in root.glob("v-*") if p.is_dir()) if root.is_dir() else []
+    plan.rebuilt = [p for p in (store.table_dir(t) for t in REBUILT_TABLES) if p.exists()]
+    out = Path(output_dir)
+    plan.rebuilt += [p for p in (out / "warehouse.duckdb", out / "eval") if p.exists()]
+    return plan
+
+
+def apply_retention(plan: RetentionPlan, *, ran_on: dt.date | None = None) -> dict | None:
+    """Delete what ``plan`` lists and log it; the log entry, or None when nothing was old."""
+    if not plan.rows:
+        return None
+    store = TableStore(plan.output_dir)
+    for name, day in sorted(plan.rows):
+        store.path(name, day).unlink(missing_ok=True)
+    for day in plan.dossier_partitions:
+        store.path(T.DOSSIERS, day).unlink(missing_ok=True)
+    if plan.dossier_dir is not None and plan.dossier_dir.is_dir():
+        for p in plan.dossier_dir.glob("*.md"):
+            p.unlink()
+    for version in plan.index_versions:
+        shutil.rmtree(version, ignore_errors=True)
+    root = index_root(plan.output_dir)
+    if root.is_dir():
+        for p in root.iterdir():  # CURRENT and half-built leftovers, as forget does
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    for p in plan.rebuilt:
+        shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
+    for p in plan.output_dir.glob("warehouse.duckdb*"):
+        p.unlink(missing_ok=True)
+    if plan.cache_path is not None and plan.cache_path.is_file():
+        # the forget purge matches entries by text hash and by quoted text: reuse it as is
+        victims = ForgetPlan("", plan.output_dir, texts=plan.texts, text_hashes=plan.text_hashes)
+        _purge_cache(plan.cache_path, victims)
+    entry = plan.log_entry(ran_on or today())
+    _append_log(plan.output_dir, entry)
+    return entry
+
+
+def _append_log(output_dir: Path, entry: dict) -> Path:
+    path = privacy_dir(output_dir) / LOG_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entries = json.loads(path.read_text(encoding="utf-8"))["purges"] if path.is_file() else []
+    entries.append(entry)
+    _atomic_write(path, json.dumps({"purges": entries}, indent=1, sort_keys=True))
+    return path
+
+
+def retention_log(output_dir: Path) -> list[dict]:
+    """Every purge recorded so far (counts only)."""
+    path = privacy_dir(output_dir) / LOG_FILE
+    return json.loads(path.read_text(encoding="utf-8"))["purges"] if path.is_file() else []
+
+
+def purge_expired(
+    output_dir: Path,
+    retain_days: int | None,
+    *,
+    cache_path: Path | None = None,
+    dossier_dir: Path | None = None,
+    on: dt.date | None = None,
+) -> dict | None:
+    """The whole retention step of a run: plan and apply; None when off or nothing old."""
+    cutoff = retention_cutoff(retain_days, on)
+    if cutoff is None:
+        return None
+    return apply_retention(
+        plan_retention(output_dir, cutoff, cache_path=cache_path, dossier_dir=dossier_dir),
+        ran_on=on or today(),
+    )
