@@ -63,7 +63,8 @@ def cluster_bootstrap_ci(
     return (float(pooled.mean()), float(lo), float(hi))
 
 
-def _mean(values: Sequence[float | None], keep: Sequence[bool]) -> float:
+def mean_on(values: Sequence[float | None], keep: Sequence[bool]) -> float:
+    """Mean of the kept questions' values (None: no gold, left out); NaN when none is left."""
     v = [x for x, k in zip(values, keep, strict=True) if k and x is not None]
     return float(np.mean(v)) if v else float("nan")
 
@@ -75,13 +76,9 @@ def select_on(
     selection: MetricKey,
 ) -> str:
     """The best configuration on the kept questions for ``selection`` (ties: the shorter
-    name, then the name; the same rule as the dev/test evaluation's ``select``)."""
-
-    def key(name: str) -> tuple[float, int, str]:
-        m = _mean(sweep_vals[name][selection], keep)
-        return (-math.inf if math.isnan(m) else m, -len(name), name)
-
-    return max(names, key=key)
+    name, then the later name). The dev/test evaluation's ``select`` and every fold of the
+    cross-validation choose through this one rule."""
+    return max(names, key=lambda n: (mean_on(sweep_vals[n][selection], keep), -len(n), n))
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ KS = M.KS
 POOL = 200
 SWEEP_KS = (5, 10)
 DEFAULT = SearchConfig()
-# templated time queries run the default search; their hits' highlights are not scored
+# templated time queries rank with the SearchConfig field defaults (the search before the
+# selection; their gold is the sessions in the window); their highlights are not scored
 TIME_SEARCH = SearchConfig(highlights=0)
 
 
@@ -422,19 +423,17 @@ def select(
     """The best configuration on the dev split for the ``selection`` metric (ties: the
     shorter name, then the name), overall and per family."""
 
-    def mean_on(name: str, key: tuple[str, str, int], keep: frozenset[str]) -> float:
-        v = [x for x, qid in zip(sweep_vals[name][key], split.ids, strict=True) if qid in keep]
-        v = [x for x in v if x is not None]
-        return float(np.mean(v)) if v else float("nan")
+    on_dev = [qid in split.dev for qid in split.ids]
 
     def best(family: str | None) -> str:
         pool = [c.name for c in configs if family is None or c.family == family]
-        return max(pool, key=lambda n: (mean_on(n, selection, split.dev), -len(n), n))
+        return CV.select_on(pool, sweep_vals, on_dev, selection)
 
     selected = best(None)
     families = {f: best(f) for f in ("bm25", "dense", "linear", "rrf")}
     reported = list(dict.fromkeys([selected, *families.values()]))
-    return Selection(selected, families, reported, mean_on(selected, selection, split.dev))
+    dev_mean = CV.mean_on(sweep_vals[selected][selection], on_dev)
+    return Selection(selected, families, reported, dev_mean)
 
 
 def score_reported(
