@@ -25,6 +25,7 @@ import datetime as dt
 import shutil
 import sqlite3
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -231,7 +232,9 @@ def _cache_victims(cache_path: Path, plan: ForgetPlan) -> set[tuple[str, str]]:
     return found
 
 
-def _purge_cache(cache_path: Path, plan: ForgetPlan) -> int:
+def purge_cache(cache_path: Path, plan: ForgetPlan) -> int:
+    """Delete the provider-cache entries keyed by or quoting ``plan``'s texts, then checkpoint
+    and VACUUM so no freed page or WAL frame keeps them; the number deleted."""
     victims = _cache_victims(cache_path, plan)
     con = sqlite3.connect(str(cache_path), isolation_level=None)
     try:
@@ -303,21 +306,28 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
         store.write(t, kept, day)
     for day, source in sorted(moved):
         _move_in_audit(store, day, source, moved[(day, source)])
-    for version in plan.index_versions:
-        shutil.rmtree(version, ignore_errors=True)
-    root = index_root(out)
-    if root.is_dir():
-        for p in root.iterdir():  # CURRENT and half-built leftovers: nothing is published now
-            shutil.rmtree(p) if p.is_dir() else p.unlink()
-    for p in plan.rebuilt:
-        shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
-    for p in out.glob("warehouse.duckdb*"):
-        p.unlink(missing_ok=True)
+    drop_derived(out, plan.index_versions, plan.rebuilt)
     if plan.cache_path is not None and plan.cache_path.is_file():
-        _purge_cache(plan.cache_path, plan)
+        purge_cache(plan.cache_path, plan)
     for p in plan.dossier_files:
         p.unlink(missing_ok=True)
     return forget
+
+
+def drop_derived(output_dir: Path, index_versions: Iterable[Path], rebuilt: Iterable[Path]) -> None:
+    """Delete what was derived from removed rows and is rebuilt from what is left: every index
+    version, CURRENT and half-built leftovers (nothing is published afterwards), the
+    unpartitioned derived tables and evaluation outputs, and the warehouse file."""
+    for version in index_versions:
+        shutil.rmtree(version, ignore_errors=True)
+    root = index_root(output_dir)
+    if root.is_dir():
+        for p in root.iterdir():
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    for p in rebuilt:
+        shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
+    for p in output_dir.glob("warehouse.duckdb*"):
+        p.unlink(missing_ok=True)
 
 
 def _append_quarantine(store: TableStore, day: dt.date, rows: list) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,12 @@ from memory_pipeline.core.common.forget_list import _atomic_write, privacy_dir
 from memory_pipeline.core.common.ids import text_hash
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.indexes.publish import index_root
-from memory_pipeline.core.privacy.forget import REBUILT_TABLES, ForgetPlan, _purge_cache
+from memory_pipeline.core.privacy.forget import (
+    REBUILT_TABLES,
+    ForgetPlan,
+    drop_derived,
+    purge_cache,
+)
 
 LOG_FILE = "retention_log.json"
 # where a purged partition's words are: message texts and excerpts (quoted in cache payloads)
@@ -138,20 +142,11 @@ def apply_retention(plan: RetentionPlan, *, ran_on: dt.date | None = None) -> di
     if plan.dossier_dir is not None and plan.dossier_dir.is_dir():
         for p in plan.dossier_dir.glob("*.md"):
             p.unlink()
-    for version in plan.index_versions:
-        shutil.rmtree(version, ignore_errors=True)
-    root = index_root(plan.output_dir)
-    if root.is_dir():
-        for p in root.iterdir():  # CURRENT and half-built leftovers, as forget does
-            shutil.rmtree(p) if p.is_dir() else p.unlink()
-    for p in plan.rebuilt:
-        shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
-    for p in plan.output_dir.glob("warehouse.duckdb*"):
-        p.unlink(missing_ok=True)
+    drop_derived(plan.output_dir, plan.index_versions, plan.rebuilt)
     if plan.cache_path is not None and plan.cache_path.is_file():
         # the forget purge matches entries by text hash and by quoted text: reuse it as is
         victims = ForgetPlan("", plan.output_dir, texts=plan.texts, text_hashes=plan.text_hashes)
-        _purge_cache(plan.cache_path, victims)
+        purge_cache(plan.cache_path, victims)
     entry = plan.log_entry(ran_on or today())
     _append_log(plan.output_dir, entry)
     return entry
