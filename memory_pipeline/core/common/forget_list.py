@@ -17,14 +17,13 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import secrets
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memory_pipeline.core.common import records as R
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
+from memory_pipeline.core.common.storage import write_text_atomic
 
 PRIVACY_DIR = "privacy"
 LIST_FILE = "forget_list.json"
@@ -154,16 +153,7 @@ def save_forget_list(output_dir: Path, forget: ForgetList) -> Path:
     """Write the list and its salt atomically (the salt first: a list is useless without it)."""
     folder = privacy_dir(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    _atomic_write(folder / SALT_FILE, forget.salt.hex())
+    write_text_atomic(folder / SALT_FILE, forget.salt.hex())
     target = folder / LIST_FILE
-    _atomic_write(target, json.dumps({"entries": forget.entries}, indent=1, sort_keys=True))
+    write_text_atomic(target, json.dumps({"entries": forget.entries}, indent=1, sort_keys=True))
     return target
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

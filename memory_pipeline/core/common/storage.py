@@ -114,3 +114,14 @@ class TableStore:
             if schema is None
             else pa.concat_tables([t.cast(schema) for t in parts])
         )
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` through a temp file in the same folder + ``os.replace``:
+    a reader (or a crash) sees the old file or the new one, never half of it."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memory_pipeline.core.common import tables as T
-from memory_pipeline.core.common.forget_list import _atomic_write, privacy_dir
+from memory_pipeline.core.common.forget_list import privacy_dir
 from memory_pipeline.core.common.ids import text_hash
-from memory_pipeline.core.common.storage import TableStore
+from memory_pipeline.core.common.storage import TableStore, write_text_atomic
 from memory_pipeline.core.indexes.publish import index_root
 from memory_pipeline.core.privacy.forget import (
     REBUILT_TABLES,
@@ -157,7 +157,7 @@ def _append_log(output_dir: Path, entry: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = json.loads(path.read_text(encoding="utf-8"))["purges"] if path.is_file() else []
     entries.append(entry)
-    _atomic_write(path, json.dumps({"purges": entries}, indent=1, sort_keys=True))
+    write_text_atomic(path, json.dumps({"purges": entries}, indent=1, sort_keys=True))
     return path
 
 
