@@ -133,9 +133,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"config: {cfg.config_path}  sources: {', '.join(s.name for s in cfg.sources)}")
     from memory_pipeline.core.privacy import retention
 
-    cutoff = retention.retention_cutoff(cfg.retain_days)
+    today = retention.today()  # one clock (UTC) for the cutoff and the partition range
+    cutoff = retention.retention_cutoff(cfg.retain_days, today)
     purged = retention.purge_expired(
-        cfg.output_dir, cfg.retain_days, cache_path=cfg.cache_path, dossier_dir=cfg.dossiers_path
+        cfg.output_dir,
+        cfg.retain_days,
+        cache_path=cfg.cache_path,
+        dossier_dir=cfg.dossiers_path,
+        on=today,
     )
     if purged:
         print(f"retention: purged {len(purged['dates'])} partitions before {purged['cutoff']}")
@@ -145,7 +150,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not found:
         print("no records in the configured sources: nothing to do")
         return 0
-    today = dt.datetime.now(tz=dt.UTC).date()
     first, last = plan_range(cfg, found, today)
     if args.start:
         first = max(first, args.start)

@@ -7,7 +7,7 @@ import dagster as dg
 import pyarrow.compute as pc
 
 from memory_pipeline.core.common import tables as T
-from memory_pipeline.core.common.forget_list import load_forget_list
+from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_list
 from memory_pipeline.core.common.records import SourceError
 from memory_pipeline.core.ingest.stage import read_all, split_ingest
 from memory_pipeline.core.privacy.retention import retention_cutoff
@@ -69,6 +69,8 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         # a partition past retention is never written again (the run purged it)
         days = [d for d in keys_to_dates(context.partition_keys) if cutoff is None or d >= cutoff]
         t0 = time.perf_counter()
+        if cutoff is not None:  # expired rows hash their positions with the folder's salt
+            ensure_salt(cfg.output_dir)
         try:
             result = read_all(
                 cfg.sources, days, cfg.start_date, load_forget_list(cfg.output_dir), cutoff

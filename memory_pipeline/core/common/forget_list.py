@@ -93,6 +93,18 @@ class ForgetList:
         """The forgotten row's position: a hash, so ids stay unique without naming the file."""
         return "forgotten:" + salted_hash(self.salt, "ref", conversation_id, source_file, ref)
 
+    def expired_ref(self, source: str, conversation_id: str, source_file: str, ref: str) -> str:
+        """An ``expired`` row's position, salted like a forgotten one: an unsalted hash of
+        (conversation, file, line) could be confirmed by anyone holding the old export.
+
+        Needs the folder's salt (``ensure_salt``): an empty one would be exactly that
+        unsalted hash, so it is refused.
+        """
+        if not self.salt:
+            raise ValueError("expired rows need the output folder's salt (ensure_salt)")
+        parts = (source, conversation_id, source_file, ref)
+        return "expired:" + salted_hash(self.salt, "expired", *parts)
+
 
 def file_key(source: str, source_file: str) -> str:
     """What identifies a source file across runs."""
@@ -147,6 +159,21 @@ def load_forget_list(output_dir: Path, *, create: bool = False) -> ForgetList:
     if list_path.is_file():
         entries = json.loads(list_path.read_text(encoding="utf-8"))["entries"]
     return ForgetList(salt=salt, entries=entries)
+
+
+def ensure_salt(output_dir: Path) -> bytes:
+    """The output folder's salt, created (and written, atomically) when there is none yet.
+
+    Retention's ``expired`` rows hash their positions with it even before anything is
+    forgotten, and a re-run must write the same rows, so the salt has to persist.
+    """
+    path = privacy_dir(output_dir) / SALT_FILE
+    if path.is_file():
+        return bytes.fromhex(path.read_text(encoding="utf-8").strip())
+    salt = secrets.token_bytes(32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, salt.hex())
+    return salt
 
 
 def save_forget_list(output_dir: Path, forget: ForgetList) -> Path:

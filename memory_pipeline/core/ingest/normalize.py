@@ -173,7 +173,7 @@ def ingest(
         if retain_from is not None and rday is not None and rday < retain_from:
             if wanted is None or start_date in wanted:
                 out.read_counts[(start_date, rec.source)] += 1
-                out.quarantine.append(expired_row(rec, start_date))
+                out.quarantine.append(expired_row(rec, start_date, forget))
             continue
         if isinstance(rec, QuarantineRecord):
             day = rec.partition_date
@@ -218,21 +218,25 @@ def ingest(
     return out
 
 
-def expired_row(rec: Record, day: dt.date) -> QuarantineRecord:
+def expired_row(rec: Record, day: dt.date, forget: ForgetList | None) -> QuarantineRecord:
     """The text-free row a record past retention becomes: source and date only.
 
     Like a ``forgotten`` row, it keeps no file name, conversation or excerpt (the point of
     retention is that the old words are gone); ``record_ref`` is a hash of the record's
-    position, so ids stay unique and a re-run writes the same row.
+    position salted with the output folder's salt (``forget.salt``, see
+    ``ForgetList.expired_ref``), so ids stay unique, a re-run writes the same row, and the
+    ref cannot be matched against a hash of the old export.
     """
+    if forget is None:
+        raise ValueError("retention needs the output folder's salt: pass its forget list")
     ref = rec.source_ref if isinstance(rec, Message) else rec.record_ref
-    key = _SEP.join((rec.source, rec.conversation_id or "", rec.source_file, ref))
-    digest = blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
     return QuarantineRecord(
         source=rec.source,
         source_file="",
         source_line=None,
-        record_ref="expired:" + digest,
+        record_ref=forget.expired_ref(
+            rec.source, rec.conversation_id or "", rec.source_file, ref
+        ),
         conversation_id="",
         partition_date=day,
         reason=R.R_EXPIRED,

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common import timeutil
 from memory_pipeline.core.common.forget_list import (
     ForgetList,
     file_key,
@@ -255,7 +256,7 @@ def purge_cache(cache_path: Path, plan: ForgetPlan) -> int:
 
 def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetList:
     """Remove everything ``plan`` lists and put the contact on the forget list."""
-    today = today or dt.date.today()
+    today = today or timeutil.utc_today()  # the pipeline's one clock (UTC)
     out = plan.output_dir
     forget = load_forget_list(out, create=True)
     forget.add("contact", plan.contact_id, today)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common import timeutil
 from memory_pipeline.core.common.forget_list import privacy_dir
 from memory_pipeline.core.common.ids import text_hash
 from memory_pipeline.core.common.storage import TableStore, write_text_atomic
@@ -46,8 +47,10 @@ _HASHED_COLUMNS = {
 
 
 def today() -> dt.date:
-    """Today's date; a module function so tests can move "today" (monkeypatch it)."""
-    return dt.date.today()
+    """Today's date on the pipeline's clock: UTC, the clock ``memory-pipeline run`` plans
+    its partition range with (a local date would move the cutoff a day away from the range
+    around midnight). A module function so tests can move "today" (monkeypatch it)."""
+    return timeutil.utc_today()
 
 
 def retention_cutoff(retain_days: int | None, on: dt.date | None = None) -> dt.date | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from memory_pipeline.core.common import records as R
 from memory_pipeline.core.common.records import QuarantineRecord
 from memory_pipeline.core.ingest.normalize import (
@@ -140,7 +142,8 @@ def test_forgotten_records_are_counted_as_quarantined_without_text(tmp_path):
     assert audit["records_read"] == 3 == audit["ingested"] + audit["quarantined"]
 
 
-def test_records_past_retention_are_counted_as_quarantined_without_text():
+def test_records_past_retention_are_counted_as_quarantined_without_text(tmp_path):
+    from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_list
     from memory_pipeline.core.ingest.normalize import audit_table, messages_table, quarantine_table
 
     records = [
@@ -148,7 +151,9 @@ def test_records_past_retention_are_counted_as_quarantined_without_text():
         msg("2024-03-02 10:00", "another old one", order=1),
         msg("2024-03-05 10:00", "kept", order=2),
     ]
-    result = ingest(records, start_date=START, retain_from=dt.date(2024, 3, 4))
+    ensure_salt(tmp_path)
+    forget = load_forget_list(tmp_path)
+    result = ingest(records, start_date=START, retain_from=dt.date(2024, 3, 4), forget=forget)
     assert [m.text for _, m in result.messages] == ["kept"]
     q = quarantine_table(result.quarantine).to_pylist()
     assert [r["reason"] for r in q] == [R.R_EXPIRED, R.R_EXPIRED]
@@ -162,3 +167,44 @@ def test_records_past_retention_are_counted_as_quarantined_without_text():
     )
     assert ok, meta
     assert ingest(records, start_date=START).messages.__len__() == 3  # off: nothing expires
+
+
+def test_expired_refs_are_salted_like_forgotten_ones(tmp_path):
+    """An expired row's record_ref is a keyed hash of its position, not a plain hash anyone
+    holding the old export could recompute (issue 13)."""
+    from hashlib import blake2b
+
+    from memory_pipeline.core.common.forget_list import (
+        ensure_salt,
+        load_forget_list,
+        salted_hash,
+    )
+
+    old = msg("2024-03-01 10:00", "an old secret", order=0)
+    parts = (old.source, old.conversation_id, old.source_file, old.source_ref)
+    salt = ensure_salt(tmp_path)
+    assert salt and ensure_salt(tmp_path) == salt  # persisted: a re-run hashes alike
+    forget = load_forget_list(tmp_path)
+    assert forget.salt == salt
+
+    def expired_ref(f) -> str:
+        result = ingest([old], start_date=START, retain_from=dt.date(2024, 3, 4), forget=f)
+        [row] = result.quarantine
+        return row.record_ref
+
+    ref = expired_ref(forget)
+    assert ref.startswith("expired:")
+    unsalted = {
+        blake2b("\x1f".join(parts).encode(), digest_size=16).hexdigest(),  # the old ref
+        salted_hash(b"", "expired", *parts),
+    }
+    assert ref.removeprefix("expired:") not in unsalted
+    assert ref == salted_hash(salt, "expired", *parts).join(("expired:", ""))
+    assert expired_ref(load_forget_list(tmp_path)) == ref  # stable for the folder
+    other = tmp_path / "other"
+    ensure_salt(other)
+    assert expired_ref(load_forget_list(other)) != ref  # meaningless in another folder
+    with pytest.raises(ValueError, match="salt"):
+        ingest([old], start_date=START, retain_from=dt.date(2024, 3, 4))
+    with pytest.raises(ValueError, match="salt"):
+        expired_ref(load_forget_list(tmp_path / "no-salt-yet"))
