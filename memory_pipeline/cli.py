@@ -350,6 +350,109 @@ def cmd_search(args: argparse.Namespace) -> int:
     return found
 
 
+def _published_index(cfg: PipelineConfig, representation: str):
+    """The published BM25 index of ``representation`` (its tokenizer and vocabulary)."""
+    from memory_pipeline.core.common.representations import REPRESENTATIONS
+    from memory_pipeline.core.indexes.bm25 import load_index
+    from memory_pipeline.core.indexes.publish import current_version
+    from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
+
+    if representation not in REPRESENTATIONS:
+        raise ConfigError(
+            f"unknown representation {representation!r}; known: {', '.join(REPRESENTATIONS)}"
+        )
+    version = current_version(cfg.output_dir)
+    if version is None or not (version / "bm25" / representation).is_dir():
+        raise IndexNotBuilt(
+            f"no BM25 index under {cfg.output_dir / 'indexes'}: run `memory-pipeline run`"
+        )
+    return load_index(version / "bm25" / representation)
+
+
+def cmd_tokenize(args: argparse.Namespace) -> int:
+    """The query's tokens as the published index makes them: ``$tokens`` of bm25_search.sql."""
+    import json
+
+    from memory_pipeline.core.indexes.bm25 import query_tokens
+    from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
+
+    cfg = load_config(args.config)
+    try:
+        index = _published_index(cfg, args.representation)
+    except IndexNotBuilt as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    tokens = query_tokens(index, args.text)
+    print(json.dumps(tokens, ensure_ascii=False))
+    return EXIT_OK if tokens else EXIT_NO_MATCH
+
+
+def _sql_param(text: str) -> tuple[str, object]:
+    """``name=value``: the value as JSON when it parses (5, 0.5, ["a"]), else the string."""
+    import json
+
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        return name.strip().lstrip("$"), json.loads(value)
+    except ValueError:
+        return name.strip().lstrip("$"), value
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    """One SQL statement on the warehouse (read-only), e.g. sql/bm25_search.sql with
+    ``--query``: the query is tokenized by the published index into ``$tokens``."""
+    import json
+
+    import duckdb
+
+    from memory_pipeline.core.common.catalog import connect
+    from memory_pipeline.core.indexes.bm25 import query_tokens
+    from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
+
+    if (args.statement is None) == (args.file is None):
+        print("error: give one SQL statement or --file", file=sys.stderr)
+        return EXIT_USAGE
+    if args.file is not None:
+        try:
+            statement = Path(args.file).read_text(encoding="utf-8")
+        except OSError as exc:
+            print(f"error: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+            return EXIT_USAGE
+    else:
+        statement = args.statement
+    cfg = load_config(args.config)
+    params = dict(args.param)
+    try:
+        if args.query is not None:
+            rep = str(params.get("representation", "raw_text"))
+            params["tokens"] = query_tokens(_published_index(cfg, rep), args.query)
+        if not cfg.warehouse_path.is_file():
+            raise IndexNotBuilt(f"no warehouse at {cfg.warehouse_path}: run `memory-pipeline run`")
+    except IndexNotBuilt as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    con = connect(cfg.warehouse_path)
+    try:
+        cur = con.execute(statement, params or None)
+        columns = [d[0] for d in cur.description or []]
+        rows = cur.fetchall()
+    except duckdb.Error as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        con.close()
+    if args.json:
+        out = [dict(zip(columns, r, strict=True)) for r in rows]
+        print(json.dumps(out, ensure_ascii=False, indent=1, default=str))
+    else:
+        print("\t".join(columns))
+        for r in rows:
+            print("\t".join("" if v is None else str(v) for v in r))
+    return EXIT_OK
+
+
 def cmd_context(args: argparse.Namespace) -> int:
     import json
 
@@ -624,6 +727,32 @@ def build_parser() -> argparse.ArgumentParser:
         "configuration (without it the run only proposes it, as a diff)",
     )
     ev.set_defaults(func=cmd_eval)
+    sq = sub.add_parser(
+        "sql", help="one SQL statement on the warehouse, read-only (sql/bm25_search.sql too)"
+    )
+    sq.add_argument("statement", nargs="?", help="the SQL (or --file)")
+    sq.add_argument("--file", "-f", help="read the statement from this file")
+    sq.add_argument(
+        "--param",
+        "-p",
+        action="append",
+        type=_sql_param,
+        default=[],
+        metavar="NAME=VALUE",
+        help="bind $NAME (JSON value, else a string); repeatable",
+    )
+    sq.add_argument(
+        "--query",
+        type=_text,
+        help="bind $tokens to this text's tokens, made by the published index of "
+        "$representation (default raw_text)",
+    )
+    sq.add_argument("--json", action="store_true", help="rows as JSON objects")
+    sq.set_defaults(func=cmd_sql)
+    tk = sub.add_parser("tokenize", help="a query's BM25 tokens, as the published index makes them")
+    tk.add_argument("text", type=_text)
+    tk.add_argument("--representation", default="raw_text", help="whose index (raw_text)")
+    tk.set_defaults(func=cmd_tokenize)
     fg = sub.add_parser("forget", help="forget a contact everywhere, durably")
     fg.add_argument("--contact", help="contact_id or display name")
     fg.add_argument("--yes", action="store_true", help="remove (without it: only show what)")

@@ -7,11 +7,11 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 import pytest
 
 from memory_pipeline import cli
 from memory_pipeline.config import load_config
+from memory_pipeline.core.common import catalog
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.defs.build import build_definitions
 from memory_pipeline_tests.paths import ROOT
@@ -41,7 +41,7 @@ def test_run_then_status_then_sql(sample_config: Path, capsys):
 
     cfg = load_config(sample_config, env={})
     store = TableStore(cfg.output_dir)
-    con = duckdb.connect(str(cfg.warehouse_path), read_only=True)
+    con = catalog.connect(cfg.warehouse_path)  # views resolve against its folder
     try:
         for table in ("raw_messages", "sessions", "chunks", "quarantine", "ingest_audit"):
             n = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]

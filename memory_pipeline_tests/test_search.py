@@ -6,12 +6,12 @@ import datetime as dt
 import json
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pytest
 
 import memory_pipeline
 from memory_pipeline import cli
+from memory_pipeline.core.common import catalog
 from memory_pipeline.core.common.catalog import refresh_catalog
 from memory_pipeline.core.indexes.bm25 import query_tokens
 from memory_pipeline.core.indexes.publish import current_version, index_root, new_version
@@ -86,7 +86,7 @@ def test_scope_filter(built: Runner):
 
 def test_bm25_sql_returns_the_same_top_results_as_the_api(built: Runner):
     s = memory_pipeline.searcher(output_dir=built.store.root)
-    con = duckdb.connect(str(built.store.root / "warehouse.duckdb"), read_only=True)
+    con = catalog.connect(built.store.root / "warehouse.duckdb")
     sql = (SQL / "bm25_search.sql").read_text(encoding="utf-8")
     for query in ["dog shelter blankets", "京都 旅行 新幹線", "引っ越し の 日", "Kyoto ryokan"]:
         for rep in ("raw_text", "summary", "embedding_text"):
@@ -101,7 +101,7 @@ def test_bm25_sql_returns_the_same_top_results_as_the_api(built: Runner):
 
 def test_vector_sql_returns_the_same_top_results_as_the_api(built: Runner):
     s = memory_pipeline.searcher(output_dir=built.store.root)
-    con = duckdb.connect(str(built.store.root / "warehouse.duckdb"), read_only=True)
+    con = catalog.connect(built.store.root / "warehouse.duckdb")
     sql = (SQL / "vector_search.sql").read_text(encoding="utf-8")
     for query in ["adopting a dog", "birthday present for Misaki", "train tickets to Kyoto"]:
         for rep in ("summary", "embedding_text"):
@@ -122,6 +122,33 @@ def test_cli_search_json(built: Runner, capsys, tmp_path):
     assert len(data["chunks"]) == 2 and data["chunks"][0]["highlights"]
     assert cli.main(["--config", str(config), "search", "Kyoto ryokan", "--k", "1"]) == 0
     assert "Kyoto" in capsys.readouterr().out
+
+
+def test_cli_sql_runs_bm25_search_sql_with_a_query_string(built: Runner, capsys, tmp_path):
+    """`memory-pipeline sql --file sql/bm25_search.sql --query ...`: the published index
+    tokenizes the query into $tokens, so the shipped SQL runs without writing Python."""
+    config = _cli_config(built, tmp_path)
+    s = memory_pipeline.searcher(output_dir=built.store.root)
+    for query, rep in [("dog shelter blankets", "raw_text"), ("京都 旅行 新幹線", "summary")]:
+        args = ["--config", str(config), "sql", "--file", str(SQL / "bm25_search.sql")]
+        args += ["--query", query, "--param", f"representation={rep}", "-p", "k=5", "--json"]
+        assert cli.main(args) == 0
+        rows = json.loads(capsys.readouterr().out)
+        api = s.search(query, 5, SearchConfig(mode="bm25", bm25_rep=rep, use_time=False))
+        assert rows and [r["chunk_id"] for r in rows] == [h.chunk_id for h in api.chunks]
+        assert cli.main(["--config", str(config), "tokenize", query, "--representation", rep]) == 0
+        assert json.loads(capsys.readouterr().out) == query_tokens(s.bm25[rep], query)
+    # plain SQL, tab-separated with a header
+    args = ["--config", str(config), "sql", "SELECT count(*) AS n FROM chunks"]
+    assert cli.main(args) == 0
+    assert capsys.readouterr().out.splitlines() == ["n", str(len(s.chunk_ids))]
+    # bad SQL and a missing file are one-line errors
+    assert cli.main(["--config", str(config), "sql", "SELECT * FROM no_such_view"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: ") and "no_such_view" in line
+    assert cli.main(["--config", str(config), "sql", "--file", str(tmp_path / "none.sql")]) == 2
+    assert capsys.readouterr().err.startswith("error: cannot read")
+    assert cli.main(["--config", str(config), "tokenize", "zzqqxx"]) == 1  # no indexed token
 
 
 def test_readers_see_the_published_version_only(built: Runner):

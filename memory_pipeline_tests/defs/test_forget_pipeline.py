@@ -18,7 +18,6 @@ import sqlite3
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -26,6 +25,7 @@ import pytest
 
 import memory_pipeline
 from memory_pipeline import cli
+from memory_pipeline.core.common import catalog
 from memory_pipeline.core.common import records as R
 from memory_pipeline.core.privacy.forget import apply_forget
 from memory_pipeline.defs.forget import plan_for
@@ -73,7 +73,7 @@ def _decoded(path: Path) -> list[str]:
         finally:
             con.close()
     elif path.suffix == ".duckdb":
-        con = duckdb.connect(str(path), read_only=True)
+        con = catalog.connect(path)  # the views' relative paths resolve beside it
         try:
             names = [
                 r[0]

@@ -8,7 +8,7 @@
 -- Parameters:
 --   $tokens          VARCHAR[]  the query's tokens, made by the index's own tokenizer:
 --                               memory_pipeline.core.indexes.bm25.query_tokens(index, "query text")
---                               (later: memory-pipeline tokenize "query text"). Never split the
+--                               or `memory-pipeline tokenize "query text"`. Never split the
 --                               query yourself: Japanese needs the same analyzer as the corpus.
 --   $representation  VARCHAR    which representation's postings to search
 --   $k               INTEGER    how many chunks to return
@@ -19,6 +19,8 @@
 -- a token with the query are returned; ties are broken by chunk_id.
 --
 -- Python:  con.execute(sql, {"tokens": tokens, "representation": "raw_text", "k": 10})
+-- Shell:   memory-pipeline sql --file sql/bm25_search.sql --query "dog shelter" \
+--            --param representation=raw_text --param k=10
 
 WITH query_tokens AS (
     SELECT unnest(CAST($tokens AS VARCHAR[])) AS token

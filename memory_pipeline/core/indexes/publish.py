@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index, postings
+from memory_pipeline.core.indexes.bm25_text import DEFAULT_PREFIX, bm25_raw_texts
 from memory_pipeline.core.indexes.tokenize import get_tokenizer
 
 CURRENT = "CURRENT"
@@ -85,9 +86,13 @@ def current_version(output_dir: Path) -> Path | None:
 
 
 def representation_table(
-    chunks: pa.Table, summaries: pa.Table, texts: pa.Table
+    chunks: pa.Table, summaries: pa.Table, texts: pa.Table, raw_prefix: str = DEFAULT_PREFIX
 ) -> dict[str, tuple[list[str], list[str]]]:
-    """{representation: (chunk_ids, texts)} in chunk_id order."""
+    """{representation: (chunk_ids, texts)} in chunk_id order: the texts BM25 indexes.
+
+    ``raw_text`` is handed over with its message headers reduced as ``raw_prefix`` says
+    (core/indexes/bm25_text.py: the timestamps are not content).
+    """
     chunks = chunks.sort_by("chunk_id")
     ids = chunks.column("chunk_id").to_pylist()
     summary = dict(
@@ -105,7 +110,7 @@ def representation_table(
         )
     )
     return {
-        "raw_text": (ids, chunks.column("raw_text").to_pylist()),
+        "raw_text": (ids, bm25_raw_texts(chunks.column("raw_text").to_pylist(), raw_prefix)),
         "summary": (ids, [summary.get(i, "") for i in ids]),
         "embedding_text": (ids, [etext.get(i, "") for i in ids]),
     }

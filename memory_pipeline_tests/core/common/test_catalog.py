@@ -1,0 +1,147 @@
+"""The warehouse for apps: refresh while a reader holds it, views relative to its folder."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from memory_pipeline.core.common import catalog
+from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common.catalog import TMP_MARK, refresh_catalog
+
+READER = textwrap.dedent(
+    """
+    import sys, duckdb
+    db, folder = sys.argv[1], sys.argv[2]
+    con = duckdb.connect(db, read_only=True, config={"file_search_path": folder})
+
+    def views():
+        q = "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1"
+        return ",".join(r[0] for r in con.execute(q).fetchall())
+
+    print("open", views(), flush=True)
+    sys.stdin.readline()  # the test refreshes the warehouse meanwhile
+    n = con.execute("SELECT count(*) FROM %s" % sys.argv[3]).fetchone()[0]
+    print("after", views(), n, flush=True)
+    con.close()
+    """
+)
+
+
+def _write(root: Path, table: T.Table, rows: int, day: str = "2024-03-01") -> None:
+    folder = root / "parquet" / table.name
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"n": list(range(rows))}), folder / f"{day}.parquet")
+
+
+def _views(db: Path) -> list[str]:
+    con = catalog.connect(db)
+    try:
+        q = "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1"
+        return [r[0] for r in con.execute(q).fetchall()]
+    finally:
+        con.close()
+
+
+def _count(db: Path, table: T.Table) -> int:
+    con = catalog.connect(db)
+    try:
+        return con.execute(f"SELECT count(*) FROM {table.name}").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_refresh_succeeds_while_another_process_holds_a_read_only_connection(tmp_path: Path):
+    out = tmp_path / "out"
+    db = out / "warehouse.duckdb"
+    _write(out, T.SESSIONS, 3)
+    assert refresh_catalog(db, out / "parquet") == [T.SESSIONS.name]
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(db), str(out), T.SESSIONS.name],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert reader.stdout.readline().split() == ["open", T.SESSIONS.name]
+        _write(out, T.CHUNKS, 5)  # a new table appears
+        _write(out, T.SESSIONS, 4, "2024-03-02")  # and a new partition of an old one
+        # DuckDB locks its file even against read-only openers: rewriting it in place
+        # failed here with a lock error; the swap does not touch the reader's file
+        assert refresh_catalog(db, out / "parquet") == [T.SESSIONS.name, T.CHUNKS.name]
+        assert _views(db) == sorted([T.SESSIONS.name, T.CHUNKS.name])  # a new connection
+        assert _count(db, T.CHUNKS) == 5
+        reader.stdin.write("go\n")
+        reader.stdin.flush()
+        after = reader.stdout.readline().split()
+        # the reader keeps the catalog it opened; its views still read today's files
+        assert after == ["after", T.SESSIONS.name, "7"], reader.stderr.read()
+    finally:
+        reader.kill()
+        reader.wait(timeout=10)
+    assert reader.returncode is not None
+    assert not list(out.glob(f"warehouse.duckdb{TMP_MARK}*"))
+
+
+def test_moving_the_output_folder_keeps_the_views_working(tmp_path: Path):
+    out = tmp_path / "out"
+    _write(out, T.SESSIONS, 3)
+    _write(out, T.CHUNKS, 2)
+    refresh_catalog(out / "warehouse.duckdb", out / "parquet")
+    moved = tmp_path / "elsewhere" / "memory"
+    moved.parent.mkdir()
+    shutil.move(out, moved)
+    assert not out.exists()
+    db = moved / "warehouse.duckdb"
+    assert _count(db, T.SESSIONS) == 3 and _count(db, T.CHUNKS) == 2
+    con = catalog.connect(db)
+    try:
+        rows = con.execute("SELECT sql FROM duckdb_views()").fetchall()
+        definitions = " ".join(r[0] for r in rows)
+    finally:
+        con.close()
+    assert "'parquet/sessions/*.parquet'" in definitions
+    assert str(tmp_path) not in definitions  # no absolute path was stored
+
+
+def test_plain_connect_resolves_against_the_working_directory(tmp_path: Path, monkeypatch):
+    """Why apps open the warehouse with catalog.connect (or from its folder): DuckDB resolves
+    relative view paths against the working directory, not the database file."""
+    import duckdb
+
+    out = tmp_path / "out"
+    _write(out, T.SESSIONS, 3)
+    refresh_catalog(out / "warehouse.duckdb", out / "parquet")
+    monkeypatch.chdir(tmp_path)
+    con = duckdb.connect(str(out / "warehouse.duckdb"), read_only=True)
+    with pytest.raises(duckdb.IOException):
+        con.execute(f"SELECT count(*) FROM {T.SESSIONS.name}").fetchone()
+    con.close()
+    monkeypatch.chdir(out)
+    con = duckdb.connect("warehouse.duckdb", read_only=True)
+    assert con.execute(f"SELECT count(*) FROM {T.SESSIONS.name}").fetchone()[0] == 3
+    con.close()
+
+
+def test_refresh_drops_vanished_tables_and_leftovers(tmp_path: Path):
+    out = tmp_path / "out"
+    db = out / "warehouse.duckdb"
+    _write(out, T.SESSIONS, 1)
+    _write(out, T.CHUNKS, 1)
+    refresh_catalog(db, out / "parquet")
+    shutil.rmtree(out / "parquet" / T.CHUNKS.name)
+    leftover = out / f"warehouse.duckdb{TMP_MARK}dead"
+    leftover.write_bytes(b"half written")
+    assert refresh_catalog(db, out / "parquet") == [T.SESSIONS.name]
+    assert _views(db) == [T.SESSIONS.name]
+    assert not leftover.exists()
+    shutil.rmtree(out / "parquet")
+    assert refresh_catalog(db, out / "parquet") == [] and _views(db) == []
