@@ -20,7 +20,6 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluation,
     AssetCheckEvaluationTargetMaterializationData,
 )
-from dagster._core.events import DagsterEventType
 
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.common.tables import Table
@@ -151,18 +150,24 @@ def check_spec(
 
 
 def _targets(
-    instance: dg.DagsterInstance, run_id: str
-) -> dict[tuple[dg.AssetKey, str | None], AssetCheckEvaluationTargetMaterializationData]:
-    """(asset, partition) -> the materialization this run recorded, for check targets."""
-    records = instance.get_records_for_run(
-        run_id=run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION, limit=100_000
+    instance: dg.DagsterInstance, run_id: str, asset: dg.AssetKey, partitions: Sequence[str]
+) -> dict[str, AssetCheckEvaluationTargetMaterializationData]:
+    """partition -> the materialization of ``asset`` this run recorded (the check's target).
+
+    Read from the asset index (its storage ids are the ones the UI compares with the latest
+    materialization; a run's own event records may be numbered apart, as with SQLite)."""
+    from dagster._core.storage.event_log.base import AssetRecordsFilter
+
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=asset, asset_partitions=list(partitions)),
+        limit=len(partitions),
     ).records
     out = {}
     for record in records:
-        mat = record.event_log_entry.asset_materialization
-        if mat is None:
+        mat = record.asset_materialization
+        if mat is None or record.run_id != run_id or mat.partition in out:
             continue
-        out[(mat.asset_key, mat.partition)] = AssetCheckEvaluationTargetMaterializationData(
+        out[mat.partition] = AssetCheckEvaluationTargetMaterializationData(
             storage_id=record.storage_id, run_id=run_id, timestamp=record.timestamp
         )
     return out
@@ -186,9 +191,13 @@ def check_evaluations(
     if not keys:
         yield from results
         return
-    targets = _targets(context.instance, context.run.run_id)
+    targets: dict[dg.AssetKey, dict] = {}
     for result in results:
         key = dg.AssetCheckKey(result.asset_key, result.check_name)
+        if result.asset_key not in targets:
+            targets[result.asset_key] = _targets(
+                context.instance, context.run.run_id, result.asset_key, keys
+            )
         failed = result.metadata.get("failed_partitions")
         failed_keys = set(failed.value) if failed is not None else None
         for partition in keys:
@@ -198,7 +207,7 @@ def check_evaluations(
                 check_name=result.check_name,
                 passed=passed,
                 metadata=result.metadata,
-                target_materialization_data=targets.get((result.asset_key, partition)),
+                target_materialization_data=targets[result.asset_key].get(partition),
                 severity=result.severity,
                 description=result.description,
                 blocking=blocking.get(key, False),

@@ -118,10 +118,14 @@ def test_checks_are_recorded_per_partition_and_pass(history):
         records = instance.event_log_storage.get_asset_check_execution_history(key, limit=100)
         assert sorted(r.partition for r in records) == keys, key
         assert {r.status for r in records} == {AssetCheckExecutionRecordStatus.SUCCEEDED}
-        # each evaluation targets that partition's materialization
-        for r in records:
-            target = r.event.dagster_event.asset_check_evaluation_data.target_materialization_data
-            assert target is not None, (key, r.partition)
+        # each evaluation targets that partition's latest materialization, so the UI counts
+        # it as current (a stale target shows the check as not evaluated)
+        infos = instance.event_log_storage.get_asset_check_partition_info([key])
+        assert sorted(i.partition_key for i in infos) == keys
+        for i in infos:
+            assert i.latest_target_materialization_storage_id == (
+                i.latest_materialization_storage_id
+            ), (key, i.partition_key)
 
 
 def test_a_run_of_a_dead_process_is_marked_failed(tmp_path: Path):
