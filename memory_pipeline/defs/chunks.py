@@ -17,7 +17,7 @@ from memory_pipeline.defs.helpers import (
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.resources import PipelineResource
-from memory_pipeline.defs.sessions import SESSIONS
+from memory_pipeline.defs.sessions import GROUP, SESSIONS
 
 CHUNKS = asset_key(T.CHUNKS)
 CHECK_CHUNK_INVARIANTS = "chunk_windows_cover_sessions"
@@ -45,9 +45,9 @@ def build_chunks_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefi
                 blocking=True,
             )
         ],
-        group_name="sessions",
+        group_name=GROUP,
         **asset_info(
-            "chunks",
+            T.CHUNKS.name,
             ("python", "parquet"),
             "memory_pipeline.defs.chunks",
             "memory_pipeline.core.sessions",

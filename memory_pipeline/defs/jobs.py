@@ -22,7 +22,7 @@ def build_jobs(cfg: PipelineConfig) -> tuple[list, list[dg.ScheduleDefinition]]:
     """The partitioned pipeline job, the catalog job and the nightly schedule."""
     daily = dg.define_asset_job(
         INGEST_JOB,
-        selection=dg.AssetSelection.groups("ingest", "sessions", "representations", "memories"),
+        selection=dg.AssetSelection.groups("ingest", "segmentation", "representations", "memories"),
         description="raw_messages -> sessions -> chunks -> representations -> memories -> "
         "dossiers for a date range.",
     )

@@ -21,6 +21,8 @@ from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.resources import PipelineResource
 
 SESSIONS = asset_key(T.SESSIONS)
+# sessions and chunks cut the message stream into units of conversation
+GROUP = "segmentation"
 CHECK_SESSIONS_VALID = "sessions_ordered_and_gap_respecting"
 CHECK_SESSION_IDS_UNIQUE = "session_ids_unique"
 
@@ -53,9 +55,9 @@ def build_sessions_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDe
                 blocking=True,
             ),
         ],
-        group_name="sessions",
+        group_name=GROUP,
         **asset_info(
-            "sessions",
+            T.SESSIONS.name,
             ("python", "parquet"),
             "memory_pipeline.defs.sessions",
             "memory_pipeline.core.sessions",
