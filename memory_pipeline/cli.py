@@ -130,6 +130,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     cfg = load_config(args.config)
     home = _instance_home(cfg)
+    root = cfg.config_path.parent if cfg.config_path else Path.cwd()  # where `dg dev` runs
     print(f"config: {cfg.config_path}  sources: {', '.join(s.name for s in cfg.sources)}")
     from memory_pipeline.core.privacy import retention
 
@@ -193,6 +194,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise_on_error=False,
             on_start=start,
             on_done=done,
+            backfill=True,
+            code_location=root,
         )
     final = runs[-1]
     if not final.success:
@@ -208,22 +211,45 @@ def cmd_run(args: argparse.Namespace) -> int:
     timings = {run.stage.name: run.seconds for run in runs}
     store = TableStore(cfg.output_dir)
     print_summary(store, cfg, (first, last), timings)
-    print(f"asset checks: {checks_passed} passed, {checks_warned} warnings, 0 failed")
     print(
-        f"search index: {cfg.output_dir / 'indexes'}   evaluation: {cfg.output_dir / 'eval'}\n"
+        f"asset checks: {checks_passed} passed, {checks_warned} warnings, 0 failed "
+        f"(one evaluation per partition and check)"
+    )
+    print(_evaluation_line(runs, cfg))
+    backfill = runs[0].result.dagster_run.tags.get("dagster/backfill")
+    print(
+        f"search index: {cfg.output_dir / 'indexes'}\n"
         f"dossiers: {cfg.dossiers_path}   storage report: "
         f"{store.table_dir(T.STORAGE_REPORT)}\n"
         f'try:  memory-pipeline search "what did we plan?" --k 3\n'
         f'      memory-pipeline context "When is the Kyoto trip?" --budget 4000\n'
-        f"\nDagster instance: {home} (runs, checks, lineage)\n"
-        f"Open the UI:  DAGSTER_HOME={home} dagster dev   then http://127.0.0.1:3000"
+        f"\nDagster instance: {home}: {len(runs)} runs (jobs stage_<name>) in backfill "
+        f"{backfill} (runs, checks, lineage)\n"
+        f"Open the UI:  cd {root} && DAGSTER_HOME={home} dg dev   then http://127.0.0.1:3000"
     )
     return 0
 
 
+def _evaluation_line(runs, cfg: PipelineConfig) -> str:
+    """What the evaluation stage scored, from its materialization (not a promise)."""
+    for run in runs:
+        if run.stage.name != "evaluation":
+            continue
+        [mat] = run.result.asset_materializations_for_node("evaluation") or [None]
+        if mat is None:
+            break
+        meta = {k: v.value for k, v in mat.metadata.items()}
+        scored = f"{meta.get('time_queries', 0)} templated time queries"
+        if meta.get("questions"):
+            recall = meta.get("session_recall@5_test", meta.get("session_recall@5_all"))
+            scored += f", {meta['questions']} labelled questions (session recall@5 {recall})"
+        return f"evaluation: {scored}; report: {meta.get('report', cfg.output_dir / 'eval')}"
+    return "evaluation: not run"
+
+
 def _report_failure(result, stage: str) -> None:
     for event in result.all_events:
-        if event.is_failure and event.step_failure_data:
+        if event.is_step_failure and event.step_failure_data:
             err = event.step_failure_data.error
             user = event.step_failure_data.user_failure_data
             message = (user.description if user and user.description else None) or (

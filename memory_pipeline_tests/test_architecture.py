@@ -609,14 +609,15 @@ def materialize_calls(paths: list[Path], root: Path = ROOT) -> list[str]:
             if isinstance(node, ast.Call):
                 f = node.func
                 name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
-                if name == "materialize":
+                if name in ("materialize", "execute_in_process"):
                     found.append(f"{path.relative_to(root).as_posix()}:{node.lineno}")
     return found
 
 
 def test_stages_run_through_one_module():
-    """``dg.materialize`` outside the tests lives in defs/runner.py only: the CLI, the LoCoMo
-    corpus build and the benchmarks all run stages through ``materialize_stages``."""
+    """``dg.materialize`` / ``execute_in_process`` outside the tests live in defs/runner.py
+    only: the CLI, the LoCoMo corpus build and the benchmarks all run stages through
+    ``materialize_stages``."""
     calls = materialize_calls(list(_python_files(PACKAGE, "benchmarks")))
     assert calls and {c.rsplit(":", 1)[0] for c in calls} == {RUNNER_FILE}, calls
 

@@ -23,9 +23,9 @@ from memory_pipeline.defs.build import build_definitions
 from memory_pipeline_tests.paths import ROOT
 
 SNAPSHOT = ROOT / "memory_pipeline_tests" / "snapshots" / "asset_graph.json"
-# The shipped config has no end_date, so its partitions would end "now": pin one to keep the
-# snapshot independent of today's date. Everything else comes from memory_pipeline.toml.
-FIXED_ENV = {f"{ENV_PREFIX}END_DATE": "2024-03-31"}
+# The shipped config is bounded (end_date covers the bundled sample), so the snapshot does not
+# depend on today's date; everything comes from memory_pipeline.toml.
+FIXED_ENV: dict[str, str] = {}
 
 
 def _partitions(pd: dg.PartitionsDefinition | None) -> dict[str, Any] | None:
@@ -118,9 +118,10 @@ def test_asset_graph_matches_the_snapshot(current: dict[str, Any]):
 
 
 def test_snapshot_does_not_depend_on_today(current: dict[str, Any]):
-    """Every partitioned asset has a fixed end (an open end would be today's date)."""
+    """Every partitioned asset has a fixed end (an open end would be today's date): the
+    shipped end_date, the sample's last day (2024-03-14; the snapshot holds the exclusive end)."""
     parts = [a["partitions"] for a in current["assets"].values() if a["partitions"]]
-    assert parts and all(p["end"].startswith("2024-04-01T00:00:00") for p in parts)  # exclusive
+    assert parts and all(p["end"].startswith("2024-03-15T00:00:00") for p in parts)  # exclusive
 
 
 def test_snapshot_covers_the_pipeline(current: dict[str, Any]):

@@ -33,7 +33,7 @@ def test_run_then_status_then_sql(sample_config: Path, capsys):
     assert "partitions: 2024-03-01 .. 2024-03-14" in out
     for table in ("raw_messages", "quarantine", "sessions", "chunks", "warehouse.duckdb"):
         assert table in out
-    assert "dagster dev" in out
+    assert "dg dev" in out
 
     assert cli.main(["--config", str(sample_config), "status"]) == 0
     status = capsys.readouterr().out

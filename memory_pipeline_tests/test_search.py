@@ -174,6 +174,7 @@ def _cli_config(built: Runner, tmp_path) -> Path:
     text = (ROOT / "memory_pipeline.toml").read_text(encoding="utf-8")
     text = text.replace('output_dir = "data/output"', f'output_dir = "{built.store.root}"')
     text = text.replace('path = "data/sample/', f'path = "{ROOT}/data/sample/')
+    text = text.replace('questions = "data/sample/', f'questions = "{ROOT}/data/sample/')
     config.write_text(text, encoding="utf-8")
     return config
 

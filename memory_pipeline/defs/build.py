@@ -22,6 +22,7 @@ from memory_pipeline.defs.representations import (
     build_representation_assets,
 )
 from memory_pipeline.defs.resources import PipelineResource
+from memory_pipeline.defs.runner import stage_jobs
 from memory_pipeline.defs.sessions import build_sessions_asset
 from memory_pipeline.defs.storage import storage_report_asset
 
@@ -52,7 +53,8 @@ def build_definitions(cfg: PipelineConfig, config_file: str | None = None) -> dg
     return dg.Definitions(
         assets=build_assets(cfg),
         asset_checks=build_gx_checks(parts),
-        jobs=[*jobs, forget_contact_job],
+        # the stage jobs: what `memory-pipeline run` runs, so the UI can re-execute its runs
+        jobs=[*jobs, *stage_jobs(), forget_contact_job],
         schedules=schedules,
         resources={
             "pipeline": PipelineResource(

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from memory_pipeline.core.common.catalog import refresh_catalog
+from memory_pipeline.defs.helpers import asset_info
 from memory_pipeline.defs.resources import PipelineResource
 
 WAREHOUSE = dg.AssetKey("warehouse")
@@ -18,6 +19,12 @@ def build_catalog_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
         deps=upstream,
         pool=DUCKDB_POOL,
         group_name="catalog",
+        **asset_info(
+            "warehouse",
+            ("duckdb", "sql"),
+            "memory_pipeline.defs.catalog",
+            "memory_pipeline.core.common.catalog",
+        ),
         description="DuckDB database with a view per Parquet table (see sql/).",
     )
     def warehouse(context: dg.AssetExecutionContext, pipeline: PipelineResource):

@@ -5,11 +5,19 @@ import dagster as dg
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.core.sessions.stage import build_chunks
-from memory_pipeline.defs.helpers import asset_key, check_result, table_asset, table_path
+from memory_pipeline.defs.helpers import (
+    asset_info,
+    asset_key,
+    check_result,
+    check_spec,
+    per_partition,
+    table_asset,
+    table_path,
+)
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.resources import PipelineResource
-from memory_pipeline.defs.sessions import SESSIONS
+from memory_pipeline.defs.sessions import GROUP, SESSIONS
 
 CHUNKS = asset_key(T.CHUNKS)
 CHECK_CHUNK_INVARIANTS = "chunk_windows_cover_sessions"
@@ -27,9 +35,25 @@ def build_chunks_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefi
         ],
         partitions_def=partitions_def,
         backfill_policy=dg.BackfillPolicy.single_run(),
-        check_specs=[dg.AssetCheckSpec(CHECK_CHUNK_INVARIANTS, asset=CHUNKS, blocking=True)],
-        group_name="ingest",
+        check_specs=[
+            check_spec(
+                CHECK_CHUNK_INVARIANTS,
+                CHUNKS,
+                "chunks hold 1..chunk_size messages of one session, consecutive chunks overlap "
+                "by chunk_size - chunk_stride, and every message of a session is in a chunk",
+                partitions_def,
+                blocking=True,
+            )
+        ],
+        group_name=GROUP,
+        **asset_info(
+            T.CHUNKS.name,
+            ("python", "parquet"),
+            "memory_pipeline.defs.chunks",
+            "memory_pipeline.core.sessions",
+        ),
     )
+    @per_partition({CHUNKS: T.CHUNKS})
     def chunks(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(context.partition_keys)

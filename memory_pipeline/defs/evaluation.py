@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from memory_pipeline.core.common import tables as T
+from memory_pipeline.defs.helpers import asset_info
 from memory_pipeline.defs.indexes import BM25, TIME_META, VECTORS
 from memory_pipeline.defs.resources import PipelineResource
 
@@ -49,8 +50,15 @@ def write_tables(tables: dict[str, pa.Table], out: Path) -> None:
     deps=[BM25, VECTORS, TIME_META],
     group_name="evaluation",
     description="Retrieval metrics (Recall/hit/MRR/nDCG@K) of the published indexes on "
-    "templated time queries and [evaluation] questions, with bootstrap CIs; tables under "
-    "<output>/eval/. LoCoMo is `memory-pipeline eval`.",
+    "templated time queries and the [evaluation] questions (the shipped config: the sample's "
+    "labelled questions in English and Japanese), with bootstrap CIs; tables and report.html "
+    "under <output>/eval/. LoCoMo is `memory-pipeline eval`.",
+    **asset_info(
+        "evaluation",
+        ("python", "parquet", "html"),
+        "memory_pipeline.defs.evaluation",
+        "memory_pipeline.core.evaluation",
+    ),
 )
 def evaluation(context: dg.AssetExecutionContext, pipeline: PipelineResource):
     from memory_pipeline.core.evaluation.evalsets import generate_time_queries, load_jsonl_questions
@@ -64,6 +72,8 @@ def evaluation(context: dg.AssetExecutionContext, pipeline: PipelineResource):
     if cfg.eval_questions:
         questions, report = load_jsonl_questions(cfg.eval_questions)
         notes.append(f"{len(questions)} labelled questions from {cfg.eval_questions}")
+        for error in report.errors:
+            context.log.warning(f"evaluation: skipped {error}")
     if cfg.eval_locomo:
         # the benchmark builds its own corpus; running it here would nest a whole pipeline
         # build for another configuration inside this run
@@ -94,5 +104,46 @@ def evaluation(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         if row["config"] == "time_filters" and row["qtype"] == "all":
             metadata["time_query_recall"] = round(row["mean"], 4)
             metadata["time_query_recall_ci"] = f"[{row['ci_lo']:.3f}, {row['ci_hi']:.3f}]"
+    if questions:
+        metadata.update(_labelled_metrics(run.tables["summary"], run.meta))
+    html = _write_report(run, questions, cfg, out)
     metadata["tables"] = dg.MetadataValue.path(str(out / "tables"))
+    metadata["report"] = dg.MetadataValue.path(str(html))
     return dg.MaterializeResult(metadata=metadata)
+
+
+def _labelled_metrics(summary: pa.Table, meta: dict) -> dict:
+    """The selected configuration's headline on the labelled questions (test split when the
+    set is big enough to split, as the summary table reports it), with its CI."""
+    selected = str(meta.get("selected_config") or "")
+    out: dict = {"selected_config": selected}
+    for row in summary.to_pylist():
+        if (
+            row.get("config") == selected
+            and row.get("qtype") == "all"
+            and row.get("metric") == "evidence_recall"
+            and row.get("k") == 5
+            and row.get("level") == "session"
+        ):
+            split = row.get("split") or "all"
+            out[f"session_recall@5_{split}"] = round(row["mean"], 4)
+            out[f"session_recall@5_{split}_ci"] = f"[{row['ci_lo']:.3f}, {row['ci_hi']:.3f}]"
+    return out
+
+
+def _write_report(run, questions: list, cfg, out: Path) -> Path:
+    """report.html / report.md over the run's tables, naming what was scored."""
+    import datetime as dt
+
+    from memory_pipeline.core.evaluation.report import write_report
+
+    meta = {
+        **run.meta,
+        "title": "memory_pipeline retrieval evaluation — this pipeline's own data",
+        "dataset": f"{cfg.eval_questions.name if cfg.eval_questions else 'no labelled questions'}"
+        f" ({len(questions)} labelled questions) + templated time queries",
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": "memory-pipeline run (asset `evaluation`)",
+    }
+    html, _md = write_report(run.tables, meta, out)
+    return html

@@ -15,6 +15,7 @@ import dagster as dg
 
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.defs.chunks import CHUNKS
+from memory_pipeline.defs.helpers import check_evaluations
 from memory_pipeline.defs.ingest import AUDIT, QUARANTINE, RAW
 from memory_pipeline.defs.partitions import keys_to_dates
 from memory_pipeline.defs.resources import PipelineResource
@@ -74,8 +75,9 @@ def _build_gx_check(
 ) -> dg.AssetChecksDefinition:
     def gx_suite(
         context: dg.AssetCheckExecutionContext, pipeline: PipelineResource
-    ) -> dg.AssetCheckResult:
-        """Validate the run's partitions as stored (a range at once, per day on failure)."""
+    ):
+        """Validate the run's partitions as stored (a range at once, per day on failure);
+        reported as one evaluation per partition (only the failing ones fail)."""
         from memory_pipeline.core.quality.gx_suites import validate_range
 
         cfg, store = pipeline.cfg, pipeline.store
@@ -111,7 +113,7 @@ def _build_gx_check(
                 failed_partitions[:MAX_FAILED_PARTITIONS]
             )
             metadata["failed_partition_count"] = len(failed_partitions)
-        return dg.AssetCheckResult(
+        result = dg.AssetCheckResult(
             passed=outcome.success,
             asset_key=asset_key,
             check_name=gx_check_name(table),
@@ -120,6 +122,8 @@ def _build_gx_check(
             if outcome.success
             else f"{len(outcome.failed)} GX expectation(s) failed",
         )
+        key = dg.AssetCheckKey(asset_key, gx_check_name(table))
+        yield from check_evaluations(context, [result], {key: "result"}, {key: False})
 
     # partitions_def on an asset check is "preview" in the pinned dagster 1.13.27 (warned when
     # the check is built); without it the check on a partitioned asset is unpartitioned.

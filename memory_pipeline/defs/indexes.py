@@ -27,7 +27,14 @@ from memory_pipeline.core.indexes.publish import (
 from memory_pipeline.core.memories.extract import supersede
 from memory_pipeline.core.quality import index_checks
 from memory_pipeline.defs.chunks import CHUNKS
-from memory_pipeline.defs.helpers import asset_key, check_result, table_asset
+from memory_pipeline.defs.helpers import (
+    ROW_COUNT,
+    asset_info,
+    asset_key,
+    check_result,
+    check_spec,
+    table_asset,
+)
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.memories import MEMORIES
 from memory_pipeline.defs.representations import EMBEDDING_TEXTS, EMBEDDINGS, SUMMARIES
@@ -43,6 +50,7 @@ CHECK_BM25_COVERS = "covers_every_chunk_nonempty_vocabulary"
 CHECK_POSTINGS = "postings_consistent_with_bm25s"
 CHECK_VECTORS = "vector_count_equals_vectors"
 CHECK_TIMELINE = "one_timeline_row_per_memory_and_valid_intervals"
+_CODE = ("memory_pipeline.defs.indexes", "memory_pipeline.core.indexes")
 
 
 @dg.multi_asset(
@@ -51,23 +59,55 @@ CHECK_TIMELINE = "one_timeline_row_per_memory_and_valid_intervals"
             BM25,
             deps=[CHUNKS, SUMMARIES, EMBEDDING_TEXTS],
             description="bm25s index per representation + postings table (token, chunk, score).",
+            **asset_info("indexes", ("python", "bm25s", "parquet"), *_CODE),
         ),
         dg.AssetSpec(
-            VECTORS, deps=[EMBEDDINGS], description="Dense matrices (+ HNSW above a size)."
+            VECTORS,
+            deps=[EMBEDDINGS],
+            description="Dense matrices (+ HNSW above a size).",
+            **asset_info("indexes", ("python", "numpy", "usearch"), *_CODE),
         ),
         dg.AssetSpec(
             TIME_META,
             deps=[SESSIONS, RAW],
             description="Per session and message: session index, response index, speaker, "
             "day name, ISO week, date, time (for time filters).",
+            **asset_info("indexes", ("python", "parquet"), *_CODE),
         ),
-        dg.AssetSpec(**table_asset(T.MEMORY_TIMELINE), deps=[MEMORIES]),
+        dg.AssetSpec(
+            **table_asset(T.MEMORY_TIMELINE),
+            deps=[MEMORIES],
+            **asset_info("indexes", ("python", "parquet"), *_CODE),
+        ),
     ],
     check_specs=[
-        dg.AssetCheckSpec(CHECK_BM25_COVERS, asset=BM25, blocking=True),
-        dg.AssetCheckSpec(CHECK_POSTINGS, asset=BM25, blocking=True),
-        dg.AssetCheckSpec(CHECK_VECTORS, asset=VECTORS, blocking=True),
-        dg.AssetCheckSpec(CHECK_TIMELINE, asset=MEMORY_INDEX, blocking=True),
+        check_spec(
+            CHECK_BM25_COVERS,
+            BM25,
+            "every chunk is in the BM25 index of every representation and no index has an "
+            "empty vocabulary (checked before the version is published)",
+            blocking=True,
+        ),
+        check_spec(
+            CHECK_POSTINGS,
+            BM25,
+            "summed postings per chunk equal bm25s's score on sample queries, so SQL ranking "
+            "and the search API agree",
+            blocking=True,
+        ),
+        check_spec(
+            CHECK_VECTORS,
+            VECTORS,
+            "the dense index holds exactly the valid stored vectors (rows without a provider "
+            "error), per representation",
+            blocking=True,
+        ),
+        check_spec(
+            CHECK_TIMELINE,
+            MEMORY_INDEX,
+            "supersession loses or adds no memory and every validity interval ends after it starts",
+            blocking=True,
+        ),
     ],
     group_name="indexes",
     name="search_indexes",
@@ -110,13 +150,26 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
         f"search_indexes: version {version.name} {'published' if ok else 'NOT published'}"
     )
     yield dg.MaterializeResult(
-        asset_key=BM25, metadata={**bm25.stats, **lookups, "version": version.name}
+        asset_key=BM25,
+        metadata={
+            **bm25.stats,
+            **lookups,
+            "version": version.name,
+            ROW_COUNT: bm25.postings.num_rows,
+        },
     )
     yield dg.MaterializeResult(asset_key=VECTORS, metadata={**dense, "version": version.name})
     yield dg.MaterializeResult(
-        asset_key=TIME_META, metadata={"sessions": smeta.num_rows, "messages": mmeta.num_rows}
+        asset_key=TIME_META,
+        metadata={
+            "sessions": smeta.num_rows,
+            "messages": mmeta.num_rows,
+            ROW_COUNT: smeta.num_rows,
+        },
     )
-    yield dg.MaterializeResult(asset_key=MEMORY_INDEX, metadata=timeline_check[1])
+    yield dg.MaterializeResult(
+        asset_key=MEMORY_INDEX, metadata={**timeline_check[1], ROW_COUNT: timeline.num_rows}
+    )
     yield check_result(MEMORY_INDEX, CHECK_TIMELINE, timeline_check)
     yield check_result(BM25, CHECK_BM25_COVERS, covers_check)
     yield check_result(BM25, CHECK_POSTINGS, postings_check)

@@ -12,7 +12,15 @@ from memory_pipeline.core.common.records import SourceError
 from memory_pipeline.core.ingest.stage import read_all, split_ingest
 from memory_pipeline.core.privacy.retention import retention_cutoff
 from memory_pipeline.core.quality import checks as quality
-from memory_pipeline.defs.helpers import asset_key, check_result, table_asset, table_path
+from memory_pipeline.defs.helpers import (
+    asset_info,
+    asset_key,
+    check_result,
+    check_spec,
+    per_partition,
+    table_asset,
+    table_path,
+)
 from memory_pipeline.defs.partitions import keys_to_dates
 from memory_pipeline.defs.resources import PipelineResource
 
@@ -25,6 +33,10 @@ CHECK_KEYS_NOT_NULL = "keys_not_null"
 CHECK_IN_PARTITION = "timestamps_in_partition"
 CHECK_CONSERVATION = "conservation"
 CHECK_QUARANTINE_LOCATED = "quarantine_records_located"
+
+INFO = asset_info(
+    "ingest", ("python", "parquet"), "memory_pipeline.defs.ingest", "memory_pipeline.core.ingest"
+)
 
 KEY_COLUMNS = (
     "message_id",
@@ -42,27 +54,55 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
 
     @dg.multi_asset(
         specs=[
-            dg.AssetSpec(**table_asset(T.RAW_MESSAGES)),
-            dg.AssetSpec(**table_asset(T.QUARANTINE)),
-            dg.AssetSpec(**table_asset(T.INGEST_AUDIT)),
+            dg.AssetSpec(**table_asset(T.RAW_MESSAGES), **INFO),
+            dg.AssetSpec(**table_asset(T.QUARANTINE), **INFO),
+            dg.AssetSpec(**table_asset(T.INGEST_AUDIT), **INFO),
         ],
         check_specs=[
-            dg.AssetCheckSpec(CHECK_IDS_UNIQUE, asset=RAW, blocking=True),
-            dg.AssetCheckSpec(CHECK_KEYS_NOT_NULL, asset=RAW, blocking=True),
-            dg.AssetCheckSpec(CHECK_IN_PARTITION, asset=RAW, blocking=True),
-            dg.AssetCheckSpec(
-                CHECK_CONSERVATION,
-                asset=AUDIT,
+            check_spec(
+                CHECK_IDS_UNIQUE,
+                RAW,
+                "no message_id occurs twice in the run's partitions (ids are content-derived, "
+                "so a duplicate is a re-read record)",
+                partitions_def,
                 blocking=True,
-                description="records read = ingested + quarantined, per partition and source",
             ),
-            dg.AssetCheckSpec(CHECK_QUARANTINE_LOCATED, asset=QUARANTINE),
+            check_spec(
+                CHECK_KEYS_NOT_NULL,
+                RAW,
+                "message_id, conversation_id, contact_id, sender, ts, local_date and "
+                "source_ref are never null",
+                partitions_def,
+                blocking=True,
+            ),
+            check_spec(
+                CHECK_IN_PARTITION,
+                RAW,
+                "every message's local_date is the partition it is stored in",
+                partitions_def,
+                blocking=True,
+            ),
+            check_spec(
+                CHECK_CONSERVATION,
+                AUDIT,
+                "records read = ingested + quarantined, per partition and source",
+                partitions_def,
+                blocking=True,
+            ),
+            check_spec(
+                CHECK_QUARANTINE_LOCATED,
+                QUARANTINE,
+                "every quarantined record names its source, file, record and reason, so it "
+                "can be found and fixed",
+                partitions_def,
+            ),
         ],
         partitions_def=partitions_def,
         backfill_policy=dg.BackfillPolicy.single_run(),
         group_name="ingest",
         name="ingest",
     )
+    @per_partition({RAW: T.RAW_MESSAGES, QUARANTINE: T.QUARANTINE, AUDIT: T.INGEST_AUDIT})
     def ingest(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
         cutoff = retention_cutoff(cfg.retain_days)

@@ -22,14 +22,15 @@ def build_jobs(cfg: PipelineConfig) -> tuple[list, list[dg.ScheduleDefinition]]:
     """The partitioned pipeline job, the catalog job and the nightly schedule."""
     daily = dg.define_asset_job(
         INGEST_JOB,
-        selection=dg.AssetSelection.groups("ingest", "representations", "memories"),
+        selection=dg.AssetSelection.groups("ingest", "segmentation", "representations", "memories"),
         description="raw_messages -> sessions -> chunks -> representations -> memories -> "
         "dossiers for a date range.",
     )
     catalog = dg.define_asset_job(
         CATALOG_JOB,
-        selection=dg.AssetSelection.groups("indexes", "catalog"),
-        description="Rebuild the search indexes over all partitions and refresh the DuckDB views.",
+        selection=dg.AssetSelection.groups("indexes", "reports", "evaluation", "catalog"),
+        description="Rebuild the search indexes over all partitions, the storage report and "
+        "the evaluation (report.html), and refresh the DuckDB views.",
     )
 
     @dg.schedule(job=daily, cron_schedule="0 3 * * *", execution_timezone=cfg.timezone)

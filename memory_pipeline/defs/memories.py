@@ -26,7 +26,15 @@ from memory_pipeline.core.memories.stage import (
     write_dossiers,
 )
 from memory_pipeline.core.quality import checks as quality
-from memory_pipeline.defs.helpers import asset_key, check_result, table_asset, table_path
+from memory_pipeline.defs.helpers import (
+    asset_info,
+    asset_key,
+    check_result,
+    check_spec,
+    per_partition,
+    table_asset,
+    table_path,
+)
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.providers import PROVIDER_POOL, MemoryExtractorResource
@@ -44,6 +52,12 @@ CHECK_DOSSIER_CITATIONS = "dossier_bullets_cite_existing_sessions"
 CHECK_DOSSIER_ISOLATION = "dossier_cites_only_its_contact"
 
 GROUP = "memories"
+INFO = asset_info(
+    "memories",
+    ("python", "parquet"),
+    "memory_pipeline.defs.memories",
+    "memory_pipeline.core.memories",
+)
 
 
 def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
@@ -63,10 +77,24 @@ def _memories_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinit
         pool=PROVIDER_POOL,
         group_name=GROUP,
         check_specs=[
-            dg.AssetCheckSpec(CHECK_MEMORY_SOURCES, asset=MEMORIES, blocking=True),
-            dg.AssetCheckSpec(CHECK_MEMORY_IDS, asset=MEMORIES, blocking=True),
+            check_spec(
+                CHECK_MEMORY_SOURCES,
+                MEMORIES,
+                "every memory cites stored messages of its own session's contact",
+                partitions_def,
+                blocking=True,
+            ),
+            check_spec(
+                CHECK_MEMORY_IDS,
+                MEMORIES,
+                "no memory_id occurs twice in the run's partitions",
+                partitions_def,
+                blocking=True,
+            ),
         ],
+        **INFO,
     )
+    @per_partition({MEMORIES: T.MEMORIES})
     def memories(
         context: dg.AssetExecutionContext,
         pipeline: PipelineResource,
@@ -160,11 +188,31 @@ def _dossiers_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinit
         backfill_policy=dg.BackfillPolicy.single_run(),
         group_name=GROUP,
         check_specs=[
-            dg.AssetCheckSpec(CHECK_DOSSIER_SECTIONS, asset=DOSSIERS, blocking=True),
-            dg.AssetCheckSpec(CHECK_DOSSIER_CITATIONS, asset=DOSSIERS, blocking=True),
-            dg.AssetCheckSpec(CHECK_DOSSIER_ISOLATION, asset=DOSSIERS, blocking=True),
+            check_spec(
+                CHECK_DOSSIER_SECTIONS,
+                DOSSIERS,
+                "every dossier version has all its sections",
+                partitions_def,
+                blocking=True,
+            ),
+            check_spec(
+                CHECK_DOSSIER_CITATIONS,
+                DOSSIERS,
+                "every dossier bullet cites a stored session",
+                partitions_def,
+                blocking=True,
+            ),
+            check_spec(
+                CHECK_DOSSIER_ISOLATION,
+                DOSSIERS,
+                "a contact's dossier cites only that contact's sessions",
+                partitions_def,
+                blocking=True,
+            ),
         ],
+        **INFO,
     )
+    @per_partition({DOSSIERS: T.DOSSIERS})
     def dossiers(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(context.partition_keys)

@@ -25,7 +25,15 @@ from memory_pipeline.core.represent.build import summarize_chunks as summarize_c
 from memory_pipeline.core.represent.providers.base import Embedder, Summarizer
 from memory_pipeline.core.sessions.stage import session_messages
 from memory_pipeline.defs.chunks import CHUNKS
-from memory_pipeline.defs.helpers import asset_key, check_result, table_asset, table_path
+from memory_pipeline.defs.helpers import (
+    asset_info,
+    asset_key,
+    check_result,
+    check_spec,
+    per_partition,
+    table_asset,
+    table_path,
+)
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.providers import PROVIDER_POOL, EmbeddingResource, SummarizerResource
@@ -54,30 +62,51 @@ def build_representation_assets(
         "partitions_def": partitions_def,
         "backfill_policy": dg.BackfillPolicy.single_run(),
         "group_name": GROUP,
+        **asset_info(
+            "representations",
+            ("python", "parquet"),
+            "memory_pipeline.defs.representations",
+            "memory_pipeline.defs.providers",
+            "memory_pipeline.core.represent",
+        ),
     }
+    parts = partitions_def
     return [
-        _summaries_asset(common),
-        _embedding_texts_asset(common),
-        _enrichment_asset(common),
-        _embeddings_asset(common),
+        _summaries_asset(common, parts),
+        _embedding_texts_asset(common, parts),
+        _enrichment_asset(common, parts),
+        _embeddings_asset(common, parts),
     ]
 
 
 # --------------------------------------------------------------------------- chunk_summaries
 
 
-def _summaries_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
+def _summaries_asset(common: dict[str, Any], parts: dg.PartitionsDefinition) -> dg.AssetsDefinition:
     @dg.asset(
         **table_asset(T.CHUNK_SUMMARIES),
         deps=[CHUNKS],
         pool=PROVIDER_POOL,
         check_specs=[
-            dg.AssetCheckSpec(CHECK_SUMMARIES, asset=SUMMARIES, blocking=True),
+            check_spec(
+                CHECK_SUMMARIES,
+                SUMMARIES,
+                "every chunk has exactly one non-empty summary",
+                parts,
+                blocking=True,
+            ),
             # a model that misses the length target is worth a warning, not a stopped run
-            dg.AssetCheckSpec(CHECK_SUMMARY_LENGTH, asset=SUMMARIES),
+            check_spec(
+                CHECK_SUMMARY_LENGTH,
+                SUMMARIES,
+                "every summary met its length target (WARN: a model that misses it is "
+                "reported, the run goes on)",
+                parts,
+            ),
         ],
         **common,
     )
+    @per_partition({SUMMARIES: T.CHUNK_SUMMARIES})
     def chunk_summaries(
         context: dg.AssetExecutionContext,
         pipeline: PipelineResource,
@@ -144,15 +173,24 @@ def _summaries_result(
 # --------------------------------------------------------------------------- embedding_texts
 
 
-def _embedding_texts_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
+def _embedding_texts_asset(
+    common: dict[str, Any], parts: dg.PartitionsDefinition
+) -> dg.AssetsDefinition:
     @dg.asset(
         **table_asset(T.EMBEDDING_TEXTS),
         deps=[CHUNKS, SUMMARIES],
         check_specs=[
-            dg.AssetCheckSpec(CHECK_EMBEDDING_TEXTS, asset=EMBEDDING_TEXTS, blocking=True)
+            check_spec(
+                CHECK_EMBEDDING_TEXTS,
+                EMBEDDING_TEXTS,
+                "one embedding_text per chunk, containing its labelled summary and raw excerpt",
+                parts,
+                blocking=True,
+            )
         ],
         **common,
     )
+    @per_partition({EMBEDDING_TEXTS: T.EMBEDDING_TEXTS})
     def embedding_texts_asset(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         store = pipeline.store
         days = keys_to_dates(context.partition_keys)
@@ -180,13 +218,23 @@ def _embedding_texts_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
 # --------------------------------------------------------------------------- session_enrichment
 
 
-def _enrichment_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
+def _enrichment_asset(
+    common: dict[str, Any], parts: dg.PartitionsDefinition
+) -> dg.AssetsDefinition:
     @dg.asset(
         **table_asset(T.SESSION_ENRICHMENT),
         deps=[SESSIONS, dg.AssetDep(RAW, partition_mapping=raw_window(0, 1))],
-        check_specs=[dg.AssetCheckSpec(CHECK_ENRICHMENT, asset=ENRICHMENT)],
+        check_specs=[
+            check_spec(
+                CHECK_ENRICHMENT,
+                ENRICHMENT,
+                "every session has exactly one row with a non-blank title",
+                parts,
+            )
+        ],
         **common,
     )
+    @per_partition({ENRICHMENT: T.SESSION_ENRICHMENT})
     def session_enrichment(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         store = pipeline.store
         days = keys_to_dates(context.partition_keys)
@@ -210,14 +258,26 @@ def _enrichment_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
 # --------------------------------------------------------------------------- chunk_embeddings
 
 
-def _embeddings_asset(common: dict[str, Any]) -> dg.AssetsDefinition:
+def _embeddings_asset(
+    common: dict[str, Any], parts: dg.PartitionsDefinition
+) -> dg.AssetsDefinition:
     @dg.asset(
         **table_asset(T.CHUNK_EMBEDDINGS),
         deps=[CHUNKS, SUMMARIES, EMBEDDING_TEXTS],
         pool=PROVIDER_POOL,
-        check_specs=[dg.AssetCheckSpec(CHECK_VECTORS, asset=EMBEDDINGS, blocking=True)],
+        check_specs=[
+            check_spec(
+                CHECK_VECTORS,
+                EMBEDDINGS,
+                "one vector per (chunk, dense representation), constant dimension, no NaN, "
+                "norms ~ 1 (provider errors are counted, not fatal)",
+                parts,
+                blocking=True,
+            )
+        ],
         **common,
     )
+    @per_partition({EMBEDDINGS: T.CHUNK_EMBEDDINGS})
     def chunk_embeddings(
         context: dg.AssetExecutionContext,
         pipeline: PipelineResource,

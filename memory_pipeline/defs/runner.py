@@ -12,14 +12,27 @@ range: one day is requested as that partition, several days as a single-run back
 ``dagster/asset_partition_range_*`` tags, see ``defs/jobs.py``), never one run per day.
 Unpartitioned stages (indexes, storage report, evaluation, warehouse) always cover everything
 stored, so they get no range.
+
+Run history a data engineer can read: every stage runs as its named job ``stage_<name>``
+(also in the code location, so the UI can re-execute it), tagged with the stage and one
+invocation id shared by the runs of one call. ``backfill=True`` (``memory-pipeline run``)
+also records the call as one asset backfill, listed under Backfills with its runs. Runs
+carry the pid of the process executing them in-process, so a later call marks the runs of
+a killed process failed instead of leaving them STARTED (``fail_orphaned_runs``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import re
+import socket
+import sys
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -42,6 +55,16 @@ from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS
 from memory_pipeline.defs.storage import STORAGE_REPORT
 
+STAGE_TAG = "memory_pipeline/stage"
+INVOCATION_TAG = "memory_pipeline/invocation"
+PID_TAG = "memory_pipeline/pid"
+HOST_TAG = "memory_pipeline/host"
+BACKFILL_TAG = "dagster/backfill"
+# the code location `dg dev` (pyproject [tool.dg.project]) and `dagster dev` (workspace.yaml)
+# load: its module and its name
+CODE_MODULE = "memory_pipeline.definitions"
+CODE_LOCATION = "memory_pipeline"
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -55,6 +78,11 @@ class Stage:
     def key_names(self) -> list[str]:
         """The asset keys as strings, for messages and progress output."""
         return [k.to_user_string() for k in self.keys]
+
+    @property
+    def job_name(self) -> str:
+        """The named job that runs this stage (``stage_<name>``, a valid Dagster name)."""
+        return "stage_" + re.sub(r"[^A-Za-z0-9_]+", "_", self.name).strip("_")
 
 
 # In dependency order: each stage reads only what the stages before it wrote.
@@ -72,6 +100,28 @@ STAGES: tuple[Stage, ...] = (
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
 _BY_NAME = {s.name: s for s in STAGES}
 _STAGE_OF = {k: s for s in STAGES for k in s.keys}
+
+
+def stage_jobs(selection: Sequence[Stage] = STAGES) -> list[dg.UnresolvedAssetJobDefinition]:
+    """One named job per stage: its assets and their checks, tagged with the stage.
+
+    The code location lists the table's jobs, so a run made by ``materialize_stages`` names
+    a job the UI knows and can re-execute (an ad-hoc ``__ephemeral_asset_job__`` cannot be).
+    """
+    return [
+        dg.define_asset_job(
+            stage.job_name,
+            selection=dg.AssetSelection.assets(*stage.keys),
+            description=f"memory-pipeline stage {stage.name!r}: "
+            + ", ".join(stage.key_names)
+            + (" over a date range (one single-run backfill)" if stage.partitioned else ""),
+            tags={STAGE_TAG: stage.name},
+            # one stage's assets run one after another; a process per step only costs
+            # seconds (and the runner executes in-process)
+            executor_def=dg.in_process_executor,
+        )
+        for stage in selection
+    ]
 
 
 def stages(*names: str) -> list[Stage]:
@@ -169,8 +219,11 @@ def materialize_stages(
     raise_on_error: bool = True,
     on_start: Callable[[Stage], None] | None = None,
     on_done: Callable[[StageResult], bool | None] | None = None,
+    backfill: bool = False,
+    code_location: Path | None = None,
+    invocation: str | None = None,
 ) -> list[StageResult]:
-    """Materialize ``selection`` in order, each stage as one run, over ``days``.
+    """Materialize ``selection`` in order, each stage as one run of its named job, over ``days``.
 
     ``assets`` is a ``Definitions`` (its assets, checks and resources) or a list of assets and
     checks; ``resources`` replaces the Definitions' resources when given. Partitioned stages
@@ -178,33 +231,259 @@ def materialize_stages(
     (as for unpartitioned stages). ``instance=None`` is an ephemeral instance. The loop stops
     after a failed run (``raise_on_error=False``) or when ``on_done`` returns ``False``; the
     last result tells which. Returns one ``StageResult`` per run made, with wall seconds.
+
+    Every run is tagged with its stage and ``invocation`` (a new id unless given).
+    ``backfill=True`` records the call as one asset backfill over the stages' assets and the
+    range (status and materialized partitions written when the call ends). ``code_location``
+    (the folder of workspace.yaml) stamps runs with that code location's job origin, so the
+    UI of ``dagster dev`` started there can re-execute them.
     """
     if isinstance(assets, dg.Definitions):
-        defs = assets
-        assets = [*(defs.assets or ()), *(defs.asset_checks or ())]
-        resources = dict(defs.resources or {}) if resources is None else resources
+        base = assets
+        assets = [*(base.assets or ()), *(base.asset_checks or ())]
+        resources = dict(base.resources or {}) if resources is None else resources
     wanted = [s if isinstance(s, Stage) else stages(s)[0] for s in selection]
+    defs = dg.Definitions(assets=list(assets), jobs=stage_jobs(wanted), resources=resources)
     window = sorted(days)
     run_config = quiet_run_config(log_level)
+    invocation = invocation or uuid.uuid4().hex[:12]
+    tags = {INVOCATION_TAG: invocation, PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    record = None
+    if instance is not None:
+        fail_orphaned_runs(instance)
+        if backfill:
+            record = _new_backfill(defs, wanted, window, instance, invocation)
+            tags[BACKFILL_TAG] = record.backfill_id
     results: list[StageResult] = []
-    for stage in wanted:
-        if on_start:
-            on_start(stage)
-        request = range_request(window) if stage.partitioned and window else {}
-        t0 = time.perf_counter()
-        result = dg.materialize(
-            assets,
-            selection=list(stage.keys),
-            resources=dict(resources or {}),
-            instance=instance,
-            run_config=run_config,
-            raise_on_error=raise_on_error,
-            **request,
-        )
-        done = StageResult(stage, result, time.perf_counter() - t0)
-        results.append(done)
-        if not result.success:
-            break
-        if on_done and on_done(done) is False:
-            break
+    try:
+        for stage in wanted:
+            if on_start:
+                on_start(stage)
+            request = range_request(window) if stage.partitioned and window else {}
+            t0 = time.perf_counter()
+            result = _execute(
+                defs.resolve_job_def(stage.job_name),
+                instance=instance,
+                run_config=run_config,
+                tags={**tags, **request.get("tags", {})},
+                partition_key=request.get("partition_key"),
+                raise_on_error=raise_on_error,
+                code_location=code_location,
+            )
+            done = StageResult(stage, result, time.perf_counter() - t0)
+            results.append(done)
+            if not result.success:
+                break
+            if on_done and on_done(done) is False:
+                break
+    finally:
+        if record is not None and instance is not None:
+            _finish_backfill(defs, record, wanted, results, instance)
     return results
+
+
+def _execute(
+    job_def: dg.JobDefinition,
+    *,
+    instance: dg.DagsterInstance | None,
+    run_config: Mapping[str, Any],
+    tags: Mapping[str, str],
+    partition_key: str | None,
+    raise_on_error: bool,
+    code_location: Path | None,
+) -> dg.ExecuteInProcessResult:
+    """``job_def.execute_in_process``, plus the code location's job origin on the run.
+
+    Dagster's in-process execution records no origin, and the UI disables Re-execute for a
+    run whose job it cannot locate. This is ``core_execute_in_process`` of the pinned
+    dagster 1.13 with ``remote_job_origin`` (and the Python origin) passed to the run.
+    """
+    if code_location is None or instance is None:
+        return job_def.execute_in_process(
+            run_config=run_config,
+            instance=instance,
+            tags=dict(tags),
+            partition_key=partition_key,
+            raise_on_error=raise_on_error,
+        )
+    from dagster._core.definitions.job_base import InMemoryJob
+    from dagster._core.execution.api import (
+        ExecuteRunWithPlanIterable,
+        create_execution_plan,
+        job_execution_iterator,
+    )
+    from dagster._core.execution.context_creation_job import (
+        PlanOrchestrationContextManager,
+        orchestration_context_event_generator,
+    )
+    from dagster._core.execution.execute_in_process import merge_run_tags
+    from dagster._core.execution.execute_in_process_result import ExecuteInProcessResult
+
+    remote_origin, python_origin = _job_origins(job_def.name, code_location)
+    job = InMemoryJob(job_def)
+    plan = create_execution_plan(job, run_config=run_config, instance_ref=instance.get_ref())
+    run = instance.create_run_for_job(
+        job_def=job_def,
+        run_config=run_config,
+        tags=merge_run_tags(job_def, partition_key, tags, None, instance, run_config),
+        execution_plan=plan,
+        remote_job_origin=remote_origin,
+        job_code_origin=python_origin,
+    )
+    events = list(
+        ExecuteRunWithPlanIterable(
+            execution_plan=plan,
+            iterator=job_execution_iterator,
+            execution_context_manager=PlanOrchestrationContextManager(
+                context_event_generator=orchestration_context_event_generator,
+                job=job,
+                execution_plan=plan,
+                dagster_run=run,
+                instance=instance,
+                run_config=run_config,
+                executor_defs=None,
+                output_capture={},
+                raise_on_error=raise_on_error,
+            ),
+        )
+    )
+    return ExecuteInProcessResult(
+        job_def=job_def,
+        event_list=events,
+        dagster_run=instance.get_run_by_id(run.run_id),
+        output_capture={},
+    )
+
+
+def _job_origins(job_name: str, root: Path) -> tuple[Any, Any]:
+    """The origins ``dg dev`` / ``dagster dev`` in ``root`` give the job (location
+    ``memory_pipeline``, module ``memory_pipeline.definitions``)."""
+    from dagster._core.code_pointer import ModuleCodePointer
+    from dagster._core.definitions.reconstruct import RepositoryPythonOrigin
+    from dagster._core.origin import JobPythonOrigin
+    from dagster._core.remote_origin import (
+        ManagedGrpcPythonEnvCodeLocationOrigin,
+        RemoteJobOrigin,
+        RemoteRepositoryOrigin,
+    )
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+    target = LoadableTargetOrigin(
+        executable_path=sys.executable, module_name=CODE_MODULE, working_directory=str(root)
+    )
+    location = ManagedGrpcPythonEnvCodeLocationOrigin(target, location_name=CODE_LOCATION)
+    remote = RemoteJobOrigin(RemoteRepositoryOrigin(location, "__repository__"), job_name)
+    python = JobPythonOrigin(
+        job_name,
+        RepositoryPythonOrigin(
+            executable_path=sys.executable,
+            code_pointer=ModuleCodePointer(CODE_MODULE, "defs", str(root)),
+        ),
+    )
+    return remote, python
+
+
+def _window_keys(window: Sequence[dt.date]) -> list[str]:
+    if not window:
+        return []
+    n = (window[-1] - window[0]).days + 1
+    return [(window[0] + dt.timedelta(days=i)).isoformat() for i in range(n)]
+
+
+def _new_backfill(
+    defs: dg.Definitions,
+    wanted: Sequence[Stage],
+    window: Sequence[dt.date],
+    instance: dg.DagsterInstance,
+    invocation: str,
+) -> Any:
+    """The asset backfill this call stands for, before any run (not stored yet: a stored
+    REQUESTED backfill would be picked up and run again by a daemon)."""
+    from dagster._core.execution.backfill import PartitionBackfill
+    from dagster._core.utils import make_new_backfill_id
+
+    keys = [k for stage in wanted for k in stage.keys]
+    return PartitionBackfill.from_asset_partitions(
+        backfill_id=make_new_backfill_id(),
+        asset_graph=defs.resolve_asset_graph(),
+        partition_names=_window_keys(window) if any(s.partitioned for s in wanted) else None,
+        asset_selection=keys,
+        backfill_timestamp=time.time(),
+        tags={INVOCATION_TAG: invocation},
+        dynamic_partitions_store=instance,
+        all_partitions=not any(s.partitioned for s in wanted),
+        title="memory_pipeline_run",
+        description="memory-pipeline run: stages "
+        + ", ".join(s.name for s in wanted)
+        + (f" over {window[0]}..{window[-1]}" if window else ""),
+        run_config=None,
+    )
+
+
+def _finish_backfill(
+    defs: dg.Definitions,
+    record: Any,
+    wanted: Sequence[Stage],
+    results: Sequence[StageResult],
+    instance: dg.DagsterInstance,
+) -> None:
+    """Store the backfill as it ended: the stages that ran green materialized their part of
+    the target; the first stage that did not fails with everything after it."""
+    from dagster._core.execution.backfill import BulkActionStatus
+
+    graph = defs.resolve_asset_graph()
+    data = record.asset_backfill_data
+    target = data.target_subset
+    ok = {k for r in results if r.success and not r.failed for k in r.stage.keys}
+    done = target.filter_asset_keys(ok)
+    rest = target - done
+    success = not rest.asset_keys
+    data = data._replace(
+        requested_subset=target.filter_asset_keys({k for r in results for k in r.stage.keys}),
+        materialized_subset=done,
+        failed_and_downstream_subset=rest,
+    )
+    status = BulkActionStatus.COMPLETED_SUCCESS if success else BulkActionStatus.COMPLETED_FAILED
+    record = (
+        record.with_asset_backfill_data(data, instance, graph)
+        .with_status(status)
+        .with_end_timestamp(time.time())
+    )
+    instance.add_backfill(record)
+
+
+def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark failed the runs this tool started in a process that no longer exists.
+
+    An in-process run whose process is killed (SIGKILL, a closed terminal) stays STARTED for
+    ever: no run launcher watches it, so Dagster's run monitoring cannot tell it died. Each
+    run carries the pid and host of its process; a run of this host whose pid is gone is
+    reported failed. Returns the run ids marked.
+    """
+    host = socket.gethostname()
+    marked = []
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(
+            statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING],
+            tags={HOST_TAG: host},
+        )
+    )
+    for run in runs:
+        pid = run.tags.get(PID_TAG, "")
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        instance.report_run_failed(
+            run, f"the process that ran it (pid {pid} on {host}) is gone: marked failed"
+        )
+        marked.append(run.run_id)
+    return marked
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

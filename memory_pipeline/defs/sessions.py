@@ -7,12 +7,22 @@ from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.dates import DAY
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.core.sessions.stage import build_sessions
-from memory_pipeline.defs.helpers import asset_key, check_result, table_asset, table_path
+from memory_pipeline.defs.helpers import (
+    asset_info,
+    asset_key,
+    check_result,
+    check_spec,
+    per_partition,
+    table_asset,
+    table_path,
+)
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.resources import PipelineResource
 
 SESSIONS = asset_key(T.SESSIONS)
+# sessions and chunks cut the message stream into units of conversation
+GROUP = "segmentation"
 CHECK_SESSIONS_VALID = "sessions_ordered_and_gap_respecting"
 CHECK_SESSION_IDS_UNIQUE = "session_ids_unique"
 
@@ -29,11 +39,31 @@ def build_sessions_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDe
         partitions_def=partitions_def,
         backfill_policy=dg.BackfillPolicy.single_run(),
         check_specs=[
-            dg.AssetCheckSpec(CHECK_SESSIONS_VALID, asset=SESSIONS, blocking=True),
-            dg.AssetCheckSpec(CHECK_SESSION_IDS_UNIQUE, asset=SESSIONS, blocking=True),
+            check_spec(
+                CHECK_SESSIONS_VALID,
+                SESSIONS,
+                "messages of a session are in time order, no gap inside a session exceeds "
+                "session_gap_minutes, and consecutive sessions are further apart than that",
+                partitions_def,
+                blocking=True,
+            ),
+            check_spec(
+                CHECK_SESSION_IDS_UNIQUE,
+                SESSIONS,
+                "no session_id occurs twice in the run's partitions",
+                partitions_def,
+                blocking=True,
+            ),
         ],
-        group_name="ingest",
+        group_name=GROUP,
+        **asset_info(
+            T.SESSIONS.name,
+            ("python", "parquet"),
+            "memory_pipeline.defs.sessions",
+            "memory_pipeline.core.sessions",
+        ),
     )
+    @per_partition({SESSIONS: T.SESSIONS})
     def sessions(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(context.partition_keys)

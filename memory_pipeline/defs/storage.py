@@ -5,7 +5,7 @@ import dagster as dg
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.quality.storage_report import markdown_table, storage_report
 from memory_pipeline.defs.chunks import CHUNKS
-from memory_pipeline.defs.helpers import asset_key, table_asset, table_path
+from memory_pipeline.defs.helpers import ROW_COUNT, asset_info, asset_key, table_asset, table_path
 from memory_pipeline.defs.indexes import BM25, MEMORY_INDEX, TIME_META, VECTORS
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.memories import DOSSIERS, MEMORIES
@@ -30,7 +30,13 @@ STORAGE_REPORT = asset_key(T.STORAGE_REPORT)
         TIME_META,
         MEMORY_INDEX,
     ],
-    group_name="indexes",
+    group_name="reports",
+    **asset_info(
+        "storage",
+        ("python", "parquet"),
+        "memory_pipeline.defs.storage",
+        "memory_pipeline.core.quality.storage_report",
+    ),
 )
 def storage_report_asset(context: dg.AssetExecutionContext, pipeline: PipelineResource):
     cfg, store = pipeline.cfg, pipeline.store
@@ -42,6 +48,7 @@ def storage_report_asset(context: dg.AssetExecutionContext, pipeline: PipelineRe
         metadata={
             "report": dg.MetadataValue.md(markdown_table(report)),
             "derived_bytes": total,
+            ROW_COUNT: report.num_rows,
             "path": table_path(store, T.STORAGE_REPORT),
         }
     )

@@ -53,6 +53,7 @@ def built(tmp_path_factory) -> Runner:
     text = text.replace("chunk_size = 42", "chunk_size = 8")
     text = text.replace("chunk_stride = 36", "chunk_stride = 6")
     text = text.replace('path = "data/sample/', f'path = "{ROOT}/data/sample/')
+    text = text.replace('questions = "data/sample/', f'questions = "{ROOT}/data/sample/')
     config = folder / "memory_pipeline.toml"
     config.write_text(text, encoding="utf-8")
     runner = Runner(config, folder / "out")
