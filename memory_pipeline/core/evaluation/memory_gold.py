@@ -118,7 +118,9 @@ def load_locomo_observations(path: Path | str) -> tuple[list[Observation], dict[
                     refs = tuple(dict.fromkeys(_norm_dia(s, t) for s, t in _EVIDENCE.findall(raw)))
                     if refs and isinstance(text, str):
                         out.append(
-                            Observation(sid, session.removesuffix("_observation"), speaker, text, refs)
+                            Observation(
+                                sid, session.removesuffix("_observation"), speaker, text, refs
+                            )
                         )
     return out, speakers
 
@@ -152,7 +154,9 @@ def _stemmer():
 def content_words(text: str, names: Iterable[str] = ()) -> list[str]:
     """The content words of ``text`` (see the module docstring), names removed."""
     t = unicodedata.normalize("NFKC", text or "").lower().replace("’", "'")
-    name_tokens = {w for n in names for w in _EN_TOKEN.findall(unicodedata.normalize("NFKC", n).lower())}
+    name_tokens = {
+        w for n in names for w in _EN_TOKEN.findall(unicodedata.normalize("NFKC", n).lower())
+    }
     jp_names = [unicodedata.normalize("NFKC", n) for n in names if _JA_RUN.search(n)]
     for n in jp_names:
         t = t.replace(n.lower(), " ")

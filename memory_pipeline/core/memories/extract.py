@@ -35,6 +35,13 @@ from memory_pipeline.core.common.timelex import (
     WEEKDAY_NUMBERS,
     WEEKDAY_PATTERN,
 )
+from memory_pipeline.core.memories.rewrite import (
+    en_resolve_dates,
+    en_statement_kind,
+    en_third_person,
+    ja_statement_kind,
+    ja_third_person,
+)
 
 KINDS = ("fact", "preference", "plan", "event", "relationship", "possession")
 RULES_METHOD = "rules"
@@ -540,6 +547,7 @@ class _Hit:
     subject: str | None = None  # None = the sender
     require_date: bool = False
     future_only: bool = False
+    general: bool = False  # the general statement rule: merged per message
 
 
 def _en_rules(s: str) -> _Hit | None:
@@ -1000,6 +1008,106 @@ _AFFIRM = re.compile(
 )
 
 
+# ----------------------------------------------------------------------------- general statements
+
+_EN_SUBJECTLESS = re.compile(
+    r"^(?:(?P<adv>Just|Finally|Recently|Also|Still)\s+)?(?P<verb>[A-Z][a-z]+ed|Got|Went|Made|Took|"
+    r"Bought|Found|Saw|Met|Had|Spent|Started|Began|Ran|Won|Lost|Left|Came|Wrote|Built|Been|"
+    r"Gonna|Going|Thinking|Working|Planning|Trying|Looking|Feeling|Loving|Doing)\b(?!\s+(?:by|to\s+you))"
+)
+
+
+def _en_subjectless(s: str) -> str:
+    """"Started learning Python today." -> "I started learning Python today.": chat drops
+    the subject of a statement about oneself."""
+    m = _EN_SUBJECTLESS.match(s)
+    if m is None:
+        return s
+    verb = m["verb"]
+    lead = "I've" if verb == "Been" else "I'm" if verb.endswith("ing") or verb == "Gonna" else "I"
+    return f"{lead} {s[0].lower()}{s[1:]}"
+
+
+def _en_statement(s: str) -> _Hit | None:
+    """The general rule: any first-person declarative sentence that is not a reaction."""
+    if not _en_clause_start_ok(s):
+        return None
+    kind = en_statement_kind(s)
+    if kind is None:
+        return None
+    direction = _FUTURE if kind == "plan" else _PAST if kind == "event" else 0
+    return _Hit(kind, "", "", 0.55, direction, general=True)
+
+
+MAX_STATEMENT_SENTENCES = 3
+MIN_STATEMENT_WORDS = 8  # English words / 16 Japanese characters of a merged statement
+_EN_ANAPHORA = re.compile(
+    r"^(?:it|it['’]s|that|that['’]s|this|they|they['’]re|these|those|he|she|them|there|so)\b",
+    re.I,
+)
+
+
+def _en_anaphoric(s: str) -> bool:
+    """The sentence leans on an earlier one ("It was so powerful.")."""
+    return _EN_ANAPHORA.match(s) is not None
+
+
+def _ja_anaphoric(s: str) -> bool:
+    return s.startswith(("それ", "そこ", "あれ", "これ", "その", "この", "でも", "だから"))
+
+
+def _merge_statements(
+    general: Sequence[tuple[_Hit, str, dt.date | None, bool]], lang: str
+) -> tuple[_Hit, str, dt.date | None] | None:
+    """One statement memory per message from its general-rule sentences.
+
+    A message says one thing in a few sentences ("I went to a support group yesterday. It
+    was so powerful."): kept together they make one self-contained statement, split they
+    make fragments whose "it" points nowhere. A sentence that leans on an earlier one is
+    kept only after a kept sentence; at most MAX_STATEMENT_SENTENCES are kept; a statement
+    under MIN_STATEMENT_WORDS words says too little to remember.
+    """
+    kept: list[tuple[_Hit, str, dt.date | None]] = []
+    for hit, statement, when, leans in general:
+        if leans and not kept:
+            continue
+        kept.append((hit, statement, when))
+        if len(kept) == MAX_STATEMENT_SENTENCES:
+            break
+    if not kept:
+        return None
+    sep = "" if lang == "ja" else " "
+    stop = "。" if lang == "ja" else "."
+    text = sep.join(
+        st.rstrip() + ("" if st.rstrip()[-1:] in ".!。！" else stop) for _, st, _ in kept
+    )
+    size = len(text) / 2 if lang == "ja" else len(text.split())
+    if size < MIN_STATEMENT_WORDS:
+        return None
+    first = kept[0][0]
+    when = next((w for _, _, w in kept if w is not None), None)
+    return first, _short(text), when
+
+
+_EN_GENERAL_HYPO = re.compile(r"^(?:if|when|once|unless|whether|wish|maybe|perhaps)\b", re.I)
+
+
+def _en_clause_start_ok(s: str) -> bool:
+    """Not a hypothetical or conditional clause ("If I win, ...")."""
+    return not _EN_GENERAL_HYPO.match(s)
+
+
+def _ja_statement(s: str) -> _Hit | None:
+    """The general Japanese rule: a declarative sentence about the speaker."""
+    if _JA_REPORTED.search(s) or _JA_HYPO.search(s) or not _ja_first_person_ok(s, len(s)):
+        return None
+    kind = ja_statement_kind(s)
+    if kind is None or (kind == "plan" and _JA_PLAN_NOT.search(s)):
+        return None  # 明日は予定なしです: no plan
+    direction = _FUTURE if kind == "plan" else _PAST if kind == "event" else 0
+    return _Hit(kind, "", "", 0.5, direction, general=True)
+
+
 # ----------------------------------------------------------------------------- rule extractor
 
 
@@ -1017,6 +1125,7 @@ class RuleMemoryExtractor:
         out: list[MemoryCandidate] = []
         msgs = session.messages
         used_move: set[str] = set()
+        senders = {m.sender for m in msgs if m.sender}
         for i, msg in enumerate(msgs):
             if msg.type != "text" or not msg.text:
                 continue
@@ -1034,26 +1143,37 @@ class RuleMemoryExtractor:
                     continue
             elif not _EN_TRIGGER.search(text):
                 continue
-            out.extend(self._message(msg, lang))
+            others = senders - {msg.sender}
+            other = next(iter(others)) if len(others) == 1 else None
+            out.extend(self._message(msg, lang, other))
         return SessionExtraction(out)
 
-    def _message(self, msg: ChatMessage, lang: str) -> list[MemoryCandidate]:
+    def _message(
+        self, msg: ChatMessage, lang: str, other: str | None = None
+    ) -> list[MemoryCandidate]:
         today = msg.local_ts.date()
         found: list[MemoryCandidate] = []
         cleaned = _clean(msg.text)
         sentences = _sentences(cleaned, lang)
+        general: list[tuple[_Hit, str, dt.date | None, bool]] = []
+        anaphoric = _ja_anaphoric if lang == "ja" else _en_anaphoric
         for n, raw in enumerate(sentences):
             if lang == "ja":
                 s = unicodedata.normalize("NFKC", raw)
                 if _JA_QUESTION.search(s) or _JA_REACTION.search(s):
                     continue
                 hit = _ja_rules(s)
+                if hit is None:
+                    hit = _ja_statement(s)
                 date_rx = _DATE_JA
             else:
                 s = _EN_LEAD.sub("", raw) if raw[:1] != "I" else raw
+                s = _en_subjectless(s)
                 if _EN_QUESTION.search(s):
                     continue
                 hit = _en_rules(s)
+                if hit is None:
+                    hit = _en_statement(s)
                 date_rx = _DATE_EN
             if hit is None:
                 continue
@@ -1074,11 +1194,21 @@ class RuleMemoryExtractor:
             subject = hit.subject or msg.sender
             if not subject:
                 continue
-            statement = raw if lang == "en" else s
-            if lang == "ja" and hit.kind == "plan" and len(statement) < 20 and n > 0:
-                prev = unicodedata.normalize("NFKC", sentences[n - 1])
-                if len(prev) >= 6:  # "了解!" adds nothing; "いちご送ったよ。" says what arrives
-                    statement = prev + statement
+            if lang == "ja":
+                statement = s
+                if hit.kind == "plan" and len(statement) < 20 and n > 0:
+                    prev = unicodedata.normalize("NFKC", sentences[n - 1])
+                    if len(prev) >= 6:  # "了解!" adds nothing; "いちご送ったよ。" says what arrives
+                        statement = prev + statement
+                statement = ja_third_person(statement, msg.sender) if msg.sender else statement
+            else:
+                statement, day = en_resolve_dates(s, today)
+                if event_date is None and day is not None and hit.kind in ("event", "plan"):
+                    event_date = day
+                statement = en_third_person(statement, msg.sender, other) if msg.sender else s
+            if hit.general:
+                general.append((hit, statement, event_date, anaphoric(s)))
+                continue
             statement = _short(statement)
             found.append(
                 MemoryCandidate(
@@ -1086,11 +1216,28 @@ class RuleMemoryExtractor:
                     kind=hit.kind,
                     attribute=hit.attribute,
                     value=hit.value,
-                    text=f"{msg.sender}: {statement}",
+                    text=statement,
                     message_ids=(msg.message_id,),
                     event_date=event_date,
                     lang=lang,
                     subject_is_owner=msg.is_owner if hit.subject is None else None,
+                    confidence=hit.confidence,
+                )
+            )
+        merged = _merge_statements(general, lang)
+        if merged is not None:
+            hit, statement, event_date = merged
+            found.append(
+                MemoryCandidate(
+                    subject=msg.sender,
+                    kind=hit.kind,
+                    attribute="",
+                    value="",
+                    text=statement,
+                    message_ids=(msg.message_id,),
+                    event_date=event_date,
+                    lang=lang,
+                    subject_is_owner=msg.is_owner,
                     confidence=hit.confidence,
                 )
             )
