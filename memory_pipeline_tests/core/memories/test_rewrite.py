@@ -92,7 +92,8 @@ def test_extracted_memories_are_third_person_statements_not_copied_messages() ->
     t = table(
         msg(
             "2023-05-08 10:00",
-            "Hey Sam! I went to a LGBTQ support group yesterday and it was so powerful. How are you?",
+            "Hey Sam! I went to a LGBTQ support group yesterday and it was so powerful. "
+            "How are you?",
             "Jo",
             order=0,
         ),
