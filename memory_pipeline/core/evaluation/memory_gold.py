@@ -15,7 +15,8 @@ Content words (:func:`content_words`): NFKC, lower case, tokens ``[a-z0-9]+`` (a
 ``2023-05-07`` is one token, so a resolved date weighs as much as the word it replaced), the
 speaker names of the conversation removed (a memory always names its subject; the name
 would otherwise give every pair of a person's texts free overlap), English stopwords
-removed, Snowball-stemmed (PyStemmer, as the BM25 index). Japanese text is cut into
+removed, Snowball-stemmed (PyStemmer, as the BM25 index), and a stem that is itself a
+stopword (others -> other) removed too. Japanese text is cut into
 character bigrams of its kana/kanji runs (no stopwords, no stemming), so the same function
 works on both languages.
 
@@ -162,7 +163,7 @@ def content_words(text: str, names: Iterable[str] = ()) -> list[str]:
         t = t.replace(n.lower(), " ")
     t = re.sub(r"'s\b", "", t)
     words = [w for w in _EN_TOKEN.findall(t) if w not in STOPWORDS and w not in name_tokens]
-    out = _stemmer().stemWords(words) if words else []
+    out = [w for w in (_stemmer().stemWords(words) if words else []) if w not in STOPWORDS]
     for run in _JA_RUN.findall(t):
         out += [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
     return out

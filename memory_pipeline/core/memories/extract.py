@@ -345,7 +345,9 @@ def _short(sentence: str) -> str:
 # ----------------------------------------------------------------------------- English rules
 
 _EN_TRIGGER = re.compile(
-    r"\b(?:I|I'm|I’m|I've|I’ll|I'll|we|we'll|we're|let's|my|got|moved|moving)\b", re.I
+    r"\b(?:I|I'm|I’m|I've|I’ll|I'll|we|we'll|we're|let's|my|me|myself|mine|our|us|got|moved|"
+    r"moving|been|started|went)\b",
+    re.I,
 )
 _EN_QUESTION = re.compile(r"\?\s*$|\?")
 # A clause must start where a new statement can start (not inside "if I ...", "you think I ...").
@@ -1013,7 +1015,8 @@ _AFFIRM = re.compile(
 _EN_SUBJECTLESS = re.compile(
     r"^(?:(?P<adv>Just|Finally|Recently|Also|Still)\s+)?(?P<verb>[A-Z][a-z]+ed|Got|Went|Made|Took|"
     r"Bought|Found|Saw|Met|Had|Spent|Started|Began|Ran|Won|Lost|Left|Came|Wrote|Built|Been|"
-    r"Gonna|Going|Thinking|Working|Planning|Trying|Looking|Feeling|Loving|Doing)\b(?!\s+(?:by|to\s+you))"
+    r"Gonna|Going|Thinking|Working|Planning|Trying|Looking|Feeling|Loving|Doing)\b"
+    r"(?!\s+(?:by|to\s+you|ages|a\s+while|forever|so\s+long|too\s+long|a\s+long))"
 )
 
 
@@ -1040,7 +1043,22 @@ def _en_statement(s: str) -> _Hit | None:
 
 
 MAX_STATEMENT_SENTENCES = 3
-MIN_STATEMENT_WORDS = 8  # English words / 16 Japanese characters of a merged statement
+MIN_STATEMENT_WORDS = 4  # content words (English) / 8 characters (Japanese), name excluded
+_FUNCTION_WORDS = frozenset(
+    "the and but for with that this was were are has have had its it's his her their them they "
+    "she him who what when where which there then than from into onto about just so too very "
+    "really also and others is be been being will would can could not all any some out off".split()
+)
+
+
+def _statement_size(text: str, lang: str, name: str) -> float:
+    """How much a statement says: its content words (English words of three letters or more
+    that are not function words or the speaker's name), or half its characters (Japanese)."""
+    if lang == "ja":
+        return len(text.replace(name, "")) / 2
+    names = {w.lower() for w in re.findall(r"[A-Za-z]+", name)}
+    words = re.findall(r"[A-Za-z]{3,}", text.lower())
+    return sum(1 for w in words if w not in _FUNCTION_WORDS and w not in names)
 _EN_ANAPHORA = re.compile(
     r"^(?:it|it['’]s|that|that['’]s|this|they|they['’]re|these|those|he|she|them|there|so)\b",
     re.I,
@@ -1057,7 +1075,7 @@ def _ja_anaphoric(s: str) -> bool:
 
 
 def _merge_statements(
-    general: Sequence[tuple[_Hit, str, dt.date | None, bool]], lang: str
+    general: Sequence[tuple[_Hit, str, dt.date | None, bool]], lang: str, name: str
 ) -> tuple[_Hit, str, dt.date | None] | None:
     """One statement memory per message from its general-rule sentences.
 
@@ -1081,8 +1099,7 @@ def _merge_statements(
     text = sep.join(
         st.rstrip() + ("" if st.rstrip()[-1:] in ".!。！" else stop) for _, st, _ in kept
     )
-    size = len(text) / 2 if lang == "ja" else len(text.split())
-    if size < MIN_STATEMENT_WORDS:
+    if _statement_size(text, lang, name) < MIN_STATEMENT_WORDS:
         return None
     first = kept[0][0]
     when = next((w for _, _, w in kept if w is not None), None)
@@ -1224,7 +1241,7 @@ class RuleMemoryExtractor:
                     confidence=hit.confidence,
                 )
             )
-        merged = _merge_statements(general, lang)
+        merged = _merge_statements(general, lang, msg.sender)
         if merged is not None:
             hit, statement, event_date = merged
             found.append(

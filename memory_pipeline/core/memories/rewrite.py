@@ -30,7 +30,7 @@ __all__ = [
 # ----------------------------------------------------------------------------- English verbs
 
 _MODALS = frozenset(
-    "can could will would should might must may shall did was were had used need ought "
+    "can could will would should might must may shall did was were had used ought "
     "cannot can't couldn't won't wouldn't shouldn't didn't wasn't weren't hadn't mightn't "
     "mustn't".split()
 )
@@ -236,11 +236,13 @@ _REACTION = re.compile(
     r"(?!.*\b(?:my|I)\b)"
     r"|I\s+(?:totally\s+|really\s+|completely\s+|definitely\s+)?(?:agree|know|hope|bet|see|"
     r"understand|get\s+it|appreciate|wish|guess|think\s+so|feel\s+you|hear\s+you|mean|"
-    r"can['’]?t\s+wait|cannot\s+wait|love\s+(?:that|this|it|your|the\s+idea)|like\s+(?:that|"
-    r"this|it|your)|can\s+(?:imagine|tell|see)|will\s+(?:do|try)|['’]ll\s+(?:do|try)|"
+    r"can['’]?t\s+wait|cannot\s+wait|(?:love|like)\s+(?:that|this|it|the\s+idea)(?=\s*(?:[!.,;]|$))|"
+    r"can\s+(?:imagine|tell|see)|will\s+(?:do|try)|['’]ll\s+(?:do|try)|"
     r"(?:would|['’]d)\s+love)\b)",
     re.I,
 )
+_ADDRESSEE = re.compile(r"\b(?:you|your|yours|yourself|you['’](?:re|ve|ll|d))\b", re.I)
+_HYPOTHETICAL = re.compile(r"\b(?:would|could|should|might|['’]d)\b", re.I)
 _THIN = re.compile(r"^(?:\W*\w+\W*){0,3}$")
 _PLAN = re.compile(
     r"\b(?:will|['’]ll|going\s+to|gonna|plan(?:ning)?\s+(?:to|on)|hoping\s+to|about\s+to|"
@@ -269,6 +271,8 @@ def en_statement_kind(sentence: str) -> str | None:
     s = sentence.strip()
     if "?" in s or not _FIRST.search(s) or _THIN.match(s) or _REACTION.search(s):
         return None
+    if _ADDRESSEE.search(s) or _HYPOTHETICAL.search(s):
+        return None  # about the other person, or what might be: not a fact about the speaker
     if _PLAN.search(s):
         return "plan"
     if _PAST_VERB.search(s):
@@ -339,3 +343,4 @@ def ja_statement_kind(sentence: str) -> str | None:
     if _JA_PAST.search(s):
         return "event"
     return "fact"
+
