@@ -1013,9 +1013,11 @@ _AFFIRM = re.compile(
 # ----------------------------------------------------------------------------- general statements
 
 _EN_SUBJECTLESS = re.compile(
-    r"^(?:(?P<adv>Just|Finally|Recently|Also|Still)\s+)?(?P<verb>[A-Z][a-z]+ed|Got|Went|Made|Took|"
-    r"Bought|Found|Saw|Met|Had|Spent|Started|Began|Ran|Won|Lost|Left|Came|Wrote|Built|Been|"
-    r"Gonna|Going|Thinking|Working|Planning|Trying|Looking|Feeling|Loving|Doing)\b"
+    r"^(?:(?P<adv>Just|Finally|Recently|Also|Still)\s+(?P<low>[a-z]+ed|got|went|made|took|bought|"
+    r"found|saw|met|had|spent|started|began|ran|won|lost|left|came|wrote|built)\b"
+    r"|(?P<verb>[A-Z][a-z]+ed|Got|Went|Made|Took|Bought|Found|Saw|Met|Had|Spent|Began|Ran|Won|"
+    r"Lost|Left|Came|Wrote|Built|Been|Gonna|Going\s+to|Planning\s+(?:to|on)|Working\s+on|"
+    r"Looking\s+forward|Thinking\s+(?:of|about))\b)"
     r"(?!\s+(?:by|to\s+you|ages|a\s+while|forever|so\s+long|too\s+long|a\s+long))"
 )
 
@@ -1026,8 +1028,10 @@ def _en_subjectless(s: str) -> str:
     m = _EN_SUBJECTLESS.match(s)
     if m is None:
         return s
-    verb = m["verb"]
-    lead = "I've" if verb == "Been" else "I'm" if verb.endswith("ing") or verb == "Gonna" else "I"
+    verb = m["verb"] or ""
+    first = verb.split()[0] if verb else ""
+    progressive = first.endswith("ing") or first == "Gonna"
+    lead = "I've" if first == "Been" else "I'm" if progressive else "I"
     return f"{lead} {s[0].lower()}{s[1:]}"
 
 
@@ -1070,8 +1074,14 @@ def _en_anaphoric(s: str) -> bool:
     return _EN_ANAPHORA.match(s) is not None
 
 
+_JA_ANAPHORA = re.compile(
+    r"^(?:でも|だから|それで)|それ|そこ|あれ|その|この|あの|どっちも|どちらも|そっち"
+)
+
+
 def _ja_anaphoric(s: str) -> bool:
-    return s.startswith(("それ", "そこ", "あれ", "これ", "その", "この", "でも", "だから"))
+    """The sentence points at something said before (その3つ, それ, どっちも)."""
+    return _JA_ANAPHORA.search(s) is not None
 
 
 def _merge_statements(
@@ -1217,7 +1227,9 @@ class RuleMemoryExtractor:
                     prev = unicodedata.normalize("NFKC", sentences[n - 1])
                     if len(prev) >= 6:  # "了解!" adds nothing; "いちご送ったよ。" says what arrives
                         statement = prev + statement
-                statement = ja_third_person(statement, msg.sender) if msg.sender else statement
+                statement = (
+                    ja_third_person(statement, msg.sender, other) if msg.sender else statement
+                )
             else:
                 statement, day = en_resolve_dates(s, today)
                 if event_date is None and day is not None and hit.kind in ("event", "plan"):

@@ -291,17 +291,37 @@ _JA_FIRST = re.compile(
 )
 
 
-def ja_third_person(sentence: str, name: str) -> str:
-    """``sentence`` with the first-person pronoun replaced by ``name`` and the casual
-    continuous forms (てる, でる, てます) written out (ている, でいる, ています)."""
-    s = _JA_FIRST.sub(name, sentence)
+_JA_LEAD = re.compile(
+    r"^(?:(?:はい|いえ|いや|ええ|うん|そうですね|そうなんです(?:よ|ね)?|そうですよね|そうなのですが|"
+    r"そうなんですが|なので|だから|もちろん|実は|確かに|ちなみに|でも|あと|まあ|えっと|"
+    r"(?:良|い|よ)いですね[ーえ〜]*|わかります|分かります)[、,!！。ー〜]*\s*)+"
+)
+_JA_BARE_FIRST = re.compile(r"^(?:私|わたし|僕|ぼく|俺|おれ|自分|あたし)(?=[一-龥ァ-ヴ])")
+
+
+def ja_strip_lead(sentence: str) -> str:
+    """The sentence without its leading acknowledgements (はい、そうですね、なので、)."""
+    return _JA_LEAD.sub("", sentence).strip() or sentence
+
+
+_JA_YOU = re.compile(r"あなた|貴方|そちら")
+
+
+def ja_third_person(sentence: str, name: str, other: str | None = None) -> str:
+    """``sentence`` with the first-person pronoun replaced by ``name`` (あなた by ``other``
+    when known) and the casual continuous forms (てる, でる, てます) written out (ている,
+    でいる, ています)."""
+    s = _JA_BARE_FIRST.sub(f"{name}は", ja_strip_lead(sentence))
+    s = _JA_FIRST.sub(name, s)
+    if other:
+        s = _JA_YOU.sub(other, s)
     # Only after a kana: 育てる / 捨てる keep their own て.
     s = re.sub(
         r"(?<=[ぁ-ん])([てで])(る|ます)(?=$|[。！!、,よねしけかなのんw笑〜ー]|です|から|けど)",
         r"\1い\2",
         s,
     )
-    if not s.startswith(name):
+    if name not in s:
         s = f"{name}は、{s}"
     return s
 
@@ -319,6 +339,12 @@ _JA_COURTESY = re.compile(
     r"|失礼|おやすみ|そうなんですね|そうですね|いいですね|素敵|すごい|凄い|なるほど|分かります|わかります"
     r"|確かに|楽しかった|お疲れ|ですよね|ですね[。！!]*$|思います|でしょう"
 )
+_JA_FRAGMENT = re.compile(r"^(?:って|と|が|は|を|に|で|も|の|よ|ね|し|から|けど)")
+_JA_ACTION_END = re.compile(
+    r"(?:ます|ました|ています|ていました|てます|てました|ている|ていた|てる|でいます|でいる|"
+    r"でます|でる|ってきました|てきました|好き|大好き|嫌い|苦手|予定です|つもりです)(?:ね|よ|ねー|よー|けど|んです|んですよ)?"
+    r"[。！!〜ー笑w…]*$"
+)
 _JA_PLAN = re.compile(r"予定|つもり|今度|来週|来月|来年|明日|(?:よう|ましょう)と思")
 _JA_PREF = re.compile(r"好き|嫌い|苦手|ハマ|はま|趣味|よく")
 _JA_PAST = re.compile(r"(?:ました|でした|だった|た)(?:んです)?[よね]?[。！!〜ー笑w…]*$")
@@ -334,8 +360,12 @@ def ja_statement_kind(sentence: str) -> str | None:
     s = sentence.strip()
     if len(s) < 12 or "?" in s or "？" in s or _JA_OTHER_LEAD.search(s):
         return None
+    if _JA_FRAGMENT.match(s):
+        return None  # "ってくらい成長が早い": the tail of a sentence cut at its quote
     if _JA_COURTESY.search(s) or not _JA_STATEMENT_END.search(s):
         return None
+    if not _JA_FIRST.search(s) and not _JA_BARE_FIRST.search(s) and not _JA_ACTION_END.search(s):
+        return None  # 月日が経つのは早いもんです: a remark, not something the speaker does
     if _JA_PLAN.search(s):
         return "plan"
     if _JA_PREF.search(s):

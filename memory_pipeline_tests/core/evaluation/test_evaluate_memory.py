@@ -360,3 +360,19 @@ def test_locomo_memory_tables_are_pinned(evaluated: tuple[dict, Path]):
         "memory_notes": [],
     }
     assert set(meta["memory_timing"]) == {"search", "packs", "statistics"}
+
+
+def test_locomo_memory_extraction_scored_against_observations(evaluated: tuple[dict, Path]):
+    meta, out = evaluated
+    summary = pq.read_table(out / "tables" / "memory_gold_summary.parquet").to_pylist()
+    per_conv = pq.read_table(out / "tables" / "memory_gold_per_conversation.parquet").to_pylist()
+    by = {r["metric"]: r for r in summary}
+    assert set(by) == {"recall", "precision", "memories_per_1000_messages"}
+    assert len(per_conv) == by["recall"]["n_conversations"] >= 1
+    for r in per_conv:
+        assert 0 < r["covered"] <= r["observations"]  # the rules cover some, never more
+        assert 0 < r["covering_memories"] <= r["memories"]
+    assert 0.0 < by["recall"]["mean"] <= 1.0
+    assert "memory_gold_note" in meta
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "Memory extraction vs annotated observations" in report

@@ -106,5 +106,31 @@ def test_extracted_memories_are_third_person_statements_not_copied_messages() ->
     assert texts[0] == "Jo went to a LGBTQ support group on 7 May 2023 and it was so powerful."
     assert rows[0]["kind"] == "event" and rows[0]["event_date"] == dt.date(2023, 5, 7)
     assert not any("glad" in x for x in texts)  # a reaction is no memory
-    assert any(x.startswith("花子は") and "している" in x for x in texts)
+    assert any("花子は毎朝" in x and "している" in x for x in texts)
     assert all("?" not in x and "How are you" not in x for x in texts)
+
+
+def test_subjectless_chat_statements_get_their_speaker_and_gerunds_do_not() -> None:
+    from memory_pipeline.core.memories.extract import _en_subjectless
+
+    assert _en_subjectless("Just skyped with a fan.") == "I just skyped with a fan."
+    assert _en_subjectless("Been super busy lately.") == "I've been super busy lately."
+    assert _en_subjectless("Started a new job.") == "I started a new job."
+    assert _en_subjectless("Going to Paris next week.") == "I'm going to Paris next week."
+    assert _en_subjectless("Doing good brings joy.") == "Doing good brings joy."  # a gerund subject
+    assert _en_subjectless("Been ages since we talked!") == "Been ages since we talked!"
+
+
+def test_japanese_acknowledgements_fragments_and_remarks_are_not_statements() -> None:
+    from memory_pipeline.core.memories.rewrite import ja_strip_lead
+
+    assert ja_strip_lead("はい、そうですね！毎朝走ってます。") == "毎朝走ってます。"
+    assert ja_third_person("なので、動画とかでたくさん聞いてます。", "AA") == (
+        "AAは、動画とかでたくさん聞いています。"
+    )
+    assert ja_third_person("あなたを見習って練習を始めてます", "AN", "AB") == (
+        "ANは、ABを見習って練習を始めています"
+    )
+    assert ja_statement_kind("ってくらい成長が早くて驚きます") is None  # cut at a quote
+    assert ja_statement_kind("月日が経つのが早いもんです。") is None  # a remark
+    assert ja_statement_kind("私はもっぱら日本のドラマです。") == "fact"  # explicit speaker
