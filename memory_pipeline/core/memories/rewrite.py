@@ -47,7 +47,7 @@ _ADVERBS = (
     r"(?:really|just|also|still|always|never|usually|often|sometimes|recently|finally|actually|"
     r"totally|absolutely|definitely|truly|honestly|already|even|especially|mostly|only|now|"
     r"currently|genuinely|personally|seriously|kinda|sorta|constantly|regularly|rarely|"
-    r"literally|all|both|too|officially|eventually|probably|certainly)"
+    r"literally|all|both|too|officially|eventually|probably|certainly|sort\s+of|kind\s+of)"
 )
 _ES_END = re.compile(r"(?:s|sh|ch|x|z|o)$")
 _IRREG_3RD = {"have": "has", "do": "does", "go": "goes", "am": "is", "be": "is"}
@@ -75,7 +75,8 @@ def _third(verb: str) -> str:
     if (
         low in _MODALS
         or low in _IRREGULAR_PAST
-        or low.endswith(("ed", "ing", "n't", "’t"))
+        or (low.endswith("ed") and not low.endswith("eed"))  # need, feed: present
+        or low.endswith(("ing", "n't", "’t"))
         or not low.isalpha()
         or len(low) < 2
     ):
@@ -238,7 +239,8 @@ _REACTION = re.compile(
     r"understand|get\s+it|appreciate|wish|guess|think\s+so|feel\s+you|hear\s+you|mean|"
     r"can['’]?t\s+wait|cannot\s+wait|(?:love|like)\s+(?:that|this|it|the\s+idea)(?=\s*(?:[!.,;]|$))|"
     r"can\s+(?:imagine|tell|see)|will\s+(?:do|try)|['’]ll\s+(?:do|try)|"
-    r"(?:would|['’]d)\s+love)\b)",
+    r"(?:would|['’]d)\s+love)\b"
+    r"|let\s+me\s+(?:know|see|check|think)\b)",
     re.I,
 )
 _ADDRESSEE = re.compile(r"\b(?:you|your|yours|yourself|you['’](?:re|ve|ll|d))\b", re.I)

@@ -31,6 +31,8 @@ def test_first_person_becomes_the_speaker_with_agreeing_verbs() -> None:
     assert en_third_person("I really enjoy it", "Jo") == "Jo really enjoys it"
     assert en_third_person("I don't drink coffee", "Jo") == "Jo doesn't drink coffee"
     assert en_third_person("I retook the test", "Jo") == "Jo retook the test"
+    assert en_third_person("I need a push", "Jo") == "Jo needs a push"
+    assert en_third_person("I sort of made it up", "Jo") == "Jo sort of made it up"
     assert en_third_person("I'll call my mom", "Jo") == "Jo will call Jo's mom"
     assert en_third_person("We went camping", "Jo") == "Jo and others went camping"
 
@@ -64,6 +66,7 @@ def test_english_statement_kinds_and_what_is_not_a_statement() -> None:
         "I can't wait to see it",
         "Do I need a ticket for the show?",
         "I know.",
+        "Let me know how it turns out!",
         "The weather is lovely today",  # no first person
     ):
         assert en_statement_kind(not_one) is None, not_one
