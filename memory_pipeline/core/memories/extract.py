@@ -1010,6 +1010,16 @@ _AFFIRM = re.compile(
 )
 
 
+def _dated_plan(hit: _Hit, s: str, date_rx: re.Pattern[str], today: dt.date, lang: str) -> bool:
+    """A plan rule's hit holds: the sentence dates it, in the future, and is not negated."""
+    has_date, when = _find_date(date_rx, s, today, hit.date_direction or 1)
+    if not has_date or (lang == "en" and _EN_PLAN_NOT.search(s)):
+        return False
+    if hit.future_only and (when is None or when <= today):
+        return False
+    return when is None or when >= today  # a past date in a plan sentence dates something else
+
+
 # ----------------------------------------------------------------------------- general statements
 
 _EN_SUBJECTLESS = re.compile(
@@ -1205,17 +1215,14 @@ class RuleMemoryExtractor:
             if hit is None:
                 continue
             event_date = None
+            if hit.require_date and not _dated_plan(hit, s, date_rx, today, lang):
+                # not a dated plan: it may still be a plain statement ("We're gonna take the
+                # dogs to the park.")
+                hit = _ja_statement(s) if lang == "ja" else _en_statement(s)
+                if hit is None:
+                    continue
             if hit.date_direction or hit.require_date:
                 has_date, event_date = _find_date(date_rx, s, today, hit.date_direction or 1)
-                if hit.require_date:
-                    if not has_date:
-                        continue
-                    if lang == "en" and _EN_PLAN_NOT.search(s):
-                        continue
-                    if hit.future_only and (event_date is None or event_date <= today):
-                        continue
-                    if event_date is not None and event_date < today:
-                        continue  # a past date in a plan sentence dates something else
                 if hit.kind == "event" and event_date is not None and event_date > today:
                     hit.kind = "plan"
             subject = hit.subject or msg.sender

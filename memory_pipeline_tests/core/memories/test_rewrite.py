@@ -137,3 +137,23 @@ def test_japanese_acknowledgements_fragments_and_remarks_are_not_statements() ->
     assert ja_statement_kind("ってくらい成長が早くて驚きます") is None  # cut at a quote
     assert ja_statement_kind("月日が経つのが早いもんです。") is None  # a remark
     assert ja_statement_kind("私はもっぱら日本のドラマです。") == "fact"  # explicit speaker
+
+
+def test_an_undated_plan_is_still_a_statement_with_its_context() -> None:
+    t = table(
+        msg(
+            "2023-05-08 10:00",
+            "We're gonna take Scout and Buddy to the big park by the river.",
+            "Andrew",
+            order=0,
+        ),
+        msg("2023-05-08 10:01", "Sounds fun!", "Audrey", order=1),
+    )
+    rows = extract_memories(sessionize(t, 180), t)[0].to_pylist()
+    assert [(r["kind"], r["text"], r["event_date"]) for r in rows] == [
+        (
+            "plan",
+            "Andrew and others are gonna take Scout and Buddy to the big park by the river.",
+            None,
+        )
+    ]
