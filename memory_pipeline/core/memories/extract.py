@@ -1028,7 +1028,7 @@ _EN_SUBJECTLESS = re.compile(
     r"|(?P<verb>[A-Z][a-z]+ed|Got|Went|Made|Took|Bought|Found|Saw|Met|Had|Spent|Began|Ran|Won|"
     r"Lost|Left|Came|Wrote|Built|Been|Gonna|Going\s+to|Planning\s+(?:to|on)|Working\s+on|"
     r"Looking\s+forward|Thinking\s+(?:of|about))\b)"
-    r"(?!\s+(?:by|to\s+you|ages|a\s+while|forever|so\s+long|too\s+long|a\s+long))"
+    r"(?!\s+(?:by|to\s+you|ages|a\s+while|forever|so\s+long|too\s+long|a\s+long|me|us)\b)"
 )
 
 

@@ -92,7 +92,9 @@ _APOS = "['’]"
 _I_CONTRACT = re.compile(
     rf"\b(?:I{_APOS}m|I\s+am|Im)\b|\bI{_APOS}ve\b|\bI{_APOS}ll\b|\bI{_APOS}d\b", re.I
 )
-_I_VERB = re.compile(rf"\b[Ii]\b(?!{_APOS})(?P<adv>(?:\s+{_ADVERBS})*)\s+(?P<verb>[A-Za-z’']+)")
+_I_VERB = re.compile(  # not after "and": "Toby and I bond" keeps its plural verb
+    rf"(?<!\band\s)\b[Ii]\b(?!{_APOS})(?P<adv>(?:\s+{_ADVERBS})*)\s+(?P<verb>[A-Za-z’']+)"
+)
 _ME = re.compile(r"\b(?:me|myself)\b", re.I)
 _MY = re.compile(r"\b(?:my|mine)\b", re.I)
 _WE_CONTRACT = re.compile(rf"\b(?:we{_APOS}re|we{_APOS}ve|we{_APOS}ll|we{_APOS}d)\b", re.I)

@@ -32,6 +32,7 @@ def test_first_person_becomes_the_speaker_with_agreeing_verbs() -> None:
     assert en_third_person("I don't drink coffee", "Jo") == "Jo doesn't drink coffee"
     assert en_third_person("I retook the test", "Jo") == "Jo retook the test"
     assert en_third_person("I need a push", "Jo") == "Jo needs a push"
+    assert en_third_person("Toby and I bond", "Jo") == "Toby and Jo bond"  # a plural subject
     assert en_third_person("I sort of made it up", "Jo") == "Jo sort of made it up"
     assert en_third_person("I'll call my mom", "Jo") == "Jo will call Jo's mom"
     assert en_third_person("We went camping", "Jo") == "Jo and others went camping"
@@ -122,6 +123,7 @@ def test_subjectless_chat_statements_get_their_speaker_and_gerunds_do_not() -> N
     assert _en_subjectless("Going to Paris next week.") == "I'm going to Paris next week."
     assert _en_subjectless("Doing good brings joy.") == "Doing good brings joy."  # a gerund subject
     assert _en_subjectless("Been ages since we talked!") == "Been ages since we talked!"
+    assert _en_subjectless("Got me thinking of home.") == "Got me thinking of home."
 
 
 def test_japanese_acknowledgements_fragments_and_remarks_are_not_statements() -> None:
