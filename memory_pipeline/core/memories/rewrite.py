@@ -300,9 +300,11 @@ _JA_LEAD = re.compile(
     r"そうなんですが|なので|だから|もちろん|実は|確かに|ちなみに|でも|あと(?:は)?|まあ|えっと|"
     r"(?:良|い|よ)いですね[ーえ〜]*|わかります|分かります)[、,!！。ー〜]*\s*)+"
 )
+# 私、今日… / 私昔は…: a pronoun with no particle (自分 is left out: 自分用, 自分磨き).
 _JA_BARE_FIRST = re.compile(
-    r"^(?:私|わたし|僕|ぼく|俺|おれ|自分|あたし)(?:自身)?(?=[一-龥ァ-ヴ])(?!自身)"
+    r"^(?:私|わたし|僕|ぼく|俺|おれ|あたし)(?:自身)?(?:[、,]\s*|(?=[一-龥ァ-ヴ])(?!自身))"
 )
+_JA_MID_FIRST = re.compile(r"(?<=[、,])\s*(?:私|わたし|僕|ぼく|俺|あたし)[、,]")
 
 
 def ja_strip_lead(sentence: str) -> str:
@@ -317,7 +319,8 @@ def ja_third_person(sentence: str, name: str, other: str | None = None) -> str:
     """``sentence`` with the first-person pronoun replaced by ``name`` (あなた by ``other``
     when known) and the casual continuous forms (てる, でる, てます) written out (ている,
     でいる, ています)."""
-    s = _JA_BARE_FIRST.sub(f"{name}は", ja_strip_lead(sentence))
+    s = _JA_BARE_FIRST.sub(f"{name}は、", ja_strip_lead(sentence))
+    s = _JA_MID_FIRST.sub(f"{name}は、", s)
     s = _JA_FIRST.sub(name, s)
     if other:
         s = _JA_YOU.sub(other, s)

@@ -136,6 +136,8 @@ def test_japanese_acknowledgements_fragments_and_remarks_are_not_statements() ->
     assert ja_third_person("あなたを見習って練習を始めてます", "AN", "AB") == (
         "ANは、ABを見習って練習を始めています"
     )
+    assert ja_third_person("私、今日カレー食べました。", "AG") == "AGは、今日カレー食べました。"
+    assert ja_third_person("自分用にも作ります。", "AF") == "AFは、自分用にも作ります。"  # 自分用
     assert ja_statement_kind("ってくらい成長が早くて驚きます") is None  # cut at a quote
     assert ja_statement_kind("月日が経つのが早いもんです。") is None  # a remark
     assert ja_statement_kind("私はもっぱら日本のドラマです。") == "fact"  # explicit speaker
