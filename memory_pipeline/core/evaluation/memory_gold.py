@@ -310,3 +310,12 @@ def score_memories_against_gold(
         dict(covered_by),
         dict(covers),
     )
+
+
+def precision_sample(memories: pa.Table, n: int = 40, seed: int = 0) -> list[dict]:
+    """``n`` memories drawn with a fixed seed (rows in table order, ``random.Random(seed)
+    .sample``): the hand-read precision sample, chosen by the seed and not by a reader."""
+    import random
+
+    rows = memories.to_pylist()
+    return random.Random(seed).sample(rows, min(n, len(rows)))

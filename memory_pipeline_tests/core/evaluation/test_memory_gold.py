@@ -123,3 +123,13 @@ def test_stricter_threshold_covers_less(tmp_path: Path) -> None:
     loose = score_memories_against_gold(mem, _messages(), obs, speakers, min_f1=0.3, resamples=50)
     strict = score_memories_against_gold(mem, _messages(), obs, speakers, min_f1=0.9, resamples=50)
     assert list(loose.covers) == ["m"] and not strict.covers
+
+
+def test_precision_sample_is_fixed_by_its_seed() -> None:
+    from memory_pipeline.core.evaluation.memory_gold import precision_sample
+
+    mem = _memories([(f"m{i}", "c1", "Maria", f"text {i}", ["m2"]) for i in range(100)])
+    a = [r["memory_id"] for r in precision_sample(mem, 40, seed=0)]
+    assert a == [r["memory_id"] for r in precision_sample(mem, 40, seed=0)]
+    assert len(set(a)) == 40 and a != [r["memory_id"] for r in precision_sample(mem, 40, seed=1)]
+    assert len(precision_sample(mem.slice(0, 5), 40)) == 5
