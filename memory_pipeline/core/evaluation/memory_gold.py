@@ -62,7 +62,7 @@ GOLD_PER_CONVERSATION_SCHEMA = pa.schema(
         ("messages", pa.int64()),
         ("observations", pa.int64()),
         ("covered", pa.int64()),
-        ("memories", pa.int64()),
+        ("n_memories", pa.int64()),
         ("covering_memories", pa.int64()),
         ("recall", pa.float64()),
         ("precision", pa.float64()),
@@ -275,7 +275,7 @@ def score_memories_against_gold(
                 "messages": n_msg,
                 "observations": n_obs,
                 "covered": n_cov,
-                "memories": n_mem,
+                "n_memories": n_mem,
                 "covering_memories": n_cm,
                 "recall": n_cov / n_obs if n_obs else None,
                 "precision": n_cm / n_mem if n_mem else None,
@@ -285,9 +285,12 @@ def score_memories_against_gold(
     summary = []
     pooled = {
         "recall": (sum(r["covered"] for r in rows), sum(r["observations"] for r in rows)),
-        "precision": (sum(r["covering_memories"] for r in rows), sum(r["memories"] for r in rows)),
+        "precision": (
+            sum(r["covering_memories"] for r in rows),
+            sum(r["n_memories"] for r in rows),
+        ),
         "memories_per_1000_messages": (
-            1000 * sum(r["memories"] for r in rows),
+            1000 * sum(r["n_memories"] for r in rows),
             sum(r["messages"] for r in rows),
         ),
     }

@@ -116,7 +116,7 @@ REQUIRED["memory_summary"] = REQUIRED["summary"]
 REQUIRED["memory_diffs"] = REQUIRED["diffs"]
 REQUIRED["memory_gold_summary"] = ("metric", "mean", "ci_lo", "ci_hi", "pooled", "n_conversations")
 REQUIRED["memory_gold_per_conversation"] = (
-    "corpus_id", "observations", "covered", "memories", "recall", "precision",
+    "corpus_id", "observations", "covered", "n_memories", "recall", "precision",
 )
 
 
@@ -1408,7 +1408,7 @@ def _memory_gold_section(
             _int(r["observations"]),
             _int(r["covered"]),
             _f(r["recall"]),
-            _int(r["memories"]),
+            _int(r["n_memories"]),
             _f(r["precision"]),
         ]
         for r in conv_rows

@@ -371,7 +371,7 @@ def test_locomo_memory_extraction_scored_against_observations(evaluated: tuple[d
     assert len(per_conv) == by["recall"]["n_conversations"] >= 1
     for r in per_conv:
         assert 0 < r["covered"] <= r["observations"]  # the rules cover some, never more
-        assert 0 < r["covering_memories"] <= r["memories"]
+        assert 0 < r["covering_memories"] <= r["n_memories"]
     assert 0.0 < by["recall"]["mean"] <= 1.0
     assert "memory_gold_note" in meta
     report = (out / "report.md").read_text(encoding="utf-8")
