@@ -161,11 +161,15 @@ def evaluate_locomo(
     )
     tables = dict(run.tables)
     tables.update(memory.tables)
+    gold_tables, gold_meta = memory_gold_tables(TableStore(cfg.output_dir), locomo, seed, resamples)
+    tables.update(gold_tables)
+    log(f"eval: memory extraction vs observations: {gold_meta['memory_gold_note']}")
     tables["questions_report"] = _questions_report(questions, report)
     write_tables(tables, out)
     meta = {
         **run.meta,
         **memory.meta,
+        **gold_meta,
         "title": "memory_pipeline retrieval evaluation — LoCoMo",
         "dataset": f"{locomo.name} (LoCoMo, CC BY-NC 4.0, evaluation only)",
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -179,6 +183,37 @@ def evaluate_locomo(
     meta["report_html"], meta["report_md"] = str(html), str(md)
     _propose_selection(meta, locomo, out)
     return meta
+
+
+def memory_gold_tables(store, locomo: Path, seed: int = 0, resamples: int = 5000):
+    """(tables, meta) of the corpus memories scored against the file's observations
+    (``memory_gold_summary``, ``memory_gold_per_conversation``)."""
+    from memory_pipeline.core.evaluation.memory_gold import (
+        load_locomo_observations,
+        score_memories_against_gold,
+    )
+
+    memories = store.read(T.MEMORIES)
+    messages = store.read(T.RAW_MESSAGES, columns=["message_id", "conversation_id", "source_ref"])
+    observations, speakers = load_locomo_observations(locomo)
+    gold = score_memories_against_gold(
+        memories, messages, observations, speakers, resamples=resamples, seed=seed
+    )
+    by = {r["metric"]: r for r in gold.summary.to_pylist()}
+
+    def fig(name: str) -> str:
+        r = by[name]
+        return f"{name} {r['mean']:.3f} [{r['ci_lo']:.3f}, {r['ci_hi']:.3f}]"
+
+    note = (
+        f"{len(observations)} observations, {memories.num_rows} memories; "
+        f"{fig('recall')}, {fig('precision')}, {fig('memories_per_1000_messages')}"
+    )
+    tables = {
+        "memory_gold_summary": gold.summary,
+        "memory_gold_per_conversation": gold.per_conversation,
+    }
+    return tables, {"memory_gold_note": note}
 
 
 def _propose_selection(meta: dict, locomo: Path, out: Path) -> None:

@@ -114,6 +114,10 @@ REQUIRED = {
 # the memory evaluation writes the same shapes as the chunk evaluation
 REQUIRED["memory_summary"] = REQUIRED["summary"]
 REQUIRED["memory_diffs"] = REQUIRED["diffs"]
+REQUIRED["memory_gold_summary"] = ("metric", "mean", "ci_lo", "ci_hi", "pooled", "n_conversations")
+REQUIRED["memory_gold_per_conversation"] = (
+    "corpus_id", "observations", "covered", "n_memories", "recall", "precision",
+)
 
 
 # ----------------------------------------------------------------------------- document model
@@ -1371,6 +1375,66 @@ def _memory_section(
     return sec
 
 
+def _memory_gold_section(
+    rows: Sequence[Mapping[str, Any]],
+    why: str | None,
+    conv_rows: Sequence[Mapping[str, Any]],
+    meta: Mapping[str, Any],
+) -> _Section:
+    """Memory extraction against the dataset's annotated observations: recall, precision and
+    memories per 1,000 messages, mean over conversations with a bootstrap CI, pooled beside
+    it, then one row per conversation."""
+    sec = _Section("memory-gold", "Memory extraction vs annotated observations")
+    if why:
+        sec.blocks.append(_note(f"{why}, so memory extraction is not scored."))
+        return sec
+    goal = {"recall": 0.60, "precision": 0.60}
+    table = [
+        [
+            r["metric"].replace("_", " "),
+            _mean_ci(r),
+            _f(r["pooled"]),
+            _f(goal[r["metric"]], 2) if r["metric"] in goal else "—",
+            _int(r["n_conversations"]),
+        ]
+        for r in rows
+    ]
+    sec.blocks.append(
+        _Table(["Measure", "mean over conversations [95% CI]", "pooled", "goal", "n"], table)
+    )
+    per = [
+        [
+            str(r["corpus_id"]),
+            _int(r["observations"]),
+            _int(r["covered"]),
+            _f(r["recall"]),
+            _int(r["n_memories"]),
+            _f(r["precision"]),
+        ]
+        for r in conv_rows
+    ]
+    if per:
+        sec.blocks.append(
+            _Table(
+                ["Conversation", "observations", "covered", "recall", "memories", "precision"],
+                per,
+            )
+        )
+    min_f1 = next((r.get("min_f1") for r in rows if r.get("min_f1") is not None), 0.3)
+    sec.blocks.append(
+        _P(
+            "An observation is covered when a memory about the same speaker cites one of its "
+            f"evidence turns and their content-word F1 is at least {_f(min_f1, 2)} (NFKC, lower "
+            "case, stopwords and speaker names removed, Snowball stems). Precision: share of "
+            "memories covering some observation — observations are not exhaustive, so it is a "
+            "lower bound; see docs/memory_precision_sample.md for hand-read precision. "
+            f"{meta.get('memory_gold_note') or ''}",
+            "caption",
+        )
+    )
+    return sec
+
+
 MEMORY_COLUMNS = (("session", 5), ("session", 10), ("turn", 5), ("turn", 10))  # (level, k)
 
 
@@ -1727,6 +1791,10 @@ def write_report(
             -1,
             _memory_section(mem_rows, mem_why, mdiff_rows, mdiff_why, summ, meta, selected),
         )
+    if "memory_gold_summary" in tables:
+        gold_rows, gold_why = _table_rows(tables, "memory_gold_summary")
+        conv_rows, _ = _table_rows(tables, "memory_gold_per_conversation")
+        sections.insert(-1, _memory_gold_section(gold_rows, gold_why, conv_rows, meta))
     for sec in sections:
         for img in _images(sec.blocks):
             (out_dir / img.filename).write_bytes(img.png)

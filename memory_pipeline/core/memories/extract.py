@@ -35,6 +35,13 @@ from memory_pipeline.core.common.timelex import (
     WEEKDAY_NUMBERS,
     WEEKDAY_PATTERN,
 )
+from memory_pipeline.core.memories.rewrite import (
+    en_resolve_dates,
+    en_statement_kind,
+    en_third_person,
+    ja_statement_kind,
+    ja_third_person,
+)
 
 KINDS = ("fact", "preference", "plan", "event", "relationship", "possession")
 RULES_METHOD = "rules"
@@ -338,7 +345,9 @@ def _short(sentence: str) -> str:
 # ----------------------------------------------------------------------------- English rules
 
 _EN_TRIGGER = re.compile(
-    r"\b(?:I|I'm|I’m|I've|I’ll|I'll|we|we'll|we're|let's|my|got|moved|moving)\b", re.I
+    r"\b(?:I|I'm|I’m|I've|I’ll|I'll|we|we'll|we're|let's|my|me|myself|mine|our|us|got|moved|"
+    r"moving|been|started|went)\b",
+    re.I,
 )
 _EN_QUESTION = re.compile(r"\?\s*$|\?")
 # A clause must start where a new statement can start (not inside "if I ...", "you think I ...").
@@ -540,6 +549,7 @@ class _Hit:
     subject: str | None = None  # None = the sender
     require_date: bool = False
     future_only: bool = False
+    general: bool = False  # the general statement rule: merged per message
 
 
 def _en_rules(s: str) -> _Hit | None:
@@ -1000,6 +1010,141 @@ _AFFIRM = re.compile(
 )
 
 
+def _dated_plan(hit: _Hit, s: str, date_rx: re.Pattern[str], today: dt.date, lang: str) -> bool:
+    """A plan rule's hit holds: the sentence dates it, in the future, and is not negated."""
+    has_date, when = _find_date(date_rx, s, today, hit.date_direction or 1)
+    if not has_date or (lang == "en" and _EN_PLAN_NOT.search(s)):
+        return False
+    if hit.future_only and (when is None or when <= today):
+        return False
+    return when is None or when >= today  # a past date in a plan sentence dates something else
+
+
+# ----------------------------------------------------------------------------- general statements
+
+_EN_SUBJECTLESS = re.compile(
+    r"^(?:(?P<adv>Just|Finally|Recently|Also|Still)\s+(?P<low>[a-z]+ed|got|went|made|took|bought|"
+    r"found|saw|met|had|spent|started|began|ran|won|lost|left|came|wrote|built)\b"
+    r"|(?P<verb>[A-Z][a-z]+ed|Got|Went|Made|Took|Bought|Found|Saw|Met|Had|Spent|Began|Ran|Won|"
+    r"Lost|Left|Came|Wrote|Built|Been|Gonna|Going\s+to|Planning\s+(?:to|on)|Working\s+on|"
+    r"Looking\s+forward|Thinking\s+(?:of|about))\b)"
+    r"(?!\s+(?:by|to\s+you|ages|a\s+while|forever|so\s+long|too\s+long|a\s+long|me|us)\b)"
+)
+
+
+def _en_subjectless(s: str) -> str:
+    """"Started learning Python today." -> "I started learning Python today.": chat drops
+    the subject of a statement about oneself."""
+    m = _EN_SUBJECTLESS.match(s)
+    if m is None:
+        return s
+    verb = m["verb"] or ""
+    first = verb.split()[0] if verb else ""
+    progressive = first.endswith("ing") or first == "Gonna"
+    lead = "I've" if first == "Been" else "I'm" if progressive else "I"
+    return f"{lead} {s[0].lower()}{s[1:]}"
+
+
+def _en_statement(s: str) -> _Hit | None:
+    """The general rule: any first-person declarative sentence that is not a reaction."""
+    if not _en_clause_start_ok(s):
+        return None
+    kind = en_statement_kind(s)
+    if kind is None:
+        return None
+    direction = _FUTURE if kind == "plan" else _PAST if kind == "event" else 0
+    return _Hit(kind, "", "", 0.55, direction, general=True)
+
+
+MAX_STATEMENT_SENTENCES = 3
+MIN_STATEMENT_WORDS = 4  # content words (English) / 8 characters (Japanese), name excluded
+_FUNCTION_WORDS = frozenset(
+    "the and but for with that this was were are has have had its it's his her their them they "
+    "she him who what when where which there then than from into onto about just so too very "
+    "really also and others is be been being will would can could not all any some out off".split()
+)
+
+
+def _statement_size(text: str, lang: str, name: str) -> float:
+    """How much a statement says: its content words (English words of three letters or more
+    that are not function words or the speaker's name), or half its characters (Japanese)."""
+    if lang == "ja":
+        return len(text.replace(name, "")) / 2
+    names = {w.lower() for w in re.findall(r"[A-Za-z]+", name)}
+    words = re.findall(r"[A-Za-z]{3,}", text.lower())
+    return sum(1 for w in words if w not in _FUNCTION_WORDS and w not in names)
+_EN_ANAPHORA = re.compile(
+    r"^(?:it|it['’]s|that|that['’]s|this|they|they['’]re|these|those|he|she|them|there|so)\b",
+    re.I,
+)
+
+
+def _en_anaphoric(s: str) -> bool:
+    """The sentence leans on an earlier one ("It was so powerful.")."""
+    return _EN_ANAPHORA.match(s) is not None
+
+
+_JA_ANAPHORA = re.compile(
+    r"^(?:でも|だから|それで)|それ|そこ|あれ|その|この|あの|どっちも|どちらも|そっち"
+)
+
+
+def _ja_anaphoric(s: str) -> bool:
+    """The sentence points at something said before (その3つ, それ, どっちも)."""
+    return _JA_ANAPHORA.search(s) is not None
+
+
+def _merge_statements(
+    general: Sequence[tuple[_Hit, str, dt.date | None, bool]], lang: str, name: str
+) -> tuple[_Hit, str, dt.date | None] | None:
+    """One statement memory per message from its general-rule sentences.
+
+    A message says one thing in a few sentences ("I went to a support group yesterday. It
+    was so powerful."): kept together they make one self-contained statement, split they
+    make fragments whose "it" points nowhere. A sentence that leans on an earlier one is
+    kept only after a kept sentence; at most MAX_STATEMENT_SENTENCES are kept; a statement
+    under MIN_STATEMENT_WORDS words says too little to remember.
+    """
+    kept: list[tuple[_Hit, str, dt.date | None]] = []
+    for hit, statement, when, leans in general:
+        if leans and not kept:
+            continue
+        kept.append((hit, statement, when))
+        if len(kept) == MAX_STATEMENT_SENTENCES:
+            break
+    if not kept:
+        return None
+    sep = "" if lang == "ja" else " "
+    stop = "。" if lang == "ja" else "."
+    text = sep.join(
+        st.rstrip() + ("" if st.rstrip()[-1:] in ".!。！" else stop) for _, st, _ in kept
+    )
+    if _statement_size(text, lang, name) < MIN_STATEMENT_WORDS:
+        return None
+    first = kept[0][0]
+    when = next((w for _, _, w in kept if w is not None), None)
+    return first, _short(text), when
+
+
+_EN_GENERAL_HYPO = re.compile(r"^(?:if|when|once|unless|whether|wish|maybe|perhaps)\b", re.I)
+
+
+def _en_clause_start_ok(s: str) -> bool:
+    """Not a hypothetical or conditional clause ("If I win, ...")."""
+    return not _EN_GENERAL_HYPO.match(s)
+
+
+def _ja_statement(s: str) -> _Hit | None:
+    """The general Japanese rule: a declarative sentence about the speaker."""
+    if _JA_REPORTED.search(s) or _JA_HYPO.search(s) or not _ja_first_person_ok(s, len(s)):
+        return None
+    kind = ja_statement_kind(s)
+    if kind is None or (kind == "plan" and _JA_PLAN_NOT.search(s)):
+        return None  # 明日は予定なしです: no plan
+    direction = _FUTURE if kind == "plan" else _PAST if kind == "event" else 0
+    return _Hit(kind, "", "", 0.5, direction, general=True)
+
+
 # ----------------------------------------------------------------------------- rule extractor
 
 
@@ -1017,6 +1162,7 @@ class RuleMemoryExtractor:
         out: list[MemoryCandidate] = []
         msgs = session.messages
         used_move: set[str] = set()
+        senders = {m.sender for m in msgs if m.sender}
         for i, msg in enumerate(msgs):
             if msg.type != "text" or not msg.text:
                 continue
@@ -1034,51 +1180,71 @@ class RuleMemoryExtractor:
                     continue
             elif not _EN_TRIGGER.search(text):
                 continue
-            out.extend(self._message(msg, lang))
+            others = senders - {msg.sender}
+            other = next(iter(others)) if len(others) == 1 else None
+            out.extend(self._message(msg, lang, other))
         return SessionExtraction(out)
 
-    def _message(self, msg: ChatMessage, lang: str) -> list[MemoryCandidate]:
+    def _message(
+        self, msg: ChatMessage, lang: str, other: str | None = None
+    ) -> list[MemoryCandidate]:
         today = msg.local_ts.date()
         found: list[MemoryCandidate] = []
         cleaned = _clean(msg.text)
         sentences = _sentences(cleaned, lang)
+        general: list[tuple[_Hit, str, dt.date | None, bool]] = []
+        anaphoric = _ja_anaphoric if lang == "ja" else _en_anaphoric
         for n, raw in enumerate(sentences):
             if lang == "ja":
                 s = unicodedata.normalize("NFKC", raw)
                 if _JA_QUESTION.search(s) or _JA_REACTION.search(s):
                     continue
                 hit = _ja_rules(s)
+                if hit is None:
+                    hit = _ja_statement(s)
                 date_rx = _DATE_JA
             else:
                 s = _EN_LEAD.sub("", raw) if raw[:1] != "I" else raw
+                s = _en_subjectless(s)
                 if _EN_QUESTION.search(s):
                     continue
                 hit = _en_rules(s)
+                if hit is None:
+                    hit = _en_statement(s)
                 date_rx = _DATE_EN
             if hit is None:
                 continue
             event_date = None
+            if hit.require_date and not _dated_plan(hit, s, date_rx, today, lang):
+                # not a dated plan: it may still be a plain statement ("We're gonna take the
+                # dogs to the park.")
+                hit = _ja_statement(s) if lang == "ja" else _en_statement(s)
+                if hit is None:
+                    continue
             if hit.date_direction or hit.require_date:
                 has_date, event_date = _find_date(date_rx, s, today, hit.date_direction or 1)
-                if hit.require_date:
-                    if not has_date:
-                        continue
-                    if lang == "en" and _EN_PLAN_NOT.search(s):
-                        continue
-                    if hit.future_only and (event_date is None or event_date <= today):
-                        continue
-                    if event_date is not None and event_date < today:
-                        continue  # a past date in a plan sentence dates something else
                 if hit.kind == "event" and event_date is not None and event_date > today:
                     hit.kind = "plan"
             subject = hit.subject or msg.sender
             if not subject:
                 continue
-            statement = raw if lang == "en" else s
-            if lang == "ja" and hit.kind == "plan" and len(statement) < 20 and n > 0:
-                prev = unicodedata.normalize("NFKC", sentences[n - 1])
-                if len(prev) >= 6:  # "了解!" adds nothing; "いちご送ったよ。" says what arrives
-                    statement = prev + statement
+            if lang == "ja":
+                statement = s
+                if hit.kind == "plan" and len(statement) < 20 and n > 0:
+                    prev = unicodedata.normalize("NFKC", sentences[n - 1])
+                    if len(prev) >= 6:  # "了解!" adds nothing; "いちご送ったよ。" says what arrives
+                        statement = prev + statement
+                statement = (
+                    ja_third_person(statement, msg.sender, other) if msg.sender else statement
+                )
+            else:
+                statement, day = en_resolve_dates(s, today)
+                if event_date is None and day is not None and hit.kind in ("event", "plan"):
+                    event_date = day
+                statement = en_third_person(statement, msg.sender, other) if msg.sender else s
+            if hit.general:
+                general.append((hit, statement, event_date, anaphoric(s)))
+                continue
             statement = _short(statement)
             found.append(
                 MemoryCandidate(
@@ -1086,11 +1252,28 @@ class RuleMemoryExtractor:
                     kind=hit.kind,
                     attribute=hit.attribute,
                     value=hit.value,
-                    text=f"{msg.sender}: {statement}",
+                    text=statement,
                     message_ids=(msg.message_id,),
                     event_date=event_date,
                     lang=lang,
                     subject_is_owner=msg.is_owner if hit.subject is None else None,
+                    confidence=hit.confidence,
+                )
+            )
+        merged = _merge_statements(general, lang, msg.sender)
+        if merged is not None:
+            hit, statement, event_date = merged
+            found.append(
+                MemoryCandidate(
+                    subject=msg.sender,
+                    kind=hit.kind,
+                    attribute="",
+                    value="",
+                    text=statement,
+                    message_ids=(msg.message_id,),
+                    event_date=event_date,
+                    lang=lang,
+                    subject_is_owner=msg.is_owner,
                     confidence=hit.confidence,
                 )
             )

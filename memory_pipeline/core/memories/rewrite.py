@@ -1,0 +1,385 @@
+"""First-person chat sentences rewritten as third-person statements about their speaker.
+
+A memory must read as a statement about a person, not as a copied message: "I got the job
+at X" becomes "Maria got the job at X", 「私は犬を飼ってる」 becomes 「〇〇は犬を飼っている」.
+The rewrite is purely lexical (no parser): subject pronouns become the speaker's name with
+the verb that follows put in the third person, possessives become "Name's", "you" becomes
+the other person when the conversation has exactly one; relative dates ("yesterday", "last
+Saturday", "next month") become absolute ones resolved against the message's local date.
+
+Also here: :func:`en_statement_kind`, the general English statement rule (what kind of
+memory a first-person declarative sentence is, or None when it is a reaction, a courtesy or
+too thin to remember) and its Japanese counterpart :func:`ja_statement_kind`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+from memory_pipeline.core.common.timelex import MONTH_NAMES, WEEKDAY_NUMBERS, WEEKDAY_PATTERN
+
+__all__ = [
+    "en_resolve_dates",
+    "en_statement_kind",
+    "en_third_person",
+    "ja_statement_kind",
+    "ja_third_person",
+]
+
+# ----------------------------------------------------------------------------- English verbs
+
+_MODALS = frozenset(
+    "can could will would should might must may shall did was were had used ought "
+    "cannot can't couldn't won't wouldn't shouldn't didn't wasn't weren't hadn't mightn't "
+    "mustn't".split()
+)
+_IRREGULAR_PAST = frozenset(
+    """went got made took came saw knew thought told found gave felt left kept began brought
+    bought caught taught fought sought built sent spent lent meant met read led fed held stood
+    understood wrote rode drove ate fell forgot forgave grew threw flew drew wore tore swore bore
+    chose froze spoke broke woke sang rang drank swam ran sat lay lost won shot hung heard said
+    paid laid became did had was were put set let cut hit hurt quit shut cost spread beat bit
+    hid slid struck stuck dug sold hung dealt dreamt learnt burnt spelt sprang sank shrank stank
+    began undertook overcame rebuilt""".split()
+)
+_ADVERBS = (
+    r"(?:really|just|also|still|always|never|usually|often|sometimes|recently|finally|actually|"
+    r"totally|absolutely|definitely|truly|honestly|already|even|especially|mostly|only|now|"
+    r"currently|genuinely|personally|seriously|kinda|sorta|constantly|regularly|rarely|"
+    r"literally|all|both|too|officially|eventually|probably|certainly|sort\s+of|kind\s+of)"
+)
+_ES_END = re.compile(r"(?:s|sh|ch|x|z|o)$")
+_IRREG_3RD = {"have": "has", "do": "does", "go": "goes", "am": "is", "be": "is"}
+_NEG_3RD = {
+    "don't": "doesn't",
+    "don’t": "doesn’t",
+    "haven't": "hasn't",
+    "haven’t": "hasn’t",
+    "am not": "is not",
+    "dont": "doesn't",
+}
+
+
+def _third(verb: str) -> str:
+    """The third-person singular present of ``verb`` when it is a present form (past forms,
+    modals and -ing forms are returned unchanged)."""
+    low = verb.lower()
+    if low in _NEG_3RD:
+        return _NEG_3RD[low]
+    if low in _IRREG_3RD:
+        return _IRREG_3RD[low]
+    stem = re.sub(r"^(?:re|over|under|mis|out|fore|with)", "", low)
+    if stem != low and stem in _IRREGULAR_PAST:
+        return verb  # retook, overcame
+    if (
+        low in _MODALS
+        or low in _IRREGULAR_PAST
+        or (low.endswith("ed") and not low.endswith("eed"))  # need, feed: present
+        or low.endswith(("ing", "n't", "’t"))
+        or not low.isalpha()
+        or len(low) < 2
+    ):
+        return verb
+    if low.endswith("y") and low[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    if _ES_END.search(low):
+        return verb + "es"
+    return verb + "s"
+
+
+_APOS = "['’]"
+_I_CONTRACT = re.compile(
+    rf"\b(?:I{_APOS}m|I\s+am|Im)\b|\bI{_APOS}ve\b|\bI{_APOS}ll\b|\bI{_APOS}d\b", re.I
+)
+_I_VERB = re.compile(  # not after "and": "Toby and I bond" keeps its plural verb
+    rf"(?<!\band\s)\b[Ii]\b(?!{_APOS})(?P<adv>(?:\s+{_ADVERBS})*)\s+(?P<verb>[A-Za-z’']+)"
+)
+_ME = re.compile(r"\b(?:me|myself)\b", re.I)
+_MY = re.compile(r"\b(?:my|mine)\b", re.I)
+_WE_CONTRACT = re.compile(rf"\b(?:we{_APOS}re|we{_APOS}ve|we{_APOS}ll|we{_APOS}d)\b", re.I)
+_WE = re.compile(r"\bwe\b", re.I)
+_OUR = re.compile(r"\b(?:our|ours)\b", re.I)
+_US = re.compile(r"\b(?:us|ourselves)\b")
+_YOU_CONTRACT = re.compile(rf"\byou{_APOS}(?:re|ve|ll|d)\b", re.I)
+_YOUR = re.compile(r"\b(?:your|yours)\b", re.I)
+_YOU = re.compile(r"\b(?:you|yourself)\b", re.I)
+
+
+def en_third_person(sentence: str, name: str, other: str | None = None) -> str:
+    """``sentence`` with the speaker (I, me, my; we, our as "Name and others") named.
+
+    "you" becomes ``other`` when given; otherwise it is left as is.
+    """
+    s = sentence
+    cont = {"m": "is", "am": "is", "ve": "has", "ll": "will", "d": "would"}
+
+    def _i_contract(m: re.Match[str]) -> str:
+        tail = re.split(rf"{_APOS}|\s+", m[0], maxsplit=1)[-1].lower()
+        if m[0].lower() == "im":
+            tail = "m"
+        return f"{name} {cont.get(tail, 'is')}"
+
+    s = _I_CONTRACT.sub(_i_contract, s)
+    s = _I_VERB.sub(lambda m: f"{name}{m['adv']} {_third(m['verb'])}", s)
+    s = re.sub(r"\b[Ii]\b(?!['’])", name, s)
+    s = _ME.sub(name, s)
+    s = _MY.sub(f"{name}'s", s)
+    we_cont = {"re": "are", "ve": "have", "ll": "will", "d": "would"}
+    s = _WE_CONTRACT.sub(lambda m: f"{name} and others {we_cont[m[0][3:].lower()]}", s)
+    s = _WE.sub(f"{name} and others", s)
+    s = _OUR.sub(f"{name}'s", s)
+    s = _US.sub(f"{name} and others", s)
+    if other:
+        you_cont = {"re": "is", "ve": "has", "ll": "will", "d": "would"}
+        s = _YOU_CONTRACT.sub(lambda m: f"{other} {you_cont[m[0][4:].lower()]}", s)
+        s = _YOUR.sub(f"{other}'s", s)
+        s = _YOU.sub(other, s)
+    return s[:1].upper() + s[1:]
+
+
+# ----------------------------------------------------------------------------- English dates
+
+_WD = f"(?:{WEEKDAY_PATTERN})"
+_REL_DATE = re.compile(
+    rf"\b(?P<yesterday>yesterday|last\s+night)\b"
+    rf"|\b(?P<today>today|tonight|this\s+(?:morning|afternoon|evening))\b"
+    rf"|\b(?P<tomorrow>tomorrow)\b"
+    rf"|\b(?P<lastwd>last)\s+(?P<wd>{_WD})\b"
+    rf"|\b(?:this\s+past|last)\s+(?P<lastwknd>weekend)\b"
+    rf"|\b(?P<lastweek>last\s+week)\b|\b(?P<nextweek>next\s+week)\b"
+    rf"|\b(?P<lastmonth>last\s+month)\b|\b(?P<thismonth>this\s+month)\b"
+    rf"|\b(?P<nextmonth>next\s+month)\b"
+    rf"|\b(?P<lastyear>last\s+year)\b|\b(?P<thisyear>this\s+year)\b|\b(?P<nextyear>next\s+year)\b"
+    rf"|\b(?P<agon>a|one|two|three|four|five|six|\d)\s+(?P<agou>days?|weeks?|months?|years?)\s+ago\b",
+    re.I,
+)
+_NUM = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def _day(d: dt.date) -> str:
+    return f"{d.day} {MONTH_NAMES[d.month - 1]} {d.year}"
+
+
+def _month(y: int, m: int) -> str:
+    while m < 1:
+        y, m = y - 1, m + 12
+    while m > 12:
+        y, m = y + 1, m - 12
+    return f"{MONTH_NAMES[m - 1]} {y}"
+
+
+def en_resolve_dates(sentence: str, today: dt.date) -> tuple[str, dt.date | None]:
+    """(sentence with relative dates made absolute, the single day it names or None).
+
+    Days become "on 7 May 2023", weeks "the week of 1 May 2023" (its Monday), months "in
+    April 2023", years "in 2022"; "3 days ago" is a day, "2 months ago" a month.
+    """
+    day_found: list[dt.date] = []
+
+    def sub(m: re.Match[str]) -> str:
+        g = {k: v for k, v in m.groupdict().items() if v}
+        monday = today - dt.timedelta(days=today.weekday())
+        if "yesterday" in g:
+            d = today - dt.timedelta(days=1)
+        elif "today" in g:
+            d = today
+        elif "tomorrow" in g:
+            d = today + dt.timedelta(days=1)
+        elif "wd" in g:
+            wd = WEEKDAY_NUMBERS[g["wd"].lower()]
+            d = today - dt.timedelta(days=(today.weekday() - wd) % 7 or 7)
+        elif "lastwknd" in g:
+            d = today - dt.timedelta(days=(today.weekday() - 5) % 7 or 7)
+            return f"the weekend of {_day(d)}"
+        elif "lastweek" in g:
+            return f"the week of {_day(monday - dt.timedelta(days=7))}"
+        elif "nextweek" in g:
+            return f"the week of {_day(monday + dt.timedelta(days=7))}"
+        elif "lastmonth" in g:
+            return f"in {_month(today.year, today.month - 1)}"
+        elif "thismonth" in g:
+            return f"in {_month(today.year, today.month)}"
+        elif "nextmonth" in g:
+            return f"in {_month(today.year, today.month + 1)}"
+        elif "lastyear" in g:
+            return f"in {today.year - 1}"
+        elif "thisyear" in g:
+            return f"in {today.year}"
+        elif "nextyear" in g:
+            return f"in {today.year + 1}"
+        else:
+            n = _NUM.get(g["agon"].lower()) or int(g["agon"])
+            unit = g["agou"].lower()
+            if unit.startswith("d"):
+                d = today - dt.timedelta(days=n)
+            elif unit.startswith("w"):
+                return f"the week of {_day(monday - dt.timedelta(days=7 * n))}"
+            elif unit.startswith("m"):
+                return f"in {_month(today.year, today.month - n)}"
+            else:
+                return f"in {today.year - n}"
+        day_found.append(d)
+        return f"on {_day(d)}"
+
+    out = _REL_DATE.sub(sub, sentence)
+    out = re.sub(r"\b(on|in)\s+(on|in)\b", r"\2", out)  # "on yesterday" never, but be safe
+    return out, (day_found[0] if len(day_found) == 1 else None)
+
+
+# ----------------------------------------------------------------------------- English rule
+
+_FIRST = re.compile(
+    r"\b(?:I|I['’](?:m|ve|ll|d)|Im|my|me|myself|mine|we|we['’](?:re|ve|ll|d)|our|us)\b", re.I
+)
+# Courtesies and reactions: about the conversation, not about the speaker's life.
+_REACTION = re.compile(
+    r"^(?:I(?:['’]m|\s+am)\s+(?:so\s+|really\s+|very\s+|super\s+|just\s+)*(?:glad|happy|sorry|"
+    r"proud|thrilled|stoked|excited\s+for\s+you|here\s+for\s+you|with\s+you|sure|curious)\b"
+    r"(?!.*\b(?:my|I)\b)"
+    r"|I\s+(?:totally\s+|really\s+|completely\s+|definitely\s+)?(?:agree|know|hope|bet|see|"
+    r"understand|get\s+it|appreciate|wish|guess|think\s+so|feel\s+you|hear\s+you|mean|"
+    r"can['’]?t\s+wait|cannot\s+wait|(?:love|like)\s+(?:that|this|it|the\s+idea)(?=\s*(?:[!.,;]|$))|"
+    r"can\s+(?:imagine|tell|see)|will\s+(?:do|try)|['’]ll\s+(?:do|try)|"
+    r"(?:would|['’]d)\s+love)\b"
+    r"|let\s+me\s+(?:know|see|check|think)\b)",
+    re.I,
+)
+_ADDRESSEE = re.compile(r"\b(?:you|your|yours|yourself|you['’](?:re|ve|ll|d))\b", re.I)
+_HYPOTHETICAL = re.compile(r"\b(?:would|could|should|might|['’]d)\b", re.I)
+_THIN = re.compile(r"^(?:\W*\w+\W*){0,3}$")
+_PLAN = re.compile(
+    r"\b(?:will|['’]ll|going\s+to|gonna|plan(?:ning)?\s+(?:to|on)|hoping\s+to|about\s+to|"
+    r"tomorrow|next\s+(?:week|month|year|weekend)|soon|upcoming|intend)\b",
+    re.I,
+)
+_PREF = re.compile(
+    r"\b(?:love|loves|like|likes|enjoy|enjoys|adore|hate|prefer|favorite|favourite|fave|fan\s+of|"
+    r"passionate|into)\b",
+    re.I,
+)
+_REL = re.compile(
+    r"\b(?:my|our)\s+(?:wife|husband|partner|boyfriend|girlfriend|kids?|children|son|daughter|"
+    r"mom|mother|dad|father|parents?|sister|brother|family|friends?|grandma|grandpa|cousin|"
+    r"aunt|uncle|dog|cat|pets?)\b",
+    re.I,
+)
+_PAST_VERB = re.compile(
+    r"\b(?:I|we)\s+(?:\w+\s+)?(?:\w+ed|" + "|".join(sorted(_IRREGULAR_PAST)) + r")\b", re.I
+)
+
+
+def en_statement_kind(sentence: str) -> str | None:
+    """The memory kind of a first-person declarative sentence, or None when it is not one
+    worth keeping (no first person, a question, a reaction or courtesy, under four words)."""
+    s = sentence.strip()
+    if "?" in s or not _FIRST.search(s) or _THIN.match(s) or _REACTION.search(s):
+        return None
+    if _ADDRESSEE.search(s) or _HYPOTHETICAL.search(s):
+        return None  # about the other person, or what might be: not a fact about the speaker
+    if _PLAN.search(s):
+        return "plan"
+    if _PAST_VERB.search(s):
+        return "event"
+    if _PREF.search(s):
+        return "preference"
+    if _REL.search(s):
+        return "relationship"
+    return "fact"
+
+
+# ----------------------------------------------------------------------------- Japanese
+
+_JA_FIRST = re.compile(
+    r"(?:私|わたし|僕|ぼく|俺|おれ|自分|あたし|わたくし)(?:自身)?(?=は|も|が|の|を|に|と|って)"
+)
+
+
+_JA_LEAD = re.compile(
+    r"^(?:(?:はい|いえ|いや|ええ|うん|そうですね|そうなんです(?:よ|ね)?|そうですよね|そうなのですが|"
+    r"そうなんですが|なので|だから|もちろん|実は|確かに|ちなみに|でも|あと(?:は)?|まあ|えっと|"
+    r"(?:良|い|よ)いですね[ーえ〜]*|わかります|分かります)[、,!！。ー〜]*\s*)+"
+)
+# 私、今日… / 私昔は…: a pronoun with no particle (自分 is left out: 自分用, 自分磨き).
+_JA_BARE_FIRST = re.compile(
+    r"^(?:私|わたし|僕|ぼく|俺|おれ|あたし)(?:自身)?(?:[、,]\s*|(?=[一-龥ァ-ヴ])(?!自身))"
+)
+_JA_MID_FIRST = re.compile(r"(?<=[、,])\s*(?:私|わたし|僕|ぼく|俺|あたし)[、,]")
+
+
+def ja_strip_lead(sentence: str) -> str:
+    """The sentence without its leading acknowledgements (はい、そうですね、なので、)."""
+    return _JA_LEAD.sub("", sentence).strip() or sentence
+
+
+_JA_YOU = re.compile(r"あなた|貴方|そちら")
+
+
+def ja_third_person(sentence: str, name: str, other: str | None = None) -> str:
+    """``sentence`` with the first-person pronoun replaced by ``name`` (あなた by ``other``
+    when known) and the casual continuous forms (てる, でる, てます) written out (ている,
+    でいる, ています)."""
+    s = _JA_BARE_FIRST.sub(f"{name}は、", ja_strip_lead(sentence))
+    s = _JA_MID_FIRST.sub(f"{name}は、", s)
+    s = _JA_FIRST.sub(name, s)
+    if other:
+        s = _JA_YOU.sub(other, s)
+    # Only after a kana: 育てる / 捨てる keep their own て.
+    s = re.sub(
+        r"(?<=[ぁ-ん])([てで])(る|ます)(?=$|[。！!、,よねしけかなのんw笑〜ー]|です|から|けど)",
+        r"\1い\2",
+        s,
+    )
+    if name not in s:
+        s = f"{name}は、{s}"
+    return s
+
+
+_JA_OTHER_LEAD = re.compile(
+    r"^(?:あなた|そちら|<[A-Z]{2}>|[\w・]{1,8}さん)(?:は|も|が|の)|(?:ですか|ますか|でしょうか)"
+)
+_JA_STATEMENT_END = re.compile(
+    r"(?:ます|ました|ています|ていました|てます|てる|ている|です|でした|だった|んです|んですよ|"
+    r"んですけど|てい(?:る|ます)ね|ますね|ますよ|ました[ね よ]?|た(?:んです)?よ?|好き|大好き)"
+    r"[。！!〜ー笑w…]*$"
+)
+_JA_COURTESY = re.compile(
+    r"ありがとう|よろしく|宜しく|お願い|すみません|すいません|こんにちは|こんばんは|はじめまして|初めまして"
+    r"|失礼|おやすみ|そうなんですね|そうですね|いいですね|素敵|すごい|凄い|なるほど|分かります|わかります"
+    r"|確かに|楽しかった|お疲れ|ですよね|ですね[。！!]*$|思います|でしょう"
+)
+_JA_FRAGMENT = re.compile(r"^(?:って|と|が|は|を|に|で|も|の|よ|ね|し|から|けど)")
+_JA_ACTION_END = re.compile(
+    r"(?:ます|ました|ています|ていました|てます|てました|ている|ていた|てる|でいます|でいる|"
+    r"でます|でる|ってきました|てきました|好き|大好き|嫌い|苦手|予定です|つもりです)(?:ね|よ|ねー|よー|けど|んです|んですよ)?"
+    r"[。！!〜ー笑w…]*$"
+)
+_JA_PLAN = re.compile(r"予定|つもり|今度|来週|来月|来年|明日|(?:よう|ましょう)と思")
+_JA_PREF = re.compile(r"好き|嫌い|苦手|ハマ|はま|趣味|よく")
+_JA_PAST = re.compile(r"(?:ました|でした|だった|た)(?:んです)?[よね]?[。！!〜ー笑w…]*$")
+
+
+def ja_statement_kind(sentence: str) -> str | None:
+    """The memory kind of a Japanese declarative sentence about its speaker, or None.
+
+    Japanese drops the subject: a declarative sentence with no other person before its
+    predicate is read as about the speaker. Questions, courtesies, reactions to the other
+    person (そうなんですね, いいですね) and sentences under 12 characters are skipped.
+    """
+    s = sentence.strip()
+    if len(s) < 12 or "?" in s or "？" in s or _JA_OTHER_LEAD.search(s):
+        return None
+    if _JA_FRAGMENT.match(s):
+        return None  # "ってくらい成長が早い": the tail of a sentence cut at its quote
+    if _JA_COURTESY.search(s) or not _JA_STATEMENT_END.search(s):
+        return None
+    if not _JA_FIRST.search(s) and not _JA_BARE_FIRST.search(s) and not _JA_ACTION_END.search(s):
+        return None  # 月日が経つのは早いもんです: a remark, not something the speaker does
+    if _JA_PLAN.search(s):
+        return "plan"
+    if _JA_PREF.search(s):
+        return "preference"
+    if _JA_PAST.search(s):
+        return "event"
+    return "fact"
+

@@ -1,0 +1,163 @@
+"""Third-person rewriting, date resolution and the general statement rule (EN and JA)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from memory_pipeline.core.memories.extract import extract_memories
+from memory_pipeline.core.memories.rewrite import (
+    en_resolve_dates,
+    en_statement_kind,
+    en_third_person,
+    ja_statement_kind,
+    ja_third_person,
+)
+from memory_pipeline.core.sessions.sessionize import sessionize
+from memory_pipeline_tests.factories import msg, table
+
+MON = dt.date(2023, 5, 8)  # a Monday
+
+
+def test_first_person_becomes_the_speaker_with_agreeing_verbs() -> None:
+    assert en_third_person("I got the job at Acme", "Maria") == "Maria got the job at Acme"
+    assert (
+        en_third_person("I love hiking with my dog", "Maria")
+        == "Maria loves hiking with Maria's dog"
+    )
+    assert (
+        en_third_person("I'm a nurse and I've two kids", "Jo")
+        == "Jo is a nurse and Jo has two kids"
+    )
+    assert en_third_person("I really enjoy it", "Jo") == "Jo really enjoys it"
+    assert en_third_person("I don't drink coffee", "Jo") == "Jo doesn't drink coffee"
+    assert en_third_person("I retook the test", "Jo") == "Jo retook the test"
+    assert en_third_person("I need a push", "Jo") == "Jo needs a push"
+    assert en_third_person("Toby and I bond", "Jo") == "Toby and Jo bond"  # a plural subject
+    assert en_third_person("I sort of made it up", "Jo") == "Jo sort of made it up"
+    assert en_third_person("I'll call my mom", "Jo") == "Jo will call Jo's mom"
+    assert en_third_person("We went camping", "Jo") == "Jo and others went camping"
+
+
+def test_you_becomes_the_other_person_only_when_known() -> None:
+    assert en_third_person("I miss your cooking", "Jo", "Sam") == "Jo misses Sam's cooking"
+    assert en_third_person("I miss your cooking", "Jo") == "Jo misses your cooking"
+
+
+def test_relative_dates_resolve_against_the_message_day() -> None:
+    assert en_resolve_dates("I went yesterday", MON) == (
+        "I went on 7 May 2023",
+        dt.date(2023, 5, 7),
+    )
+    assert en_resolve_dates("I ran last Saturday", MON)[1] == dt.date(2023, 5, 6)
+    assert en_resolve_dates("I moved last month", MON) == ("I moved in April 2023", None)
+    assert en_resolve_dates("I quit last year", MON)[0] == "I quit in 2022"
+    assert en_resolve_dates("a race 3 days ago", MON)[1] == dt.date(2023, 5, 5)
+    assert en_resolve_dates("I start next week", MON)[0] == "I start the week of 15 May 2023"
+
+
+def test_english_statement_kinds_and_what_is_not_a_statement() -> None:
+    assert en_statement_kind("I went to a support group on Sunday") == "event"
+    assert en_statement_kind("I'm going to visit my sister in Ohio next month") == "plan"
+    assert en_statement_kind("I love painting landscapes at dawn") == "preference"
+    assert en_statement_kind("My kids are three and five years old") == "relationship"
+    assert en_statement_kind("I work nights at the hospital downtown") == "fact"
+    for not_one in (
+        "I'm so happy for you!",
+        "I agree, that sounds great",
+        "I can't wait to see it",
+        "Do I need a ticket for the show?",
+        "I know.",
+        "Let me know how it turns out!",
+        "The weather is lovely today",  # no first person
+    ):
+        assert en_statement_kind(not_one) is None, not_one
+
+
+def test_japanese_first_person_rewritten_with_full_continuous_forms() -> None:
+    assert ja_third_person("私は犬を飼ってる", "花子") == "花子は犬を飼っている"
+    assert ja_third_person("毎朝走ってます。", "花子") == "花子は、毎朝走っています。"
+    assert ja_third_person("子供を育てる", "花子") == "花子は、子供を育てる"  # て of 育てる kept
+
+
+def test_japanese_statement_kinds_and_skips() -> None:
+    assert ja_statement_kind("週末はよく山に登っています。") == "preference"
+    assert ja_statement_kind("来月、友達と京都に行く予定です。") == "plan"
+    assert ja_statement_kind("去年、大阪のマラソンを完走しました。") == "event"
+    for not_one in (
+        "ありがとうございます、嬉しいです。",
+        "そうなんですね、すごいです！",
+        "どこに住んでいますか？",
+        "はい。",
+    ):
+        assert ja_statement_kind(not_one) is None, not_one
+
+
+def test_extracted_memories_are_third_person_statements_not_copied_messages() -> None:
+    t = table(
+        msg(
+            "2023-05-08 10:00",
+            "Hey Sam! I went to a LGBTQ support group yesterday and it was so powerful. "
+            "How are you?",
+            "Jo",
+            order=0,
+        ),
+        msg("2023-05-08 10:01", "Wow, I'm so glad for you!", "Sam", order=1),
+        msg("2023-05-08 10:02", "昨日から、私は毎朝ジョギングをしてるんです。", "花子", order=2),
+    )
+    mem, _ = extract_memories(sessionize(t, 180), t)
+    rows = mem.to_pylist()
+    texts = [r["text"] for r in rows]
+    assert texts[0] == "Jo went to a LGBTQ support group on 7 May 2023 and it was so powerful."
+    assert rows[0]["kind"] == "event" and rows[0]["event_date"] == dt.date(2023, 5, 7)
+    assert not any("glad" in x for x in texts)  # a reaction is no memory
+    assert any("花子は毎朝" in x and "している" in x for x in texts)
+    assert all("?" not in x and "How are you" not in x for x in texts)
+
+
+def test_subjectless_chat_statements_get_their_speaker_and_gerunds_do_not() -> None:
+    from memory_pipeline.core.memories.extract import _en_subjectless
+
+    assert _en_subjectless("Just skyped with a fan.") == "I just skyped with a fan."
+    assert _en_subjectless("Been super busy lately.") == "I've been super busy lately."
+    assert _en_subjectless("Started a new job.") == "I started a new job."
+    assert _en_subjectless("Going to Paris next week.") == "I'm going to Paris next week."
+    assert _en_subjectless("Doing good brings joy.") == "Doing good brings joy."  # a gerund subject
+    assert _en_subjectless("Been ages since we talked!") == "Been ages since we talked!"
+    assert _en_subjectless("Got me thinking of home.") == "Got me thinking of home."
+
+
+def test_japanese_acknowledgements_fragments_and_remarks_are_not_statements() -> None:
+    from memory_pipeline.core.memories.rewrite import ja_strip_lead
+
+    assert ja_strip_lead("はい、そうですね！毎朝走ってます。") == "毎朝走ってます。"
+    assert ja_third_person("なので、動画とかでたくさん聞いてます。", "AA") == (
+        "AAは、動画とかでたくさん聞いています。"
+    )
+    assert ja_third_person("あなたを見習って練習を始めてます", "AN", "AB") == (
+        "ANは、ABを見習って練習を始めています"
+    )
+    assert ja_third_person("私、今日カレー食べました。", "AG") == "AGは、今日カレー食べました。"
+    assert ja_third_person("自分用にも作ります。", "AF") == "AFは、自分用にも作ります。"  # 自分用
+    assert ja_statement_kind("ってくらい成長が早くて驚きます") is None  # cut at a quote
+    assert ja_statement_kind("月日が経つのが早いもんです。") is None  # a remark
+    assert ja_statement_kind("私はもっぱら日本のドラマです。") == "fact"  # explicit speaker
+
+
+def test_an_undated_plan_is_still_a_statement_with_its_context() -> None:
+    t = table(
+        msg(
+            "2023-05-08 10:00",
+            "We're gonna take Scout and Buddy to the big park by the river.",
+            "Andrew",
+            order=0,
+        ),
+        msg("2023-05-08 10:01", "Sounds fun!", "Audrey", order=1),
+    )
+    rows = extract_memories(sessionize(t, 180), t)[0].to_pylist()
+    assert [(r["kind"], r["text"], r["event_date"]) for r in rows] == [
+        (
+            "plan",
+            "Andrew and others are gonna take Scout and Buddy to the big park by the river.",
+            None,
+        )
+    ]
