@@ -412,6 +412,9 @@ def salient_entities(
             merged[rest] += v
             first_seen.setdefault(rest, first_seen[t])
     ranked_topics = sorted(merged, key=lambda t: (-merged[t], first_seen[t]))
+    if ranked_topics:  # a passing word is no topic: keep those near the most salient one
+        top = merged[ranked_topics[0]]
+        ranked_topics = [t for t in ranked_topics if merged[t] >= TOPIC_SHARE * top]
     return ranked_persons, ranked_topics
 
 
@@ -438,6 +441,7 @@ def _possessive_free(word: str) -> str:
 
 
 MAX_TOPICS = 2
+TOPIC_SHARE = 0.5  # a topic's salience, at least this share of the best one's
 
 
 def resolve_references(
@@ -478,8 +482,9 @@ def resolve_references(
         if poss is not None:  # "her mentor" -> "Melanie's mentor"
             text = text[: poss.start()] + f"{person}'s" + text[poss.end() :]
             used_p.append(person)
-        elif pattern.search(text):
-            text = pattern.sub(person, text, count=1)
+        m = pattern.search(text)
+        if m is not None and (poss is None or m[0].lower() != "her"):  # one person, both roles
+            text = text[: m.start()] + person + text[m.end() :]
             used_p.append(person)
     present = text.lower()
     chosen = [t for t in topics if t.lower() not in present and t not in used_p][:MAX_TOPICS]
