@@ -40,6 +40,13 @@ from memory_pipeline.core.retrieval.query import (
     understood_rank,
 )
 
+LIMITS = (
+    "one templated preceding turn, not a real conversation: no distractor entity",
+    "generator and resolver share a notion of content word (flatters topic resolution)",
+    "'they'/'their' for every person (no he/she)",
+    "questions naming no known speaker and no content word get no variant",
+    "English questions only: the Japanese rules are covered by unit tests, not measured",
+)
 KINDS = ("person", "topic")
 CONDITIONS = ("original", "ambiguous", "resolved")
 K = 5
@@ -300,6 +307,7 @@ __all__ = [
     "AMBIGUOUS_SCHEMA",
     "CONDITIONS",
     "KINDS",
+    "LIMITS",
     "Variant",
     "evaluate_ambiguous",
     "make_variants",

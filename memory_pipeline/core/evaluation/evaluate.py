@@ -435,6 +435,7 @@ def run_evaluation(
         },
         "bootstrap": {"resamples": resamples, "seed": seed},
         "configurations": len(configs),
+        "query_variants": len(variants),
         "questions": len(scored),
         "seconds": round(time.perf_counter() - t0, 1),
         "best": chosen.best,

@@ -1155,6 +1155,74 @@ def _ceiling_section(rows: Sequence[Mapping[str, Any]], why: str | None) -> _Sec
     return sec
 
 
+AMBIGUOUS_CONDITIONS = {
+    "original": "original question",
+    "ambiguous": "ambiguous, no recent messages",
+    "resolved": "ambiguous + recent (rules)",
+    "resolved-ambiguous": "difference (resolved - ambiguous)",
+}
+
+
+def _ambiguous_section(
+    rows: Sequence[Mapping[str, Any]], why: str | None, meta: Mapping[str, Any]
+) -> _Section:
+    """Ambiguous follow-up questions (Alonso et al. 2024): recall with and without the
+    recent messages that hold the entity."""
+    sec = _Section("ambiguous", "Ambiguous follow-up questions")
+    if why:
+        sec.blocks.append(_note(f"{why}, so the ambiguous-question evaluation is absent."))
+        return sec
+    info = meta.get("ambiguous") or {}
+    order = list(AMBIGUOUS_CONDITIONS)
+    out = []
+    for r in sorted(
+        rows,
+        key=lambda r: (
+            r["kind"] != ALL,
+            str(r["kind"]),
+            _level_key(r["level"]),
+            order.index(r["condition"]) if r["condition"] in order else 9,
+        ),
+    ):
+        strong = "num strong" if r["condition"] == "resolved-ambiguous" else "num"
+        fmt = _signed if r["condition"] == "resolved-ambiguous" else _f
+        out.append(
+            [
+                "all variants" if r["kind"] == ALL else str(r["kind"]),
+                LEVEL_NAMES.get(r["level"], str(r["level"])),
+                AMBIGUOUS_CONDITIONS.get(r["condition"], str(r["condition"])),
+                _Cell(fmt(r["mean"]), strong),
+                _ci(r["ci_lo"], r["ci_hi"]),
+                _Cell(_int(r["n"]), "num"),
+                _Cell(_f(r["resolved_exactly"]), "num"),
+            ]
+        )
+    headers = [
+        "Variant",
+        "Level",
+        "Question",
+        f"R@{_int(rows[0]['k']) if rows else 5}",
+        "95% CI",
+        "n",
+        "Entity recovered",
+    ]
+    sec.blocks.append(_Table(headers, out))
+    limits = "; ".join(str(x) for x in info.get("limits", ()))
+    sec.blocks.append(
+        _P(
+            "Each labelled question made ambiguous: 'person' replaces the speaker it names by "
+            "they/their, 'topic' replaces its key noun phrase by 'that'; a synthetic "
+            "preceding turn holds the entity. Evidence recall of the original question, the "
+            "ambiguous one searched alone, and the ambiguous one resolved by the rules of "
+            f"search(recent=...), under {info.get('config', 'the selected search')}. CIs "
+            "resample conversations, then questions. 'Entity recovered': share of resolved "
+            f"questions that hold the entity again. What the generator cannot do: {limits}.",
+            "caption",
+        )
+    )
+    return sec
+
+
 def _failures_section(
     rows: Sequence[Mapping[str, Any]], why: str | None, selected: str
 ) -> _Section:
@@ -1727,6 +1795,9 @@ def write_report(
             -1,
             _memory_section(mem_rows, mem_why, mdiff_rows, mdiff_why, summ, meta, selected),
         )
+    if "ambiguous" in tables:  # only LoCoMo runs make ambiguous variants
+        amb_rows, amb_why = _table_rows(tables, "ambiguous")
+        sections.insert(-1, _ambiguous_section(amb_rows, amb_why, meta))
     for sec in sections:
         for img in _images(sec.blocks):
             (out_dir / img.filename).write_bytes(img.png)
