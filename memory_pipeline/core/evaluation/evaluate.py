@@ -144,7 +144,8 @@ def gather(
     """Candidate lists of every retriever for every question (scoped to its corpus); with
     ``query_options`` also those of the stripped question and the PRF-expanded BM25."""
     out: dict[str, Candidates] = {}
-    stripped = {q.question_id: strip_question(q.question) for q in questions}
+    names = {q.question_id: speakers_in(q.question, searcher.known_speakers) for q in questions}
+    stripped = {q.question_id: strip_question(q.question, names[q.question_id]) for q in questions}
     for rep in dense_reps:  # one batched embedding call instead of one call per question
         texts = [q.question for q in questions]
         searcher.prime_queries(texts + (list(stripped.values()) if query_options else []), rep)
@@ -157,7 +158,7 @@ def gather(
         mask = searcher.scope_mask(scope.get("contact_id"), scope.get("conversation_id"))
         cand = _candidates(searcher, q.question, mask, dense_reps)
         if query_options:
-            cand.names = tuple(speakers_in(q.question, searcher.known_speakers))
+            cand.names = tuple(names[q.question_id])
             cand.speakers_of = speakers_of
             for n in PRF_SWEEP:
                 if PRF_REP in searcher.bm25:

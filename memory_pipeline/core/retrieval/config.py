@@ -42,7 +42,8 @@ class SearchConfig:
     ``highlights``: messages highlighted per chunk hit (0 skips the per-message ranking).
     Query understanding (``retrieval.query``, off by default until measured):
     ``speaker_boost`` adds that share of the score range to chunks (turns) where a speaker
-    named in the query speaks; ``strip_question`` drops question words before ranking;
+    named in the query speaks; ``strip_question`` drops question words and those names
+    (left to the boost) before ranking;
     ``prf_terms`` expands the BM25 query RM3-style with that many feedback terms (0: off).
     """
 

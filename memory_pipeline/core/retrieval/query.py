@@ -140,17 +140,26 @@ _JA_PHRASES = re.compile(
 )
 
 
-def strip_question(query: str) -> str:
-    """``query`` without question words and stop phrases, or ``query`` itself when nothing
-    would remain (a bare "what?" keeps its text rather than searching for nothing).
+def strip_question(query: str, names: Sequence[str] = ()) -> str:
+    """``query`` without question words, stop phrases and the speaker ``names`` it
+    mentions, or ``query`` itself when nothing would remain (a bare "what?" keeps its text
+    rather than searching for nothing).
 
     English: leading/auxiliary question words and phrases ("do you remember", "tell me
     about"); Japanese: 教えて, 覚えてる, 何/いつ/どこ/誰 with their copulas, だっけ, ですか.
-    Names, numbers and content words are kept as written.
+    A speaker's name matches the messages that address them ("Hey Caroline!") rather
+    than the turn they answer in, so it leaves the words (``speaker_boost`` uses it);
+    other names, numbers and content words are kept as written.
     """
     if not isinstance(query, str):
         return query
     text = unicodedata.normalize("NFKC", query) if not query.isascii() else query
+    for name in sorted(names, key=len, reverse=True):
+        body = r"\s+".join(map(re.escape, name.split()))
+        if re.search(r"[\u3040-\u30ff\u3400-\u9fff]", name):
+            text = re.sub(body + r"(?:さん|くん|君|ちゃん|様|さま|氏|先生)?", " ", text)
+        else:
+            text = re.sub(rf"(?<![\w]){body}(?:'s|’s|')?(?![\w])", " ", text, flags=re.I)
     text = _JA_PHRASES.sub(" ", _EN_PHRASES.sub(" ", text))
     text = _EN_WORD.sub(lambda m: " " if m[0].lower() in _EN_QWORDS else m[0], text)
     text = re.sub(r"\s+([,.!;:])", r"\1", re.sub(r"\s+", " ", text)).strip(" ,.!;:")
@@ -528,7 +537,8 @@ def understood_rank(searcher: Any, content: str, config: Any, mask: np.ndarray |
     option off it is exactly ``searcher.rank`` (the measured default stays as measured)."""
     if not (config.strip_question or config.prf_terms or config.speaker_boost):
         return searcher.rank(content, config, mask)
-    query = strip_question(content) if config.strip_question else content
+    names = speakers_in(content, searcher.known_speakers)
+    query = strip_question(content, names) if config.strip_question else content
     if config.prf_terms and config.uses_bm25:
         n = config.candidates
         lexical = prf_bm25_ranked(searcher, query, config.bm25_rep, mask, n, config.prf_terms)
@@ -536,7 +546,6 @@ def understood_rank(searcher: Any, content: str, config: Any, mask: np.ndarray |
         ranked = fuse(config, lexical, dense)
     else:
         ranked = searcher.rank(query, config, mask)
-    names = speakers_in(content, searcher.known_speakers)
     return boost_chunks(
         ranked, lambda c: searcher.chunk(c)["speakers"], names, config.speaker_boost
     )

@@ -188,3 +188,16 @@ def test_recent_messages_pass_through():
     m = RecentMessage("hi", "A", dt.datetime(2023, 1, 1))
     assert normalize_recent([m, "yo"]) == [m, RecentMessage("yo")]
     assert normalize_recent(None) == []
+
+
+@pytest.mark.parametrize(
+    ("query", "names", "stripped"),
+    [
+        ("What is Caroline's identity?", ["Caroline"], "identity"),
+        ("When did caroline meet Melanie?", ["Caroline", "Melanie"], "meet"),
+        ("花子さんの誕生日はいつ？", ["花子"], "の誕生日"),
+        ("Caroline?", ["Caroline"], "Caroline?"),  # nothing would remain
+    ],
+)
+def test_strip_question_leaves_speaker_names_to_the_boost(query, names, stripped):
+    assert strip_question(query, names) == stripped
