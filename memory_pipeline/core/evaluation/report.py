@@ -112,6 +112,7 @@ REQUIRED = {
     "questions_report": ("corpus_id", "qtype", "questions", "excluded", "unresolved_ids"),
 }
 # the memory evaluation writes the same shapes as the chunk evaluation
+REQUIRED["ambiguous"] = ("kind", "condition", "level", "k", "mean", "ci_lo", "ci_hi", "n")
 REQUIRED["memory_summary"] = REQUIRED["summary"]
 REQUIRED["memory_diffs"] = REQUIRED["diffs"]
 
@@ -1163,6 +1164,12 @@ AMBIGUOUS_CONDITIONS = {
 }
 
 
+def _query_variant(row: Mapping[str, Any]) -> bool:
+    """Whether a sweep row is a query-understanding variant (speaker boost, stripped
+    question, PRF) rather than a plain configuration."""
+    return bool(row.get("speaker_boost") or row.get("strip_question") or row.get("prf_terms"))
+
+
 def _ambiguous_section(
     rows: Sequence[Mapping[str, Any]], why: str | None, meta: Mapping[str, Any]
 ) -> _Section:
@@ -1780,7 +1787,10 @@ def write_report(
     sections = [
         _headline(summ, summary_why, meta, selected),
         _recall_section(summ, summary_why, sweep_rows, meta, selected),
-        _fusion_section(sweep_rows, sweep_why, meta, selected),
+        # the fusion curves are of plain configurations; query-option variants share betas
+        _fusion_section(
+            [r for r in sweep_rows if not _query_variant(r)], sweep_why, meta, selected
+        ),
         _types_section(summ, summary_why, meta, selected),
         _diffs_section(diffs_rows, diffs_why),
         _ceiling_section(ceil_rows, ceil_why),
