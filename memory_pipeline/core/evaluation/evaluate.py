@@ -453,6 +453,16 @@ def run_evaluation(
             "conversations": len(cv.result.folds),
             "figures": cv.figures,
         }
+        boost = cross_validate_speaker_boost(
+            by_name[cv.selected], scored, cands, units, seed, resamples
+        )
+        if boost is not None:
+            chosen_cfg = boost["config"]
+            log(f"eval: speaker boost by leave-one-conversation-out on turn R@5: {chosen_cfg.name}")
+            meta["cv"]["selected"] = chosen_cfg.name
+            meta["cv"]["selected_config"] = {f: getattr(chosen_cfg, f) for f in CONFIG_FIELDS}
+            meta["cv"]["figures"]["cv:speaker_boost"] = boost["figures"]
+            meta["cv"]["speaker_boost"] = {k: v for k, v in boost.items() if k != "config"}
     if math.isnan(chosen.selected_dev_mean):
         meta["notes"] = ["no dev questions with gold: selection is arbitrary"]
     return EvalRun(tables, meta)
@@ -811,6 +821,59 @@ def _time_only(searcher, time_questions, seed: int, resamples: int, t0: float) -
 
 
 # -- leave-one-conversation-out cross-validation ------------------------------------------
+
+SPEAKER_BOOSTS = (0.0, 0.1, 0.3, 0.5, 1.0)
+TURN_SELECTION = ("turn", "evidence_recall", 5)
+
+
+def cross_validate_speaker_boost(
+    base: SearchConfig,
+    scored: Sequence[EvalQuestion],
+    cands: Mapping[str, Candidates],
+    units: Units,
+    seed: int,
+    resamples: int,
+) -> dict | None:
+    """The speaker boost of the selected ranking, chosen by leave-one-conversation-out on
+    turn evidence R@5 (None below three conversations).
+
+    Where every chunk holds both speakers (LoCoMo, most 1:1 chats) the boost moves only
+    turns, never chunks or sessions, so the session-level selection cannot see it: it is
+    selected on the level it changes, given the ranking the main selection chose."""
+    groups = [q.corpus_id for q in scored]
+    if len(set(groups)) < 3:
+        return None
+    configs = [replace(base, speaker_boost=w) for w in SPEAKER_BOOSTS]
+    names = [c.name for c in configs]
+    vals = sweep(configs, scored, cands, units, log=lambda _m: None)
+    result = CV.leave_one_group_out(names, vals, groups, TURN_SELECTION)
+    rows = CV.cv_rows(
+        result,
+        vals,
+        groups,
+        [q.qtype for q in scored],
+        references=names,
+        n_resamples=min(resamples, 2000),
+        seed=seed,
+    )
+    figures = {
+        f"{r['config']} | {r['level']} {r['metric']}@{r['k']}": [
+            round(r["mean"], 4),
+            round(r["ci_lo"], 4),
+            round(r["ci_hi"], 4),
+        ]
+        for r in rows
+        if r["qtype"] == "all" and (r["level"], r["metric"], r["k"]) in CV_FIGURES
+    }
+    return {
+        "config": next(c for c in configs if c.name == result.selected),
+        "protocol": "given the selected ranking, each fold picks the speaker boost with the "
+        "best turn evidence R@5 on the other conversations",
+        "candidates": list(SPEAKER_BOOSTS),
+        "folds": result.folds,
+        "figures": figures,
+    }
+
 
 CV_SCHEMA = pa.schema(
     [

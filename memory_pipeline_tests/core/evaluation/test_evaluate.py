@@ -159,3 +159,49 @@ def test_time_queries_on_the_sample(tmp_path: Path):
     ]
     assert overall["n"] == len(questions)
     assert overall["mean"] >= 0.9  # the parser, the filters and the templates agree
+
+
+class _StubSearcher:
+    """Three one-chunk conversations; in each, B's six turns outrank A's, the gold is A's."""
+
+    def __init__(self) -> None:
+        self.chunk_ids = ["c1", "c2", "c3"]
+        self._msgs = {c + "A": "A" for c in self.chunk_ids}
+        self._msgs.update({f"{c}B{i}": "B" for c in self.chunk_ids for i in range(6)})
+
+    def session_of_chunk(self, c: str) -> str:
+        return "s" + c
+
+    def source_refs(self) -> dict[str, str]:
+        return {m: m for m in self._msgs}
+
+    def messages_of_chunk(self, c: str) -> list[str]:
+        return [c + "A", *(f"{c}B{i}" for i in range(6))]
+
+    def ranked_turns(self, ranked, query):
+        (c, _), *_ = ranked
+        return [(f"{c}B{i}", 0.5) for i in range(6)] + [(c + "A", 0.3)]
+
+    def message(self, m: str) -> dict:
+        return {"sender": self._msgs[m]}
+
+
+def test_speaker_boost_is_selected_on_the_turns_it_moves():
+    from memory_pipeline.core.evaluation.evalsets import EvalQuestion
+    from memory_pipeline.core.evaluation.evaluate import Units, cross_validate_speaker_boost
+
+    s = _StubSearcher()
+    qs, cands = [], {}
+    for i, c in enumerate(s.chunk_ids):
+        for j in range(2):
+            qid = f"{c}:q{j}"
+            qs.append(EvalQuestion(qid, f"conv{i}", "What did A do?", "t", {c + "A": 2}, "ref"))
+            cands[qid] = Candidates(bm25={"raw_text": [(c, 1.0)]}, names=("A",))
+    base = SearchConfig(mode="bm25")
+    out = cross_validate_speaker_boost(base, qs, cands, Units(s), seed=0, resamples=50)
+    # A's turn is 7th without the boost (turn R@5 = 0) and first with any boost > 0.2
+    assert out["config"].speaker_boost > 0.2
+    assert all("+spk" in name for name in out["folds"].values())
+    assert set(out["folds"]) == {"conv0", "conv1", "conv2"}
+    assert out["candidates"][0] == 0.0
+    assert cross_validate_speaker_boost(base, qs[:2], cands, Units(s), 0, 50) is None
