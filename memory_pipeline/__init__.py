@@ -55,6 +55,36 @@ def _require_int(value: Any, name: str, low: int) -> None:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
+def _resolve_recent(
+    query: str, recent: Any, as_of: dt.datetime | None, s: Any, rewriter: Any = None
+) -> tuple[str, dt.datetime | None, list[str]]:
+    """``query`` made explicit against the ``recent`` messages (rules of
+    ``retrieval.query.resolve_references``, or ``rewriter.rewrite`` when given: an LLM
+    rewrite), the reference time for its relative words, and notes saying what changed.
+    No ``recent``: everything unchanged. A malformed ``recent`` raises ``ValueError``."""
+    if recent is None:
+        return query, as_of, []
+    from memory_pipeline.core.retrieval.query import normalize_recent, resolve_references
+
+    messages = normalize_recent(recent)
+    if rewriter is not None:
+        text, notes = rewriter.rewrite(query, messages)
+        times = [m.time for m in messages if m.time is not None]
+        return text, as_of or (max(times) if times else None), notes
+    tokenizer = s.bm25["raw_text"].tokenizer if "raw_text" in s.bm25 else None
+    idf = s.idf
+
+    def weight(word: str) -> float:
+        toks = tokenizer.tokenize(word) if tokenizer is not None else []
+        return sum(idf.get(t, 0.0) for t in toks) / len(toks) if toks else 0.0
+
+    r = resolve_references(query, messages, known=s.known_speakers, as_of=as_of, weight_of=weight)
+    notes = list(r.notes)
+    if r.query != query:
+        notes.append("query rewritten from the recent messages")
+    return r.query, r.as_of, notes
+
+
 def __getattr__(name: str) -> Any:
     # memory_pipeline.SearchConfig, imported on first use: the package import stays light
     if name == "SearchConfig":
@@ -75,6 +105,8 @@ def search(
     as_of: dt.datetime | None = None,
     search_config: SearchConfig | str | None = None,
     mode: str | None = None,
+    recent: Any = None,
+    rewriter: Any = None,
     **options: Any,
 ):
     """Best chunks and sessions for ``query``: typed ``SearchResult`` (``.to_dict()`` for JSON).
@@ -85,16 +117,24 @@ def search(
     ``mode`` (``bm25``, ``dense``, ``hybrid``) and the other options (fusion, beta, rrf_k,
     bm25_rep, dense_rep, candidates, use_time, highlights) replace its fields.
     (``config`` is the pipeline's configuration file, as everywhere in this API.)
-    A blank ``query`` or a ``k`` below 1 raises ``ValueError`` before any index is opened.
+    ``recent``: the conversation so far (strings, or ``{"text", "sender", "time"}``
+    mappings, oldest first): "that thing we talked about yesterday" is resolved against it
+    by rules, or by ``rewriter`` (e.g. ``retrieval.rewrite.LlmQueryRewriter``) when given;
+    the result's ``query`` is what was searched and its notes say what changed.
+    A blank ``query``, a ``k`` below 1 or a malformed ``recent`` raise ``ValueError``.
     """
     _require_text(query, "query")
     _require_int(k, "k", 1)
     from memory_pipeline.core.retrieval.config import resolve
+    from memory_pipeline.core.retrieval.query import normalize_recent
 
+    normalize_recent(recent)  # bad input fails before any index is opened
     ranking = resolve(search_config, mode=mode, **options)
-    return searcher(config, output_dir).search(
-        query, k, ranking, contact=contact, conversation=conversation, as_of=as_of
-    )
+    s = searcher(config, output_dir)
+    query, as_of, notes = _resolve_recent(query, recent, as_of, s, rewriter)
+    result = s.search(query, k, ranking, contact=contact, conversation=conversation, as_of=as_of)
+    result.notes = [*result.notes, *notes]
+    return result
 
 
 def memory_index(config: str | Path | None = None, output_dir: str | Path | None = None) -> Any:
@@ -121,21 +161,29 @@ def context(
     as_of: dt.datetime | None = None,
     k_memories: int = 10,
     search_config: SearchConfig | str | None = None,
+    recent: Any = None,
+    rewriter: Any = None,
 ):
     """What an LLM should read for ``question``: memory hits first, then their source
     material (``strategy``: ``neighbors`` chunks, whole source ``sessions``, or ``split`` —
     half to source sessions, half to independent raw search), within ``budget`` UTF-16
     code units. Every piece carries its citation; ``.render()`` gives the text.
     ``search_config`` (a ``SearchConfig`` or a preset name) ranks the chunks it searches.
-    A blank ``question``, a negative ``budget`` or ``k_memories`` below 1 raise ``ValueError``."""
+    ``recent`` / ``rewriter`` resolve references to the conversation so far, as for
+    :func:`search` (the pack's notes say what changed).
+    A blank ``question``, a negative ``budget``, ``k_memories`` below 1 or a malformed
+    ``recent`` raise ``ValueError``."""
     _require_text(question, "question")
     _require_int(budget, "budget", 0)
     _require_int(k_memories, "k_memories", 1)
     from memory_pipeline.core.context.packs import build_context
     from memory_pipeline.core.retrieval.config import resolve
+    from memory_pipeline.core.retrieval.query import normalize_recent
 
+    normalize_recent(recent)
     s = searcher(config, output_dir)
-    return build_context(
+    question, as_of, notes = _resolve_recent(question, recent, as_of, s, rewriter)
+    pack = build_context(
         s,
         memory_index(config, output_dir),
         question,
@@ -146,6 +194,8 @@ def context(
         as_of=as_of,
         search_config=resolve(search_config),
     )
+    pack.notes = [*pack.notes, *notes]
+    return pack
 
 
 def recall(

@@ -96,6 +96,46 @@ def _text(text: str) -> str:
     return text
 
 
+def _recent_messages(values: list[str] | None) -> list | None:
+    """``--recent`` values as messages: each is a file (a JSON list, JSON Lines of strings
+    or ``{"text", "sender", "time"}`` objects, or plain text with one message per line) when
+    such a file exists, else the message itself. A bad file raises ``ValueError`` naming
+    the file and line."""
+    if not values:
+        return None
+    import json
+
+    out: list = []
+    for value in values:
+        path = Path(value)
+        if not (len(value) < 4096 and "\n" not in value and path.is_file()):
+            out.append(value)
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = type(exc).__name__
+            raise ValueError(f"{path}: cannot read recent messages ({reason})") from None
+        if text.lstrip().startswith("["):
+            try:
+                items = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+            out.extend(items if isinstance(items, list) else [items])
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            if line.lstrip().startswith(("{", '"')):
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+            else:
+                out.append(line)
+    return out
+
+
 def _instance_home(cfg: PipelineConfig) -> Path:
     """DAGSTER_HOME: the env var, else the folder of the config file (holds dagster.yaml)."""
     home = os.environ.get("DAGSTER_HOME")
@@ -334,6 +374,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     as_of = args.as_of
     try:
+        recent = _recent_messages(args.recent)
         if _unknown_scope(args):
             return EXIT_USAGE
         result = search(
@@ -344,10 +385,14 @@ def cmd_search(args: argparse.Namespace) -> int:
             conversation=args.conversation,
             as_of=as_of,
             search_config=_search_config(args),
+            recent=recent,
         )
     except IndexNotBuilt as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ValueError as exc:  # a bad --recent: one line naming the file/line or item
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     found = EXIT_OK if result.chunks else EXIT_NO_MATCH
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=1, default=str))
@@ -493,18 +538,27 @@ def cmd_context(args: argparse.Namespace) -> int:
         "search_config": _search_config(args),
     }
     try:
+        recent = _recent_messages(args.recent)
         if _unknown_scope(args):
             return EXIT_USAGE
         if args.escalate:
+            if recent is not None:
+                print("error: --recent is not supported with --escalate", file=sys.stderr)
+                return EXIT_USAGE
             sources = True if args.sources else None
             pack = recall(
                 args.question, args.budget, sources=sources, strategy=args.strategy, **common
             )
         else:
-            pack = context(args.question, args.budget, strategy=args.strategy, **common)
+            pack = context(
+                args.question, args.budget, strategy=args.strategy, recent=recent, **common
+            )
     except IndexNotBuilt as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.json:
         print(json.dumps(pack.to_dict(), ensure_ascii=False, indent=1, default=str))
         return 0
@@ -581,6 +635,16 @@ def _add_search_flags(parser: argparse.ArgumentParser, *, ranking: bool) -> None
     parser.add_argument("--dense-rep", choices=list(REPRESENTATIONS), help="dense representation")
     parser.add_argument(
         "--no-time", action="store_true", help="no time filters: every query is content"
+    )
+
+
+def _add_recent_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--recent",
+        action="append",
+        metavar="MESSAGE_OR_FILE",
+        help="the conversation so far, to resolve 'that', 'she', あれ, あの件 (repeat it; a "
+        "file holds a JSON list, JSON Lines or one message per line)",
     )
 
 
@@ -708,6 +772,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--as-of", type=_iso_time, help="reference time for 'yesterday', 'last Tuesday' (ISO)"
     )
+    _add_recent_flag(search)
     search.set_defaults(func=cmd_search)
     ctx = sub.add_parser(
         "context", help="the context pack an LLM should read: memories + their sources"
@@ -734,6 +799,7 @@ def build_parser() -> argparse.ArgumentParser:
     ctx.add_argument("--as-of", type=_iso_time, help="what was true then (ISO date or time)")
     ctx.add_argument("--json", action="store_true", help="machine-readable output")
     _add_search_flags(ctx, ranking=False)
+    _add_recent_flag(ctx)
     ctx.set_defaults(func=cmd_context)
     ev = sub.add_parser("eval", help="score the retrievers on LoCoMo; tables + HTML report")
     ev.add_argument(

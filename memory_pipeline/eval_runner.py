@@ -164,6 +164,7 @@ def evaluate_locomo(
     gold_tables, gold_meta = memory_gold_tables(TableStore(cfg.output_dir), locomo, seed, resamples)
     tables.update(gold_tables)
     log(f"eval: memory extraction vs observations: {gold_meta['memory_gold_note']}")
+    tables["ambiguous"], amb_meta = _ambiguous(searcher, questions, run.meta, seed, resamples)
     tables["questions_report"] = _questions_report(questions, report)
     write_tables(tables, out)
     meta = {
@@ -176,6 +177,7 @@ def evaluate_locomo(
         "paper_figures": PAPER_FIGURES,
         "goals": GOALS,
         "command": f"memory-pipeline eval --locomo {locomo} --out {out}",
+        "ambiguous": amb_meta,
     }
     from memory_pipeline.core.evaluation.report import write_report
 
@@ -214,6 +216,28 @@ def memory_gold_tables(store, locomo: Path, seed: int = 0, resamples: int = 5000
         "memory_gold_per_conversation": gold.per_conversation,
     }
     return tables, {"memory_gold_note": note}
+def _ambiguous(searcher, questions, run_meta: dict, seed: int, resamples: int):
+    """Ambiguous variants of the questions (``evaluation.ambiguous``) under the search the
+    cross-validation selected (the dev split's selection without CV): original vs
+    ambiguous vs resolved from a synthetic preceding turn."""
+    from memory_pipeline.core.evaluation import evaluate as E
+    from memory_pipeline.core.evaluation.ambiguous import LIMITS, evaluate_ambiguous
+    from memory_pipeline.core.retrieval.config import PRESETS, SearchConfig
+
+    cv = run_meta.get("cv") or {}
+    fields = cv.get("selected_config")
+    config = SearchConfig(**fields) if fields else PRESETS["default"]
+    table, rows = evaluate_ambiguous(
+        searcher,
+        questions,
+        config,
+        units=E.Units(searcher),
+        question_scores=E.question_scores,
+        seed=seed,
+        resamples=min(resamples, 2000),
+    )
+    variants = len({(r["question_id"], r["kind"]) for r in rows})
+    return table, {"config": config.name, "variants": variants, "limits": LIMITS}
 
 
 def _propose_selection(meta: dict, locomo: Path, out: Path) -> None:

@@ -415,3 +415,54 @@ def test_cli_unknown_scope_is_a_one_line_error(
     assert line.startswith(f"error: unknown {flag} {value!r}; known: ")
     if flag == "--contact":
         assert "Maria" in line and "健太" in line  # it lists the contacts there are
+
+
+# -- references to the recent messages (search(recent=...), context(recent=...), --recent) --
+
+
+def test_search_resolves_references_from_the_recent_messages(built: Runner):
+    recent = ["Maria told me about the dog shelter"]
+    result = memory_pipeline.search(
+        "what did she say about it?", k=3, output_dir=built.store.root, recent=recent
+    )
+    assert "Maria" in result.query and "dog shelter" in result.query
+    assert "query rewritten from the recent messages" in result.notes
+    top = result.chunks[0]
+    assert top.contact_id == "Maria" and any("shelter" in h.text for h in top.highlights)
+
+
+def test_recent_times_make_yesterday_relative_to_the_conversation(built: Runner):
+    recent = [{"text": "hi", "time": "2024-03-13T12:00"}]
+    result = memory_pipeline.search(
+        "what did we talk about yesterday?", output_dir=built.store.root, recent=recent
+    )
+    assert [f["value"] for f in result.filters] == ["2024-03-12"]
+
+
+def test_context_resolves_japanese_references(built: Runner):
+    pack = memory_pipeline.context(
+        "あれはいつ？", 2000, output_dir=built.store.root, recent=["武蔵小杉に引っ越すって"]
+    )
+    assert "query rewritten from the recent messages" in pack.notes
+    assert "武蔵小杉" in pack.render()
+
+
+def test_bad_recent_fails_before_the_index_is_opened(tmp_path):
+    with pytest.raises(ValueError, match=r"recent\[0\]: 'text' must be non-empty"):
+        memory_pipeline.search("what?", output_dir=tmp_path, recent=[{"text": ""}])
+
+
+def test_cli_recent_strings_and_files(built: Runner, capsys, tmp_path):
+    config = _cli_config(built, tmp_path)
+    base = ["--config", str(config), "search", "what did she say about it?", "--json"]
+    assert cli.main([*base, "--recent", "Maria told me about the dog shelter"]) == 0
+    assert "dog shelter" in json.loads(capsys.readouterr().out)["query"]
+    good = tmp_path / "recent.jsonl"
+    good.write_text('{"text": "Maria told me about the dog shelter"}\n', encoding="utf-8")
+    assert cli.main([*base, "--recent", str(good)]) == 0
+    assert "dog shelter" in json.loads(capsys.readouterr().out)["query"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('"fine"\n{"text": \n', encoding="utf-8")
+    assert cli.main([*base, "--recent", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{bad}:2:" in err

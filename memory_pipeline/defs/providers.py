@@ -163,3 +163,49 @@ def provider_resources(env: Mapping[str, str] | None = None) -> dict[str, dg.Con
             redact=_redact_flag(env),
         ),
     }
+
+
+class QueryRewriterResource(dg.ConfigurableResource):
+    """Follow-up questions made standalone: ``rules`` (offline, the default: pronouns and
+    あれ/それ resolved from the recent messages) or ``openai`` (any OpenAI-compatible
+    endpoint; the question and messages redacted before sending, answers cached)."""
+
+    provider: str = "rules"
+    model: str | None = None
+    api_key: str | None = None
+    base_url: str | None = None
+    timeout_seconds: float = 30.0
+    redact: bool | None = None  # None: on (the text leaves the machine)
+
+    def build(self, cache=None):
+        """None means the rules; ``cache`` (a ContentCache) keeps rewrites by content."""
+        if self.provider == "rules":
+            return None
+        if self.provider != "openai":
+            raise dg.Failure(f"unknown query rewriter {self.provider!r} (rules, openai)")
+        if not self.api_key:
+            raise dg.Failure("query rewriter 'openai' needs an API key")
+        from memory_pipeline.core.represent.providers.llm import OpenAICompatibleLlm
+        from memory_pipeline.core.retrieval.rewrite import LlmQueryRewriter
+
+        llm = OpenAICompatibleLlm(
+            model=self.model or DEFAULT_LLM,
+            api_key=self.api_key,
+            base_url=self.base_url,
+            timeout=self.timeout_seconds,
+        )
+        return LlmQueryRewriter(llm, cache=cache, redact_text=self.redact is not False)
+
+
+def query_rewriter_resource(env: Mapping[str, str] | None = None) -> QueryRewriterResource:
+    """``MEMORY_PIPELINE_QUERY_REWRITER`` (rules | openai; default rules), the key as an
+    ``EnvVar`` (never read into the config), model and endpoint as for the extractor."""
+    env = os.environ if env is None else env
+    provider = env.get("MEMORY_PIPELINE_QUERY_REWRITER", "rules").strip().lower()
+    return QueryRewriterResource(
+        provider=provider,
+        model=env.get("MEMORY_PIPELINE_LLM_MODEL") or None,
+        api_key=dg.EnvVar("OPENAI_API_KEY") if provider == "openai" else None,
+        base_url=env.get("MEMORY_PIPELINE_LLM_BASE_URL") or env.get("OPENAI_BASE_URL"),
+        redact=_redact_flag(env),
+    )

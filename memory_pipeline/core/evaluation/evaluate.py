@@ -25,6 +25,13 @@ from memory_pipeline.core.evaluation.evalsets import EvalQuestion
 from memory_pipeline.core.retrieval.config import FIELDS as CONFIG_FIELDS
 from memory_pipeline.core.retrieval.config import PRESETS, SearchConfig
 from memory_pipeline.core.retrieval.fusion import Ranked, fold, linear_fusion, rrf
+from memory_pipeline.core.retrieval.query import (
+    boost_chunks,
+    boost_turns,
+    prf_bm25_ranked,
+    speakers_in,
+    strip_question,
+)
 from memory_pipeline.core.retrieval.searcher import TURN_CHUNKS
 
 BETAS = tuple(round(0.05 * i, 2) for i in range(21))
@@ -69,25 +76,58 @@ def sweep_columns(cfg: SearchConfig) -> dict:
         "dense_rep": cfg.dense_rep if cfg.uses_dense else None,
         "beta": cfg.beta if cfg.family == "linear" else None,
         "rrf_k": cfg.rrf_k if cfg.family == "rrf" else None,
+        "speaker_boost": cfg.speaker_boost,
+        "strip_question": cfg.strip_question,
+        "prf_terms": cfg.prf_terms if cfg.uses_bm25 else 0,
     }
+
+
+# Query-understanding options (retrieval.query) swept on top of a few base configurations
+# (``query_variants``): each is one SearchConfig field set, so the CV selection can pick it.
+QUERY_VARIANTS: tuple[dict, ...] = (
+    {"speaker_boost": 0.1},
+    {"speaker_boost": 0.3},
+    {"strip_question": True},
+    {"prf_terms": 10},
+    {"speaker_boost": 0.3, "prf_terms": 10},
+    {"speaker_boost": 0.3, "strip_question": True},
+)
+PRF_SWEEP = tuple(sorted({v["prf_terms"] for v in QUERY_VARIANTS if "prf_terms" in v}))
+PRF_REP = "raw_text"  # the representation PRF lists are gathered for (the default's BM25)
 
 
 @dataclass
 class Candidates:
-    """Each retriever's top-POOL chunk list for one question."""
+    """Each retriever's top-POOL chunk list for one question (and, for the query options,
+    the lists of the stripped question, the PRF-expanded BM25 lists and the named speakers)."""
 
     bm25: dict[str, Ranked] = field(default_factory=dict)
     dense: dict[str, Ranked] = field(default_factory=dict)
+    prf: dict[tuple[str, int], Ranked] = field(default_factory=dict)
+    stripped: Candidates | None = None
+    names: tuple[str, ...] = ()
+    speakers_of: Callable[[str], Sequence[str]] | None = None
 
     def ranking(self, cfg: Config) -> Ranked:
+        if cfg.strip_question and self.stripped is not None:
+            return self.stripped.ranking(replace(cfg, strip_question=False))
+        ranked = self._fused(cfg)
+        if cfg.speaker_boost and self.speakers_of is not None:
+            ranked = boost_chunks(ranked, self.speakers_of, self.names, cfg.speaker_boost)
+        return ranked
+
+    def _fused(self, cfg: Config) -> Ranked:
+        lexical = self.bm25.get(cfg.bm25_rep, [])
+        if cfg.prf_terms and (cfg.bm25_rep, cfg.prf_terms) in self.prf:
+            lexical = self.prf[(cfg.bm25_rep, cfg.prf_terms)]
         if cfg.family == "bm25":
-            return self.bm25.get(cfg.bm25_rep, [])
+            return lexical
         if cfg.family == "dense":
             return self.dense.get(cfg.dense_rep, [])
-        a, b = self.bm25.get(cfg.bm25_rep, []), self.dense.get(cfg.dense_rep, [])
+        b = self.dense.get(cfg.dense_rep, [])
         if cfg.family == "linear":
-            return linear_fusion(a, b, cfg.beta)
-        return rrf([a, b], k=cfg.rrf_k)
+            return linear_fusion(lexical, b, cfg.beta)
+        return rrf([lexical, b], k=cfg.rrf_k)
 
     def pool(self) -> set[str]:
         return {c for r in [*self.bm25.values(), *self.dense.values()] for c, _ in r}
@@ -98,24 +138,63 @@ def gather(
     questions: Sequence[EvalQuestion],
     dense_reps: Sequence[str],
     progress: Callable[[int], None] | None = None,
+    *,
+    query_options: bool = False,
 ) -> dict[str, Candidates]:
-    """Candidate lists of every retriever for every question (scoped to its corpus)."""
+    """Candidate lists of every retriever for every question (scoped to its corpus); with
+    ``query_options`` also those of the stripped question and the PRF-expanded BM25."""
     out: dict[str, Candidates] = {}
+    names = {q.question_id: speakers_in(q.question, searcher.known_speakers) for q in questions}
+    stripped = {q.question_id: strip_question(q.question, names[q.question_id]) for q in questions}
     for rep in dense_reps:  # one batched embedding call instead of one call per question
-        searcher.prime_queries([q.question for q in questions], rep)
+        texts = [q.question for q in questions]
+        searcher.prime_queries(texts + (list(stripped.values()) if query_options else []), rep)
+
+    def speakers_of(c: str) -> Sequence[str]:
+        return searcher.chunk(c)["speakers"]
+
     for i, q in enumerate(questions):
         scope = q.scope or {"conversation_id": q.corpus_id}
         mask = searcher.scope_mask(scope.get("contact_id"), scope.get("conversation_id"))
-        cand = Candidates()
-        for rep in REPRESENTATIONS:
-            if rep in searcher.bm25:
-                cand.bm25[rep] = searcher.bm25_ranked(q.question, rep, mask, POOL)
-        for rep in dense_reps:
-            cand.dense[rep] = searcher.dense_ranked(q.question, rep, mask, POOL)
+        cand = _candidates(searcher, q.question, mask, dense_reps)
+        if query_options:
+            cand.names = tuple(names[q.question_id])
+            cand.speakers_of = speakers_of
+            for n in PRF_SWEEP:
+                if PRF_REP in searcher.bm25:
+                    cand.prf[(PRF_REP, n)] = prf_bm25_ranked(
+                        searcher, q.question, PRF_REP, mask, POOL, n
+                    )
+            s = stripped[q.question_id]
+            cand.stripped = cand if s == q.question else _candidates(searcher, s, mask, dense_reps)
+            if cand.stripped is not cand:
+                cand.stripped.names, cand.stripped.speakers_of = cand.names, speakers_of
         out[q.question_id] = cand
         if progress:
             progress(i + 1)
     return out
+
+
+def _candidates(searcher, text: str, mask, dense_reps: Sequence[str]) -> Candidates:
+    cand = Candidates()
+    for rep in REPRESENTATIONS:
+        if rep in searcher.bm25:
+            cand.bm25[rep] = searcher.bm25_ranked(text, rep, mask, POOL)
+    for rep in dense_reps:
+        cand.dense[rep] = searcher.dense_ranked(text, rep, mask, POOL)
+    return cand
+
+
+def query_variants(bases: Sequence[SearchConfig]) -> list[SearchConfig]:
+    """Each base configuration with each of QUERY_VARIANTS on (duplicates dropped: a PRF
+    variant of a dense-only base is the base)."""
+    out: dict[str, SearchConfig] = {}
+    for base in bases:
+        for v in QUERY_VARIANTS:
+            cfg = replace(base, **v)
+            if cfg.query_suffix:
+                out.setdefault(cfg.name, cfg)
+    return list(out.values())
 
 
 class Units:
@@ -139,14 +218,24 @@ class Units:
     def sessions(self, ranked: Ranked) -> list[str]:
         return [s for s, _ in fold(ranked, self.session_of)]
 
-    def turns(self, ranked: Ranked, query: str, depth: int = 20) -> list[str]:
-        """Evidence refs of the turn-level ranking (Searcher.ranked_turns), cached per
-        question and top chunks: the sweep re-ranks the same chunks many times."""
-        key = (query, tuple(ranked[: self.s_turn_chunks]))  # ids and scores: both matter
+    def turns(
+        self,
+        ranked: Ranked,
+        query: str,
+        depth: int = 20,
+        boost: tuple[Sequence[str], float] = ((), 0.0),
+    ) -> list[str]:
+        """Evidence refs of the turn-level ranking (Searcher.ranked_turns, then the named
+        speakers' turns boosted by ``boost`` = (names, weight)), cached per question, top
+        chunks and boost: the sweep re-ranks the same chunks many times."""
+        names, w = tuple(boost[0]), boost[1] if boost[0] else 0.0
+        key = (query, tuple(ranked[: self.s_turn_chunks]), names, w)  # ids and scores matter
         refs = self._chunk_turns.get(key)
         if refs is None:
             refs, seen = [], set()
-            for mid, _ in self.s.ranked_turns(ranked, query):
+            turns = self.s.ranked_turns(ranked, query)
+            turns = boost_turns(turns, lambda m: self.s.message(m)["sender"], names, w)
+            for mid, _ in turns:
                 ref = self.ref_of[mid]
                 if ref not in seen:
                     seen.add(ref)
@@ -156,9 +245,15 @@ class Units:
 
 
 def question_scores(
-    q: EvalQuestion, ranked: Ranked, units: Units, ks: Sequence[int], full: bool
+    q: EvalQuestion,
+    ranked: Ranked,
+    units: Units,
+    ks: Sequence[int],
+    full: bool,
+    turn_boost: tuple[Sequence[str], float] = ((), 0.0),
 ) -> list[tuple[str, str, int, float | None]]:
-    """(level, metric, k, value) rows for one question and one ranking."""
+    """(level, metric, k, value) rows for one question and one ranking (``turn_boost``:
+    the named speakers and the configuration's ``speaker_boost``, for the turn ranking)."""
     rows: list[tuple[str, str, int, float | None]] = []
     sessions = units.sessions(ranked)
     if q.gold_kind == "session_id":
@@ -168,7 +263,7 @@ def question_scores(
                 rows.append(("session", "hit", k, M.hit_at_k(sessions, q.gold, k)))
         return rows
     evidence = [r for r, g in q.gold.items() if g >= 1]
-    turns = units.turns(ranked, q.question, depth=max(ks))
+    turns = units.turns(ranked, q.question, depth=max(ks), boost=turn_boost)
     for k in ks:
         rows.append(
             ("turn", "evidence_recall", k, M.evidence_recall_at_k(turns, evidence, None, k))
@@ -291,11 +386,20 @@ def run_evaluation(
         return _time_only(searcher, time_questions, seed, resamples, t0)
     split = split_dev_test(scored, seed)
     log(f"eval: {len(scored)} scored questions ({len(split.dev)} dev / {len(split.test)} test)")
-    cands = gather(searcher, scored, dense_reps)
+    cands = gather(searcher, scored, dense_reps, query_options=True)
     log(f"eval: candidates gathered in {time.perf_counter() - t0:.1f}s")
     units = Units(searcher)
     configs = sweep_configs([r for r in REPRESENTATIONS if r in searcher.bm25], dense_reps)
     sweep_vals = sweep(configs, scored, cands, units, log)
+    # query options on the packaged default and the dev split's best of each family: the
+    # CV below selects among them and the plain configurations alike
+    chosen = select(configs, sweep_vals, split, selection)
+    by_name0 = {c.name: c for c in configs}
+    bases = [PRESETS["default"], *(by_name0[n] for n in chosen.best.values())]
+    variants = [c for c in query_variants(bases) if c.name not in by_name0]
+    sweep_vals.update(sweep(variants, scored, cands, units, log))
+    configs = [*configs, *variants]
+    log(f"eval: swept {len(variants)} query-understanding variants")
     chosen = select(configs, sweep_vals, split, selection)
     log(f"eval: selected on dev: {chosen.selected}")
     cv = cross_validate(configs, sweep_vals, scored, selection, chosen, seed, resamples)
@@ -332,6 +436,7 @@ def run_evaluation(
         },
         "bootstrap": {"resamples": resamples, "seed": seed},
         "configurations": len(configs),
+        "query_variants": len(variants),
         "questions": len(scored),
         "seconds": round(time.perf_counter() - t0, 1),
         "best": chosen.best,
@@ -348,6 +453,16 @@ def run_evaluation(
             "conversations": len(cv.result.folds),
             "figures": cv.figures,
         }
+        boost = cross_validate_speaker_boost(
+            by_name[cv.selected], scored, cands, units, seed, resamples
+        )
+        if boost is not None:
+            chosen_cfg = boost["config"]
+            log(f"eval: speaker boost by leave-one-conversation-out on turn R@5: {chosen_cfg.name}")
+            meta["cv"]["selected"] = chosen_cfg.name
+            meta["cv"]["selected_config"] = {f: getattr(chosen_cfg, f) for f in CONFIG_FIELDS}
+            meta["cv"]["figures"]["cv:speaker_boost"] = boost["figures"]
+            meta["cv"]["speaker_boost"] = {k: v for k, v in boost.items() if k != "config"}
     if math.isnan(chosen.selected_dev_mean):
         meta["notes"] = ["no dev questions with gold: selection is arbitrary"]
     return EvalRun(tables, meta)
@@ -393,8 +508,9 @@ def sweep(
     for n, cfg in enumerate(configs, 1):
         vals: dict[tuple[str, str, int], list] = defaultdict(list)
         for q in scored:
+            c = cands[q.question_id]
             for level, metric, k, v in question_scores(
-                q, cands[q.question_id].ranking(cfg), units, SWEEP_KS, full=False
+                q, c.ranking(cfg), units, SWEEP_KS, False, (c.names, cfg.speaker_boost)
             ):
                 vals[(level, metric, k)].append(v)
         sweep_vals[cfg.name] = vals
@@ -451,8 +567,9 @@ def score_reported(
         name = cfg.name
         vals: dict[tuple[str, str, int], dict[str, float | None]] = defaultdict(dict)
         for q in scored:
+            c = cands[q.question_id]
             for level, metric, k, v in question_scores(
-                q, cands[q.question_id].ranking(cfg), units, KS, full=True
+                q, c.ranking(cfg), units, KS, True, (c.names, cfg.speaker_boost)
             ):
                 vals[(level, metric, k)][q.question_id] = v
                 per_question_rows.append(
@@ -704,6 +821,59 @@ def _time_only(searcher, time_questions, seed: int, resamples: int, t0: float) -
 
 
 # -- leave-one-conversation-out cross-validation ------------------------------------------
+
+SPEAKER_BOOSTS = (0.0, 0.1, 0.3, 0.5, 1.0)
+TURN_SELECTION = ("turn", "evidence_recall", 5)
+
+
+def cross_validate_speaker_boost(
+    base: SearchConfig,
+    scored: Sequence[EvalQuestion],
+    cands: Mapping[str, Candidates],
+    units: Units,
+    seed: int,
+    resamples: int,
+) -> dict | None:
+    """The speaker boost of the selected ranking, chosen by leave-one-conversation-out on
+    turn evidence R@5 (None below three conversations).
+
+    Where every chunk holds both speakers (LoCoMo, most 1:1 chats) the boost moves only
+    turns, never chunks or sessions, so the session-level selection cannot see it: it is
+    selected on the level it changes, given the ranking the main selection chose."""
+    groups = [q.corpus_id for q in scored]
+    if len(set(groups)) < 3:
+        return None
+    configs = [replace(base, speaker_boost=w) for w in SPEAKER_BOOSTS]
+    names = [c.name for c in configs]
+    vals = sweep(configs, scored, cands, units, log=lambda _m: None)
+    result = CV.leave_one_group_out(names, vals, groups, TURN_SELECTION)
+    rows = CV.cv_rows(
+        result,
+        vals,
+        groups,
+        [q.qtype for q in scored],
+        references=names,
+        n_resamples=min(resamples, 2000),
+        seed=seed,
+    )
+    figures = {
+        f"{r['config']} | {r['level']} {r['metric']}@{r['k']}": [
+            round(r["mean"], 4),
+            round(r["ci_lo"], 4),
+            round(r["ci_hi"], 4),
+        ]
+        for r in rows
+        if r["qtype"] == "all" and (r["level"], r["metric"], r["k"]) in CV_FIGURES
+    }
+    return {
+        "config": next(c for c in configs if c.name == result.selected),
+        "protocol": "given the selected ranking, each fold picks the speaker boost with the "
+        "best turn evidence R@5 on the other conversations",
+        "candidates": list(SPEAKER_BOOSTS),
+        "folds": result.folds,
+        "figures": figures,
+    }
+
 
 CV_SCHEMA = pa.schema(
     [

@@ -64,9 +64,11 @@ from memory_pipeline.core.evaluation.evaluate import (
     Config,
     EvalRun,
     Units,
+    query_variants,
     summary_rows_for,
     sweep_configs,
 )
+from memory_pipeline.core.retrieval.query import understood_rank
 
 __all__ = [
     "BUDGETS",
@@ -198,7 +200,11 @@ class _MemoSearch:
 
 
 def _config_by_name(name: str) -> Config:
-    for cfg in sweep_configs(REPRESENTATIONS, REPRESENTATIONS):
+    plain = sweep_configs(REPRESENTATIONS, REPRESENTATIONS)
+    for cfg in plain:
+        if cfg.name == name:
+            return cfg
+    for cfg in query_variants(plain):  # a query-understanding variant was selected
         if cfg.name == name:
             return cfg
     raise KeyError(f"unknown chunk configuration {name!r}")
@@ -207,6 +213,8 @@ def _config_by_name(name: str) -> Config:
 def _chunk_ranking(searcher: Any, q: EvalQuestion, cfg: Config) -> list[str]:
     scope = q.scope or {"conversation_id": q.corpus_id}
     mask = searcher.scope_mask(scope.get("contact_id"), scope.get("conversation_id"))
+    if cfg.query_suffix:  # stripped question, PRF, speaker boost: as the search does it
+        return [c for c, _ in understood_rank(searcher, q.question, cfg, mask)]
     cand = Candidates()
     if cfg.uses_bm25 and cfg.bm25_rep in searcher.bm25:
         cand.bm25[cfg.bm25_rep] = searcher.bm25_ranked(q.question, cfg.bm25_rep, mask, POOL)

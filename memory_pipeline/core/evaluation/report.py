@@ -112,6 +112,7 @@ REQUIRED = {
     "questions_report": ("corpus_id", "qtype", "questions", "excluded", "unresolved_ids"),
 }
 # the memory evaluation writes the same shapes as the chunk evaluation
+REQUIRED["ambiguous"] = ("kind", "condition", "level", "k", "mean", "ci_lo", "ci_hi", "n")
 REQUIRED["memory_summary"] = REQUIRED["summary"]
 REQUIRED["memory_diffs"] = REQUIRED["diffs"]
 REQUIRED["memory_gold_summary"] = ("metric", "mean", "ci_lo", "ci_hi", "pooled", "n_conversations")
@@ -1159,6 +1160,80 @@ def _ceiling_section(rows: Sequence[Mapping[str, Any]], why: str | None) -> _Sec
     return sec
 
 
+AMBIGUOUS_CONDITIONS = {
+    "original": "original question",
+    "ambiguous": "ambiguous, no recent messages",
+    "resolved": "ambiguous + recent (rules)",
+    "resolved-ambiguous": "difference (resolved - ambiguous)",
+}
+
+
+def _query_variant(row: Mapping[str, Any]) -> bool:
+    """Whether a sweep row is a query-understanding variant (speaker boost, stripped
+    question, PRF) rather than a plain configuration."""
+    return bool(row.get("speaker_boost") or row.get("strip_question") or row.get("prf_terms"))
+
+
+def _ambiguous_section(
+    rows: Sequence[Mapping[str, Any]], why: str | None, meta: Mapping[str, Any]
+) -> _Section:
+    """Ambiguous follow-up questions (Alonso et al. 2024): recall with and without the
+    recent messages that hold the entity."""
+    sec = _Section("ambiguous", "Ambiguous follow-up questions")
+    if why:
+        sec.blocks.append(_note(f"{why}, so the ambiguous-question evaluation is absent."))
+        return sec
+    info = meta.get("ambiguous") or {}
+    order = list(AMBIGUOUS_CONDITIONS)
+    out = []
+    for r in sorted(
+        rows,
+        key=lambda r: (
+            r["kind"] != ALL,
+            str(r["kind"]),
+            _level_key(r["level"]),
+            order.index(r["condition"]) if r["condition"] in order else 9,
+        ),
+    ):
+        strong = "num strong" if r["condition"] == "resolved-ambiguous" else "num"
+        fmt = _signed if r["condition"] == "resolved-ambiguous" else _f
+        out.append(
+            [
+                "all variants" if r["kind"] == ALL else str(r["kind"]),
+                LEVEL_NAMES.get(r["level"], str(r["level"])),
+                AMBIGUOUS_CONDITIONS.get(r["condition"], str(r["condition"])),
+                _Cell(fmt(r["mean"]), strong),
+                _ci(r["ci_lo"], r["ci_hi"]),
+                _Cell(_int(r["n"]), "num"),
+                _Cell(_f(r["resolved_exactly"]), "num"),
+            ]
+        )
+    headers = [
+        "Variant",
+        "Level",
+        "Question",
+        f"R@{_int(rows[0]['k']) if rows else 5}",
+        "95% CI",
+        "n",
+        "Entity recovered",
+    ]
+    sec.blocks.append(_Table(headers, out))
+    limits = "; ".join(str(x) for x in info.get("limits", ()))
+    sec.blocks.append(
+        _P(
+            "Each labelled question made ambiguous: 'person' replaces the speaker it names by "
+            "they/their, 'topic' replaces its key noun phrase by 'that'; a synthetic "
+            "preceding turn holds the entity. Evidence recall of the original question, the "
+            "ambiguous one searched alone, and the ambiguous one resolved by the rules of "
+            f"search(recent=...), under {info.get('config', 'the selected search')}. CIs "
+            "resample conversations, then questions. 'Entity recovered': share of resolved "
+            f"questions that hold the entity again. What the generator cannot do: {limits}.",
+            "caption",
+        )
+    )
+    return sec
+
+
 def _failures_section(
     rows: Sequence[Mapping[str, Any]], why: str | None, selected: str
 ) -> _Section:
@@ -1776,7 +1851,10 @@ def write_report(
     sections = [
         _headline(summ, summary_why, meta, selected),
         _recall_section(summ, summary_why, sweep_rows, meta, selected),
-        _fusion_section(sweep_rows, sweep_why, meta, selected),
+        # the fusion curves are of plain configurations; query-option variants share betas
+        _fusion_section(
+            [r for r in sweep_rows if not _query_variant(r)], sweep_why, meta, selected
+        ),
         _types_section(summ, summary_why, meta, selected),
         _diffs_section(diffs_rows, diffs_why),
         _ceiling_section(ceil_rows, ceil_why),
@@ -1795,6 +1873,9 @@ def write_report(
         gold_rows, gold_why = _table_rows(tables, "memory_gold_summary")
         conv_rows, _ = _table_rows(tables, "memory_gold_per_conversation")
         sections.insert(-1, _memory_gold_section(gold_rows, gold_why, conv_rows, meta))
+    if "ambiguous" in tables:  # only LoCoMo runs make ambiguous variants
+        amb_rows, amb_why = _table_rows(tables, "ambiguous")
+        sections.insert(-1, _ambiguous_section(amb_rows, amb_why, meta))
     for sec in sections:
         for img in _images(sec.blocks):
             (out_dir / img.filename).write_bytes(img.png)

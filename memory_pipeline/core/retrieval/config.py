@@ -40,6 +40,11 @@ class SearchConfig:
     fusion. ``use_time``: parse time expressions into filters (off: every query is content);
     ``hard_filter_confidence``: the confidence from which a parsed expression filters.
     ``highlights``: messages highlighted per chunk hit (0 skips the per-message ranking).
+    Query understanding (``retrieval.query``, off by default until measured):
+    ``speaker_boost`` adds that share of the score range to chunks (turns) where a speaker
+    named in the query speaks; ``strip_question`` drops question words and those names
+    (left to the boost) before ranking;
+    ``prf_terms`` expands the BM25 query RM3-style with that many feedback terms (0: off).
     """
 
     mode: str = "hybrid"
@@ -52,6 +57,9 @@ class SearchConfig:
     use_time: bool = True
     hard_filter_confidence: float = HARD_FILTER_CONFIDENCE
     highlights: int = 3
+    speaker_boost: float = 0.0
+    strip_question: bool = False
+    prf_terms: int = 0
 
     def __post_init__(self) -> None:
         # fail when the value is made (API call, CLI flag, preset), not deep inside a ranking
@@ -68,6 +76,11 @@ class SearchConfig:
             raise ValueError(f"candidates must be >= 1, got {self.candidates}")
         if self.highlights < 0:
             raise ValueError(f"highlights must be >= 0, got {self.highlights}")
+        if not 0.0 <= self.speaker_boost <= 1.0 or self.prf_terms < 0:
+            raise ValueError(
+                f"speaker_boost must be in [0, 1] and prf_terms >= 0, got "
+                f"{self.speaker_boost} and {self.prf_terms}"
+            )
 
     @property
     def family(self) -> str:
@@ -88,14 +101,24 @@ class SearchConfig:
     @property
     def name(self) -> str:
         """The ranking as the evaluation tables and report name it (only the parameters that
-        change the chunk ranking: e.g. ``linear[raw_text+summary] beta=0.75``)."""
+        change the chunk ranking: e.g. ``linear[raw_text+summary] beta=0.75``; query options
+        that are on follow: `` +spk0.25 +strip +prf10``)."""
         if self.family == "bm25":
-            return f"bm25[{self.bm25_rep}]"
-        if self.family == "dense":
-            return f"dense[{self.dense_rep}]"
-        if self.family == "linear":
-            return f"linear[{self.bm25_rep}+{self.dense_rep}] beta={self.beta:.2f}"
-        return f"rrf[{self.bm25_rep}+{self.dense_rep}] k={self.rrf_k}"
+            base = f"bm25[{self.bm25_rep}]"
+        elif self.family == "dense":
+            base = f"dense[{self.dense_rep}]"
+        elif self.family == "linear":
+            base = f"linear[{self.bm25_rep}+{self.dense_rep}] beta={self.beta:.2f}"
+        else:
+            base = f"rrf[{self.bm25_rep}+{self.dense_rep}] k={self.rrf_k}"
+        return base + self.query_suffix
+
+    @property
+    def query_suffix(self) -> str:
+        """The query-understanding options that are on, as the name shows them."""
+        out = f" +spk{self.speaker_boost:g}" if self.speaker_boost else ""
+        out += " +strip" if self.strip_question else ""
+        return out + (f" +prf{self.prf_terms}" if self.prf_terms and self.uses_bm25 else "")
 
     @classmethod
     def preset(cls, name: str) -> SearchConfig:

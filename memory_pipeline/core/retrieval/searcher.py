@@ -45,6 +45,7 @@ from memory_pipeline.core.retrieval.fusion import (
     linear_fusion,
     rrf,
 )
+from memory_pipeline.core.retrieval.query import understood_rank
 from memory_pipeline.core.retrieval.timeexpr import ParsedQuery, matches_all, parse_query
 
 __all__ = [
@@ -439,8 +440,8 @@ class Searcher:
             rows = [i for i in np.flatnonzero(mask)]
             rows.sort(key=lambda i: (self.start_ts[i], self.chunk_ids[i]))
             ranked = [(self.chunk_ids[i], 1.0) for i in rows]
-        else:
-            ranked = self.rank(content, config, mask)
+        else:  # query understanding (retrieval.query); plain self.rank when its options are off
+            ranked = understood_rank(self, content, config, mask)
         chunk_hits = [
             self.chunk_hit(r, cid, s, content, config.highlights)
             for r, (cid, s) in enumerate(ranked[:k], 1)

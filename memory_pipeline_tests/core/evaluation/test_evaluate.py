@@ -8,10 +8,19 @@ import json
 from pathlib import Path
 
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from memory_pipeline.core.evaluation.evalsets import generate_time_queries
-from memory_pipeline.core.evaluation.evaluate import run_evaluation, sweep_columns, sweep_configs
+from memory_pipeline.core.evaluation.evaluate import (
+    QUERY_VARIANTS,
+    Candidates,
+    query_variants,
+    run_evaluation,
+    sweep_columns,
+    sweep_configs,
+)
+from memory_pipeline.core.retrieval.config import SearchConfig
 from memory_pipeline.core.retrieval.searcher import Searcher
 from memory_pipeline.eval_runner import evaluate_locomo
 from memory_pipeline_tests.paths import ROOT
@@ -36,12 +45,41 @@ def test_sweep_table_columns_name_only_what_a_family_ranks_by():
         "dense_rep": None,
         "beta": None,
         "rrf_k": None,
+        "speaker_boost": 0.0,
+        "strip_question": False,
+        "prf_terms": 0,
     }
     assert sweep_columns(by_name["dense[raw_text]"])["bm25_rep"] is None
     linear = sweep_columns(by_name["linear[raw_text+summary] beta=0.75"])
     assert (linear["family"], linear["beta"], linear["rrf_k"]) == ("linear", 0.75, None)
     rrf_row = sweep_columns(by_name["rrf[summary+embedding_text] k=30"])
     assert (rrf_row["dense_rep"], rrf_row["beta"], rrf_row["rrf_k"]) == ("embedding_text", None, 30)
+
+
+def test_query_variants_are_named_and_deduplicated():
+    base = SearchConfig(mode="hybrid", fusion="linear", beta=0.9)
+    names = [c.name for c in query_variants([base, base, SearchConfig(mode="dense")])]
+    assert len(names) == len(set(names))
+    assert "linear[raw_text+embedding_text] beta=0.90 +spk0.3 +prf10" in names
+    assert "dense[embedding_text] +strip" in names
+    assert not any(n.startswith("dense") and "prf" in n for n in names)
+
+
+def test_candidates_rank_with_the_query_options():
+    """Stripped candidates replace the plain ones, PRF lists the BM25 side, and the
+    speaker boost lifts the chunks where the named speaker speaks."""
+    plain = Candidates(bm25={"raw_text": [("a", 3.0), ("b", 2.0)]})
+    plain.prf[("raw_text", 10)] = [("b", 5.0), ("a", 1.0)]
+    plain.stripped = Candidates(bm25={"raw_text": [("c", 1.0)]})
+    plain.names = ("Caroline",)
+    plain.speakers_of = {"a": ["X"], "b": ["X"], "c": ["X"], "d": ["Caroline"]}.__getitem__
+    bm25 = SearchConfig(mode="bm25")
+    assert plain.ranking(bm25) == [("a", 3.0), ("b", 2.0)]
+    assert [c for c, _ in plain.ranking(SearchConfig(mode="bm25", prf_terms=10))] == ["b", "a"]
+    assert plain.ranking(SearchConfig(mode="bm25", strip_question=True)) == [("c", 1.0)]
+    plain.bm25["raw_text"].insert(1, ("d", 2.9))
+    boosted = plain.ranking(SearchConfig(mode="bm25", speaker_boost=0.5))
+    assert boosted[0][0] == "d"
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +109,18 @@ def test_locomo_slice_end_to_end(locomo_slice: Path, tmp_path: Path):
     assert (tables / "summary.parquet").is_file() and (
         tmp_path / "eval" / "evaluation.duckdb"
     ).is_file()
-    assert meta["configurations"] == len(sweep_configs())
+    assert meta["configurations"] == len(sweep_configs()) + meta["query_variants"]
+    assert meta["query_variants"] >= len(QUERY_VARIANTS)  # at least on the packaged default
+    amb = pq.read_table(tables / "ambiguous.parquet").to_pylist()
+    assert {r["condition"] for r in amb} == {
+        "original",
+        "ambiguous",
+        "resolved",
+        "resolved-ambiguous",
+    }
+    assert meta["ambiguous"]["variants"] > 0
     assert set(meta["splits"]) == {"dev", "test"}
     assert not set(meta["splits"]["dev"]) & set(meta["splits"]["test"])
-    import pyarrow.parquet as pq
-
     summary = pq.read_table(tables / "summary.parquet")
     sel = summary.filter(
         pc.and_(
@@ -114,3 +159,49 @@ def test_time_queries_on_the_sample(tmp_path: Path):
     ]
     assert overall["n"] == len(questions)
     assert overall["mean"] >= 0.9  # the parser, the filters and the templates agree
+
+
+class _StubSearcher:
+    """Three one-chunk conversations; in each, B's six turns outrank A's, the gold is A's."""
+
+    def __init__(self) -> None:
+        self.chunk_ids = ["c1", "c2", "c3"]
+        self._msgs = {c + "A": "A" for c in self.chunk_ids}
+        self._msgs.update({f"{c}B{i}": "B" for c in self.chunk_ids for i in range(6)})
+
+    def session_of_chunk(self, c: str) -> str:
+        return "s" + c
+
+    def source_refs(self) -> dict[str, str]:
+        return {m: m for m in self._msgs}
+
+    def messages_of_chunk(self, c: str) -> list[str]:
+        return [c + "A", *(f"{c}B{i}" for i in range(6))]
+
+    def ranked_turns(self, ranked, query):
+        (c, _), *_ = ranked
+        return [(f"{c}B{i}", 0.5) for i in range(6)] + [(c + "A", 0.3)]
+
+    def message(self, m: str) -> dict:
+        return {"sender": self._msgs[m]}
+
+
+def test_speaker_boost_is_selected_on_the_turns_it_moves():
+    from memory_pipeline.core.evaluation.evalsets import EvalQuestion
+    from memory_pipeline.core.evaluation.evaluate import Units, cross_validate_speaker_boost
+
+    s = _StubSearcher()
+    qs, cands = [], {}
+    for i, c in enumerate(s.chunk_ids):
+        for j in range(2):
+            qid = f"{c}:q{j}"
+            qs.append(EvalQuestion(qid, f"conv{i}", "What did A do?", "t", {c + "A": 2}, "ref"))
+            cands[qid] = Candidates(bm25={"raw_text": [(c, 1.0)]}, names=("A",))
+    base = SearchConfig(mode="bm25")
+    out = cross_validate_speaker_boost(base, qs, cands, Units(s), seed=0, resamples=50)
+    # A's turn is 7th without the boost (turn R@5 = 0) and first with any boost > 0.2
+    assert out["config"].speaker_boost > 0.2
+    assert all("+spk" in name for name in out["folds"].values())
+    assert set(out["folds"]) == {"conv0", "conv1", "conv2"}
+    assert out["candidates"][0] == 0.0
+    assert cross_validate_speaker_boost(base, qs[:2], cands, Units(s), 0, 50) is None

@@ -560,3 +560,39 @@ def test_memory_section_matches_golden(tmp_path: Path, case: str) -> None:
         embedded = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", page)
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
         assert png in [base64.b64decode(e) for e in embedded]
+
+
+def test_ambiguous_section_lists_conditions_with_cis(tmp_path: Path) -> None:
+    from memory_pipeline.core.evaluation.ambiguous import AMBIGUOUS_SCHEMA, LIMITS
+
+    rows = [
+        {
+            "kind": kind,
+            "condition": cond,
+            "level": "turn",
+            "k": 5,
+            "mean": mean,
+            "ci_lo": mean - 0.05,
+            "ci_hi": mean + 0.05,
+            "n": 10,
+            "resolved_exactly": 0.9,
+        }
+        for kind in ("all", "topic")
+        for cond, mean in (
+            ("original", 0.53),
+            ("ambiguous", 0.3),
+            ("resolved", 0.52),
+            ("resolved-ambiguous", 0.22),
+        )
+    ]
+    tables = {"ambiguous": pa.Table.from_pylist(rows, schema=AMBIGUOUS_SCHEMA)}
+    meta = {"ambiguous": {"config": "cfg-x", "variants": 10, "limits": list(LIMITS)}}
+    html = write_report(tables, meta, tmp_path)[0].read_text(encoding="utf-8")
+    assert "Ambiguous follow-up questions" in html
+    assert "ambiguous + recent (rules)" in html and "+0.220" in html and "cfg-x" in html
+    assert LIMITS[0] in html
+    # without the table (not a LoCoMo run) there is no section
+    plain = write_report({}, {}, tmp_path / "plain")[0].read_text(encoding="utf-8")
+    assert "Ambiguous follow-up questions" not in plain
+    missing = write_report({"ambiguous": None}, {}, tmp_path / "none")[0]
+    assert "so the ambiguous-question evaluation is absent" in missing.read_text(encoding="utf-8")
