@@ -384,10 +384,15 @@ def test_plans_drop_out_once_their_date_passes(folded):
     on_5 = "\n".join(section(version(versions, "Maria", D(2024, 3, 5)), SECTIONS[1]))
     assert "Maria starts at Hikari Design" not in on_5 and "shinkansen" in on_5
     final = section(render_markdown(states["Maria"]), SECTIONS[1])
-    assert [ln.split(" [sessions:")[0] for ln in final] == [
-        "- 2024-03-23 — Kyoto trip with Yuki",
+    lines = [ln.split(" [sessions:")[0] for ln in final]
+    assert [ln.split(" — ")[0] for ln in lines] == [
+        "- 2024-03-16",  # the concert the chat mentions (no memory for it)
+        "- 2024-03-23 to 2024-03-25",  # the Kyoto memory, dated by the chat's span
+        "- 2024-03-30",
         "- Maria sends the ryokan options (mentioned 2024-03-10)",
     ]
+    assert lines[1].startswith("- 2024-03-23 to 2024-03-25 — Kyoto trip with Yuki — ")
+    assert lines[1].endswith("(booked: shinkansen, ryokan)")
     assert {e["text"] for e in states["Maria"].plans} == {
         "Kyoto trip with Yuki",
         "Maria sends the ryokan options",
@@ -400,9 +405,9 @@ def test_japanese_contact_renders(sample, folded, tmp_path):
     assert md.startswith("# Dossier: 健太\nLast Updated: 2024-03-13\n")
     assert missing_sections(md) == [] and uncited_bullets(md) == []
     assert section(md, SECTIONS[0])[0].startswith("- 健太は高円寺に住んでいる (since 2024-03-04) [")
-    assert section(md, SECTIONS[1])[0].startswith(
-        "- 2024-03-20 — 3月20日に健太の引っ越しを手伝う ["
-    )
+    ongoing = section(md, SECTIONS[1])
+    assert any(ln.startswith("- 2024-03-20 — 3月20日に健太の引っ越しを手伝う") for ln in ongoing)
+    assert [ln[:12] for ln in ongoing] == sorted(ln[:12] for ln in ongoing)  # soonest first
     topics = section(md, SECTIONS[3])
     assert len(topics) == 5 and all(re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", t) for t in topics)
     assert "(健太 " in md and "LEAKED" not in md
@@ -420,10 +425,17 @@ def test_recent_topics_are_the_latest_titles_newest_first(sample, folded):
             strict=True,
         )
     )
-    assert topics == [
-        f"- {s['local_date']} — {titles[s['session_id']]} [sessions: {s['session_id']}]"
-        for s in latest
+    assert [t.split(" — ")[:2] for t in topics] == [
+        [f"- {s['local_date']}", titles[s["session_id"]]] for s in latest
     ]
+    assert [t.rsplit(" [sessions: ", 1)[1] for t in topics] == [
+        f"{s['session_id']}]" for s in latest
+    ]
+    # each title is followed by up to three statements of that session, not quotes
+    for t in topics:
+        points = t.split(" — ", 2)[2].rsplit(" [sessions:", 1)[0].split("; ")
+        assert 1 <= len(points) <= ds.TOPIC_POINTS
+        assert not any(re.match(r"^(Maria|Yuki): ", p) for p in points), t
 
 
 # -- small hand-made conversations -------------------------------------------------------------
