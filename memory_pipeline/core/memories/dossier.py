@@ -55,10 +55,13 @@ import pyarrow.compute as pc
 
 from memory_pipeline.core.common.schema import DOSSIERS
 from memory_pipeline.core.memories.dossier_text import (
+    MIN_DISCLOSURE,
     booked_items,
     cut_words,
+    disclosure_score,
     find_dates,
     is_question,
+    sentences_of,
     statement,
     whole_word_title,
 )
@@ -80,10 +83,16 @@ MAX_PROFILE_STATE = 200  # entries kept in the state (most recent), so it stays 
 MAX_PLAN_STATE = 100
 MAX_TEXT_CHARS = 300
 MAX_POINT_CHARS = 160  # a Recent Topics point or a plan's context, cut at a word boundary
-TOPIC_POINTS = 3  # statements shown per Recent Topics session
+TOPIC_POINTS = 6  # statements shown per Recent Topics session
+DISCLOSURES_PER_SIDE = 2  # what each side said about themselves, per session
 MAX_AGENDA_STATE = 100
 BOOKED_WINDOW = 3  # a booking counts for a day mentioned within this many messages of it
 MAX_PATTERN_CITES = 40  # pattern bullets cite at most the latest this many counted sessions
+_PLAN_WORDS = re.compile(
+    r"\b(?:will|going to|gonna|plan(?:ning)? to|tomorrow|next\s+\w+)\b|'ll\b|’ll\b"
+    r"|予定|つもり|明日|来週",
+    re.I,
+)
 _POINT_LABEL = re.compile(r"^(?:Decision|Commitment|Context|決定|約束|背景)[:：]\s*")
 
 # Reply-time buckets: upper bounds in seconds; the last bucket is "longer than the last bound".
@@ -376,6 +385,7 @@ def _fold(
             if m.side == "contact" and m.sender and m.sender not in st.speakers:
                 st.speakers = sorted([*st.speakers, m.sender])
     session_points = {s["session_id"]: [] for s in today.sessions}
+    own: list[dict] = []
     for s in today.sessions:
         session_msgs = [msgs[m] for m in s["message_ids"]]
         _count_session(st, s["session_id"], session_msgs)
@@ -387,7 +397,13 @@ def _fold(
         title = whole_word_title(raw_title, [m.text for m in session_msgs])
         title = title or f"Conversation ({len(s['message_ids'])} messages)"
         _add_agenda(st, s, title, session_msgs)
-        session_points[s["session_id"]] = [_say(st, b) for b in bullets]
+        told = _disclosures(st, session_msgs)  # (side, time, statement)
+        session_points[s["session_id"]] = [t for _, _, t, _ in told] + [
+            _say(st, b) for b in bullets
+        ]
+        about_self = [(ts, t) for side, ts, t, plan in told if side == "contact" and not plan]
+        if about_self:  # what the contact says about themselves (its best line a session)
+            own.append(_self_memory(contact_id, s["session_id"], *about_self[0]))
         st.recent.append(
             {
                 "session_id": s["session_id"],
@@ -400,7 +416,7 @@ def _fold(
     profile = {e["key"]: e for e in st.profile}
     plans = {e["key"]: e for e in st.plans}
     stated: dict[str, list[str]] = {}
-    for m in today.memories:
+    for m in sorted([*today.memories, *own], key=lambda r: (r["valid_from_us"], r["memory_id"])):
         text = _say(st, m["text"] or "", subject=m["subject"] or "")
         m = {**m, "text": text}
         stated.setdefault(m["session_id"], []).append(text)
@@ -410,6 +426,8 @@ def _fold(
         if m["kind"] in PLAN_KINDS and not settled:
             _apply(plans, m, iso)
         if (m["kind"] not in PLAN_KINDS or m["attribute"]) and _about_contact(st, m):
+            if m["memory_id"].startswith("self:") and _said_already(profile, text):
+                continue
             _apply(profile, m, iso)
     for r in st.recent:  # statements: the session's memories first, then its summary bullets
         if r["session_id"] in session_points:
@@ -417,7 +435,8 @@ def _fold(
             points = []
             for p in [*stated.get(r["session_id"], []), *session_points[r["session_id"]]]:
                 p = cut_words(p, MAX_POINT_CHARS)
-                if p and not any(_norm(p) in q for q in seen) and len(points) < TOPIC_POINTS:
+                n = _norm(p)
+                if p and not any(n in q or q in n for q in seen) and len(points) < TOPIC_POINTS:
                     seen.add(_norm(p))
                     points.append(p)
             r["points"] = points
@@ -435,12 +454,58 @@ def _fold(
     return st
 
 
+def _disclosures(st: DossierState, messages: list[_Msg]) -> list[tuple[str, int, str, bool]]:
+    """Each side's ``DISCLOSURES_PER_SIDE`` most telling sentences of a session about
+    themselves (side, time, statement, is a plan), owner side first, each side's best first;
+    sentences scoring below MIN_DISCLOSURE are not kept."""
+    ranked: dict[str, list[tuple[int, int, int, str, str]]] = {"owner": [], "contact": []}
+    for i, m in enumerate(messages):
+        if m.side == "system" or not m.text:
+            continue
+        for sentence in sentences_of(m.text):
+            score = disclosure_score(sentence)
+            if score >= MIN_DISCLOSURE:
+                ranked[m.side].append((-score, i, m.ts_us, m.sender, sentence))
+    out = []
+    for side in ("owner", "contact"):
+        for _, _, ts_us, sender, sentence in sorted(ranked[side])[:DISCLOSURES_PER_SIDE]:
+            said = _say(st, f"{sender}: {sentence}")
+            plan = bool(_PLAN_WORDS.search(sentence) or find_dates(sentence, dt.date.min))
+            out.append((side, ts_us, cut_words(said, MAX_POINT_CHARS), plan))
+    return out
+
+
+def _self_memory(contact_id: str, session_id: str, ts_us: int, text: str) -> dict:
+    """A profile entry for what the contact said about themselves (not an extracted memory:
+    the fold's own, cited to its session like one)."""
+    key = f"{session_id}\x1f{text}"
+    return {
+        "memory_id": "self:" + hashlib.blake2b(key.encode(), digest_size=8).hexdigest(),
+        "contact_id": contact_id,
+        "session_id": session_id,
+        "subject": "",
+        "subject_is_owner": False,
+        "kind": "fact",
+        "attribute": "",
+        "value": "",
+        "text": text,
+        "valid_from_us": ts_us,
+        "event_date": None,
+    }
+
+
 def _say(st: DossierState, text: str, subject: str = "") -> str:
     """A memory text or summary bullet as a statement about its speaker (see dossier_text)."""
     text = _POINT_LABEL.sub("", _clean(text))
     contact = st.speakers[0] if st.speakers else st.contact_id
     owner = st.owner_name or "you"
     return _clean(statement(text, subject=subject, owner=owner, contact=contact))
+
+
+def _said_already(entries: dict[str, dict], text: str) -> bool:
+    """A profile entry already states this (one text contains the other)."""
+    n = _norm(text)
+    return any(n in _norm(e["text"]) or _norm(e["text"]) in n for e in entries.values())
 
 
 def _about_contact(st: DossierState, m: dict) -> bool:
@@ -782,15 +847,15 @@ def _top(hist: list[int], k: int) -> list[tuple[int, int]]:
 
 
 def _topic_bullets(state: DossierState, day: dt.date) -> list[str]:
-    """Titles and key statements of the latest sessions within RECENT_TOPIC_DAYS, newest
-    first."""
+    """Titles of the latest sessions within RECENT_TOPIC_DAYS, newest first, each followed by
+    its key statements as sub-bullets (one statement a line, each citing the session)."""
     floor = (day - dt.timedelta(days=RECENT_TOPIC_DAYS)).isoformat()
     recent = [r for r in reversed(state.recent) if r["date"] >= floor]
     out = []
     for r in recent:
-        points = "; ".join(r.get("points") or [])
-        text = f"{r['title']} — {points}" if points else r["title"]
-        out.append(f"- {r['date']} — {text} {_cite([r['session_id']])}")
+        cite = _cite([r["session_id"]])
+        out.append(f"- {r['date']} — {r['title']} {cite}")
+        out += [f"  - {p} {cite}" for p in r.get("points") or []]
     return out
 
 

@@ -23,8 +23,10 @@ from memory_pipeline.core.common.timelex import MONTH_NUMBERS, MONTH_PATTERN
 __all__ = [
     "booked_items",
     "cut_words",
+    "disclosure_score",
     "find_dates",
     "is_question",
+    "sentences_of",
     "statement",
     "whole_word_title",
 ]
@@ -39,7 +41,7 @@ _EMOJI = re.compile(
 _SPEAKER = re.compile(r"^(?P<who>[^:：\s][^:：]{0,40}?)[:：]\s+(?P<rest>.+)$", re.S)
 _FILLER_EN = re.compile(
     r"^(?:(?:guess what|got everything|thank you so much|thanks so much|no way|oh my god|omg|"
-    r"of course|thank you|thanks|got it|"
+    r"of course|thank you|thanks|got it|please|"
     r"okay important question|important question|ok(?:ay)?|yes|yeah|yep|yay|haha+|lol|oh|wow|"
     r"hey|hi|so|and|also|anyway|well|sure|perfect|great|amazing|nice|right|fair|deal|morning|"
     r"sorry|ah|noted|cool|reminder|big news(?: from [\w ]+)?)\b[\s,.!?:;~-]*)+",
@@ -310,3 +312,49 @@ def whole_word_title(title: str, texts: list[str]) -> str:
         return term
 
     return re.sub(r"[^：・（）、\s]+", lambda m: fix(m.group(0)), title)
+
+
+# -- self-disclosures -----------------------------------------------------------------------------
+
+_FIRST_EN = re.compile(r"\b(?:I|I'm|I’m|I've|I’ve|I'll|I’ll|I'd|my|we|we're|we've|our|me)\b")
+_FIRST_JA = re.compile(r"私|わたし|あたし|俺|僕|ぼく|自分|うち")
+_PAST_EN = re.compile(
+    r"\b(?:\w{3,}ed|got|went|made|took|bought|found|met|began|started|joined|won|ran|saw|"
+    r"gave|told|became|came|left|moved|finished|signed|just|finally|recently|last\s+\w+)\b",
+    re.I,
+)
+_PLAN_EN = re.compile(r"\b(?:I'll|I’ll|I'm going to|I’m going to|planning|plan to|will)\b", re.I)
+_EVENT_JA = re.compile(
+    r"(?:した|しました|始めた|始めました|行った|行きました|買った|決まった|予定|つもり|です|ている|てます)"
+)
+
+
+def disclosure_score(sentence: str) -> int:
+    """How much a sentence tells about its speaker: first person, an event or a plan, and
+    specific words (names, long words); 0 for questions, fillers and short lines."""
+    s = sentence.strip()
+    if is_question(s):
+        return 0
+    if _JA.search(s):
+        if len(s) < 8 or not (_FIRST_JA.search(s) or _EVENT_JA.search(s)):
+            return 0
+        event, first = bool(_EVENT_JA.search(s)), bool(_FIRST_JA.search(s))
+        return 2 * event + 2 * first + min(len(s) // 8, 6)
+    words = re.findall(r"[A-Za-z][\w'’-]*", s)
+    if len(words) < 5 or not _FIRST_EN.search(s):
+        return 0
+    specific = sum(1 for w in words[1:] if w[:1].isupper() and w not in {"I", "I'm", "I've"})
+    long_words = len({w.lower() for w in words if len(w) >= 5})
+    past, plan = bool(_PAST_EN.search(s)), bool(_PLAN_EN.search(s))
+    return 3 * past + 2 * plan + 2 * specific + min(long_words, 8)
+
+
+def sentences_of(text: str) -> list[str]:
+    """A message split into sentences (English or Japanese punctuation)."""
+    text = " ".join(_EMOJI.sub("", text).split())
+    if _JA.search(text):
+        return [p for p in re.split(r"(?<=[。！!？?])", text) if p.strip()]
+    return [p for p in _SENTENCE_EN.split(text) if p.strip()]
+
+
+MIN_DISCLOSURE = 6  # below this a sentence says too little about its speaker to keep

@@ -106,7 +106,11 @@ def test_commitments_carry_the_context_of_their_day(sample):
 
 def test_titles_are_whole_words(sample):
     _, pages, _ = sample
-    titles = [ln.split(" — ")[1] for ln in section(pages["健太"], SECTIONS[3])]
+    titles = [
+        ln.split(" — ")[1].split(" [sessions:")[0]
+        for ln in section(pages["健太"], SECTIONS[3])
+        if ln[:2] == "- "
+    ]
     assert "軍手（健太・Yuki）" in titles and not any("軍手持" in t for t in titles)
     torn = whole_word_title("軍手持（健太・Yuki）", ["20日は軍手持って行くね"])
     assert torn == "軍手（健太・Yuki）"
