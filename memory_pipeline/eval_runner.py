@@ -128,8 +128,13 @@ def evaluate_locomo(
     resamples: int = 5000,
     seed: int = 0,
     log: Callable[[str], None] = print,
+    realpersonachat: Path | None = None,
 ) -> dict:
-    """LoCoMo end to end; returns the meta dict (with paths of the report and tables)."""
+    """LoCoMo end to end; returns the meta dict (with paths of the report and tables).
+
+    Dossier coverage is scored on the corpus built here (LoCoMo events) and, with
+    ``realpersonachat`` (the folder of dialogues.jsonl.gz + interlocutors.json), on the
+    dialogues of ``RPC_OWNER`` against the personas."""
     from memory_pipeline.config import load_config
     from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.core.evaluation.evalsets import (
@@ -161,11 +166,14 @@ def evaluate_locomo(
     )
     tables = dict(run.tables)
     tables.update(memory.tables)
+    dossiers = _dossier_coverage(cfg.output_dir, locomo, realpersonachat, seed, resamples, log)
+    tables.update(dossiers.pop("tables"))
     tables["questions_report"] = _questions_report(questions, report)
     write_tables(tables, out)
     meta = {
         **run.meta,
         **memory.meta,
+        **dossiers,
         "title": "memory_pipeline retrieval evaluation — LoCoMo",
         "dataset": f"{locomo.name} (LoCoMo, CC BY-NC 4.0, evaluation only)",
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -179,6 +187,52 @@ def evaluate_locomo(
     meta["report_html"], meta["report_md"] = str(html), str(md)
     _propose_selection(meta, locomo, out)
     return meta
+
+
+RPC_OWNER = "AA"  # the RealPersonaChat slice: this speaker's dialogues, partners as contacts
+
+
+def _dossier_coverage(
+    output_dir: Path,
+    locomo: Path,
+    realpersonachat: Path | None,
+    seed: int,
+    resamples: int,
+    log: Callable[[str], None],
+) -> dict:
+    """Dossier coverage tables and meta: the corpus's dossiers folded in memory (the corpus
+    has no dossier stage) against LoCoMo's event_summary, and optionally RealPersonaChat."""
+    from memory_pipeline.core.common.storage import TableStore
+    from memory_pipeline.core.evaluation import dossier_eval as de
+    from memory_pipeline.core.sessions.stage import session_messages
+
+    store = TableStore(output_dir)
+    sessions = store.read(T.SESSIONS)
+    messages = session_messages(store, sessions)
+    versions = de.fold_versions(
+        sessions, messages, store.read(T.SESSION_ENRICHMENT), store.read(T.MEMORIES)
+    )
+    run = de.event_coverage(locomo, sessions, messages, versions, seed=seed, resamples=resamples)
+    de.format_summary(run, log)
+    runs = [run]
+    if realpersonachat is not None:
+        rpc = de.persona_coverage_of_corpus(
+            Path(realpersonachat), RPC_OWNER, seed=seed, resamples=resamples
+        )
+        de.format_summary(rpc, log)
+        runs.append(rpc)
+    tables: dict = {}
+    for r in runs:
+        for name, table in r.tables().items():
+            tables[name] = table if name not in tables else _concat(tables[name], table)
+    note = f"RealPersonaChat slice: the dialogues of {RPC_OWNER}." if realpersonachat else ""
+    return {"tables": tables, "dossier_note": note}
+
+
+def _concat(a, b):
+    import pyarrow as pa
+
+    return pa.concat_tables([a, b])
 
 
 def _propose_selection(meta: dict, locomo: Path, out: Path) -> None:

@@ -350,3 +350,35 @@ def format_summary(run: CoverageRun, log: Callable[[str], None] = print) -> None
             f"[{s['ci_low']:.3f}, {s['ci_high']:.3f}] over {s['units']} units; "
             f"pooled {s['covered']}/{s['items']} = {s['pooled']:.3f}"
         )
+
+
+def persona_coverage_of_corpus(
+    folder: Path,
+    owner: str,
+    *,
+    timezone: str = "Asia/Tokyo",
+    session_gap_minutes: int = 180,
+    seed: int = 0,
+    resamples: int = 5000,
+) -> CoverageRun:
+    """Persona coverage of the dossiers of ``owner``'s RealPersonaChat partners, built in
+    memory with the pipeline's core stages (ingest, sessions, extractive enrichment, rule
+    memories, the dossier fold): the personas are read only here, never by the pipeline."""
+    from memory_pipeline.core.ingest.normalize import messages_table
+    from memory_pipeline.core.ingest.sources.base import SourceSpec
+    from memory_pipeline.core.ingest.stage import discover_dates, read_all
+    from memory_pipeline.core.memories.extract import extract_memories
+    from memory_pipeline.core.represent.build import enrich_sessions
+    from memory_pipeline.core.sessions.sessionize import sessionize
+
+    spec = SourceSpec("rpc", "realpersonachat", Path(folder), timezone, owner)
+    start = dt.date(1970, 1, 1)
+    dates = discover_dates([spec], start)
+    messages = messages_table(read_all([spec], dates, start).messages)
+    sessions = sessionize(messages, session_gap_minutes)
+    enrichment = enrich_sessions(sessions, messages)
+    memories, _ = extract_memories(sessions, messages)
+    versions = fold_versions(sessions, messages, enrichment, memories)
+    return persona_coverage(
+        Path(folder) / "interlocutors.json", versions, seed=seed, resamples=resamples
+    )
