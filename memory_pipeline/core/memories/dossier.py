@@ -497,9 +497,10 @@ def _self_memory(contact_id: str, session_id: str, ts_us: int, text: str) -> dic
 def _say(st: DossierState, text: str, subject: str = "") -> str:
     """A memory text or summary bullet as a statement about its speaker (see dossier_text)."""
     text = _POINT_LABEL.sub("", _clean(text))
-    contact = st.speakers[0] if st.speakers else st.contact_id
+    contact = st.speakers[0] if len(st.speakers) == 1 else st.contact_id  # a group: its name
     owner = st.owner_name or "you"
-    return _clean(statement(text, subject=subject, owner=owner, contact=contact))
+    said = statement(text, subject=subject, owner=owner, contact=contact, speakers=st.speakers)
+    return _clean(said)
 
 
 def _said_already(entries: dict[str, dict], text: str) -> bool:

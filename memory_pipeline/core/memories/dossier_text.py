@@ -133,18 +133,26 @@ def _japanese(text: str, speaker: str, listener: str) -> str:
     return body
 
 
-def statement(text: str, *, subject: str = "", owner: str = "", contact: str = "") -> str:
+def statement(
+    text: str,
+    *,
+    subject: str = "",
+    owner: str = "",
+    contact: str = "",
+    speakers: tuple[str, ...] | list[str] = (),
+) -> str:
     """A chat line as a statement; text that is not a quote ("<who>: ...") is returned as is.
 
     ``owner`` and ``contact`` name the two parties, so "you" in the contact's line becomes the
-    owner and vice versa. Questions inside the quote are dropped when a statement remains.
+    owner and vice versa; ``speakers`` are further known senders (a group's members).
+    Questions inside the quote are dropped when a statement remains.
     """
     text = " ".join(text.split())
     found = _SPEAKER.match(text)
     if not found:
         return text
     speaker, body = found["who"].strip(), found["rest"].strip()
-    if speaker not in {owner, contact, subject} and not subject:
+    if speaker not in {owner, contact, subject, *speakers} and not subject:
         return text  # "Note: ..." or a time like "18:15" is not a speaker label
     listener = contact if speaker == owner else (owner or "you")
     body = _EMOJI.sub("", body).strip()
@@ -153,20 +161,25 @@ def statement(text: str, *, subject: str = "", owner: str = "", contact: str = "
         kept = [p for p in parts if not is_question(p)] or parts
         return _japanese("".join(kept), speaker, listener)
     parts = [p.strip() for p in _SENTENCE_EN.split(body) if p.strip()]
-    kept = [p for p in parts if not is_question(p)]
-    asked = not kept
-    kept = kept or parts
+    said = _english_sentences([p for p in parts if not is_question(p)], speaker, listener)
+    if said:
+        return said
+    asked = _english_sentences([p for p in parts if is_question(p)], speaker, listener)
+    if asked:
+        return f"{speaker} asked: {asked[:1].lower() + asked[1:]}"
+    return f"{speaker} said: {body}"
+
+
+def _english_sentences(parts: list[str], speaker: str, listener: str) -> str:
+    """The sentences with fillers dropped and persons replaced; those left with < 2 words go."""
     sentences = []
-    for p in kept:
+    for p in parts:
         p = _FILLER_EN.sub("", p).strip()
         p = re.sub(rf"^{re.escape(listener)}\b[!,.\s]*", "", p) if listener else p
         p = re.sub(r"\s*\blol\b\s*", " ", p).strip()
         if len(re.findall(r"\w+", p)) >= 2:
             sentences.append(_english(p, speaker, listener))
-    said = " ".join(sentences)
-    if asked and said:
-        return f"{speaker} asked: {said[:1].lower() + said[1:]}"
-    return said or f"{speaker}: {body}"
+    return " ".join(sentences)
 
 
 # -- dates --------------------------------------------------------------------------------------
