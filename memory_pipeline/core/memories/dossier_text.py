@@ -336,6 +336,12 @@ _PAST_EN = re.compile(
     r"gave|told|became|came|left|moved|finished|signed|just|finally|recently|last\s+\w+)\b",
     re.I,
 )
+_I_DID = re.compile(
+    r"\b(?:I|we)\s+(?:just\s+|finally\s+|recently\s+|also\s+)?(?:\w+ed|got|went|made|took|"
+    r"bought|found|met|began|started|joined|won|ran|saw|became|moved|finished|signed|have been|"
+    r"had)\b|\b(?:my|our)\s+\w+",
+    re.I,
+)
 _PLAN_EN = re.compile(r"\b(?:I'll|I’ll|I'm going to|I’m going to|planning|plan to|will)\b", re.I)
 _EVENT_JA = re.compile(
     r"(?:した|しました|始めた|始めました|行った|行きました|買った|決まった|予定|つもり|です|ている|てます)"
@@ -359,7 +365,9 @@ def disclosure_score(sentence: str) -> int:
     specific = sum(1 for w in words[1:] if w[:1].isupper() and w not in {"I", "I'm", "I've"})
     long_words = len({w.lower() for w in words if len(w) >= 5})
     past, plan = bool(_PAST_EN.search(s)), bool(_PLAN_EN.search(s))
-    return 3 * past + 2 * plan + 2 * specific + min(long_words, 8)
+    own = bool(_I_DID.search(s))  # "I started…", "my sister…": about the speaker
+    about_listener = bool(re.search(r"\b(?:you|your)\b", s, re.I))  # about the other one
+    return 3 * past + 2 * plan + 2 * specific + min(long_words, 8) + 3 * own - 3 * about_listener
 
 
 def sentences_of(text: str) -> list[str]:
