@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,7 +172,7 @@ def _rewrite_rows(
                 )
                 for r in today
             ],
-            allowed_sessions=set(cited_sessions(row["markdown"])),
+            allowed_sessions=set(json.loads(row["state"]).get("counted") or []),
         )
         row["markdown"] = result.markdown
         row["cited_sessions"] = cited_sessions(result.markdown)

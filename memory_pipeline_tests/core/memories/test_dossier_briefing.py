@@ -165,3 +165,19 @@ def test_find_dates_resolves_forward_and_reads_spans():
     assert booked_items("And I booked the ryokan: Gion Hanaya") == ["ryokan"]
     assert booked_items("店は道玄坂の「鳥よし」を予約した") == ["鳥よし"]
     assert booked_items("Should we book a kimono?") == []
+
+
+def test_a_version_1_state_still_loads_and_folds_on(sample):
+    """States stored before the briefing fields existed load with those fields empty."""
+    import json
+
+    from memory_pipeline.core.memories.dossier import STATE_VERSION, DossierState
+
+    states, _, _ = sample
+    v2 = json.loads(states["Sam"].to_json())
+    added = ("agenda", "owner_name", "speakers", "counted", "hour_sessions", "reply_sessions")
+    v1 = {k: v for k, v in v2.items() if k not in added} | {"version": 1}
+    back = DossierState.from_json(json.dumps(v1))
+    assert back.version == STATE_VERSION and back.agenda == [] and back.counted == []
+    assert back.messages_total == states["Sam"].messages_total
+    assert render_markdown(back).startswith("# Dossier: Sam\n")
