@@ -18,7 +18,12 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from memory_pipeline.core.common.timelex import MONTH_NUMBERS, MONTH_PATTERN
+from memory_pipeline.core.common.timelex import (
+    MONTH_NUMBERS,
+    MONTH_PATTERN,
+    WEEKDAY_ABBREVIATIONS,
+    WEEKDAY_PATTERN,
+)
 
 __all__ = [
     "booked_items",
@@ -193,7 +198,7 @@ _EN_DAY = (
 _JA_DAY = r"(?:(?P<jm>\d{1,2})月)?(?P<jd>\d{1,2})日(?!間|分|前|後|ぶり)"
 _DAY = re.compile(rf"{_EN_DAY}|{_JA_DAY}", re.I)
 _WEEKDAYS = (
-    r"(?:\s*(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|wed|thu|fri|sat|sun)\.?\s*)?"
+    rf"(?:\s*(?:{WEEKDAY_PATTERN}|{'|'.join(WEEKDAY_ABBREVIATIONS)})\.?\s*)?"
 )
 _RANGE_SEP = re.compile(
     r"^\s*(?:\([^)]{0,8}\)|（[^）]{0,8}）)?\s*(?:to|until|till|through|-|–|〜|~|から)\s*", re.I
