@@ -114,6 +114,13 @@ REQUIRED = {
 # the memory evaluation writes the same shapes as the chunk evaluation
 REQUIRED["memory_summary"] = REQUIRED["summary"]
 REQUIRED["memory_diffs"] = REQUIRED["diffs"]
+# dossier coverage vs gold (core/evaluation/dossier_eval.py)
+REQUIRED["dossier_coverage_summary"] = (
+    "gold", "version", "units", "items", "covered", "mean", "ci_low", "ci_high", "pooled"
+)
+REQUIRED["dossier_coverage"] = (
+    "gold", "unit", "speaker", "version", "items", "covered", "coverage"
+)
 
 
 # ----------------------------------------------------------------------------- document model

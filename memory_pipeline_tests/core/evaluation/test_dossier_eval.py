@@ -119,3 +119,19 @@ def test_persona_coverage_scores_each_speakers_final_page(tmp_path):
     assert (summary["units"], summary["items"], summary["covered"]) == (2, 3, 1)
     assert summary["mean"] == pytest.approx(0.25)  # AB 1/2, AC 0/1
     assert summary["ci_low"] <= summary["mean"] <= summary["ci_high"]
+
+
+def test_the_report_shows_the_dossier_coverage_section(locomo_like, tmp_path):
+    from memory_pipeline.core.evaluation.report import write_report
+
+    path, sessions, messages = locomo_like
+    ids = sessions.sort_by("start_ts").column("session_id").to_pylist()
+    contact = sessions.column("contact_id")[0].as_py()
+    md = f"- Mel signed up for a pottery class [sessions: {ids[0]}]\n"
+    run = de.event_coverage(
+        path, sessions, messages, {contact: [(dt.date(2023, 5, 1), md)]}, resamples=100
+    )
+    html, report_md = write_report(run.tables(), {"title": "t"}, tmp_path / "report")
+    text = report_md.read_text(encoding="utf-8")
+    assert "Dossier coverage" in text and "LoCoMo events" in text and "conv-x" in text
+    assert "Dossier coverage" in html.read_text(encoding="utf-8")
