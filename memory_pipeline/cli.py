@@ -674,7 +674,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out).resolve()
     t0 = time.perf_counter()
-    meta = evaluate_locomo(locomo, out, resamples=args.resamples, seed=args.seed)
+    rpc = Path(args.realpersonachat) if args.realpersonachat else None
+    meta = evaluate_locomo(
+        locomo, out, resamples=args.resamples, seed=args.seed, realpersonachat=rpc
+    )
     print(f"\nselected on dev: {meta['selected_config']}  ({meta['selection_metric']})")
     print(f"questions: {meta['questions']}, configurations swept: {meta['configurations']}")
     print(f"tables: {out / 'tables'}   duckdb: {out / 'evaluation.duckdb'}")
@@ -812,6 +815,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--resamples", type=_positive_int, default=5000, help="bootstrap resamples (>= 1)"
     )
     ev.add_argument("--seed", type=_non_negative_int, default=0)
+    ev.add_argument(
+        "--realpersonachat",
+        help="a RealPersonaChat folder (dialogues.jsonl.gz + interlocutors.json): also score "
+        "dossier coverage of the personas (evaluation only)",
+    )
     ev.add_argument(
         "--accept-selection",
         action="store_true",

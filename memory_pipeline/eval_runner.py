@@ -128,8 +128,13 @@ def evaluate_locomo(
     resamples: int = 5000,
     seed: int = 0,
     log: Callable[[str], None] = print,
+    realpersonachat: Path | None = None,
 ) -> dict:
-    """LoCoMo end to end; returns the meta dict (with paths of the report and tables)."""
+    """LoCoMo end to end; returns the meta dict (with paths of the report and tables).
+
+    Dossier coverage is scored on the corpus built here (LoCoMo events) and, with
+    ``realpersonachat`` (the folder of dialogues.jsonl.gz + interlocutors.json), on the
+    dialogues of ``RPC_OWNER`` against the personas."""
     from memory_pipeline.config import load_config
     from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.core.evaluation.evalsets import (
@@ -165,12 +170,15 @@ def evaluate_locomo(
     tables.update(gold_tables)
     log(f"eval: memory extraction vs observations: {gold_meta['memory_gold_note']}")
     tables["ambiguous"], amb_meta = _ambiguous(searcher, questions, run.meta, seed, resamples)
+    dossiers = _dossier_coverage(cfg.output_dir, locomo, realpersonachat, seed, resamples, log)
+    tables.update(dossiers.pop("tables"))
     tables["questions_report"] = _questions_report(questions, report)
     write_tables(tables, out)
     meta = {
         **run.meta,
         **memory.meta,
         **gold_meta,
+        **dossiers,
         "title": "memory_pipeline retrieval evaluation — LoCoMo",
         "dataset": f"{locomo.name} (LoCoMo, CC BY-NC 4.0, evaluation only)",
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -216,6 +224,8 @@ def memory_gold_tables(store, locomo: Path, seed: int = 0, resamples: int = 5000
         "memory_gold_per_conversation": gold.per_conversation,
     }
     return tables, {"memory_gold_note": note}
+
+
 def _ambiguous(searcher, questions, run_meta: dict, seed: int, resamples: int):
     """Ambiguous variants of the questions (``evaluation.ambiguous``) under the search the
     cross-validation selected (the dev split's selection without CV): original vs
@@ -238,6 +248,50 @@ def _ambiguous(searcher, questions, run_meta: dict, seed: int, resamples: int):
     )
     variants = len({(r["question_id"], r["kind"]) for r in rows})
     return table, {"config": config.name, "variants": variants, "limits": LIMITS}
+RPC_OWNER = "AA"  # the RealPersonaChat slice: this speaker's dialogues, partners as contacts
+
+
+def _dossier_coverage(
+    output_dir: Path,
+    locomo: Path,
+    realpersonachat: Path | None,
+    seed: int,
+    resamples: int,
+    log: Callable[[str], None],
+) -> dict:
+    """Dossier coverage tables and meta: the corpus's dossiers folded in memory (the corpus
+    has no dossier stage) against LoCoMo's event_summary, and optionally RealPersonaChat."""
+    from memory_pipeline.core.common.storage import TableStore
+    from memory_pipeline.core.evaluation import dossier_eval as de
+    from memory_pipeline.core.sessions.stage import session_messages
+
+    store = TableStore(output_dir)
+    sessions = store.read(T.SESSIONS)
+    messages = session_messages(store, sessions)
+    versions = de.fold_versions(
+        sessions, messages, store.read(T.SESSION_ENRICHMENT), store.read(T.MEMORIES)
+    )
+    run = de.event_coverage(locomo, sessions, messages, versions, seed=seed, resamples=resamples)
+    de.format_summary(run, log)
+    runs = [run]
+    if realpersonachat is not None:
+        rpc = de.persona_coverage_of_corpus(
+            Path(realpersonachat), RPC_OWNER, seed=seed, resamples=resamples
+        )
+        de.format_summary(rpc, log)
+        runs.append(rpc)
+    tables: dict = {}
+    for r in runs:
+        for name, table in r.tables().items():
+            tables[name] = table if name not in tables else _concat(tables[name], table)
+    note = f"RealPersonaChat slice: the dialogues of {RPC_OWNER}." if realpersonachat else ""
+    return {"tables": tables, "dossier_note": note}
+
+
+def _concat(a, b):
+    import pyarrow as pa
+
+    return pa.concat_tables([a, b])
 
 
 def _propose_selection(meta: dict, locomo: Path, out: Path) -> None:

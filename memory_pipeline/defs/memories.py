@@ -37,7 +37,11 @@ from memory_pipeline.defs.helpers import (
 )
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
-from memory_pipeline.defs.providers import PROVIDER_POOL, MemoryExtractorResource
+from memory_pipeline.defs.providers import (
+    PROVIDER_POOL,
+    DossierWriterResource,
+    MemoryExtractorResource,
+)
 from memory_pipeline.defs.representations import ENRICHMENT
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS
@@ -213,11 +217,26 @@ def _dossiers_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinit
         **INFO,
     )
     @per_partition({DOSSIERS: T.DOSSIERS})
-    def dossiers(context: dg.AssetExecutionContext, pipeline: PipelineResource):
+    def dossiers(
+        context: dg.AssetExecutionContext,
+        pipeline: PipelineResource,
+        dossier_writer: DossierWriterResource,
+    ):
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(context.partition_keys)
         t0 = time.perf_counter()
-        done = _fold_dossiers(store, days, cfg.dossiers_path)
+        cache = pipeline.content_cache() if dossier_writer.provider != "rules" else None
+        writer = dossier_writer.build(cache=cache)
+        try:
+            done = _fold_dossiers(store, days, cfg.dossiers_path, writer)
+        finally:
+            if cache is not None:
+                cache.close()
+        if writer is not None and writer.rejected:
+            # problem kinds only (no dossier text in logs); the rows' method says which
+            context.log.warning(
+                f"dossiers: {len(writer.rejected)} LLM rewrites rejected, rule pages kept"
+            )
         if done.later:
             # a past range was rebuilt: the current files come from later versions; those
             # are now stale and need the range up to the last date rebuilt
@@ -232,16 +251,18 @@ def _dossiers_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinit
             f"dossiers: {written.num_rows} versions of {len(done.contacts)} contacts in "
             f"{len(days)} partitions, {seconds:.1f}s"
         )
-        return _dossiers_result(cfg.dossiers_path, written, done, checks, seconds)
+        return _dossiers_result(cfg.dossiers_path, written, done, checks, seconds, writer)
 
     return dossiers
 
 
-def _fold_dossiers(store: TableStore, days: list[dt.date], folder: Path) -> DossierWrite:
+def _fold_dossiers(
+    store: TableStore, days: list[dt.date], folder: Path, writer: Any = None
+) -> DossierWrite:
     """Fold the dossiers of ``days`` in order and write them; a gap in the chain of earlier
     dossiers stops the run (Dagster failure) rather than silently dropping days."""
     try:
-        return write_dossiers(store, days, folder)
+        return write_dossiers(store, days, folder, writer)
     except DossierChainBroken as exc:
         raise dg.Failure(str(exc)) from None
 
@@ -264,9 +285,26 @@ def _dossiers_result(
     done: DossierWrite,
     checks: dict[str, quality.Result],
     seconds: float,
+    writer: Any = None,
 ) -> dg.MaterializeResult:
+    llm = {}
+    if writer is not None:
+        llm = {
+            "writer": writer.method,
+            "llm_accepted": writer.accepted,
+            "llm_rejected": len(writer.rejected),
+            "llm_rejections": dg.MetadataValue.json(
+                [
+                    {"contact_id": c, "date": d, "problems": list(k)}
+                    for c, d, k in writer.rejected[:50]
+                ]
+            ),
+            "provider_calls": writer.llm.calls,
+            "cache_hits": writer.cache_hits,
+        }
     return dg.MaterializeResult(
         metadata={
+            **llm,
             "versions": written.num_rows,
             "contacts_updated": len(done.contacts),
             "files_written": 0 if done.later else len(done.contacts),

@@ -125,6 +125,38 @@ class MemoryExtractorResource(dg.ConfigurableResource):
         return LlmMemoryExtractor(llm, cache=cache, redact_text=self.redact is not False)
 
 
+class DossierWriterResource(dg.ConfigurableResource):
+    """Dossier pages: ``rules`` (the deterministic fold's page, offline, the default) or
+    ``openai`` (any OpenAI-compatible endpoint rewrites the page from the previous page and
+    the day's summaries and memories; kept only if it passes ``dossier.check_rewrite``)."""
+
+    provider: str = "rules"
+    model: str | None = None
+    api_key: str | None = None
+    base_url: str | None = None
+    timeout_seconds: float = 120.0
+    redact: bool | None = None  # None: on (the text leaves the machine)
+
+    def build(self, cache=None):
+        """None means the rule page; ``cache`` (a ContentCache) keeps answers by content."""
+        if self.provider == "rules":
+            return None
+        if self.provider != "openai":
+            raise dg.Failure(f"unknown dossier writer {self.provider!r} (rules, openai)")
+        if not self.api_key:
+            raise dg.Failure("dossier writer 'openai' needs an API key")
+        from memory_pipeline.core.memories.llm import LlmDossierWriter
+        from memory_pipeline.core.represent.providers.llm import OpenAICompatibleLlm
+
+        llm = OpenAICompatibleLlm(
+            model=self.model or DEFAULT_LLM,
+            api_key=self.api_key,
+            base_url=self.base_url,
+            timeout=self.timeout_seconds,
+        )
+        return LlmDossierWriter(llm, cache=cache, redact_text=self.redact is not False)
+
+
 def _redact_flag(env: Mapping[str, str]) -> bool | None:
     value = env.get("MEMORY_PIPELINE_REDACT", "auto").strip().lower()
     return None if value == "auto" else value in {"1", "true", "on", "yes"}
@@ -136,6 +168,7 @@ def provider_resources(env: Mapping[str, str] | None = None) -> dict[str, dg.Con
     embedder = env.get("MEMORY_PIPELINE_EMBEDDER", "local").strip().lower()
     summarizer = env.get("MEMORY_PIPELINE_SUMMARIZER", "extractive").strip().lower()
     extractor = env.get("MEMORY_PIPELINE_MEMORY_EXTRACTOR", "rules").strip().lower()
+    writer = env.get("MEMORY_PIPELINE_DOSSIER_WRITER", "rules").strip().lower()
     key_var = {"openai": "OPENAI_API_KEY", "voyage": "VOYAGE_API_KEY"}.get(embedder)
     base_var = {"openai": "OPENAI_BASE_URL", "voyage": "VOYAGE_BASE_URL"}.get(embedder)
     dims = env.get("MEMORY_PIPELINE_EMBEDDING_DIMENSIONS")
@@ -159,6 +192,15 @@ def provider_resources(env: Mapping[str, str] | None = None) -> dict[str, dg.Con
             provider=extractor,
             model=env.get("MEMORY_PIPELINE_LLM_MODEL") or None,
             api_key=dg.EnvVar("OPENAI_API_KEY") if extractor == "openai" else None,
+            base_url=env.get("MEMORY_PIPELINE_LLM_BASE_URL") or env.get("OPENAI_BASE_URL"),
+            redact=_redact_flag(env),
+        ),
+        "dossier_writer": DossierWriterResource(
+            provider=writer,
+            model=env.get("MEMORY_PIPELINE_DOSSIER_MODEL")
+            or env.get("MEMORY_PIPELINE_LLM_MODEL")
+            or None,
+            api_key=dg.EnvVar("OPENAI_API_KEY") if writer == "openai" else None,
             base_url=env.get("MEMORY_PIPELINE_LLM_BASE_URL") or env.get("OPENAI_BASE_URL"),
             redact=_redact_flag(env),
         ),

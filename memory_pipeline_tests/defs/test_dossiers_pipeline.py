@@ -113,3 +113,49 @@ def test_a_gap_in_the_chain_is_a_clear_error(corpus: Path, tmp_path):
     message = failure.step_failure_data.user_failure_data.description
     assert f"materialize dossiers from {DAYS[0]}" in message
     assert not r.store.dates("dossiers")
+
+
+def test_llm_writer_through_the_asset(backfill: Runner, corpus: Path, tmp_path, monkeypatch):
+    """The dossiers asset with the openai writer against the local fake: a garbage answer is
+    rejected (rule page kept, rejection in ``method``), valid rewrites are stored and become
+    the next day's "previous dossier"; the fold's state is the rules run's either way, and a
+    rerun is served from the content cache."""
+    from memory_pipeline.defs.providers import provider_resources
+    from memory_pipeline_tests.fake_servers import FakeProviderServer, block_external_network
+
+    block_external_network(monkeypatch)
+    want = backfill.tables()["dossiers"]
+    rows = sorted(want.to_pylist(), key=lambda r: (r["local_date"], r["contact_id"]))
+    reworded = [r["markdown"].replace("- Messages:", "- In total, messages:") for r in rows]
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with FakeProviderServer() as server:
+        server.script_chat("Sorry, I cannot help with that.", *reworded[1:])
+        providers = provider_resources(
+            env={
+                "MEMORY_PIPELINE_DOSSIER_WRITER": "openai",
+                "MEMORY_PIPELINE_LLM_BASE_URL": server.openai_base_url,
+            }
+        )
+        r = Runner(corpus / "memory_pipeline.toml", tmp_path / "out", providers)
+        for keys in STAGES:
+            r.run(keys, DAYS)
+        assert len(server.chat_requests()) == len(rows)
+        got = sorted(
+            r.tables()["dossiers"].to_pylist(), key=lambda x: (x["local_date"], x["contact_id"])
+        )
+        assert [g["state"] for g in got] == [w["state"] for w in rows]  # same fold
+        assert got[0]["markdown"] == rows[0]["markdown"]
+        assert got[0]["method"].startswith("deterministic; rejected openai/")
+        assert [g["markdown"] for g in got[1:]] == reworded[1:]
+        assert {g["method"] for g in got[1:]} == {"openai/gpt-4o-mini"}
+        # a contact's second version was written from its first (LLM) page
+        second = next(
+            i for i, g in enumerate(got) if g["contact_id"] in {x["contact_id"] for x in got[1:i]}
+        )
+        previous = server.chat_requests()[second].body["messages"][-1]["content"]
+        assert "- In total, messages:" in previous.split("Today's rule-built dossier")[0]
+        # rerunning the range asks the model nothing new
+        before = r.tables()["dossiers"]
+        r.run(["dossiers"], DAYS)
+        assert len(server.chat_requests()) == len(rows)
+        assert r.tables()["dossiers"] == before

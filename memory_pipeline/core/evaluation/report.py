@@ -119,6 +119,13 @@ REQUIRED["memory_gold_summary"] = ("metric", "mean", "ci_lo", "ci_hi", "pooled",
 REQUIRED["memory_gold_per_conversation"] = (
     "corpus_id", "observations", "covered", "n_memories", "recall", "precision",
 )
+# dossier coverage vs gold (core/evaluation/dossier_eval.py)
+REQUIRED["dossier_coverage_summary"] = (
+    "gold", "version", "units", "items", "covered", "mean", "ci_low", "ci_high", "pooled"
+)
+REQUIRED["dossier_coverage"] = (
+    "gold", "unit", "speaker", "version", "items", "covered", "coverage"
+)
 
 
 # ----------------------------------------------------------------------------- document model
@@ -1876,6 +1883,8 @@ def write_report(
     if "ambiguous" in tables:  # only LoCoMo runs make ambiguous variants
         amb_rows, amb_why = _table_rows(tables, "ambiguous")
         sections.insert(-1, _ambiguous_section(amb_rows, amb_why, meta))
+    if "dossier_coverage_summary" in tables:  # runs that scored dossiers against gold
+        sections.insert(-1, _dossier_section(tables, meta))
     for sec in sections:
         for img in _images(sec.blocks):
             (out_dir / img.filename).write_bytes(img.png)
@@ -1884,6 +1893,63 @@ def write_report(
     html_path.write_text(_render_html(title, meta, sections), encoding="utf-8")
     md_path.write_text(_render_md(title, meta, sections), encoding="utf-8")
     return html_path, md_path
+
+
+def _dossier_section(tables: Mapping[str, pa.Table | None], meta: Mapping[str, Any]) -> _Section:
+    """Dossier coverage vs gold (core/evaluation/dossier_eval.py): mean over units with its
+    bootstrap CI, the pooled share, and the per-unit figures."""
+    sec = _Section("dossier-coverage", "Dossier coverage")
+    rows, why = _table_rows(tables, "dossier_coverage_summary")
+    if why is not None:
+        sec.blocks.append(_note(f"{why}, so dossier coverage is not shown."))
+        return sec
+    names = {"locomo_events": "LoCoMo events", "rpc_persona": "RealPersonaChat personas"}
+    sec.blocks.append(
+        _Table(
+            ["Gold", "Version", "Coverage (mean over units)", "95% CI", "Pooled", "Units"],
+            [
+                [
+                    names.get(str(r["gold"]), str(r["gold"])),
+                    str(r["version"]),
+                    _f(r["mean"]),
+                    _ci(r["ci_low"], r["ci_high"]),
+                    f"{_int(r['covered'])}/{_int(r['items'])} = {_f(r['pooled'])}",
+                    _int(r["units"]),
+                ]
+                for r in rows
+            ],
+        )
+    )
+    per, per_why = _table_rows(tables, "dossier_coverage")
+    if per_why is None:
+        units = [r for r in per if r["speaker"] in ("*",) or r["gold"] == "rpc_persona"]
+        sec.blocks.append(
+            _Table(
+                ["Gold", "Unit", "Version", "Covered", "Coverage"],
+                [
+                    [
+                        names.get(str(r["gold"]), str(r["gold"])),
+                        str(r["unit"]),
+                        str(r["version"]),
+                        f"{_int(r['covered'])}/{_int(r['items'])}",
+                        _f(r["coverage"]),
+                    ]
+                    for r in units
+                ],
+            )
+        )
+    sec.blocks.append(
+        _P(
+            "An event (LoCoMo event_summary) is covered when a dossier bullet citing a session "
+            "made of its LoCoMo session has content-word F1 >= 0.3 with it (NFKC, lower case, "
+            "the BM25 analyzers' stems, speakers' names removed); at_session scores the version "
+            "folded that day, final the last version. A persona statement (RealPersonaChat "
+            "interlocutors.json) is covered by any cited bullet of that speaker's final "
+            f"dossier. {meta.get('dossier_note') or ''}".rstrip(),
+            "caption",
+        )
+    )
+    return sec
 
 
 def _images(blocks: Iterable[Any]) -> Iterable[_Img]:

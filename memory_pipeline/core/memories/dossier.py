@@ -54,8 +54,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memory_pipeline.core.common.schema import DOSSIERS
+from memory_pipeline.core.memories.dossier_text import (
+    MIN_DISCLOSURE,
+    booked_items,
+    cut_words,
+    disclosure_score,
+    find_dates,
+    is_question,
+    sentences_of,
+    statement,
+    whole_word_title,
+)
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+OLD_STATE_VERSIONS = (1,)  # read by filling the fields added since with their defaults
 METHOD = "deterministic"
 
 PROFILE_KINDS = ("fact", "preference", "relationship", "possession")
@@ -70,6 +82,18 @@ MAX_SESSIONS_PER_BULLET = 3
 MAX_PROFILE_STATE = 200  # entries kept in the state (most recent), so it stays small
 MAX_PLAN_STATE = 100
 MAX_TEXT_CHARS = 300
+MAX_POINT_CHARS = 160  # a Recent Topics point or a plan's context, cut at a word boundary
+TOPIC_POINTS = 6  # statements shown per Recent Topics session
+DISCLOSURES_PER_SIDE = 2  # what each side said about themselves, per session
+MAX_AGENDA_STATE = 100
+BOOKED_WINDOW = 3  # a booking counts for a day mentioned within this many messages of it
+MAX_PATTERN_CITES = 40  # pattern bullets cite at most the latest this many counted sessions
+_PLAN_WORDS = re.compile(
+    r"\b(?:will|going to|gonna|plan(?:ning)? to|tomorrow|next\s+\w+)\b|'ll\b|’ll\b"
+    r"|予定|つもり|明日|来週",
+    re.I,
+)
+_POINT_LABEL = re.compile(r"^(?:Decision|Commitment|Context|決定|約束|背景)[:：]\s*")
 
 # Reply-time buckets: upper bounds in seconds; the last bucket is "longer than the last bound".
 RESPONSE_BOUNDS = (60, 120, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 24 * 3600)
@@ -106,8 +130,12 @@ class DossierState:
 
     Dates are ISO strings and instants integer microseconds, so ``to_json``/``from_json`` is
     exact. ``profile`` and ``plans`` hold memory entries (see the module docstring);
-    ``recent`` the last sessions with their titles; the histograms are ``hours`` (local hour,
-    24), ``weekdays`` (Mon..Sun, 7) and reply times per side (``RESPONSE_BOUNDS`` + 1).
+    ``recent`` the last sessions with their titles and up to ``TOPIC_POINTS`` statements;
+    ``agenda`` the explicit upcoming days the chats mention (spans, with context); the
+    histograms are ``hours`` (local hour, 24), ``weekdays`` (Mon..Sun, 7) and reply times per
+    side (``RESPONSE_BOUNDS`` + 1), and ``counted`` / ``hour_sessions`` / ``reply_sessions``
+    the sessions each pattern bullet counts (so it can cite them). ``speakers`` are the
+    contact-side senders: only what they say about themselves is profile.
     """
 
     contact_id: str
@@ -129,6 +157,12 @@ class DossierState:
     profile: list[dict] = field(default_factory=list)
     plans: list[dict] = field(default_factory=list)
     recent: list[dict] = field(default_factory=list)
+    agenda: list[dict] = field(default_factory=list)
+    owner_name: str = ""
+    speakers: list[str] = field(default_factory=list)
+    counted: list[str] = field(default_factory=list)
+    hour_sessions: list[list[str]] = field(default_factory=lambda: [[] for _ in range(24)])
+    reply_sessions: list[str] = field(default_factory=list)
     version: int = STATE_VERSION
 
     def to_json(self) -> str:
@@ -141,6 +175,8 @@ class DossierState:
     def from_json(cls, text: str) -> DossierState:
         """Parse ``to_json`` output; refuses unknown versions and fields rather than guess."""
         data = json.loads(text)
+        if data.get("version") in OLD_STATE_VERSIONS:
+            data["version"] = STATE_VERSION  # the new fields start empty
         if data.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported dossier state version {data.get('version')!r}")
         names = {f.name for f in dataclasses.fields(cls)}
@@ -158,6 +194,9 @@ class _Msg:
     hour: int
     weekday: int
     side: str  # "owner" | "contact" | "system"
+    sender: str = ""
+    text: str = ""
+    date: dt.date | None = None  # local date
 
 
 @dataclass
@@ -256,10 +295,15 @@ def _message_facts(messages: pa.Table, wanted: set[str]) -> dict[str, _Msg]:
     weekdays = pc.day_of_week(sub.column("local_ts")).to_pylist()  # Monday = 0
     owner = sub.column("is_owner").to_pylist()
     types = sub.column("type").to_pylist()
+    senders = sub.column("sender").to_pylist()
+    texts = sub.column("text").to_pylist()
+    dates = [x.date() for x in sub.column("local_ts").to_pylist()]
     facts = {}
-    for mid, t, h, w, o, ty in zip(ids, ts, hours, weekdays, owner, types, strict=True):
+    rows = zip(ids, ts, hours, weekdays, owner, types, senders, texts, dates, strict=True)
+    for mid, t, h, w, o, ty, who, text, day in rows:
         side = "system" if ty == "system" else ("owner" if o else "contact")
-        facts[mid] = _Msg(t, h, w, side)
+        spoken = text if ty == "text" and side != "system" else ""
+        facts[mid] = _Msg(t, h, w, side, who or "", spoken or "", day)
     if missing := wanted - facts.keys():
         raise ValueError(
             f"{len(missing)} messages of the sessions are not in `messages` "
@@ -268,14 +312,18 @@ def _message_facts(messages: pa.Table, wanted: set[str]) -> dict[str, _Msg]:
     return facts
 
 
-def _titles(enrichment: pa.Table, session_ids: set[str]) -> dict[str, str]:
-    """session_id -> cleaned title, for the given sessions (duplicates: the largest wins)."""
-    pairs = zip(
+def _titles(enrichment: pa.Table, session_ids: set[str]) -> dict[str, tuple[str, list[str]]]:
+    """session_id -> (cleaned title, summary bullets), for the given sessions (duplicates:
+    the largest wins)."""
+    rows = zip(
         enrichment.column("session_id").to_pylist(),
         enrichment.column("title").to_pylist(),
+        enrichment.column("bullets").to_pylist(),
         strict=True,
     )
-    return dict(sorted((s, _clean(t or "")) for s, t in pairs if s in session_ids))
+    return dict(
+        sorted((s, (_clean(t or ""), list(b or []))) for s, t, b in rows if s in session_ids)
+    )
 
 
 def _memories(memories: pa.Table, sessions: dict[str, dict]) -> list[dict]:
@@ -315,7 +363,7 @@ def _fold(
     day: dt.date,
     today: _ContactDay,
     msgs: dict[str, _Msg],
-    titles: dict[str, str],
+    titles: dict[str, tuple[str, list[str]]],
 ) -> DossierState:
     """Apply one day's sessions and memories of one contact to a copy of ``state``."""
     if state is None:
@@ -331,37 +379,198 @@ def _fold(
         st = copy.deepcopy(state)
     iso = day.isoformat()
     for s in today.sessions:
-        _count_session(st, [msgs[m] for m in s["message_ids"]])
+        for m in (msgs[i] for i in s["message_ids"]):
+            if m.side == "owner" and m.sender and not st.owner_name:
+                st.owner_name = m.sender
+            if m.side == "contact" and m.sender and m.sender not in st.speakers:
+                st.speakers = sorted([*st.speakers, m.sender])
+    session_points = {s["session_id"]: [] for s in today.sessions}
+    own: list[dict] = []
+    for s in today.sessions:
+        session_msgs = [msgs[m] for m in s["message_ids"]]
+        _count_session(st, s["session_id"], session_msgs)
         if not st.first_session:
             st.first_session, st.first_date = s["session_id"], iso
         if (s["start_us"], s["session_id"]) >= (st.last_start_us, st.last_session):
             st.last_start_us, st.last_session = s["start_us"], s["session_id"]
-        title = titles.get(s["session_id"]) or f"Conversation ({len(s['message_ids'])} messages)"
+        raw_title, bullets = titles.get(s["session_id"], ("", []))
+        title = whole_word_title(raw_title, [m.text for m in session_msgs])
+        title = title or f"Conversation ({len(s['message_ids'])} messages)"
+        _add_agenda(st, s, title, session_msgs)
+        told = _disclosures(st, session_msgs)  # (side, time, statement)
+        session_points[s["session_id"]] = [t for _, _, t, _ in told] + [
+            _say(st, b) for b in bullets
+        ]
+        about_self = [(ts, t) for side, ts, t, plan in told if side == "contact" and not plan]
+        if about_self:  # what the contact says about themselves (its best line a session)
+            own.append(_self_memory(contact_id, s["session_id"], *about_self[0]))
         st.recent.append(
-            {"session_id": s["session_id"], "date": iso, "start_us": s["start_us"], "title": title}
+            {
+                "session_id": s["session_id"],
+                "date": iso,
+                "start_us": s["start_us"],
+                "title": title,
+                "points": [],
+            }
         )
-    st.recent = sorted(st.recent, key=lambda r: (r["start_us"], r["session_id"]))[-RECENT_TOPICS:]
     profile = {e["key"]: e for e in st.profile}
     plans = {e["key"]: e for e in st.plans}
-    for m in today.memories:
+    stated: dict[str, list[str]] = {}
+    for m in sorted([*today.memories, *own], key=lambda r: (r["valid_from_us"], r["memory_id"])):
+        text = _say(st, m["text"] or "", subject=m["subject"] or "")
+        m = {**m, "text": text}
+        stated.setdefault(m["session_id"], []).append(text)
         # a dated or undated plan/event is ongoing; one that sets a single-valued attribute
         # (got a job -> employer, moving -> residence) is also who the person now is
         settled = m["attribute"] and m["event_date"] is None  # "got the job": done, not pending
         if m["kind"] in PLAN_KINDS and not settled:
             _apply(plans, m, iso)
-        if (m["kind"] not in PLAN_KINDS or m["attribute"]) and not m["subject_is_owner"]:
+        if (m["kind"] not in PLAN_KINDS or m["attribute"]) and _about_contact(st, m):
+            if m["memory_id"].startswith("self:") and _said_already(profile, text):
+                continue
             _apply(profile, m, iso)
+    for r in st.recent:  # statements: the session's memories first, then its summary bullets
+        if r["session_id"] in session_points:
+            seen: set[str] = set()
+            points = []
+            for p in [*stated.get(r["session_id"], []), *session_points[r["session_id"]]]:
+                p = cut_words(p, MAX_POINT_CHARS)
+                n = _norm(p)
+                if p and not any(n in q or q in n for q in seen) and len(points) < TOPIC_POINTS:
+                    seen.add(_norm(p))
+                    points.append(p)
+            r["points"] = points
+    st.recent = sorted(st.recent, key=lambda r: (r["start_us"], r["session_id"]))[-RECENT_TOPICS:]
     st.profile = _keep_recent(profile.values(), MAX_PROFILE_STATE)
     st.plans = _keep_recent((e for e in plans.values() if _plan_open(e, day)), MAX_PLAN_STATE)
+    st.agenda = sorted(
+        sorted(
+            (a for a in st.agenda if a["end"] >= iso),
+            key=lambda a: (a["start_us"], a["key"]),
+        )[-MAX_AGENDA_STATE:],
+        key=lambda a: a["key"],
+    )
     st.last_updated = iso
     return st
 
 
-def _count_session(st: DossierState, messages: list[_Msg]) -> None:
-    """Add one session's message counts, hour/weekday histograms and reply times."""
+def _disclosures(st: DossierState, messages: list[_Msg]) -> list[tuple[str, int, str, bool]]:
+    """Each side's ``DISCLOSURES_PER_SIDE`` most telling sentences of a session about
+    themselves (side, time, statement, is a plan), owner side first, each side's best first;
+    sentences scoring below MIN_DISCLOSURE are not kept."""
+    ranked: dict[str, list[tuple[int, int, int, str, str]]] = {"owner": [], "contact": []}
+    for i, m in enumerate(messages):
+        if m.side == "system" or not m.text:
+            continue
+        for sentence in sentences_of(m.text):
+            score = disclosure_score(sentence)
+            if score >= MIN_DISCLOSURE:
+                ranked[m.side].append((-score, i, m.ts_us, m.sender, sentence))
+    out = []
+    for side in ("owner", "contact"):
+        for _, _, ts_us, sender, sentence in sorted(ranked[side])[:DISCLOSURES_PER_SIDE]:
+            said = _say(st, f"{sender}: {sentence}")
+            plan = bool(_PLAN_WORDS.search(sentence) or find_dates(sentence, dt.date.min))
+            out.append((side, ts_us, cut_words(said, MAX_POINT_CHARS), plan))
+    return out
+
+
+def _self_memory(contact_id: str, session_id: str, ts_us: int, text: str) -> dict:
+    """A profile entry for what the contact said about themselves (not an extracted memory:
+    the fold's own, cited to its session like one)."""
+    key = f"{session_id}\x1f{text}"
+    return {
+        "memory_id": "self:" + hashlib.blake2b(key.encode(), digest_size=8).hexdigest(),
+        "contact_id": contact_id,
+        "session_id": session_id,
+        "subject": "",
+        "subject_is_owner": False,
+        "kind": "fact",
+        "attribute": "",
+        "value": "",
+        "text": text,
+        "valid_from_us": ts_us,
+        "event_date": None,
+    }
+
+
+def _say(st: DossierState, text: str, subject: str = "") -> str:
+    """A memory text or summary bullet as a statement about its speaker (see dossier_text)."""
+    text = _POINT_LABEL.sub("", _clean(text))
+    contact = st.speakers[0] if len(st.speakers) == 1 else st.contact_id  # a group: its name
+    owner = st.owner_name or "you"
+    said = statement(text, subject=subject, owner=owner, contact=contact, speakers=st.speakers)
+    return _clean(said)
+
+
+def _said_already(entries: dict[str, dict], text: str) -> bool:
+    """A profile entry already states this (one text contains the other)."""
+    n = _norm(text)
+    return any(n in _norm(e["text"]) or _norm(e["text"]) in n for e in entries.values())
+
+
+def _about_contact(st: DossierState, m: dict) -> bool:
+    """Profile material: about a contact-side speaker (or the contact), not the owner, and
+    not someone they only talk about (a friend's transfer is that friend's news)."""
+    if m["subject_is_owner"]:
+        return False
+    subject = m["subject"] or ""
+    return not subject or subject == st.contact_id or subject in st.speakers
+
+
+def _add_agenda(st: DossierState, session: dict, title: str, messages: list[_Msg]) -> None:
+    """Fold the explicit upcoming days a session mentions into ``st.agenda``.
+
+    A mention inside an existing span joins it (Kyoto, 23rd to 25th, then "on the 23rd");
+    the latest session's longest statement about it becomes the context, and what its
+    messages say was booked is listed.
+    """
+    for i, m in enumerate(messages):
+        if not m.text or m.date is None:
+            continue
+        near = messages[max(0, i - BOOKED_WINDOW) : i + BOOKED_WINDOW + 1]
+        booked = [b for n in near for b in booked_items(n.text)]
+        for start, end in find_dates(m.text, m.date):
+            a0, a1 = start.isoformat(), end.isoformat()
+            item = next((a for a in st.agenda if a["date"] <= a0 and a1 <= a["end"]), None)
+            if item is None:
+                inside = [a for a in st.agenda if a0 <= a["date"] and a["end"] <= a1]
+                item = {
+                    "key": f"{a0}\x1f{a1}",
+                    "date": a0,
+                    "end": a1,
+                    "sessions": [],
+                    "title": title,
+                    "context": "",
+                    "context_rank": [0, 0, 0],
+                    "booked": [],
+                    "start_us": session["start_us"],
+                }
+                for a in inside:  # a wider span absorbs the days it contains
+                    st.agenda.remove(a)
+                    item["sessions"] += a["sessions"]
+                    item["booked"] += a["booked"]
+                    if a["context_rank"] > item["context_rank"]:
+                        item["context"], item["context_rank"] = a["context"], a["context_rank"]
+                st.agenda.append(item)
+            if session["session_id"] not in item["sessions"]:
+                item["sessions"].append(session["session_id"])
+            said = cut_words(_say(st, f"{m.sender}: {m.text}"), MAX_POINT_CHARS)
+            rank = [session["start_us"], 0 if is_question(m.text) else 1, len(said)]
+            if rank > item["context_rank"]:
+                item["context"], item["context_rank"] = said, rank
+                item["title"], item["start_us"] = title, session["start_us"]
+            item["booked"] = list(dict.fromkeys([*item["booked"], *booked]))
+
+
+def _count_session(st: DossierState, session_id: str, messages: list[_Msg]) -> None:
+    """Add one session's message counts, hour/weekday histograms and reply times, and note
+    which pattern bullets it counts for."""
     st.sessions_total += 1
     st.messages_total += len(messages)
+    st.counted.append(session_id)
     prev: _Msg | None = None
+    replied = False
     for m in messages:
         if m.side == "system":
             st.system_messages += 1
@@ -371,11 +580,16 @@ def _count_session(st: DossierState, messages: list[_Msg]) -> None:
         else:
             st.contact_messages += 1
         st.hours[m.hour] += 1
+        if session_id not in st.hour_sessions[m.hour]:
+            st.hour_sessions[m.hour].append(session_id)
         st.weekdays[m.weekday] += 1
         if prev is not None and prev.side != m.side:
             hist = st.owner_replies if m.side == "owner" else st.contact_replies
             hist[response_bucket((m.ts_us - prev.ts_us) // 1_000_000)] += 1
+            replied = True
         prev = m
+    if replied:
+        st.reply_sessions.append(session_id)
 
 
 def response_bucket(seconds: int) -> int:
@@ -527,51 +741,103 @@ def _profile_bullets(state: DossierState, owner_label: str) -> list[str]:
 
 
 def _plan_bullets(state: DossierState, day: dt.date, owner_label: str) -> list[str]:
-    """Dated plans soonest first, then undated ones most recently stated first."""
+    """Dated plans and the days the chats mention, soonest first, then undated plans most
+    recently stated first. A dated plan carries the context of the day it is for (what the
+    chat said about that day), so "Yuki will go on the 17th" says what the 17th is."""
+    iso = day.isoformat()
     open_plans = [e for e in state.plans if _plan_open(e, day)]
-    dated = sorted(
-        (e for e in open_plans if e["event_date"]), key=lambda e: (e["event_date"], e["key"])
+    agenda = sorted(
+        (a for a in state.agenda if a["end"] >= iso), key=lambda a: (a["date"], a["key"])
     )
+    used: set[str] = set()
+    dated: list[tuple[str, str, str]] = []
+    for e in sorted(
+        (e for e in open_plans if e["event_date"]), key=lambda e: (e["event_date"], e["key"])
+    ):
+        who = _who(e, state, owner_label)
+        sessions = _entry_sessions(e)
+        tail = ""
+        if e["previous"]:
+            tail += f" (previously: {e['previous']['value'] or e['previous']['text']})"
+        when = e["event_date"]
+        a = next((a for a in agenda if a["date"] <= e["event_date"] <= a["end"]), None)
+        if a is not None and a["key"] not in used:
+            used.add(a["key"])
+            if _norm(a["context"]) != _norm(e["text"]):
+                tail += f" — {a['context']}"
+            if a["booked"]:
+                tail += f" (booked: {', '.join(a['booked'])})"
+            if a["date"] == when and a["end"] != when:
+                when = f"{when} to {a['end']}"
+            sessions = [*sessions, *a["sessions"]]
+        line = f"- {when} — {who}{e['text']}{tail} {_cite(sessions)}"
+        dated.append((e["event_date"], e["key"], line))
+    for a in agenda:
+        if a["key"] in used:
+            continue
+        when = a["date"] if a["date"] == a["end"] else f"{a['date']} to {a['end']}"
+        booked = f" (booked: {', '.join(a['booked'])})" if a["booked"] else ""
+        line = f"- {when} — {a['title']}: {a['context']}{booked} {_cite(a['sessions'])}"
+        dated.append((a["date"], a["key"], line))
     undated = sorted(
         (e for e in open_plans if not e["event_date"]),
         key=lambda e: (-e["valid_from_us"], e["key"]),
     )
-    out = []
-    for e in [*dated, *undated][:MAX_PLAN_BULLETS]:
+    out = [line for _, _, line in sorted(dated)]
+    for e in undated:
         who = _who(e, state, owner_label)
-        lead = f"{e['event_date']} — " if e["event_date"] else ""
-        tail = "" if e["event_date"] else f" (mentioned {e['stated']})"
+        tail = f" (mentioned {e['stated']})"
         if e["previous"]:
             tail += f" (previously: {e['previous']['value'] or e['previous']['text']})"
-        out.append(f"- {lead}{who}{e['text']}{tail} {_cite(_entry_sessions(e))}")
-    return out
+        out.append(f"- {who}{e['text']}{tail} {_cite(_entry_sessions(e))}")
+    return out[:MAX_PLAN_BULLETS]
+
+
+def _pattern_cite(sessions: list[str]) -> str:
+    """The sessions a pattern bullet counts (the latest MAX_PATTERN_CITES of them)."""
+    return _cite(sessions[-MAX_PATTERN_CITES:])
 
 
 def _pattern_bullets(state: DossierState, owner_label: str) -> list[str]:
-    """Counts, active hours/days and median reply times, citing the first and last session."""
+    """Counts, active hours/days and median reply times, each citing the sessions it counts
+    (the latest ``MAX_PATTERN_CITES`` when there are more, and then it says so)."""
     if not state.sessions_total:
         return []
-    cite = _cite([state.first_session, state.last_session])
     name = _clean(state.name)
     system = f", system {state.system_messages}" if state.system_messages else ""
+
+    def more(sessions: list[str]) -> str:
+        extra = len(sessions) - MAX_PATTERN_CITES
+        cited = f" (latest {MAX_PATTERN_CITES} of {len(sessions)} sessions cited)"
+        return cited if extra > 0 else ""
+
+    counted = state.counted or [state.first_session, state.last_session]
     out = [
         f"- Messages: {state.messages_total} over {state.sessions_total} sessions, "
         f"{state.first_date} to {state.last_updated} ({name} {state.contact_messages}, "
-        f"{owner_label} {state.owner_messages}{system}) {cite}"
+        f"{owner_label} {state.owner_messages}{system}){more(counted)} {_pattern_cite(counted)}"
     ]
     hours = _top(state.hours, 3)
     days = _top(state.weekdays, 3)
     if hours:
         hour_text = ", ".join(f"{h:02d}:00–{(h + 1) % 24:02d}:00 ({n})" for h, n in hours)
         day_text = ", ".join(f"{WEEKDAYS[d]} ({n})" for d, n in days)
-        out.append(f"- Most active hours: {hour_text}; most active days: {day_text} {cite}")
+        in_top = {sid for h, _ in hours for sid in state.hour_sessions[h]}
+        top = [sid for sid in counted if sid in in_top] or counted
+        out.append(
+            f"- Most active hours: {hour_text}; most active days: {day_text}{more(top)} "
+            f"{_pattern_cite(top)}"
+        )
     parts = []
     for label, hist in ((name, state.contact_replies), (owner_label, state.owner_replies)):
         b = median_bucket(hist)
         if b is not None:
             parts.append(f"{label} ~{RESPONSE_LABELS[b]} (n={sum(hist)})")
     if parts:
-        out.append(f"- Median response time: {', '.join(parts)} {cite}")
+        replies = state.reply_sessions or counted
+        out.append(
+            f"- Median response time: {', '.join(parts)}{more(replies)} {_pattern_cite(replies)}"
+        )
     return out
 
 
@@ -582,16 +848,23 @@ def _top(hist: list[int], k: int) -> list[tuple[int, int]]:
 
 
 def _topic_bullets(state: DossierState, day: dt.date) -> list[str]:
-    """Titles of the latest sessions within RECENT_TOPIC_DAYS, newest first."""
+    """Titles of the latest sessions within RECENT_TOPIC_DAYS, newest first, each followed by
+    its key statements as sub-bullets (one statement a line, each citing the session)."""
     floor = (day - dt.timedelta(days=RECENT_TOPIC_DAYS)).isoformat()
     recent = [r for r in reversed(state.recent) if r["date"] >= floor]
-    return [f"- {r['date']} — {r['title']} {_cite([r['session_id']])}" for r in recent]
+    out = []
+    for r in recent:
+        cite = _cite([r["session_id"]])
+        out.append(f"- {r['date']} — {r['title']} {cite}")
+        out += [f"  - {p} {cite}" for p in r.get("points") or []]
+    return out
 
 
 def _clean(text: str) -> str:
-    """One line of plain text: whitespace collapsed, no citation look-alikes, bounded."""
+    """One line of plain text: whitespace collapsed, no citation look-alikes, bounded at a
+    word boundary."""
     text = " ".join(text.split()).replace("[sessions:", "(sessions:")
-    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
+    return cut_words(text, MAX_TEXT_CHARS)
 
 
 def _norm(text: str) -> str:

@@ -247,3 +247,187 @@ class LlmMemoryExtractor:
             error = f"{type(exc).__name__}: {exc}"[:300]
             self.errors.append((session.session_id, error))
             return SessionExtraction([], error)
+
+
+# -- the dossier writer -------------------------------------------------------------------------
+
+DOSSIER_SYSTEM_PROMPT = """\
+You keep a living dossier about one contact: a Markdown briefing the user reads before
+talking to them. You get the previous dossier, today's rule-built dossier (the facts and
+their sources) and today's new sessions (summaries and memories). Write today's dossier:
+plain statements (not quotes), upcoming plans with their dates and context, what the
+contact says about themselves in the profile (never other people's news). Keep exactly the
+title line, the "Last Updated:" line and the four sections of the rule-built dossier, in
+its order, with the same headings. Every content line is a bullet that ends with
+" [sessions: ses_..., ...]" citing only session ids of the rule-built dossier; every session
+id it cites must still be cited. Never add facts the inputs do not state. Answer with the
+Markdown only."""
+
+DOSSIER_USER_TEMPLATE = """\
+Previous dossier:
+{previous}
+
+Today's rule-built dossier (keep its sections and citations):
+{rule}
+
+New sessions (id, date, title, summary bullets, memories):
+{sessions}"""
+
+NO_PREVIOUS = "(none: this is the first version)"
+
+
+@dataclasses.dataclass(frozen=True)
+class DossierSession:
+    """What the writer is told about one of today's sessions (no raw message text)."""
+
+    session_id: str
+    date: str
+    title: str
+    bullets: tuple[str, ...] = ()
+    memories: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class DossierRewrite:
+    """The writer's outcome: the markdown to store, its method, and why a rewrite was
+    refused (problem kinds only, never text: they end up in metadata and logs)."""
+
+    markdown: str
+    method: str
+    accepted: bool
+    problems: tuple[str, ...] = ()
+    cached: bool = False
+
+
+def problem_kinds(problems: list[str]) -> tuple[str, ...]:
+    """``["dropped citation: ses_x", "uncited line: ..."]`` -> ``("dropped citation",
+    "uncited line")``: a rejection is recorded without the text it quotes."""
+    return tuple(sorted({p.split(":", 1)[0] for p in problems}))
+
+
+class LlmDossierWriter:
+    """Rewrites the rule fold's dossier with a chat model; keeps it only when it passes
+    ``dossier.check_rewrite`` against the rule version (same sections, no dropped or
+    invented citations, every line cited, only this contact's sessions).
+
+    The rule fold's state stays the record, so the fold is the same with or without the
+    writer; the writer only changes the stored page. Answers are cached by the request's
+    content (prompt, model, parameters and the redacted inputs)."""
+
+    def __init__(
+        self,
+        llm: OpenAICompatibleLlm,
+        *,
+        cache: ContentCache | None = None,
+        redact_text: bool = True,
+        max_input_chars: int = 16000,
+    ) -> None:
+        self.llm = llm
+        self.cache = cache
+        self.redact_text = redact_text
+        self.max_input_chars = max_input_chars
+        self.method = f"{llm.provider}/{llm.model}"
+        self.cache_hits = 0
+        self.accepted = 0
+        self.rejected: list[tuple[str, str, tuple[str, ...]]] = []  # (contact, date, kinds)
+        self._cache_key = (
+            cache.key_for(
+                llm.provider,
+                llm.model,
+                {
+                    "task": "dossier",
+                    "prompt": text_hash(DOSSIER_SYSTEM_PROMPT + DOSSIER_USER_TEMPLATE),
+                    "max_input_chars": max_input_chars,
+                    "redact": redact_text,
+                    **llm.params,
+                },
+            )
+            if cache is not None
+            else ""
+        )
+
+    def _mask(self, text: str) -> str:
+        return redact(text)[0] if self.redact_text else text
+
+    def build_messages(
+        self, rule_markdown: str, previous_markdown: str | None, sessions: list[DossierSession]
+    ) -> list[dict[str, str]]:
+        """The chat request: system rules, then previous + rule dossier + new sessions."""
+        lines = []
+        for s in sessions:
+            lines.append(f"- {s.session_id} ({s.date}): {self._mask(s.title)}")
+            lines += [f"  - summary: {self._mask(b)}" for b in s.bullets]
+            lines += [f"  - memory: {self._mask(m)}" for m in s.memories]
+        body = "\n".join(lines)[: self.max_input_chars]
+        user = DOSSIER_USER_TEMPLATE.format(
+            previous=self._mask(previous_markdown) if previous_markdown else NO_PREVIOUS,
+            rule=self._mask(rule_markdown),
+            sessions=body,
+        )
+        return [
+            {"role": "system", "content": DOSSIER_SYSTEM_PROMPT},
+            {"role": "user", "content": user},
+        ]
+
+    def _complete(self, messages: list[dict[str, str]]) -> str:
+        llm = self.llm
+        kwargs: dict[str, Any] = {"temperature": 0}
+        if llm.max_output_tokens:
+            kwargs["max_tokens"] = llm.max_output_tokens
+
+        def once() -> str:
+            llm.calls += 1
+            resp = llm.client.chat.completions.create(model=llm.model, messages=messages, **kwargs)
+            content = resp.choices[0].message.content if resp.choices else None
+            if not content:
+                raise ValueError(f"{self.method} returned no content")
+            return content
+
+        return call_with_retries(once, **getattr(llm, "_retry", {}))
+
+    def rewrite(
+        self,
+        *,
+        contact_id: str,
+        date: str,
+        rule_markdown: str,
+        previous_markdown: str | None,
+        sessions: list[DossierSession],
+        allowed_sessions: set[str] | None = None,
+    ) -> DossierRewrite:
+        """Today's page: the model's rewrite when it passes the checks, else the rule one.
+
+        ``allowed_sessions`` (the contact's sessions) is checked on top of ``check_rewrite``
+        so a citation of another contact's session is refused even if the rule page had it.
+        A provider failure is a rejection too: the run goes on with the rule page.
+        """
+        from memory_pipeline.core.memories.dossier import check_rewrite, cited_sessions
+
+        cached = False
+        try:
+            messages = self.build_messages(rule_markdown, previous_markdown, sessions)
+            digest = text_hash(messages[-1]["content"])
+            content = None
+            if self.cache is not None:
+                content = self.cache.get_json(self._cache_key, [digest]).get(digest)
+                cached = content is not None
+                self.cache_hits += cached
+            if content is None:
+                content = self._complete(messages)
+                if self.cache is not None:
+                    self.cache.put_json(self._cache_key, {digest: content})
+        except Exception as exc:  # one contact's failure must not stop the run
+            kinds = (f"provider error: {type(exc).__name__}",)
+            self.rejected.append((contact_id, date, kinds))
+            return DossierRewrite(rule_markdown, "deterministic", False, kinds)
+        answer = content.strip() + "\n"
+        problems = check_rewrite(rule_markdown, answer)
+        if allowed_sessions is not None:
+            foreign = sorted(set(cited_sessions(answer)) - allowed_sessions)
+            problems += [f"other contact's session: {s}" for s in foreign]
+        if problems:
+            kinds = problem_kinds(problems)
+            self.rejected.append((contact_id, date, kinds))
+            return DossierRewrite(rule_markdown, "deterministic", False, kinds, cached)
+        self.accepted += 1
+        return DossierRewrite(answer, self.method, True, (), cached)

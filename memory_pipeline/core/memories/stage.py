@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -51,6 +53,12 @@ def prior_dossier_states(store: TableStore, before: dt.date) -> dict[str, str]:
     Raises DossierChainBroken when a date that has sessions has no dossier partition: a
     dossier is a fold over every earlier day, so building on a gap would silently lose days.
     """
+    return {c: state for c, (state, _) in prior_dossiers(store, before).items()}
+
+
+def prior_dossiers(store: TableStore, before: dt.date) -> dict[str, tuple[str, str]]:
+    """contact -> (state JSON, markdown) of its latest stored version before ``before``
+    (the markdown is what an LLM writer rewrote, if one did); see prior_dossier_states."""
     built = set(store.dates(T.DOSSIERS))
     gaps = [d for d in store.dates(T.SESSIONS) if d < before and d not in built]
     if gaps:
@@ -59,30 +67,38 @@ def prior_dossier_states(store: TableStore, before: dt.date) -> dict[str, str]:
             f"{len(gaps)} earlier date(s) with sessions have none (first: {gaps[0]}); "
             f"materialize dossiers from {gaps[0]} to {before} in one run (a backfill)"
         )
-    states: dict[str, str] = {}
+    states: dict[str, tuple[str, str]] = {}
     for day in sorted((d for d in built if d < before), reverse=True):
-        table = store.read(T.DOSSIERS, [day], columns=["contact_id", "state"])
-        for contact, state in zip(
-            table.column("contact_id").to_pylist(), table.column("state").to_pylist(), strict=True
+        table = store.read(T.DOSSIERS, [day], columns=["contact_id", "state", "markdown"])
+        for contact, state, markdown in zip(
+            table.column("contact_id").to_pylist(),
+            table.column("state").to_pylist(),
+            table.column("markdown").to_pylist(),
+            strict=True,
         ):
-            states.setdefault(contact, state)
+            states.setdefault(contact, (state, markdown))
     return states
 
 
 def build_dossiers(
-    store: TableStore, dates: Iterable[dt.date]
+    store: TableStore, dates: Iterable[dt.date], writer: Any | None = None
 ) -> Iterator[tuple[dt.date, pa.Table]]:
     """Dossier versions per date, folding each day onto the previous one, in date order.
 
     Yields (date, rows of the contacts whose dossier changed that day) so the caller writes
     each day before the next is computed; a range is the same fold as one day at a time.
+    With a ``writer`` (memories.llm.LlmDossierWriter) each page is offered to the model,
+    which sees the previous page and the day's summaries and memories; the rule page is kept
+    unless the rewrite passes the checks. The state is always the rule fold's.
     """
     from memory_pipeline.core.memories.dossier import DossierState, build_day, dossier_rows
 
     days = sorted(set(dates))
     if not days:
         return
-    saved = prior_dossier_states(store, days[0])  # JSON, parsed only for contacts seen
+    prior = prior_dossiers(store, days[0])
+    saved = {c: state for c, (state, _) in prior.items()}  # JSON, parsed only when seen
+    pages = {c: markdown for c, (_, markdown) in prior.items()}
     states: dict[str, DossierState] = {}
     sessions_all = store.read(T.SESSIONS, days)
     memories_all = store.read(T.MEMORIES, days)
@@ -104,7 +120,69 @@ def build_dossiers(
             per_memories[day],
         )
         states.update(changed)
-        yield day, dossier_rows(changed, day)
+        rows = dossier_rows(changed, day)
+        if writer is not None:
+            rows = _rewrite_rows(
+                writer, rows, pages, sessions, per_enrichment[day], per_memories[day]
+            )
+        contacts, markdown = rows.column("contact_id"), rows.column("markdown")
+        pages.update(zip(contacts.to_pylist(), markdown.to_pylist(), strict=True))
+        yield day, rows
+
+
+def _rewrite_rows(
+    writer: Any,
+    rows: pa.Table,
+    pages: dict[str, str],
+    sessions: pa.Table,
+    enrichment: pa.Table,
+    memories: pa.Table,
+) -> pa.Table:
+    """Offer each row's page to the writer; a refusal keeps the rule page and records the
+    problem kinds in ``method`` (``deterministic; rejected <writer>: <kinds>``)."""
+    from memory_pipeline.core.memories.dossier import cited_sessions
+    from memory_pipeline.core.memories.llm import DossierSession
+
+    cols = ["session_id", "title", "bullets"]
+    info = {r["session_id"]: r for r in enrichment.select(cols).to_pylist()}
+    said: dict[str, list[str]] = {}
+    for sid, text in zip(
+        memories.column("session_id").to_pylist(), memories.column("text").to_pylist(), strict=True
+    ):
+        said.setdefault(sid, []).append(text or "")
+    by_contact: dict[str, list[dict]] = {}
+    for r in sessions.select(["session_id", "contact_id", "local_date", "start_ts"]).to_pylist():
+        by_contact.setdefault(r["contact_id"], []).append(r)
+    out = []
+    for row in rows.to_pylist():
+        contact = row["contact_id"]
+        today = sorted(by_contact.get(contact, []), key=lambda r: (r["start_ts"], r["session_id"]))
+        result = writer.rewrite(
+            contact_id=contact,
+            date=row["local_date"].isoformat(),
+            rule_markdown=row["markdown"],
+            previous_markdown=pages.get(contact),
+            sessions=[
+                DossierSession(
+                    r["session_id"],
+                    r["local_date"].isoformat(),
+                    (info.get(r["session_id"]) or {}).get("title") or "",
+                    tuple((info.get(r["session_id"]) or {}).get("bullets") or ()),
+                    tuple(said.get(r["session_id"], ())),
+                )
+                for r in today
+            ],
+            allowed_sessions=set(json.loads(row["state"]).get("counted") or []),
+        )
+        row["markdown"] = result.markdown
+        row["cited_sessions"] = cited_sessions(result.markdown)
+        row["method"] = (
+            result.method
+            if result.accepted
+            else f"deterministic; rejected {writer.method}: {', '.join(result.problems)}"
+        )
+        out.append(row)
+    return pa.Table.from_pylist(out, schema=rows.schema)
 
 
 @dataclass
@@ -115,7 +193,9 @@ class DossierWrite:
     later: list[dt.date]  # dossier partitions after the range: its files were left alone
 
 
-def write_dossiers(store: TableStore, dates: Iterable[dt.date], folder: Path) -> DossierWrite:
+def write_dossiers(
+    store: TableStore, dates: Iterable[dt.date], folder: Path, writer: Any | None = None
+) -> DossierWrite:
     """Build and write the dossier partitions of ``dates`` in order, then the current files.
 
     The ``.md`` files are the latest versions; when later partitions exist (a past range was
@@ -125,7 +205,7 @@ def write_dossiers(store: TableStore, dates: Iterable[dt.date], folder: Path) ->
 
     days = sorted(set(dates))
     latest: dict[str, str] = {}
-    for day, rows in build_dossiers(store, days):
+    for day, rows in build_dossiers(store, days, writer):
         store.write(T.DOSSIERS, rows, day)
         latest.update(
             zip(

@@ -187,6 +187,11 @@ def section(markdown: str, name: str) -> list[str]:
     return out
 
 
+def topics(markdown: str) -> list[str]:
+    """The Recent Topics session lines (their statement sub-bullets left out)."""
+    return [ln for ln in section(markdown, SECTIONS[3]) if ln.startswith("- ")]
+
+
 def version(versions: dict[dt.date, pa.Table], contact: str, day: dt.date) -> str:
     rows = versions[day].to_pylist()
     return next(r["markdown"] for r in rows if r["contact_id"] == contact)
@@ -371,7 +376,7 @@ def test_supersession_keeps_only_the_newest_value_current(folded):
     # earlier versions show the value current then
     early = section(version(versions, "Maria", D(2024, 3, 2)), SECTIONS[0])
     assert any(ln.startswith("- Maria works at Studio Nami (since 2024-03-01) [") for ln in early)
-    assert not any("Hikari Design" in ln for ln in early)
+    assert not any("works at Hikari Design" in ln for ln in early)
 
 
 def test_plans_drop_out_once_their_date_passes(folded):
@@ -384,10 +389,15 @@ def test_plans_drop_out_once_their_date_passes(folded):
     on_5 = "\n".join(section(version(versions, "Maria", D(2024, 3, 5)), SECTIONS[1]))
     assert "Maria starts at Hikari Design" not in on_5 and "shinkansen" in on_5
     final = section(render_markdown(states["Maria"]), SECTIONS[1])
-    assert [ln.split(" [sessions:")[0] for ln in final] == [
-        "- 2024-03-23 — Kyoto trip with Yuki",
+    lines = [ln.split(" [sessions:")[0] for ln in final]
+    assert [ln.split(" — ")[0] for ln in lines] == [
+        "- 2024-03-16",  # the concert the chat mentions (no memory for it)
+        "- 2024-03-23 to 2024-03-25",  # the Kyoto memory, dated by the chat's span
+        "- 2024-03-30",
         "- Maria sends the ryokan options (mentioned 2024-03-10)",
     ]
+    assert lines[1].startswith("- 2024-03-23 to 2024-03-25 — Kyoto trip with Yuki — ")
+    assert lines[1].endswith("(booked: shinkansen, ryokan)")
     assert {e["text"] for e in states["Maria"].plans} == {
         "Kyoto trip with Yuki",
         "Maria sends the ryokan options",
@@ -400,18 +410,19 @@ def test_japanese_contact_renders(sample, folded, tmp_path):
     assert md.startswith("# Dossier: 健太\nLast Updated: 2024-03-13\n")
     assert missing_sections(md) == [] and uncited_bullets(md) == []
     assert section(md, SECTIONS[0])[0].startswith("- 健太は高円寺に住んでいる (since 2024-03-04) [")
-    assert section(md, SECTIONS[1])[0].startswith(
-        "- 2024-03-20 — 3月20日に健太の引っ越しを手伝う ["
-    )
-    topics = section(md, SECTIONS[3])
-    assert len(topics) == 5 and all(re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", t) for t in topics)
+    ongoing = section(md, SECTIONS[1])
+    assert any(ln.startswith("- 2024-03-20 — 3月20日に健太の引っ越しを手伝う") for ln in ongoing)
+    assert [ln[:12] for ln in ongoing] == sorted(ln[:12] for ln in ongoing)  # soonest first
+    titles = topics(md)
+    assert len(titles) == 5 and all(re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", t) for t in titles)
     assert "(健太 " in md and "LEAKED" not in md
     path = write_markdown_atomic(tmp_path, "健太", md)
     assert path.name == "健太.md" and path.read_text(encoding="utf-8") == md
 
 
 def test_recent_topics_are_the_latest_titles_newest_first(sample, folded):
-    topics = section(render_markdown(folded[0]["Maria"]), SECTIONS[3])
+    md = render_markdown(folded[0]["Maria"])
+    lines = section(md, SECTIONS[3])
     latest = sample.by_contact["Maria"][-5:][::-1]
     titles = dict(
         zip(
@@ -420,10 +431,19 @@ def test_recent_topics_are_the_latest_titles_newest_first(sample, folded):
             strict=True,
         )
     )
-    assert topics == [
+    assert topics(md) == [
         f"- {s['local_date']} — {titles[s['session_id']]} [sessions: {s['session_id']}]"
         for s in latest
     ]
+    # each title is followed by its statements as sub-bullets citing the same session
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("- ")] + [len(lines)]
+    for a, b in zip(starts, starts[1:], strict=False):
+        cite = lines[a].rsplit(" [sessions: ", 1)[1]
+        points = lines[a + 1 : b]
+        assert 1 <= len(points) <= ds.TOPIC_POINTS, lines[a]
+        for p in points:
+            assert p.startswith("  - ") and p.endswith(f" [sessions: {cite}"), p
+            assert not re.match(r"^  - (Maria|Yuki): ", p), p
 
 
 # -- small hand-made conversations -------------------------------------------------------------
@@ -481,7 +501,7 @@ def test_undated_plans_last_fourteen_days_and_dated_ones_until_their_day():
     assert uncited_bullets(versions[D(2024, 3, 21)]) == []
     assert "— Conversation (2 messages) [sessions: " in versions[D(2024, 3, 21)]
     # Recent Topics: only the last 30 days, at most five
-    assert len(section(versions[D(2024, 3, 21)], SECTIONS[3])) == 5
+    assert len(topics(versions[D(2024, 3, 21)])) == 5
 
 
 def test_recent_topics_forget_sessions_older_than_thirty_days():

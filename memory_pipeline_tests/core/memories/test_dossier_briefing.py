@@ -1,0 +1,183 @@
+"""Issue 12: dossiers read as a briefing — checked on the bundled sample with the rule
+extractor's real memories, defect by defect, plus the text rules on their own."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from memory_pipeline.config import load_config
+from memory_pipeline.core.ingest.normalize import messages_table
+from memory_pipeline.core.ingest.stage import discover_dates, read_all
+from memory_pipeline.core.memories.dossier import (
+    SECTIONS,
+    build_day,
+    render_markdown,
+    uncited_bullets,
+)
+from memory_pipeline.core.memories.dossier_text import (
+    booked_items,
+    cut_words,
+    find_dates,
+    statement,
+    whole_word_title,
+)
+from memory_pipeline.core.memories.extract import extract_memories
+from memory_pipeline.core.represent.build import enrich_sessions
+from memory_pipeline.core.sessions.sessionize import sessionize
+from memory_pipeline_tests.paths import ROOT
+
+D = dt.date
+
+
+@pytest.fixture(scope="module")
+def sample():
+    cfg = load_config(ROOT / "memory_pipeline.toml", env={})
+    dates = discover_dates(cfg.sources, cfg.start_date)
+    messages = messages_table(read_all(cfg.sources, dates, cfg.start_date).messages)
+    sessions = sessionize(messages, cfg.session_gap_minutes)
+    enrichment = enrich_sessions(sessions, messages)
+    memories, _ = extract_memories(sessions, messages)
+    states: dict = {}
+    for day in sorted(set(sessions.column("local_date").to_pylist())):
+
+        def on(t: pa.Table, day=day) -> pa.Table:
+            return t.filter(pc.equal(t.column("local_date"), pa.scalar(day, pa.date32())))
+
+        states.update(build_day(states, day, on(sessions), messages, on(enrichment), on(memories)))
+    pages = {c: render_markdown(s, cfg.owner) for c, s in states.items()}
+    return states, pages, sessions
+
+
+def section(md: str, name: str) -> list[str]:
+    lines = md.splitlines()
+    out = []
+    for ln in lines[lines.index(f"## {name}") + 1 :]:
+        if ln.startswith("#"):
+            break
+        if ln.strip():
+            out.append(ln)
+    return out
+
+
+def test_bullets_are_statements_not_quotes(sample):
+    _, pages, _ = sample
+    for contact, md in pages.items():
+        assert uncited_bullets(md) == []
+        for name in (SECTIONS[0], SECTIONS[1], SECTIONS[3]):
+            for ln in section(md, name):
+                body = re.sub(r"^ *- (\d{4}-\d{2}-\d{2}( to \d{4}-\d{2}-\d{2})? — )?", "", ln)
+                assert not re.match(r"^(Maria|Yuki|Sam|健太|母|父): ", body), (contact, ln)
+    assert "Guess what" not in pages["Maria"]
+
+
+def test_kyoto_trip_is_ongoing_with_its_dates_and_bookings(sample):
+    _, pages, _ = sample
+    ongoing = section(pages["Maria"], SECTIONS[1])
+    kyoto = [ln for ln in ongoing if ln.startswith("- 2024-03-23 to 2024-03-25 — ")]
+    assert len(kyoto) == 1, ongoing
+    assert "Kyoto" in kyoto[0] and "(booked: shinkansen, ryokan)" in kyoto[0]
+    assert kyoto[0].count("ses_") == 2  # planned on 03-02, booked on 03-10
+
+
+def test_profile_holds_only_what_the_contact_says_about_themselves(sample):
+    states, pages, _ = sample
+    profile = "\n".join(section(pages["健太"], SECTIONS[0]))
+    assert "美咲" not in profile and "佐藤先輩" not in profile  # other people's news
+    assert all(e["subject"] in {"健太", ""} for e in states["健太"].profile)
+    assert "Hikari Design" in "\n".join(section(pages["Maria"], SECTIONS[0]))
+
+
+def test_commitments_carry_the_context_of_their_day(sample):
+    _, pages, _ = sample
+    ongoing = section(pages["家族"], SECTIONS[1])
+    seventeenth = [ln for ln in ongoing if ln.startswith("- 2024-03-17 — ")]
+    assert len(seventeenth) == 1 and "お父さんの誕生日" in seventeenth[0], ongoing
+    # Sam's dossier now knows the camera goes back on the 28th
+    assert any(
+        ln.startswith("- 2024-03-28 — ") and "March 28" in ln
+        for ln in section(pages["Sam"], SECTIONS[1])
+    )
+
+
+def test_titles_are_whole_words(sample):
+    _, pages, _ = sample
+    titles = [
+        ln.split(" — ")[1].split(" [sessions:")[0]
+        for ln in section(pages["健太"], SECTIONS[3])
+        if ln[:2] == "- "
+    ]
+    assert "軍手（健太・Yuki）" in titles and not any("軍手持" in t for t in titles)
+    torn = whole_word_title("軍手持（健太・Yuki）", ["20日は軍手持って行くね"])
+    assert torn == "軍手（健太・Yuki）"
+    kept = whole_word_title("高円寺：トラック", ["朝9時に高円寺の家に来て"])
+    assert kept == "高円寺：トラック"
+    assert cut_words("Maria loves the new office a lot", 20) == "Maria loves the…"
+
+
+def test_pattern_bullets_cite_the_sessions_they_count(sample):
+    states, pages, sessions = sample
+    maria = sessions.filter(pc.equal(sessions.column("contact_id"), "Maria"))
+    ids = set(maria.column("session_id").to_pylist())
+    patterns = section(pages["Maria"], SECTIONS[2])
+    cited = set(re.findall(r"ses_[0-9a-f]{20}", patterns[0]))
+    assert cited == ids and len(ids) == 10  # every counted session, not first and last
+    st = states["Maria"]
+    top = max(range(24), key=lambda h: st.hours[h])
+    assert set(st.hour_sessions[top]) <= set(re.findall(r"ses_[0-9a-f]{20}", patterns[1]))
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (
+            "Maria: Guess what, I got the job at Hikari Design 🎉",
+            "Maria got the job at Hikari Design",
+        ),
+        ("Maria: I start on Monday, March 4", "Maria starts on Monday, March 4"),
+        ("Yuki: I'll bring food on the 30th then", "Yuki will bring food on the 30th then"),
+        ("Maria: My manager is Ms. Tanaka", "Maria's manager is Ms. Tanaka"),
+        ("Maria: Let's meet at 18:15", "Maria and Yuki will meet at 18:15"),
+        ("Maria works at Studio Nami", "Maria works at Studio Nami"),  # a statement already
+        ("健太: じゃあそれで。13日にルミネで買ってくる", "健太は13日にルミネで買ってくる"),
+        ("Yuki: 17日行けるよ", "Yukiは17日行ける"),
+        ("健太: 山本店長には俺から連絡しとく", "山本店長には健太から連絡しとく"),
+        ("Maria: Are you free on the 16th?", "Maria asked: are Yuki free on the 16th?"),
+    ],
+)
+def test_statement_rules(line, expected):
+    assert statement(line, owner="Yuki", contact=line.split(":")[0]) == expected
+
+
+def test_find_dates_resolves_forward_and_reads_spans():
+    d = D(2024, 3, 2)
+    assert find_dates("Saturday 23rd to Monday 25th?", d) == [(D(2024, 3, 23), D(2024, 3, 25))]
+    assert find_dates("bazaar on Saturday March 30, 10:00 to 15:00", d) == [(D(2024, 3, 30),) * 2]
+    assert find_dates("3月17日（日）お父さんの誕生日", d) == [(D(2024, 3, 17),) * 2]
+    assert find_dates("on the 1st", d) == [(D(2024, 4, 1),) * 2]  # next month's
+    assert find_dates("I started on March 1", d) == []  # past, not next year
+    assert find_dates("3 days 2 nights, 2日間", d) == []
+    assert booked_items("Shinkansen booked! Nozomi 7") == ["shinkansen"]
+    assert booked_items("And I booked the ryokan: Gion Hanaya") == ["ryokan"]
+    assert booked_items("店は道玄坂の「鳥よし」を予約した") == ["鳥よし"]
+    assert booked_items("Should we book a kimono?") == []
+
+
+def test_a_version_1_state_still_loads_and_folds_on(sample):
+    """States stored before the briefing fields existed load with those fields empty."""
+    import json
+
+    from memory_pipeline.core.memories.dossier import STATE_VERSION, DossierState
+
+    states, _, _ = sample
+    v2 = json.loads(states["Sam"].to_json())
+    added = ("agenda", "owner_name", "speakers", "counted", "hour_sessions", "reply_sessions")
+    v1 = {k: v for k, v in v2.items() if k not in added} | {"version": 1}
+    back = DossierState.from_json(json.dumps(v1))
+    assert back.version == STATE_VERSION and back.agenda == [] and back.counted == []
+    assert back.messages_total == states["Sam"].messages_total
+    assert render_markdown(back).startswith("# Dossier: Sam\n")
