@@ -89,14 +89,16 @@ def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.S
         "over the retained dates: the purge deletes every dossier partition.",
     )
     def rebuild_after_retention(context: dg.SensorEvaluationContext, pipeline: PipelineResource):
-        event = context.instance.get_latest_materialization_event(RETENTION)
-        if event is None or str(event.storage_id) == context.cursor:
+        records = context.instance.fetch_materializations(RETENTION, limit=1).records
+        if not records or str(records[0].storage_id) == context.cursor:
             return dg.SkipReason("no new retention purge")
+        event = records[0]
         run = context.instance.get_run_by_id(event.run_id)
         if run is not None and not run.is_finished:
             return dg.SkipReason("the purging run is still running")
         context.update_cursor(str(event.storage_id))
-        meta = event.asset_materialization.metadata if event.asset_materialization else {}
+        materialization = event.asset_materialization
+        meta = materialization.metadata if materialization else {}
         purged = meta.get(META_PURGED)
         if purged is None or not purged.value:
             return dg.SkipReason("the last retention run purged nothing")

@@ -244,9 +244,10 @@ def test_vanished_source_folder_is_one_clear_error_and_keeps_the_cursor(tmp_path
 def test_nightly_job_purges_expired_partitions_then_the_rebuild_follows(
     tmp_path, instance, monkeypatch
 ):
+    monkeypatch.setattr(retention, "today", lambda: D3)  # nothing expired yet
     d = Deployment(corpus(tmp_path, retain_days=30), instance)
     assert d.automation() == set()
-    d.nightly(D3)  # D1 and D2, nothing expired yet
+    d.nightly(D3)  # D1 and D2
     d.launch(d.automation())
     store = d.resource.store
     assert store.dates(T.RAW_MESSAGES) == [D1, D2]
