@@ -15,6 +15,7 @@ import datetime as dt
 import dagster as dg
 
 from memory_pipeline.config import PipelineConfig
+from memory_pipeline.core.privacy.retention import retention_cutoff
 from memory_pipeline.defs.retention import RETENTION
 
 INGEST_JOB = "memory_pipeline_daily"
@@ -50,9 +51,16 @@ def build_jobs(cfg: PipelineConfig) -> tuple[list, list[dg.ScheduleDefinition]]:
     )
 
     @dg.schedule(job=daily, cron_schedule="0 3 * * *", execution_timezone=cfg.timezone)
-    def nightly(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+    def nightly(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
         yesterday = context.scheduled_execution_time.date() - dt.timedelta(days=1)
         start = max(yesterday - dt.timedelta(days=1), cfg.start_date)
+        cutoff = retention_cutoff(cfg.retain_days)
+        if cutoff is not None:
+            # an expired date is purged by this run: building it again would only write
+            # empty partitions of a date that must not exist
+            start = max(start, cutoff)
+        if start > yesterday:
+            return dg.SkipReason(f"{yesterday} is before the retention cutoff {cutoff}")
         return dg.RunRequest(
             run_key=f"nightly-{yesterday.isoformat()}", tags=range_tags(start, yesterday)
         )
