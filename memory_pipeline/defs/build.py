@@ -6,6 +6,7 @@ import dagster as dg
 
 from memory_pipeline.config import PipelineConfig
 from memory_pipeline.core.common.tables import REGISTRY
+from memory_pipeline.defs.automation import automation_sensor, with_automation
 from memory_pipeline.defs.catalog import build_catalog_asset
 from memory_pipeline.defs.chunks import build_chunks_asset
 from memory_pipeline.defs.evaluation import evaluation
@@ -13,7 +14,7 @@ from memory_pipeline.defs.forget import forget_contact_job
 from memory_pipeline.defs.gx_checks import build_gx_checks
 from memory_pipeline.defs.helpers import asset_key
 from memory_pipeline.defs.indexes import search_indexes
-from memory_pipeline.defs.ingest import build_ingest
+from memory_pipeline.defs.ingest import RAW, build_ingest
 from memory_pipeline.defs.jobs import build_jobs
 from memory_pipeline.defs.memories import build_memory_assets
 from memory_pipeline.defs.partitions import daily_partitions
@@ -22,7 +23,9 @@ from memory_pipeline.defs.representations import (
     build_representation_assets,
 )
 from memory_pipeline.defs.resources import PipelineResource
+from memory_pipeline.defs.retention import RETENTION, retention_asset
 from memory_pipeline.defs.runner import stage_jobs
+from memory_pipeline.defs.sensors import build_sensors
 from memory_pipeline.defs.sessions import build_sessions_asset
 from memory_pipeline.defs.storage import storage_report_asset
 
@@ -46,16 +49,29 @@ def build_assets(cfg: PipelineConfig) -> list[dg.AssetsDefinition]:
     ]
 
 
+def scheduled_assets(cfg: PipelineConfig) -> list[dg.AssetsDefinition]:
+    """Every asset plus the retention purge (ingest runs after it), with the automation
+    conditions attached (``defs/automation.py``): what the scheduled path runs."""
+
+    def after_retention(spec: dg.AssetSpec) -> dg.AssetSpec:
+        return spec.merge_attributes(deps=[RETENTION]) if spec.key == RAW else spec
+
+    assets = [a.map_asset_specs(after_retention) if RAW in a.keys else a for a in build_assets(cfg)]
+    return with_automation([retention_asset, *assets])
+
+
 def build_definitions(cfg: PipelineConfig, config_file: str | None = None) -> dg.Definitions:
     """Definitions for one configuration (tests build their own with a tmp config)."""
     parts = daily_partitions(cfg)
     jobs, schedules = build_jobs(cfg)
+    daily, _, memories = jobs
     return dg.Definitions(
-        assets=build_assets(cfg),
+        assets=scheduled_assets(cfg),
         asset_checks=build_gx_checks(parts),
         # the stage jobs: what `memory-pipeline run` runs, so the UI can re-execute its runs
         jobs=[*jobs, *stage_jobs(), forget_contact_job],
         schedules=schedules,
+        sensors=[automation_sensor(), *build_sensors(daily, memories)],
         resources={
             "pipeline": PipelineResource(
                 config_file=config_file or (str(cfg.config_path) if cfg.config_path else None)

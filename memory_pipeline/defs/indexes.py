@@ -120,7 +120,8 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
     )
     root = index_root(cfg.output_dir)
     version = new_version(root)
-    bm25 = build_bm25(reps, version, cfg.tokenizer)
+    with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
+        bm25 = build_bm25(reps, version, cfg.tokenizer, cache=cache)
     embeddings = store.read(T.CHUNK_EMBEDDINGS) if store.dates(T.CHUNK_EMBEDDINGS) else None
     dense = build_dense(embeddings, version, cfg.hnsw_threshold) if embeddings is not None else {}
     sessions = store.read(T.SESSIONS)

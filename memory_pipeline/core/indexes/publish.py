@@ -28,7 +28,9 @@ import pyarrow.parquet as pq
 from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index, postings
 from memory_pipeline.core.indexes.bm25_text import DEFAULT_PREFIX, bm25_raw_texts
+from memory_pipeline.core.indexes.token_cache import CachedTokenizer
 from memory_pipeline.core.indexes.tokenize import get_tokenizer
+from memory_pipeline.core.represent.cache import ContentCache
 
 CURRENT = "CURRENT"
 KEEP_VERSIONS = 2
@@ -123,12 +125,17 @@ class Bm25Build:
 
 
 def build_bm25(
-    reps: dict[str, tuple[list[str], list[str]]], folder: Path, tokenizer: str = "auto"
+    reps: dict[str, tuple[list[str], list[str]]],
+    folder: Path,
+    tokenizer: str = "auto",
+    cache: ContentCache | None = None,
 ) -> Bm25Build:
     """One bm25s index per representation in ``folder/bm25/<rep>``, plus their postings.
 
     ``auto`` picks the analyzer once, from the raw texts, so every representation and every
-    query are tokenized the same way.
+    query are tokenized the same way. With a ``cache``, tokens are read back by content hash
+    and only texts never seen are tokenized (``token_cache.py``): a refresh after one new
+    day tokenizes that day's chunks, not the corpus.
     """
     raw_texts = reps["raw_text"][1]
     tok = (
@@ -136,9 +143,11 @@ def build_bm25(
         if tokenizer == "auto"
         else (get_tokenizer(tokenizer))
     )
+    cached = CachedTokenizer(tok, cache) if cache is not None else None
     tables, stats = [], {"tokenizer": tok.name}
     for rep, (ids, texts) in reps.items():
-        index = build_index(ids, texts, tokenizer=tok)
+        index = build_index(ids, texts, tokenizer=cached or tok)
+        index.tokenizer = tok  # the index answers queries with the plain tokenizer
         index.save(folder / "bm25" / rep)
         post = postings(index)
         tables.append(
@@ -156,6 +165,9 @@ def build_bm25(
     table = pa.concat_tables(tables)
     pq.write_table(table, folder / "bm25_postings.parquet", compression="zstd")
     stats["postings"] = table.num_rows
+    if cached is not None:
+        stats["tokens_cached"] = cached.hits
+        stats["tokens_computed"] = cached.misses
     return Bm25Build(table, stats)
 
 

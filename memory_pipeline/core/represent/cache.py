@@ -240,6 +240,16 @@ class ContentCache:
                 found[h] = json.loads(text) if kind == KIND_JSON else text
         return found
 
+    def iter_texts(self, key: str, *, kind: str = KIND_TEXT) -> Iterator[tuple[str, str]]:
+        """Every (hash, text) stored under ``key``: one range scan of the primary key, for
+        callers that want most of a key (an index refresh reads every chunk's tokens)."""
+        rows = self._read(
+            "SELECT text_hash, payload FROM cache_entries WHERE key = ? AND kind = ?",
+            [key, kind],
+        )
+        for h, payload in rows:
+            yield h, bytes(payload).decode("utf-8")
+
     def put_texts(
         self,
         key: str,

@@ -1,0 +1,135 @@
+"""Freshness by declaration: which assets Dagster's automation re-requests, and when.
+
+The partitioned assets are materialized by runs someone launches (the nightly schedule, a
+backfill, the source sensor). Everything unpartitioned that reads *all* partitions (the
+search indexes, the memory timeline, the storage report, the warehouse views, the evaluation)
+declares instead that it follows its upstream: it is requested when an upstream partition
+was materialized after this asset was last requested, and not otherwise.
+
+Why not ``eager()``: its ``any_deps_missing`` clause never lets it fire here (a day without
+chat is never materialized, so a daily upstream always has missing partitions), and its
+memory is tick-based (``since_last_handled``): an upstream update first seen on the tick
+right after a request is reset by that request and lost, and so is one that lands while
+the refresh runs. :class:`UpstreamNewerThanRequest` compares event-log storage ids instead
+(newest upstream materialization vs this asset's newest *planned* materialization, written
+when its run is created, before it reads anything), so there is no cursor to lose an update
+and a fresh instance whose data already exists refreshes on its first tick. It waits while
+an upstream or the asset itself is running (a nightly run updates chunks, then summaries,
+then embeddings: one rebuild after the whole run is the point). A failed refresh is not
+retried in a loop: its planned event is newer than the updates it failed on.
+
+The condition is custom Python, so the sensor evaluates it in the code server
+(``use_user_code_server=True``). Conditions are attached here, centrally, to the assets
+``build_definitions`` registers (not in each decorator); ``AUTOMATION_SENSOR`` is created
+RUNNING, so ``dagster dev`` (whose daemon ticks sensors) keeps the indexes fresh unattended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import dagster as dg
+
+from memory_pipeline.defs.catalog import WAREHOUSE
+from memory_pipeline.defs.evaluation import EVALUATION
+from memory_pipeline.defs.indexes import BM25, MEMORY_INDEX, TIME_META, VECTORS
+from memory_pipeline.defs.storage import STORAGE_REPORT
+
+AUTOMATION_SENSOR = "refresh_on_upstream_change"
+# how often the daemon evaluates the conditions (seconds); Dagster's own default is 30
+AUTOMATION_INTERVAL = 60
+
+
+class UpstreamNewerThanRequest(dg.AutomationCondition):
+    """True when an upstream asset has a materialization newer than this asset's last
+    request (its latest planned or, for runs without plans, recorded materialization) that
+    another run made: upstream steps of the refresh run itself (the indexes before the
+    warehouse) are what that run was for."""
+
+    @property
+    def name(self) -> str:
+        return "upstream_newer_than_request"
+
+    def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
+        instance = context.asset_graph_view.instance
+        key = context.key
+        mine, my_run = _latest_materialization(instance, key)
+        planned = instance.get_latest_planned_materialization_info(key)
+        if planned is not None and planned.storage_id > mine:
+            mine, my_run = planned.storage_id, planned.run_id
+        stale = False
+        for dep in context.asset_graph.get(key).parent_keys:
+            storage_id, run_id = _latest_materialization(instance, dep)
+            if storage_id > mine and run_id != my_run:
+                stale = True
+                break
+        subset = context.candidate_subset if stale else context.get_empty_subset()
+        return dg.AutomationResult(context, true_subset=subset)
+
+
+def _latest_materialization(
+    instance: dg.DagsterInstance, key: dg.AssetKey
+) -> tuple[int, str | None]:
+    """(storage id, run id) of the newest materialization of ``key`` (any partition)."""
+    records = instance.fetch_materializations(key, limit=1).records
+    return (records[0].storage_id, records[0].run_id) if records else (-1, None)
+
+
+def follows_upstream() -> dg.AutomationCondition:
+    """Requested once after any upstream partition changed, when nothing it needs runs."""
+    return (
+        (
+            UpstreamNewerThanRequest()
+            # the evaluation reads the indexes: it joins their refresh in the same run
+            | dg.AutomationCondition.any_deps_match(dg.AutomationCondition.will_be_requested())
+        )
+        & ~dg.AutomationCondition.any_deps_in_progress()
+        & ~dg.AutomationCondition.in_progress()
+    ).with_label("follows_upstream")
+
+
+# asset -> its condition: every unpartitioned asset computed from stored partitions
+AUTOMATED: dict[dg.AssetKey, dg.AutomationCondition] = {
+    key: follows_upstream()
+    for key in (BM25, VECTORS, TIME_META, MEMORY_INDEX, STORAGE_REPORT, WAREHOUSE, EVALUATION)
+}
+
+
+def with_automation(assets: Iterable[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
+    """``assets`` with the conditions of :data:`AUTOMATED` attached to their specs.
+
+    A key that no asset carries is an error: a renamed asset must not silently lose its
+    freshness.
+    """
+    out, seen = [], set()
+    for a in assets:
+        if any(k in AUTOMATED for k in a.keys):
+            seen |= set(a.keys) & set(AUTOMATED)
+            a = a.map_asset_specs(
+                lambda s: (
+                    s.replace_attributes(automation_condition=AUTOMATED[s.key])
+                    if s.key in AUTOMATED
+                    else s
+                )
+            )
+        out.append(a)
+    missing = set(AUTOMATED) - seen
+    if missing:
+        raise ValueError(
+            f"automation for unknown assets: {sorted(k.to_user_string() for k in missing)}"
+        )
+    return out
+
+
+def automation_sensor() -> dg.AutomationConditionSensorDefinition:
+    """The sensor that evaluates every asset's condition, on by default."""
+    return dg.AutomationConditionSensorDefinition(
+        AUTOMATION_SENSOR,
+        target=dg.AssetSelection.all(),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=AUTOMATION_INTERVAL,
+        use_user_code_server=True,  # the condition is custom Python
+        description="Rebuilds the search indexes, timeline, storage report, warehouse and "
+        "evaluation once after the partitions they read change (nightly run, backfill, "
+        "source sensor).",
+    )

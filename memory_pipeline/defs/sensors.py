@@ -1,0 +1,116 @@
+"""Sensors: new or changed exports start runs for exactly their dates; a retention purge
+starts the rebuild of the memories and dossiers it deleted.
+
+``source_files`` keeps a cursor over every source file (path, size, mtime, sha256) and a
+digest of each date's records (``core/ingest/watch.py``). A changed date is requested as one
+run of the daily job for that partition, keyed by the date's content digest: the same
+content asks for the same run key, so a re-evaluated tick (or an export touched without
+change) never runs twice. Dates that are no partition yet (today before midnight) wait in
+the cursor; dates before ``start_date`` count as ``start_date`` (as ingest assigns them) and
+dates after ``end_date`` are no partition and are never requested. A configured source path
+that vanished fails the tick with one line naming it, and the cursor stays as it was, so
+nothing is re-requested when it returns.
+
+The runs it starts update partitions; the automation conditions (``defs/automation.py``)
+then rebuild the indexes and the warehouse, so the new messages become searchable.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import dagster as dg
+
+from memory_pipeline.config import ConfigError
+from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.ingest.watch import SourceMissingError, WatchState, defer, scan
+from memory_pipeline.defs.jobs import range_tags
+from memory_pipeline.defs.partitions import daily_partitions
+from memory_pipeline.defs.resources import PipelineResource
+from memory_pipeline.defs.retention import META_CUTOFF, META_PURGED, RETENTION
+
+SOURCE_SENSOR = "source_files"
+RETENTION_SENSOR = "rebuild_after_retention"
+SOURCE_INTERVAL = 60
+
+
+def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.SensorDefinition]:
+    """The source sensor (targets ``daily``) and the retention rebuild (targets ``memories``)."""
+
+    @dg.sensor(
+        name=SOURCE_SENSOR,
+        job=daily,
+        minimum_interval_seconds=SOURCE_INTERVAL,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="One run per date whose records changed in the source folders.",
+    )
+    def source_files(context: dg.SensorEvaluationContext, pipeline: PipelineResource):
+        previous = WatchState.from_json(context.cursor)
+        try:
+            # the configuration itself refuses a missing source path when it is (re)loaded
+            cfg = pipeline.cfg
+            changes = scan(cfg.sources, cfg.start_date, previous)
+        except (SourceMissingError, ConfigError) as exc:
+            # a failed tick with one clear line; the cursor is untouched
+            raise dg.Failure(description=" ".join(str(exc).split())) from None
+        parts = daily_partitions(cfg)
+        requests, later = [], []
+        for day, digest in changes.dates.items():
+            key = day.isoformat()
+            if not parts.has_partition_key(key):
+                if cfg.end_date is None or day <= cfg.end_date:
+                    later.append(day)  # not a partition yet: today, before midnight
+                continue
+            requests.append(
+                dg.RunRequest(
+                    run_key=f"source-{key}-{digest}",
+                    partition_key=key,
+                    tags={"memory_pipeline/trigger": SOURCE_SENSOR},
+                )
+            )
+        state = defer(changes.state, later)
+        context.update_cursor(state.to_json())
+        context.log.info(
+            f"{SOURCE_SENSOR}: {len(changes.changed_sources)} changed sources, "
+            f"{len(requests)} dates requested, {len(later)} waiting for their partition"
+        )
+        if not requests:
+            return dg.SkipReason(
+                f"no changed dates ({len(later)} waiting)" if later else "no changed dates"
+            )
+        return requests
+
+    @dg.sensor(
+        name=RETENTION_SENSOR,
+        job=memories,
+        minimum_interval_seconds=SOURCE_INTERVAL,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="After a retention purge (finished run), rebuild memories and dossiers "
+        "over the retained dates: the purge deletes every dossier partition.",
+    )
+    def rebuild_after_retention(context: dg.SensorEvaluationContext, pipeline: PipelineResource):
+        records = context.instance.fetch_materializations(RETENTION, limit=1).records
+        if not records or str(records[0].storage_id) == context.cursor:
+            return dg.SkipReason("no new retention purge")
+        event = records[0]
+        run = context.instance.get_run_by_id(event.run_id)
+        if run is not None and not run.is_finished:
+            return dg.SkipReason("the purging run is still running")
+        context.update_cursor(str(event.storage_id))
+        materialization = event.asset_materialization
+        meta = materialization.metadata if materialization else {}
+        purged = meta.get(META_PURGED)
+        if purged is None or not purged.value:
+            return dg.SkipReason("the last retention run purged nothing")
+        store = pipeline.store
+        days = store.dates(T.RAW_MESSAGES)
+        first = dt.date.fromisoformat(str(meta[META_CUTOFF].value))
+        kept = [d for d in days if d >= first]
+        if not kept:
+            return dg.SkipReason("nothing retained to rebuild")
+        return dg.RunRequest(
+            run_key=f"retention-rebuild-{event.storage_id}",
+            tags={**range_tags(kept[0], kept[-1]), "memory_pipeline/trigger": RETENTION_SENSOR},
+        )
+
+    return [source_files, rebuild_after_retention]

@@ -1,0 +1,60 @@
+"""The source watch: which dates changed, from file stats, hashes and per-date digests."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from memory_pipeline.core.ingest.sources import SourceSpec
+from memory_pipeline.core.ingest.watch import SourceMissingError, WatchState, defer, scan
+from memory_pipeline_tests.defs.test_automation import D1, D2, D3, export
+
+START = D1
+
+
+def spec(folder: Path) -> SourceSpec:
+    return SourceSpec(name="chats", kind="line_txt", path=folder, timezone="Asia/Tokyo")
+
+
+def look(folder: Path, state: WatchState) -> tuple[list[dt.date], WatchState]:
+    changes = scan([spec(folder)], START, WatchState.from_json(state.to_json()))
+    return list(changes.dates), changes.state
+
+
+def test_a_re_export_with_one_more_day_affects_only_that_day(tmp_path: Path):
+    path = tmp_path / "kim.txt"
+    path.write_text(export("Kim", {D1: ["hello", "hi"], D2: ["lunch?", "sure"]}), "utf-8")
+    dates, state = look(tmp_path, WatchState())
+    assert dates == [D1, D2]
+    path.write_text(
+        export("Kim", {D1: ["hello", "hi"], D2: ["lunch?", "sure"], D3: ["new day", "yes"]}),
+        "utf-8",
+    )
+    dates, state = look(tmp_path, state)
+    assert dates == [D3]
+    assert look(tmp_path, state)[0] == []
+
+
+def test_a_deleted_export_affects_its_dates_and_pending_dates_come_back(tmp_path: Path):
+    (tmp_path / "kim.txt").write_text(export("Kim", {D1: ["a", "b"]}), "utf-8")
+    (tmp_path / "ren.txt").write_text(export("Ren", {D2: ["c", "d"]}), "utf-8")
+    _, state = look(tmp_path, WatchState())
+    (tmp_path / "ren.txt").unlink()
+    dates, state = look(tmp_path, state)
+    assert dates == [D2]
+    dates, state = look(tmp_path, defer(state, [D3]))
+    assert dates == [D3]  # deferred once, reported again with no file change
+    assert look(tmp_path, state)[0] == []
+
+
+def test_the_state_holds_no_text(tmp_path: Path):
+    (tmp_path / "kim.txt").write_text(export("Kim", {D1: ["zebracorn sighting", "b"]}), "utf-8")
+    _, state = look(tmp_path, WatchState())
+    assert "zebracorn" not in state.to_json()
+
+
+def test_a_missing_source_path_raises_before_anything_is_compared(tmp_path: Path):
+    with pytest.raises(SourceMissingError, match="'chats'.*does not exist"):
+        scan([spec(tmp_path / "gone")], START, WatchState())

@@ -1,0 +1,276 @@
+"""Freshness by declaration, the source sensor and the scheduled retention purge, end to end.
+
+The shipped definitions (``build_definitions``) on a tiny LINE export in a tmp folder: the
+nightly schedule's run request is executed, then Dagster's own automation evaluation
+(``dg.evaluate_automation_conditions``) says what it would launch, the test launches exactly
+that, and ``memory_pipeline.search`` must find (or not yet find) a word one day holds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import warnings
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+import memory_pipeline
+from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.privacy import retention
+from memory_pipeline.defs.automation import AUTOMATED, AUTOMATION_SENSOR
+from memory_pipeline.defs.build import build_definitions
+from memory_pipeline.defs.jobs import INGEST_JOB, MEMORIES_JOB
+from memory_pipeline.defs.resources import PipelineResource
+from memory_pipeline.defs.sensors import RETENTION_SENSOR, SOURCE_SENSOR
+from memory_pipeline_tests.pipeline_helpers import QUIET, write_config
+
+TZ = "Asia/Tokyo"
+D1, D2, D3 = dt.date(2024, 3, 8), dt.date(2024, 3, 9), dt.date(2024, 3, 10)
+ONLY_D2 = "zebracorn"  # a word only day D2 holds
+ONLY_D3 = "quokkaberry"  # a word only the export dropped in later (day D3) holds
+REFRESHED = set(AUTOMATED)  # indexes, timeline, storage report, warehouse, evaluation
+
+
+def export(contact: str, days: dict[dt.date, list[str]]) -> str:
+    """A LINE txt export: a header, then per day a date line and alternating messages."""
+    lines = [f"[LINE] Chat history with {contact}", "Saved on: 3/15/2024, 22:10", ""]
+    for day, texts in days.items():
+        lines.append(f"{day:%a}, {day.month}/{day.day}/{day.year}")
+        for i, text in enumerate(texts):
+            sender = contact if i % 2 == 0 else "Yuki"
+            lines.append(f"10:{i:02d}\t{sender}\t{text}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def corpus(root: Path, retain_days: int | None = None) -> Path:
+    (root / "exports").mkdir(parents=True)
+    (root / "exports" / "kim.txt").write_text(
+        export(
+            "Kim",
+            {
+                D1: ["morning coffee at the station", "the train was late again", "lunch?"],
+                D2: [f"I saw a {ONLY_D2} at the zoo", "no way, a real one?", "photos later"],
+            },
+        ),
+        encoding="utf-8",
+    )
+    privacy = f"\n[privacy]\nretain_days = {retain_days}\n" if retain_days else ""
+    return write_config(
+        root,
+        f"""
+[pipeline]
+owner = "Yuki"
+timezone = "{TZ}"
+start_date = "{D1}"
+end_date = "2024-03-12"
+output_dir = "out"
+
+[[sources]]
+name = "chats"
+kind = "line_txt"
+path = "exports"
+{privacy}""",
+    )
+
+
+class Deployment:
+    """The shipped definitions over one tmp config and one persistent test instance."""
+
+    def __init__(self, config: Path, instance: dg.DagsterInstance) -> None:
+        self.config = config
+        self.resource = PipelineResource(config_file=str(config))
+        self.cfg = self.resource.cfg
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.defs = build_definitions(self.cfg, str(config))
+        self.instance = instance
+        self.cursor = None
+
+    def nightly(self, night: dt.date) -> dg.RunRequest:
+        """The run the nightly schedule asks for at 03:00 on ``night``, executed."""
+        schedule = self.defs.resolve_schedule_def("nightly")
+        when = dt.datetime(night.year, night.month, night.day, 3, tzinfo=dt.UTC)
+        ctx = dg.build_schedule_context(instance=self.instance, scheduled_execution_time=when)
+        [request] = list(schedule.evaluate_tick(ctx).run_requests)
+        self.run_job(INGEST_JOB, tags=request.tags)
+        return request
+
+    def run_job(self, name: str, **kwargs) -> dg.ExecuteInProcessResult:
+        result = self.defs.resolve_job_def(name).execute_in_process(
+            instance=self.instance, run_config=QUIET, **kwargs
+        )
+        assert result.success
+        return result
+
+    def automation(self) -> set[dg.AssetKey]:
+        """One automation tick: the asset keys it requests (cursor kept across ticks)."""
+        result = dg.evaluate_automation_conditions(
+            defs=self.defs, instance=self.instance, cursor=self.cursor
+        )
+        self.cursor = result.cursor
+        return {k for k in REFRESHED | _all_keys(self.defs) if result.get_num_requested(k)}
+
+    def launch(self, keys: set[dg.AssetKey]) -> None:
+        """Materialize what the automation requested, as the sensor's run would."""
+        assert keys  # an empty selection would run every asset
+        job = self.defs.resolve_implicit_global_asset_job_def()
+        result = job.execute_in_process(
+            instance=self.instance, asset_selection=sorted(keys), run_config=QUIET
+        )
+        assert result.success
+
+    def finds(self, word: str) -> bool:
+        try:
+            hits = memory_pipeline.search(word, 5, output_dir=self.cfg.output_dir, mode="bm25")
+        except Exception as exc:  # no index published yet
+            if type(exc).__name__ != "IndexNotBuilt":
+                raise
+            return False
+        found = hits.to_dict()
+        return word in json.dumps([found["chunks"], found["sessions"]], ensure_ascii=False)
+
+
+def _all_keys(defs: dg.Definitions) -> set[dg.AssetKey]:
+    return set(defs.resolve_asset_graph().get_all_asset_keys())
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+def test_nightly_day_then_automation_makes_the_day_searchable(tmp_path, instance):
+    d = Deployment(corpus(tmp_path), instance)
+    assert d.automation() == set()  # nothing materialized: nothing to refresh
+    d.nightly(D2)  # 03:00 on D2: builds D1
+    assert d.automation() == REFRESHED
+    d.launch(REFRESHED)
+    assert d.automation() == set()  # the refresh itself is no reason to refresh again
+    assert d.finds("coffee") and not d.finds(ONLY_D2)
+    d.nightly(D3)  # 03:00 on D3: rebuilds D1 and builds D2
+    assert not d.finds(ONLY_D2)  # the indexes are stale until the automation runs them
+    requested = d.automation()
+    assert requested == REFRESHED
+    d.launch(requested)
+    assert d.finds(ONLY_D2)
+    assert d.automation() == set()
+
+
+def test_the_automation_sensor_is_on_and_covers_every_refreshed_asset(tmp_path):
+    d = Deployment(corpus(tmp_path), dg.DagsterInstance.ephemeral())
+    sensor = d.defs.resolve_sensor_def(AUTOMATION_SENSOR)
+    assert isinstance(sensor, dg.AutomationConditionSensorDefinition)
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    graph = d.defs.resolve_asset_graph()
+    conditioned = {k for k in graph.get_all_asset_keys() if graph.get(k).automation_condition}
+    assert conditioned == REFRESHED
+    # the partitioned assets stay with the schedule, backfills and the source sensor
+    assert not any(graph.get(k).partitions_def for k in conditioned)
+
+
+def _sensor(d: Deployment, name: str, cursor: str | None):
+    sensor = d.defs.resolve_sensor_def(name)
+    ctx = dg.build_sensor_context(
+        instance=d.instance,
+        cursor=cursor,
+        definitions=d.defs,
+        resources={"pipeline": d.resource},
+    )
+    data = sensor.evaluate_tick(ctx)
+    return data
+
+
+def test_dropped_export_requests_exactly_its_date_and_becomes_searchable(tmp_path, instance):
+    d = Deployment(corpus(tmp_path), instance)
+    assert d.automation() == set()  # the daemon's first tick, before any data
+    first = _sensor(d, SOURCE_SENSOR, None)
+    assert sorted(r.partition_key for r in first.run_requests) == [str(D1), str(D2)]
+    for r in first.run_requests:
+        d.run_job(INGEST_JOB, partition_key=r.partition_key, tags=r.tags)
+    d.launch(d.automation())
+    assert d.finds(ONLY_D2) and not d.finds(ONLY_D3)
+
+    quiet = _sensor(d, SOURCE_SENSOR, first.cursor)
+    assert quiet.run_requests == [] and quiet.skip_message
+    (tmp_path / "exports" / "kim.txt").touch()  # same bytes, new mtime: still nothing
+    assert _sensor(d, SOURCE_SENSOR, quiet.cursor).run_requests == []
+
+    (tmp_path / "exports" / "ren.txt").write_text(
+        export("Ren", {D3: [f"the {ONLY_D3} smoothie was great", "where?"]}), encoding="utf-8"
+    )
+    new = _sensor(d, SOURCE_SENSOR, quiet.cursor)
+    assert [r.partition_key for r in new.run_requests] == [str(D3)]
+    # idempotent: the same change seen again (a retried tick) asks for the same run key
+    again = _sensor(d, SOURCE_SENSOR, quiet.cursor)
+    assert [r.run_key for r in again.run_requests] == [r.run_key for r in new.run_requests]
+    [request] = new.run_requests
+    d.run_job(INGEST_JOB, partition_key=request.partition_key, tags=request.tags)
+    requested = d.automation()
+    assert requested == REFRESHED
+    d.launch(requested)
+    assert d.finds(ONLY_D3)
+    assert _sensor(d, SOURCE_SENSOR, new.cursor).run_requests == []
+
+
+def test_changed_export_requests_only_the_changed_date(tmp_path):
+    d = Deployment(corpus(tmp_path), dg.DagsterInstance.ephemeral())
+    cursor = _sensor(d, SOURCE_SENSOR, None).cursor
+    path = tmp_path / "exports" / "kim.txt"
+    text = path.read_text(encoding="utf-8").replace("photos later", "photos tonight")
+    path.write_text(text, encoding="utf-8")
+    assert [r.partition_key for r in _sensor(d, SOURCE_SENSOR, cursor).run_requests] == [str(D2)]
+
+
+@pytest.mark.parametrize("loaded", [True, False], ids=["config_cached", "config_reloaded"])
+def test_vanished_source_folder_is_one_clear_error_and_keeps_the_cursor(tmp_path, loaded):
+    d = Deployment(corpus(tmp_path), dg.DagsterInstance.ephemeral())
+    cursor = _sensor(d, SOURCE_SENSOR, None).cursor
+    (tmp_path / "exports").rename(tmp_path / "moved")
+    if not loaded:  # a new code-server process reads the configuration again
+        d.resource = PipelineResource(config_file=str(d.config))
+    with pytest.raises(dg.Failure) as err:
+        _sensor(d, SOURCE_SENSOR, cursor)
+    message = err.value.description
+    assert "chats" in message and str(tmp_path / "exports") in message
+    assert "\n" not in message and "does not exist" in message
+    (tmp_path / "moved").rename(tmp_path / "exports")  # back: nothing is re-requested
+    assert _sensor(d, SOURCE_SENSOR, cursor).run_requests == []
+
+
+def test_nightly_job_purges_expired_partitions_then_the_rebuild_follows(
+    tmp_path, instance, monkeypatch
+):
+    monkeypatch.setattr(retention, "today", lambda: D3)  # nothing expired yet
+    d = Deployment(corpus(tmp_path, retain_days=30), instance)
+    assert d.automation() == set()
+    d.nightly(D3)  # D1 and D2
+    d.launch(d.automation())
+    store = d.resource.store
+    assert store.dates(T.RAW_MESSAGES) == [D1, D2]
+    assert d.finds("coffee")
+    assert _sensor(d, RETENTION_SENSOR, None).run_requests == []  # purged nothing
+
+    # 30 days after D2: D1 is past retention
+    monkeypatch.setattr(retention, "today", lambda: D2 + dt.timedelta(days=30))
+    d.nightly(D3)
+    assert store.dates(T.RAW_MESSAGES) == [D2]
+    assert retention.retention_log(d.cfg.output_dir)[-1]["dates"] == [str(D1)]
+    assert not d.finds("coffee")  # the purge dropped every index version
+    # the purge deleted the dossiers: the sensor asks to rebuild the memories from D2 on
+    tick = _sensor(d, RETENTION_SENSOR, None)
+    [request] = tick.run_requests
+    assert request.job_name in (None, MEMORIES_JOB)
+    assert (request.tags["dagster/asset_partition_range_start"], request.tags[
+        "dagster/asset_partition_range_end"
+    ]) == (str(D2), str(D2))
+    assert _sensor(d, RETENTION_SENSOR, tick.cursor).run_requests == []
+    d.run_job(MEMORIES_JOB, tags=request.tags)
+    assert store.dates(T.DOSSIERS) == [D2]
+    requested = d.automation()
+    assert {dg.AssetKey("bm25_index"), dg.AssetKey("warehouse")} <= requested
+    d.launch(requested)
+    assert d.finds(ONLY_D2) and not d.finds("coffee")
