@@ -161,8 +161,11 @@ def test_gx_check_fails_and_names_the_partition(built, tmp_path):
         resources={"pipeline": runner.resource, **runner.providers},
         run_config=QUIET,
     )
-    (e,) = result.get_asset_check_evaluations()
-    assert not e.passed
+    # one evaluation per partition of the range: only the damaged day fails
+    evaluations = result.get_asset_check_evaluations()
+    assert sorted(e.partition for e in evaluations) == [d.isoformat() for d in DAYS]
+    (e,) = [e for e in evaluations if not e.passed]
+    assert e.partition == day.isoformat()
     assert e.metadata["failed_partitions"].value == [day.isoformat()]
     failed = e.metadata["failed"].value
     assert {f["rule"] for f in failed} >= {"coverage"}
