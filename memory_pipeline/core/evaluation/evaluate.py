@@ -22,10 +22,11 @@ from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.evaluation import crossval as CV
 from memory_pipeline.core.evaluation import metrics as M
 from memory_pipeline.core.evaluation.evalsets import EvalQuestion
+from memory_pipeline.core.evaluation.rerank_cv import RERANK_LABEL, cross_validate_reranker
 from memory_pipeline.core.retrieval.config import FIELDS as CONFIG_FIELDS
 from memory_pipeline.core.retrieval.config import PRESETS, SearchConfig
 from memory_pipeline.core.retrieval.fusion import Ranked, fold, linear_fusion, rrf
-from memory_pipeline.core.retrieval.searcher import TURN_CHUNKS
+from memory_pipeline.core.retrieval.searcher import TURN_CHUNKS, turn_weights
 
 BETAS = tuple(round(0.05 * i, 2) for i in range(21))
 RRF_KS = (10, 30, 60, 100)
@@ -43,14 +44,61 @@ TIME_SEARCH = SearchConfig(highlights=0)
 Config = SearchConfig
 
 
+# Granularity fusion (SearchConfig.turns = "index"): the weights swept, over the chunk
+# rankings the turn index is crossed with (BM25[raw_text] alone and linear fusions of it)
+TURN_SELF = (0.4, 0.6)
+TURN_CTX = (0.1, 0.2)
+TURN_CHUNK = (0.2, 0.4)
+LIFTS = (0.0, 0.15, 0.3)
+TURN_BETAS = (0.75, 0.85, 0.9, 0.95)
+TURN_BM25_REP = "raw_text"
+
+
+def turn_configs(chunk_configs: Sequence[SearchConfig]) -> list[SearchConfig]:
+    """The turn-index configurations of the sweep: the turn weights x lifts over a few
+    chunk rankings of ``chunk_configs``, and the turn index alone (its own BM25 only: the
+    single turn retriever the report compares with)."""
+    bases = [
+        c
+        for c in chunk_configs
+        if c.bm25_rep == TURN_BM25_REP
+        and (c.family == "bm25" or (c.family == "linear" and c.beta in TURN_BETAS))
+    ]
+    out = []
+    for b in bases:
+        for ts, tc, tk, lift in itertools.product(TURN_SELF, TURN_CTX, TURN_CHUNK, LIFTS):
+            out.append(
+                replace(b, turns="index", turn_self=ts, turn_ctx=tc, turn_chunk=tk, lift=lift)
+            )
+    out += [replace(b, turns="index", turn_self=1.0, turn_ctx=0.0, turn_chunk=0.0, lift=0.0)
+            for b in bases[:1]]
+    return out
+
+
+def turn_alone(configs: Sequence[SearchConfig]) -> str | None:
+    """The name of the turn index alone in ``configs`` (None when not swept)."""
+    for c in configs:
+        if c.turns == "index" and c.turn_self == 1.0 and c.turn_ctx == c.turn_chunk == 0.0:
+            return c.name
+    return None
+
+
 def sweep_configs(
     reps: Sequence[str] = REPRESENTATIONS,
     dense_reps: Sequence[str] = REPRESENTATIONS,
     base: SearchConfig = DEFAULT,
+    turns: bool = True,
 ) -> list[SearchConfig]:
     """Single retrievers, linear fusion over every pairing x beta, RRF over every pairing x k,
     each as ``base`` with its ranking fields replaced (so a sweep point is a search the API
-    can run as it is)."""
+    can run as it is); with ``turns``, the granularity fusions of ``turn_configs`` too."""
+    chunk = _chunk_configs(reps, dense_reps, base)
+    return chunk + turn_configs(chunk) if turns else chunk
+
+
+def _chunk_configs(
+    reps: Sequence[str], dense_reps: Sequence[str], base: SearchConfig
+) -> list[SearchConfig]:
     out = [replace(base, mode="bm25", bm25_rep=r) for r in reps]
     out += [replace(base, mode="dense", dense_rep=r) for r in dense_reps]
     for b, d in itertools.product(reps, dense_reps):
@@ -74,10 +122,12 @@ def sweep_columns(cfg: SearchConfig) -> dict:
 
 @dataclass
 class Candidates:
-    """Each retriever's top-POOL chunk list for one question."""
+    """Each retriever's top-POOL chunk list for one question, and its turn index scores
+    (``turn``: every turn's BM25 on ``turn`` / ``turn_ctx``; empty without a turn index)."""
 
     bm25: dict[str, Ranked] = field(default_factory=dict)
     dense: dict[str, Ranked] = field(default_factory=dict)
+    turn: dict[str, np.ndarray] = field(default_factory=dict)
 
     def ranking(self, cfg: Config) -> Ranked:
         if cfg.family == "bm25":
@@ -112,6 +162,11 @@ def gather(
                 cand.bm25[rep] = searcher.bm25_ranked(q.question, rep, mask, POOL)
         for rep in dense_reps:
             cand.dense[rep] = searcher.dense_ranked(q.question, rep, mask, POOL)
+        ti = getattr(searcher, "turn_index", None)
+        if ti is not None:
+            tokens = searcher.bm25["raw_text"].tokenizer.tokenize(q.question)
+            for rep in ("turn", "turn_ctx"):
+                cand.turn[rep] = ti.scores(tokens, rep, mask).astype(np.float32)
         out[q.question_id] = cand
         if progress:
             progress(i + 1)
@@ -154,11 +209,51 @@ class Units:
             self._chunk_turns[key] = refs
         return refs[:depth]
 
+    def refs(self, message_ids: Sequence[str], depth: int = 20) -> list[str]:
+        """Evidence refs of a turn ranking, first occurrence kept."""
+        out, seen = [], set()
+        for m in message_ids:
+            ref = self.ref_of[m]
+            if ref not in seen:
+                seen.add(ref)
+                out.append(ref)
+                if len(out) == depth:
+                    break
+        return out
+
+    def rank(
+        self, cand: Candidates, cfg: SearchConfig, query: str, depth: int = 20
+    ) -> tuple[Ranked, list[str]]:
+        """(chunk ranking, turn evidence refs) of ``cfg`` for one question: the turn index
+        fused across granularities when ``cfg.turns`` is ``index`` and the corpus has one
+        (as ``Searcher.rank_turns``), else the chunk ranking and its highlights."""
+        ranked = cand.ranking(cfg)
+        ti = getattr(self.s, "turn_index", None)
+        if cfg.turns != "index" or ti is None or not cand.turn:
+            return ranked, self.turns(ranked, query, depth)
+        fused = ti.fuse(
+            ranked,
+            self.s.position,
+            self.s.chunk_ids,
+            cand.turn["turn"],
+            cand.turn["turn_ctx"],
+            turn_weights(cfg),
+            depth * 2,
+        )
+        return fused.chunks, self.refs([m for m, _ in fused.turns], depth)
+
 
 def question_scores(
-    q: EvalQuestion, ranked: Ranked, units: Units, ks: Sequence[int], full: bool
+    q: EvalQuestion,
+    ranked: Ranked,
+    units: Units,
+    ks: Sequence[int],
+    full: bool,
+    turns: Sequence[str] | None = None,
 ) -> list[tuple[str, str, int, float | None]]:
-    """(level, metric, k, value) rows for one question and one ranking."""
+    """(level, metric, k, value) rows for one question and one ranking (``turns``: its turn
+    evidence refs, default the highlights of ``ranked``). Level ``units`` is the mean of the
+    turn and session evidence recall: the selection metric, as the goals ask for both."""
     rows: list[tuple[str, str, int, float | None]] = []
     sessions = units.sessions(ranked)
     if q.gold_kind == "session_id":
@@ -168,19 +263,15 @@ def question_scores(
                 rows.append(("session", "hit", k, M.hit_at_k(sessions, q.gold, k)))
         return rows
     evidence = [r for r, g in q.gold.items() if g >= 1]
-    turns = units.turns(ranked, q.question, depth=max(ks))
+    if turns is None:
+        turns = units.turns(ranked, q.question, depth=max(ks))
     for k in ks:
-        rows.append(
-            ("turn", "evidence_recall", k, M.evidence_recall_at_k(turns, evidence, None, k))
-        )
-        rows.append(
-            (
-                "session",
-                "evidence_recall",
-                k,
-                M.evidence_recall_at_k(sessions, evidence, units.session_refs, k),
-            )
-        )
+        t = M.evidence_recall_at_k(turns, evidence, None, k)
+        s = M.evidence_recall_at_k(sessions, evidence, units.session_refs, k)
+        rows.append(("turn", "evidence_recall", k, t))
+        rows.append(("session", "evidence_recall", k, s))
+        both = None if t is None or s is None else (t + s) / 2
+        rows.append(("units", "evidence_recall", k, both))
         if full:
             chunk_ids = [c for c, _ in ranked]
             chunk_gold = {
@@ -273,7 +364,7 @@ def run_evaluation(
     time_questions: Sequence[EvalQuestion] = (),
     seed: int = 0,
     resamples: int = 5000,
-    selection: tuple[str, str, int] = ("session", "evidence_recall", 5),
+    selection: tuple[str, str, int] = ("units", "evidence_recall", 5),
     log: Callable[[str], None] = print,
 ) -> EvalRun:
     """Sweep every configuration, select on the dev split, report on the test split.
@@ -294,14 +385,29 @@ def run_evaluation(
     cands = gather(searcher, scored, dense_reps)
     log(f"eval: candidates gathered in {time.perf_counter() - t0:.1f}s")
     units = Units(searcher)
-    configs = sweep_configs([r for r in REPRESENTATIONS if r in searcher.bm25], dense_reps)
+    configs = sweep_configs(
+        [r for r in REPRESENTATIONS if r in searcher.bm25],
+        dense_reps,
+        turns=getattr(searcher, "turn_index", None) is not None,
+    )
     sweep_vals = sweep(configs, scored, cands, units, log)
     chosen = select(configs, sweep_vals, split, selection)
     log(f"eval: selected on dev: {chosen.selected}")
-    cv = cross_validate(configs, sweep_vals, scored, selection, chosen, seed, resamples)
+    by_name = {c.name: c for c in configs}
+    rr = None
+    if len({q.corpus_id for q in scored}) >= 3 and selection in next(iter(sweep_vals.values())):
+        folds = CV.leave_one_group_out(
+            [c.name for c in configs], sweep_vals, [q.corpus_id for q in scored], selection
+        )
+        rr = cross_validate_reranker(
+            searcher, units, cands, scored, folds.folds, folds.selected, by_name, SWEEP_KS
+        )
+    extra = {RERANK_LABEL: rr.oof} if rr is not None else {}
+    cv = cross_validate(
+        configs, sweep_vals, scored, selection, chosen, seed, resamples, extra=extra
+    )
     if cv is not None:
         log(f"eval: leave-one-conversation-out selection: {cv.selected}")
-    by_name = {c.name: c for c in configs}
     full_vals, per_question_rows = score_reported(
         [by_name[n] for n in chosen.reported], scored, cands, units, split
     )
@@ -393,8 +499,9 @@ def sweep(
     for n, cfg in enumerate(configs, 1):
         vals: dict[tuple[str, str, int], list] = defaultdict(list)
         for q in scored:
+            ranked, turns = units.rank(cands[q.question_id], cfg, q.question)
             for level, metric, k, v in question_scores(
-                q, cands[q.question_id].ranking(cfg), units, SWEEP_KS, full=False
+                q, ranked, units, SWEEP_KS, full=False, turns=turns
             ):
                 vals[(level, metric, k)].append(v)
         sweep_vals[cfg.name] = vals
@@ -426,11 +533,19 @@ def select(
     on_dev = [qid in split.dev for qid in split.ids]
 
     def best(family: str | None) -> str:
-        pool = [c.name for c in configs if family is None or c.family == family]
+        pool = [
+            c.name
+            for c in configs
+            if family is None
+            or (family == "turns" and c.turns == "index")
+            or (c.family == family and c.turns != "index")
+        ]
         return CV.select_on(pool, sweep_vals, on_dev, selection)
 
     selected = best(None)
     families = {f: best(f) for f in ("bm25", "dense", "linear", "rrf")}
+    if any(c.turns == "index" for c in configs):
+        families["turns"] = best("turns")
     reported = list(dict.fromkeys([selected, *families.values()]))
     dev_mean = CV.mean_on(sweep_vals[selected][selection], on_dev)
     return Selection(selected, families, reported, dev_mean)
@@ -451,8 +566,9 @@ def score_reported(
         name = cfg.name
         vals: dict[tuple[str, str, int], dict[str, float | None]] = defaultdict(dict)
         for q in scored:
+            ranked, turns = units.rank(cands[q.question_id], cfg, q.question)
             for level, metric, k, v in question_scores(
-                q, cands[q.question_id].ranking(cfg), units, KS, full=True
+                q, ranked, units, KS, full=True, turns=turns
             ):
                 vals[(level, metric, k)][q.question_id] = v
                 per_question_rows.append(
@@ -744,9 +860,13 @@ def cross_validate(
     chosen: Selection,
     seed: int,
     resamples: int,
+    extra: Mapping[str, Mapping[tuple[str, str, int], Sequence[float | None]]] | None = None,
 ) -> CrossValidated | None:
     """Leave-one-conversation-out selection over the sweep (None below three conversations,
-    where a fold would select on one conversation)."""
+    where a fold would select on one conversation). ``extra``: out-of-fold values of other
+    procedures (the learned reranker), reported as rows beside ``cv:selected``; the fixed
+    references are the packaged default, the old ``rrf`` default, each family's best and
+    each single retriever (BM25 and dense chunks, the turn index alone)."""
     groups = [q.corpus_id for q in scored]
     if len(set(groups)) < 3:
         return None
@@ -758,8 +878,22 @@ def cross_validate(
         return None
     names = [c.name for c in configs]
     result = CV.leave_one_group_out(names, aligned, groups, selection)
-    default = PRESETS["default"].name
-    references = [n for n in dict.fromkeys([default, *chosen.best.values()]) if n in aligned]
+    singles = [
+        f"bm25[{TURN_BM25_REP}]",
+        "dense[embedding_text]",
+        turn_alone(configs),
+    ]
+    wanted = [
+        PRESETS["default"].name,
+        PRESETS["rrf"].name,
+        PRESETS["highlights"].name,
+        *chosen.best.values(),
+        *singles,
+    ]
+    references = [n for n in dict.fromkeys(wanted) if n in aligned]
+    for label, vals in (extra or {}).items():
+        aligned[label] = {k: v for k, v in vals.items() if len(v) == len(scored)}
+        references.append(label)
     rows = CV.cv_rows(
         result,
         aligned,

@@ -25,6 +25,7 @@ from memory_pipeline.core.indexes.publish import (
     load_bm25,
     read_lookups,
 )
+from memory_pipeline.core.indexes.turns import load_turn_indexes, turn_layout
 from memory_pipeline.core.represent.providers.base import Embedder
 from memory_pipeline.core.represent.providers.factory import (
     UnknownEmbeddingProvider,
@@ -45,7 +46,10 @@ from memory_pipeline.core.retrieval.fusion import (
     linear_fusion,
     rrf,
 )
+from memory_pipeline.core.retrieval.rerank import CANDIDATES as RERANK_CANDIDATES
+from memory_pipeline.core.retrieval.rerank import Reranker, load_packaged, rerank
 from memory_pipeline.core.retrieval.timeexpr import ParsedQuery, matches_all, parse_query
+from memory_pipeline.core.retrieval.turns import TurnIndex, TurnWeights
 
 __all__ = [
     "FUSIONS",
@@ -61,6 +65,7 @@ __all__ = [
     "SearchResult",
     "Searcher",
     "SessionHit",
+    "TurnHit",
     "embedder_for",
 ]
 
@@ -127,6 +132,20 @@ class SessionHit:
 
 
 @dataclass
+class TurnHit:
+    """One message as a ranked result of its own (``SearchConfig.turns``)."""
+
+    rank: int
+    message_id: str
+    score: float
+    session_id: str
+    sender: str
+    local_ts: str
+    text: str
+    source_ref: str
+
+
+@dataclass
 class SearchResult:
     query: str
     kind: str  # time_only | content_only | time_content
@@ -135,6 +154,7 @@ class SearchResult:
     notes: list[str]
     chunks: list[ChunkHit]
     sessions: list[SessionHit]
+    turns: list[TurnHit] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -221,6 +241,22 @@ class Searcher:
         )
         self._idf = idf_from_postings(
             post.rename_columns(["r", "token", "doc_id", "score"]), len(self.chunk_ids)
+        )
+        turn_indexes = load_turn_indexes(version)
+        # None for a version built before turns were indexed: turns are then highlights
+        self.turn_index: TurnIndex | None = (
+            self._turn_index(turn_layout(chunks), turn_indexes) if turn_indexes else None
+        )
+        self.reranker: Reranker | None = load_packaged()
+
+    def _turn_index(self, layout, indexes) -> TurnIndex:
+        rows = [self._messages.get(m) or {} for m in layout.message_ids]
+        return TurnIndex(
+            layout,
+            indexes,
+            len(self.chunk_ids),
+            senders=[r.get("sender") or "" for r in rows],
+            lengths=[len(r.get("text") or "") for r in rows],
         )
 
     # -- lookups (what callers read instead of the searcher's internals) -------------------
@@ -441,6 +477,7 @@ class Searcher:
             ranked = [(self.chunk_ids[i], 1.0) for i in rows]
         else:
             ranked = self.rank(content, config, mask)
+        ranked, turns = self.rank_turns(content, config, mask, ranked, k, parsed)
         chunk_hits = [
             self.chunk_hit(r, cid, s, content, config.highlights)
             for r, (cid, s) in enumerate(ranked[:k], 1)
@@ -455,6 +492,58 @@ class Searcher:
             notes=notes,
             chunks=chunk_hits,
             sessions=session_hits,
+            turns=[self.turn_hit(r, m, sc) for r, (m, sc) in enumerate(turns[:k], 1)],
+        )
+
+    def rank_turns(
+        self,
+        content: str,
+        config: SearchConfig,
+        mask: np.ndarray | None,
+        ranked: Ranked,
+        n: int,
+        parsed: ParsedQuery | None = None,
+    ) -> tuple[Ranked, Ranked]:
+        """(the chunk ranking, lifted by its turns, and the top ``n`` turns) for ``config``:
+        from the turn index when ``config.turns`` is ``index`` and the version has one
+        (reordered by the packaged reranker when ``config.rerank`` and it loads), else the
+        chunks unchanged and the highlights of their top chunks."""
+        if config.turns != "index" or self.turn_index is None:
+            return ranked, self.ranked_turns(ranked, content)[:n] if config.highlights else []
+        ti = self.turn_index
+        tokens = self.bm25["raw_text"].tokenizer.tokenize(content)
+        own = ti.scores(tokens, "turn", mask)
+        ctx = ti.scores(tokens, "turn_ctx", mask)
+        model = self.reranker if config.rerank else None
+        depth = max(n, RERANK_CANDIDATES) if model is not None else n
+        fused = ti.fuse(
+            ranked, self.position, self.chunk_ids, own, ctx, turn_weights(config), depth
+        )
+        if model is None:
+            return fused.chunks, fused.turns[:n]
+        speakers = parsed.speakers if parsed is not None else ()
+        time_ok = self.time_mask(parsed, 0.0)[0] if parsed is not None else None
+        x = ti.features(fused, RERANK_CANDIDATES, speakers, time_ok)
+        return fused.chunks, rerank(fused.turns, x, model)[:n]
+
+    def turn_hit(self, rank: int, message_id: str, score: float) -> TurnHit:
+        """Message ``message_id`` as the ``rank``-th turn hit."""
+        m = self._messages[message_id]
+        ti = self.turn_index
+        sid = (
+            ti.layout.session_ids[ti.row_of[message_id]]
+            if ti is not None and message_id in ti.row_of
+            else ""
+        )
+        return TurnHit(
+            rank=rank,
+            message_id=message_id,
+            score=round(float(score), 6),
+            session_id=sid,
+            sender=m["sender"],
+            local_ts=m["local_ts"].isoformat(" ", "minutes"),
+            text=m["text"],
+            source_ref=m["source_ref"],
         )
 
     def rank(
@@ -568,6 +657,11 @@ class Searcher:
             start=r["start_local_ts"].isoformat(" ", "minutes"),
             end=r["end_local_ts"].isoformat(" ", "minutes"),
         )
+
+
+def turn_weights(config: SearchConfig) -> TurnWeights:
+    """The granularity-fusion weights of ``config``."""
+    return TurnWeights(config.turn_self, config.turn_ctx, config.turn_chunk, config.lift)
 
 
 def _top(ids: list[str], scores: np.ndarray, n: int, *, positive_only: bool) -> Ranked:
