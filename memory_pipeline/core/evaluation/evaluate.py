@@ -453,7 +453,30 @@ def run_evaluation(
             "folds": cv.result.folds,
             "conversations": len(cv.result.folds),
             "figures": cv.figures,
+            "columns": {
+                label: name
+                for label, name in (
+                    ("default (CV)", "cv:selected"),
+                    ("default + reranker (CV)", RERANK_LABEL if rr is not None else None),
+                    ("BM25 chunks", f"bm25[{TURN_BM25_REP}]"),
+                    ("dense chunks", "dense[embedding_text]"),
+                    ("turn index alone", turn_alone(configs)),
+                    ("packaged default", PRESETS["default"].name),
+                    ("old rrf default", PRESETS["rrf"].name),
+                )
+                if name is not None
+            },
         }
+        if rr is not None:
+            with_rr = CV.mean_on(rr.oof[selection], [True] * len(scored))
+            without = CV.mean_on(cv.result.oof[selection], [True] * len(scored))
+            # the reranker ships when, out of fold, it beats the procedure without it
+            use = with_rr > without
+            meta["cv"]["rerank"] = {"oof_with": with_rr, "oof_without": without, "use": use}
+            if use and meta["cv"]["selected_config"]["turns"] == "index":
+                meta["cv"]["selected_config"]["rerank"] = True
+                meta["cv"]["selected"] = replace(by_name[cv.selected], rerank=True).name
+            meta["reranker"] = rr.final.to_dict()
     if math.isnan(chosen.selected_dev_mean):
         meta["notes"] = ["no dev questions with gold: selection is arbitrary"]
     return EvalRun(tables, meta)

@@ -146,6 +146,18 @@ def rerank(turns: Sequence[tuple[str, float]], x: np.ndarray, model: Reranker | 
     return [(turns[i][0], float(logits[i])) for i in order] + list(turns[n:])
 
 
+def render_artifact(d: Mapping[str, Any]) -> str:
+    """An artifact dict as the package stores it (stable order, one trailing newline)."""
+    return json.dumps(d, indent=1, ensure_ascii=False) + "\n"
+
+
+def packaged_path() -> Any:
+    """Where the packaged artifact lives (a source checkout's file, when accepting one)."""
+    from pathlib import Path
+
+    return Path(__file__).with_name(ARTIFACT)
+
+
 def load_packaged() -> Reranker | None:
     """The packaged artifact (``core/retrieval/reranker.json``), or None when it is absent
     or unreadable by this code: search then ranks turns without it."""
