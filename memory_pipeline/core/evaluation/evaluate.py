@@ -48,9 +48,10 @@ Config = SearchConfig
 # rankings the turn index is crossed with (BM25[raw_text] alone and linear fusions of it)
 TURN_SELF = (0.4, 0.6)
 TURN_CTX = (0.1, 0.2)
-TURN_CHUNK = (0.2, 0.4)
-LIFTS = (0.0, 0.15, 0.3)
-TURN_BETAS = (0.75, 0.85, 0.9, 0.95)
+TURN_CHUNK = (0.3, 0.45)
+LIFTS = (0.0, 0.2, 0.35)
+TURN_BETAS = (0.9, 0.95)
+TURN_DENSE_REPS = ("embedding_text", "summary")
 TURN_BM25_REP = "raw_text"
 
 
@@ -62,7 +63,10 @@ def turn_configs(chunk_configs: Sequence[SearchConfig]) -> list[SearchConfig]:
         c
         for c in chunk_configs
         if c.bm25_rep == TURN_BM25_REP
-        and (c.family == "bm25" or (c.family == "linear" and c.beta in TURN_BETAS))
+        and (
+            c.family == "bm25"
+            or (c.family == "linear" and c.beta in TURN_BETAS and c.dense_rep in TURN_DENSE_REPS)
+        )
     ]
     out = []
     for b in bases:

@@ -78,14 +78,26 @@ class TurnIndex:
         self.session_code = np.array(
             [codes.setdefault(sid, len(codes)) for sid in layout.session_ids], dtype=np.int64
         )
+        change = np.r_[True, self.session_code[1:] != self.session_code[:-1]] if n else []
+        self.session_starts = np.flatnonzero(change)
         self.indexes = dict(indexes)
         self.message_ids = layout.message_ids
         self.row_of = {m: i for i, m in enumerate(layout.message_ids)}
         # a message's chunks share its session, so one row answers scope and time masks
         self.first_chunk = np.array([r[0] for r in layout.chunk_rows], dtype=np.int64)
-        pairs = [(t, c) for t, rows in enumerate(layout.chunk_rows) for c in rows]
-        self.pair_turn = np.array([p[0] for p in pairs], dtype=np.int64)
-        self.pair_chunk = np.array([p[1] for p in pairs], dtype=np.int64)
+        # Per-query maxima without np.maximum.at (slow on 400k turns): a turn is in at most
+        # two overlapping windows (first / last chunk row), turns are grouped by session in
+        # layout order, and (chunk, turn) pairs sorted by chunk reduce with reduceat.
+        self.last_chunk = np.array([r[-1] for r in layout.chunk_rows], dtype=np.int64)
+        self.extra_chunks = [
+            (t, c) for t, rows in enumerate(layout.chunk_rows) if len(rows) > 2 for c in rows[1:-1]
+        ]
+        pairs = sorted((c, t) for t, rows in enumerate(layout.chunk_rows) for c in rows)
+        self.pair_chunk = np.array([p[0] for p in pairs], dtype=np.int64)
+        self.pair_turn = np.array([p[1] for p in pairs], dtype=np.int64)
+        starts = np.flatnonzero(np.r_[True, self.pair_chunk[1:] != self.pair_chunk[:-1]])
+        self.pair_starts = starts if self.pair_chunk.size else np.zeros(0, np.int64)
+        self.pair_rows = self.pair_chunk[self.pair_starts] if self.pair_chunk.size else starts
         self.n_chunks = n_chunks
         self._doc_pos: dict[str, np.ndarray] = {}
 
@@ -136,16 +148,16 @@ class TurnIndex:
             vals = np.fromiter((s for _, s in chunk_ranked), np.float64, len(chunk_ranked))
             c[rows] = _unit(vals)
             present[rows] = True
-        best_chunk = np.zeros(len(self), dtype=np.float64)
-        if self.pair_turn.size:
-            np.maximum.at(best_chunk, self.pair_turn, c[self.pair_chunk])
+        best_chunk = np.maximum(c[self.first_chunk], c[self.last_chunk])
+        for t, row in self.extra_chunks:  # a message in 3+ windows (short stride): rare
+            best_chunk[t] = max(best_chunk[t], c[row])
         t_own, t_ctx = _unit(own), _unit(ctx)
         turn = weights.w_self * t_own + weights.w_ctx * t_ctx + weights.w_chunk * best_chunk
         live = (own > 0) | (ctx > 0) | (best_chunk > 0)
         turns = _top(self.message_ids, np.where(live, turn, -np.inf), n_turns)
-        best_session = np.zeros(int(self.session_code.max()) + 1 if len(self) else 0)
-        if len(self):
-            np.maximum.at(best_session, self.session_code, best_chunk)
+        best_session = (
+            np.maximum.reduceat(best_chunk, self.session_starts) if len(self) else best_chunk
+        )
 
         def result(chunks: Ranked) -> Fused:
             return Fused(
@@ -156,7 +168,7 @@ class TurnIndex:
             return result(chunk_ranked)
         lifted = np.zeros(self.n_chunks, dtype=np.float64)
         if self.pair_turn.size:
-            np.maximum.at(lifted, self.pair_chunk, t_own[self.pair_turn])
+            lifted[self.pair_rows] = np.maximum.reduceat(t_own[self.pair_turn], self.pair_starts)
         # lifting re-orders the ranked chunks only: the scope and time filters made that list
         score = (1 - weights.lift) * c + weights.lift * lifted
         return result(_top(chunk_ids, np.where(present, score, -np.inf), len(chunk_ranked)))

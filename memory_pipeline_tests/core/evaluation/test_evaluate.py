@@ -33,8 +33,8 @@ def test_sweep_crosses_turn_weights_with_a_few_chunk_rankings():
 
     turns = [c for c in sweep_configs() if c.turns == "index"]
     bases = {c.chunk_name for c in turns}
-    # BM25[raw_text] alone and linear raw_text+<each dense rep> at the turn betas
-    assert len(bases) == 1 + 3 * len(E.TURN_BETAS)
+    # BM25[raw_text] alone and linear raw_text+<the turn dense reps> at the turn betas
+    assert len(bases) == 1 + len(E.TURN_DENSE_REPS) * len(E.TURN_BETAS)
     grid = len(E.TURN_SELF) * len(E.TURN_CTX) * len(E.TURN_CHUNK) * len(E.LIFTS)
     assert len(turns) == len(bases) * grid + 1
     alone = E.turn_alone(turns)

@@ -107,3 +107,34 @@ def test_weights_and_config_are_validated():
     cfg = SearchConfig(turns="index", lift=0.15)
     assert cfg.name.endswith("turns=0.50/0.20/0.30 lift=0.15")
     assert cfg.chunk_name == SearchConfig().name
+
+
+def test_fused_maxima_equal_brute_force_with_messages_in_three_windows():
+    """The vectorized maxima (first/last window, reduceat) equal a plain loop, also when a
+    short stride puts one message in three windows."""
+    chunks = pa.table(
+        {
+            "chunk_id": ["c0", "c1", "c2", "c3"],
+            "session_id": ["A", "A", "A", "B"],
+            "chunk_index": [0, 1, 2, 0],
+            "message_ids": [["m1", "m2", "m3"], ["m2", "m3", "m4"], ["m3", "m4"], ["m5"]],
+        }
+    )
+    lay = turn_layout(chunks)
+    ti = TurnIndex(lay, {}, 4)
+    rng = np.random.default_rng(3)
+    own = rng.random(len(lay.message_ids))
+    ranked = [("c0", 0.2), ("c1", 0.9), ("c2", 0.5), ("c3", 0.4)]
+    fused = ti.fuse(ranked, {f"c{i}": i for i in range(4)}, ["c0", "c1", "c2", "c3"],
+                    own, np.zeros_like(own), TurnWeights(0.5, 0.0, 0.5, 0.5), 5)
+    c = {f"c{i}": s / 0.9 for i, (_, s) in enumerate(ranked)}
+    for t, rows in enumerate(lay.chunk_rows):
+        assert fused.chunk[t] == pytest.approx(max(c[f"c{r}"] for r in rows))
+    unit = own / own.max()
+    lifted = {
+        f"c{r}": 0.5 * c[f"c{r}"]
+        + 0.5 * max(unit[t] for t, rows in enumerate(lay.chunk_rows) if r in rows)
+        for r in range(4)
+    }
+    assert [cid for cid, _ in fused.chunks] == sorted(lifted, key=lambda k: -lifted[k])
+    assert fused.session[lay.session_ids.index("B")] == pytest.approx(c["c3"])
