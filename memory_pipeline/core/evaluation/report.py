@@ -1769,7 +1769,6 @@ def write_report(
         _recall_section(summ, summary_why, sweep_rows, meta, selected),
         _fusion_section(sweep_rows, sweep_why, meta, selected),
         _types_section(summ, summary_why, meta, selected),
-        _granularity_section(cv_rows, cv_why, meta),
         _diffs_section(diffs_rows, diffs_why),
         _ceiling_section(ceil_rows, ceil_why),
         _failures_section(fail_rows, fail_why, selected),
@@ -1783,6 +1782,8 @@ def write_report(
             -1,
             _memory_section(mem_rows, mem_why, mdiff_rows, mdiff_why, summ, meta, selected),
         )
+    # after the memory section, so the numbering of the sections before it stays as it was
+    sections.insert(-1, _granularity_section(cv_rows, cv_why, meta))
     for sec in sections:
         for img in _images(sec.blocks):
             (out_dir / img.filename).write_bytes(img.png)

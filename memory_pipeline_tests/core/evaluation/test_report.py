@@ -331,6 +331,7 @@ def test_html_sections_in_order_and_self_contained(report: tuple[Path, str, str]
         "ceiling",
         "failures",
         "questions",
+        "granularity",
         "reproduce",
     ]
     assert "<script" not in html.lower()  # no JS at all
@@ -560,3 +561,31 @@ def test_memory_section_matches_golden(tmp_path: Path, case: str) -> None:
         embedded = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", page)
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
         assert png in [base64.b64decode(e) for e in embedded]
+
+
+def test_granularity_section_compares_the_default_with_single_retrievers(tmp_path) -> None:
+    """Per level and question type: the out-of-fold default beside each fixed retriever, and
+    the published anchors on the "all questions" row."""
+    import pyarrow as pa
+
+    def cv(config: str, level: str, qtype: str, mean: float) -> dict:
+        return {"config": config, "qtype": qtype, "level": level, "metric": "evidence_recall",
+                "k": 5, "mean": mean, "ci_lo": mean - 0.05, "ci_hi": mean + 0.05, "n": 10}
+
+    rows = [cv(c, lv, qt, m) for c, m in (("cv:selected", 0.66), ("bm25[raw_text]", 0.53))
+            for lv in ("turn", "session") for qt in ("all", "multi-hop")]
+    meta = {**_meta(), "cv": {"columns": {"default (CV)": "cv:selected",
+                                          "BM25 chunks": "bm25[raw_text]",
+                                          "never swept": "nothing"}},
+            "paper_figures": [{"label": "DRAGON", "level": "turn", "k": 5, "value": 0.567}]}
+    tables = {**_tables(), "cv": pa.Table.from_pylist(rows)}
+    _, md_path = write_report(tables, meta, tmp_path)
+    md = md_path.read_text(encoding="utf-8")
+    section = md[md.index("Granularities"):]
+    header = next(line for line in section.splitlines() if line.startswith("| Level"))
+    assert "default (CV)" in header and "BM25 chunks" in header and "never swept" not in header
+    turn_all = next(line for line in section.splitlines() if line.startswith("| turn | all"))
+    assert "0.660" in turn_all and "0.530" in turn_all and "DRAGON 0.567" in turn_all
+    assert "DRAGON" not in next(
+        line for line in section.splitlines() if line.startswith("| session | all")
+    )
