@@ -86,11 +86,11 @@ def as_turn_config(cfg: SearchConfig) -> SearchConfig:
 
 
 def fit(
-    cache: FeatureCache, cfg: SearchConfig, questions: Sequence[EvalQuestion], **provenance
+    cache: FeatureCache, cfg: SearchConfig, train_on: Sequence[EvalQuestion], **provenance
 ) -> Reranker:
-    """The model trained on ``questions`` under ``cfg`` (rows weighted per question)."""
+    """The model trained on ``train_on`` under ``cfg`` (rows weighted per question)."""
     xs, ys, gs = [], [], []
-    for q in questions:
+    for q in train_on:
         r = cache.rows(cfg, q)
         if len(r.x):
             xs.append(r.x)

@@ -45,10 +45,12 @@ class TurnWeights:
 @dataclass(frozen=True)
 class Fused:
     """One query's granularity fusion: the lifted chunks, the top turns, and the per-turn
-    arrays they came from (what the reranker's features read)."""
+    arrays they came from (what the reranker's features read), over the live turns only
+    (``rows``: layout rows, sorted, of the turns that match or sit in a ranked chunk)."""
 
     chunks: Ranked
     turns: Ranked
+    rows: np.ndarray
     own: np.ndarray  # turn BM25 / the query's best
     ctx: np.ndarray  # neighbours' BM25 / the query's best
     own_raw: np.ndarray  # turn BM25
@@ -95,10 +97,13 @@ class TurnIndex:
         pairs = sorted((c, t) for t, rows in enumerate(layout.chunk_rows) for c in rows)
         self.pair_chunk = np.array([p[0] for p in pairs], dtype=np.int64)
         self.pair_turn = np.array([p[1] for p in pairs], dtype=np.int64)
-        starts = np.flatnonzero(np.r_[True, self.pair_chunk[1:] != self.pair_chunk[:-1]])
-        self.pair_starts = starts if self.pair_chunk.size else np.zeros(0, np.int64)
-        self.pair_rows = self.pair_chunk[self.pair_starts] if self.pair_chunk.size else starts
+        # turns of chunk row r: pair_turn[chunk_start[r] : chunk_start[r + 1]]
+        self.chunk_start = np.searchsorted(self.pair_chunk, np.arange(n_chunks + 1))
+        self.chunk_session = np.zeros(n_chunks, dtype=np.int64)
         self.n_chunks = n_chunks
+        if n:
+            self.chunk_session[self.first_chunk] = self.session_code
+            self.chunk_session[self.last_chunk] = self.session_code
         self._doc_pos: dict[str, np.ndarray] = {}
 
     def __len__(self) -> int:
@@ -140,38 +145,53 @@ class TurnIndex:
         n_turns: int,
     ) -> Fused:
         """The chunks re-ranked with their turns' lift and the top ``n_turns`` turns, both
-        best first, ties by id. ``own`` / ``ctx``: ``scores`` of ``turn`` / ``turn_ctx``."""
+        best first, ties by id. ``own`` / ``ctx``: ``scores`` of ``turn`` / ``turn_ctx``.
+
+        Only the live turns (a BM25 match, or in a ranked chunk) are scored: on 400k turns a
+        query touches a few thousand, and full-length passes would cost more than search."""
         c = np.zeros(self.n_chunks, dtype=np.float64)
         present = np.zeros(self.n_chunks, dtype=bool)
+        rows = np.zeros(0, np.int64)
+        seg = np.zeros(0, np.int64)
         if chunk_ranked:
             rows = np.fromiter((chunk_row[d] for d, _ in chunk_ranked), np.int64, len(chunk_ranked))
             vals = np.fromiter((s for _, s in chunk_ranked), np.float64, len(chunk_ranked))
             c[rows] = _unit(vals)
             present[rows] = True
-        best_chunk = np.maximum(c[self.first_chunk], c[self.last_chunk])
+            seg = np.concatenate(
+                [self.pair_turn[self.chunk_start[r] : self.chunk_start[r + 1]] for r in rows]
+            )
+        live = np.union1d(np.flatnonzero((own > 0) | (ctx > 0)), seg)
+        best_chunk = np.maximum(c[self.first_chunk[live]], c[self.last_chunk[live]])
         for t, row in self.extra_chunks:  # a message in 3+ windows (short stride): rare
-            best_chunk[t] = max(best_chunk[t], c[row])
-        t_own, t_ctx = _unit(own), _unit(ctx)
+            i = np.searchsorted(live, t)
+            if i < live.size and live[i] == t:
+                best_chunk[i] = max(best_chunk[i], c[row])
+        own_max = float(own.max()) if own.size else 0.0
+        ctx_max = float(ctx.max()) if ctx.size else 0.0
+        t_own = own[live] / own_max if own_max > 0 else np.zeros(live.size)
+        t_ctx = ctx[live] / ctx_max if ctx_max > 0 else np.zeros(live.size)
         turn = weights.w_self * t_own + weights.w_ctx * t_ctx + weights.w_chunk * best_chunk
-        live = (own > 0) | (ctx > 0) | (best_chunk > 0)
-        turns = _top(self.message_ids, np.where(live, turn, -np.inf), n_turns)
-        best_session = (
-            np.maximum.reduceat(best_chunk, self.session_starts) if len(self) else best_chunk
-        )
+        turns = _top_rows(self.message_ids, live, turn, n_turns)
+        session_best = np.zeros(int(self.session_code.max()) + 1 if len(self) else 0)
+        if rows.size:
+            np.maximum.at(session_best, self.chunk_session[rows], c[rows])
+        session = session_best[self.session_code[live]] if live.size else np.zeros(0)
 
         def result(chunks: Ranked) -> Fused:
-            return Fused(
-                chunks, turns, t_own, t_ctx, own, best_chunk, best_session[self.session_code]
-            )
+            return Fused(chunks, turns, live, t_own, t_ctx, own[live], best_chunk, session)
 
         if weights.lift <= 0 or not chunk_ranked:
             return result(chunk_ranked)
+        # a ranked chunk's best turn: reduceat over its turns (each chunk has at least one)
+        lengths = self.chunk_start[rows + 1] - self.chunk_start[rows]
+        offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+        own_seg = own[seg] / own_max if own_max > 0 else np.zeros(seg.size)
         lifted = np.zeros(self.n_chunks, dtype=np.float64)
-        if self.pair_turn.size:
-            lifted[self.pair_rows] = np.maximum.reduceat(t_own[self.pair_turn], self.pair_starts)
+        lifted[rows] = np.maximum.reduceat(own_seg, offsets)
         # lifting re-orders the ranked chunks only: the scope and time filters made that list
-        score = (1 - weights.lift) * c + weights.lift * lifted
-        return result(_top(chunk_ids, np.where(present, score, -np.inf), len(chunk_ranked)))
+        score = (1 - weights.lift) * c[rows] + weights.lift * lifted[rows]
+        return result(_top_rows(chunk_ids, rows, score, len(chunk_ranked)))
 
     def features(
         self,
@@ -185,6 +205,7 @@ class TurnIndex:
         it matches the query's time filters (None: the query has none)."""
         top = fused.turns[:n]
         rows = np.fromiter((self.row_of[m] for m, _ in top), np.int64, len(top))
+        at = np.searchsorted(fused.rows, rows)  # each top turn is live
         named = {s.casefold() for s in speakers}
         speaker = np.array(
             [1.0 if str(self.senders[r]).casefold() in named else 0.0 for r in rows]
@@ -198,11 +219,11 @@ class TurnIndex:
         length = self.layout.session_length[rows].astype(np.float64)
         return np.column_stack(
             [
-                fused.own[rows],
-                fused.ctx[rows],
-                np.log1p(fused.own_raw[rows]),
-                fused.chunk[rows],
-                fused.session[rows],
+                fused.own[at],
+                fused.ctx[at],
+                np.log1p(fused.own_raw[at]),
+                fused.chunk[at],
+                fused.session[at],
                 np.array([s for _, s in top], dtype=np.float64),
                 1.0 / np.arange(1, len(rows) + 1),
                 speaker,
@@ -220,11 +241,14 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / hi if hi > 0 else np.zeros_like(v)
 
 
-def _top(ids: Sequence[str], scores: np.ndarray, n: int) -> Ranked:
-    valid = np.flatnonzero(np.isfinite(scores))
-    if valid.size == 0 or n <= 0:
+def _top_rows(ids: Sequence[str], rows: np.ndarray, scores: np.ndarray, n: int) -> Ranked:
+    """The top ``n`` of ``scores`` (aligned with ``rows``, indexes into ``ids``), best
+    first, ties by id (everything tied with the n-th is kept for the tie-break)."""
+    if rows.size == 0 or n <= 0:
         return []
-    if valid.size > n:
-        valid = valid[np.argpartition(-scores[valid], n - 1)[:n]]
-    order = sorted(valid.tolist(), key=lambda i: (-scores[i], ids[i]))
-    return [(ids[i], float(scores[i])) for i in order]
+    keep = np.arange(rows.size)
+    if rows.size > n:
+        kth = np.partition(-scores, n - 1)[n - 1]
+        keep = np.flatnonzero(-scores <= kth)
+    order = sorted(keep.tolist(), key=lambda i: (-scores[i], ids[rows[i]]))[:n]
+    return [(ids[rows[i]], float(scores[i])) for i in order]
