@@ -242,14 +242,24 @@ class Searcher:
         self._idf = idf_from_postings(
             post.rename_columns(["r", "token", "doc_id", "score"]), len(self.chunk_ids)
         )
-        turn_indexes = load_turn_indexes(version)
-        # None for a version built before turns were indexed: turns are then highlights
-        self.turn_index: TurnIndex | None = (
-            self._turn_index(turn_layout(chunks), turn_indexes) if turn_indexes else None
-        )
+        self._chunk_table = chunks
+        self._turn_index: TurnIndex | None = None
+        self._turns_loaded = False
         self.reranker: Reranker | None = load_packaged()
 
-    def _turn_index(self, layout, indexes) -> TurnIndex:
+    @property
+    def turn_index(self) -> TurnIndex | None:
+        """The version's turn index, loaded on first use (a search that never ranks turns
+        does not pay for it); None for a version built before turns were indexed: turns are
+        then highlights."""
+        if not self._turns_loaded:
+            indexes = load_turn_indexes(self.version)
+            if indexes:
+                self._turn_index = self._make_turn_index(turn_layout(self._chunk_table), indexes)
+            self._turns_loaded = True
+        return self._turn_index
+
+    def _make_turn_index(self, layout, indexes) -> TurnIndex:
         rows = [self._messages.get(m) or {} for m in layout.message_ids]
         return TurnIndex(
             layout,
