@@ -114,9 +114,11 @@ def _chunk_configs(
 
 def sweep_columns(cfg: SearchConfig) -> dict:
     """The fields of ``cfg`` its family ranks by (None for the others), as the sweep table
-    lists them: a bm25 configuration has no dense representation, beta or RRF k."""
+    lists them: a bm25 configuration has no dense representation, beta or RRF k (family
+    ``turns``: a granularity fusion over that chunk ranking)."""
     return {
-        "family": cfg.family,
+        # a granularity fusion is its own family: the fusion plot's beta curves stay chunk-only
+        "family": "turns" if cfg.turns == "index" else cfg.family,
         "bm25_rep": cfg.bm25_rep if cfg.uses_bm25 else None,
         "dense_rep": cfg.dense_rep if cfg.uses_dense else None,
         "beta": cfg.beta if cfg.family == "linear" else None,

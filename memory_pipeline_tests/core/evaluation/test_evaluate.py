@@ -37,6 +37,7 @@ def test_sweep_crosses_turn_weights_with_a_few_chunk_rankings():
     assert len(bases) == 1 + len(E.TURN_DENSE_REPS) * len(E.TURN_BETAS)
     grid = len(E.TURN_SELF) * len(E.TURN_CTX) * len(E.TURN_CHUNK) * len(E.LIFTS)
     assert len(turns) == len(bases) * grid + 1
+    assert E.sweep_columns(turns[0])["family"] == "turns"  # kept out of the beta curves
     alone = E.turn_alone(turns)
     assert alone is not None and alone.startswith("bm25[raw_text] turns=1.00/0.00/0.00")
 
