@@ -487,7 +487,9 @@ class Searcher:
             ranked = [(self.chunk_ids[i], 1.0) for i in rows]
         else:
             ranked = self.rank(content, config, mask)
-        ranked, turns = self.rank_turns(content, config, mask, ranked, k, parsed)
+        lifted, turns = self.rank_turns(content, config, mask, ranked, k, parsed)
+        if kind != "time_only":  # a time-only answer stays in chronological order
+            ranked = lifted
         chunk_hits = [
             self.chunk_hit(r, cid, s, content, config.highlights)
             for r, (cid, s) in enumerate(ranked[:k], 1)
