@@ -706,6 +706,11 @@ def _review_selection(meta: dict, *, accept: bool) -> None:
         target = packaged_path()
         shutil.copyfile(meta["selection_proposed"], target)
         print(f"accepted: wrote {target} (review and commit it)")
+        if meta.get("reranker_proposed"):
+            from memory_pipeline.core.retrieval.rerank import packaged_path as reranker_path
+
+            shutil.copyfile(meta["reranker_proposed"], reranker_path())
+            print(f"accepted: wrote {reranker_path()} (review and commit it)")
     else:
         print(
             f"proposed: {meta['selection_proposed']}  (--accept-selection writes it as the default)"

@@ -306,6 +306,19 @@ def _propose_selection(meta: dict, locomo: Path, out: Path) -> None:
     path = out / "selection.proposed.json"
     path.write_text(sel.render(proposed), encoding="utf-8")
     meta["selection_proposed"] = str(path)
+    if "reranker" in meta:  # the reranker trained on every conversation, with provenance
+        from memory_pipeline.core.retrieval.rerank import render_artifact
+
+        model = dict(meta.pop("reranker"))
+        model["provenance"] = {
+            **model.get("provenance", {}),
+            "data": proposed["provenance"]["data"],
+            "command": proposed["provenance"]["command"],
+            "date": proposed["provenance"]["date"],
+        }
+        rpath = out / "reranker.proposed.json"
+        rpath.write_text(render_artifact(model), encoding="utf-8")
+        meta["reranker_proposed"] = str(rpath)
     meta["selection_diff"] = sel.diff(dict(SELECTION), proposed)
 
 

@@ -466,3 +466,44 @@ def test_cli_recent_strings_and_files(built: Runner, capsys, tmp_path):
     assert cli.main([*base, "--recent", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{bad}:2:" in err
+
+
+# -- turns as first-class results ----------------------------------------------------------
+
+
+def test_turn_index_ranks_turns_and_a_version_without_it_falls_back(built: Runner, tmp_path):
+    """The index build publishes the turn index; a search with ``turns="index"`` returns
+    turns ranked on their own (the dog-shelter message first), and on a version without
+    the turn folder the same call degrades to highlights of the top chunks."""
+    import shutil
+
+    from memory_pipeline.core.indexes.turns import TURN_FOLDER
+    from memory_pipeline.core.retrieval.searcher import Searcher
+
+    cfg = SearchConfig(mode="bm25", turns="index", lift=0.3)
+    s = Searcher(built.store.root)
+    assert s.turn_index is not None and len(s.turn_index) > 0
+    res = s.search("dog shelter", 3, cfg)
+    assert res.turns and "shelter" in res.turns[0].text.lower()
+    assert res.turns[0].session_id and res.turns[0].rank == 1
+    assert [t.score for t in res.turns] == sorted((t.score for t in res.turns), reverse=True)
+    out = tmp_path / "out"
+    shutil.copytree(built.store.root, out)
+    shutil.rmtree(current_version(out) / TURN_FOLDER)
+    old = Searcher(out)
+    assert old.turn_index is None
+    fallback = old.search("dog shelter", 3, cfg)
+    highlights = old.search("dog shelter", 3, SearchConfig(mode="bm25"))
+    assert [t.message_id for t in fallback.turns] == [t.message_id for t in highlights.turns]
+    assert [c.chunk_id for c in fallback.chunks] == [c.chunk_id for c in highlights.chunks]
+
+
+def test_reranker_absent_keeps_the_unlearned_turn_ranking(built: Runner):
+    from memory_pipeline.core.retrieval.searcher import Searcher
+
+    s = Searcher(built.store.root)
+    plain = SearchConfig(mode="bm25", turns="index")
+    ranked = SearchConfig(mode="bm25", turns="index", rerank=True)
+    s.reranker = None
+    a, b = s.search("dog shelter", 5, plain), s.search("dog shelter", 5, ranked)
+    assert [t.message_id for t in a.turns] == [t.message_id for t in b.turns]

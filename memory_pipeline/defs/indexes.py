@@ -24,6 +24,7 @@ from memory_pipeline.core.indexes.publish import (
     representation_table,
     write_lookups,
 )
+from memory_pipeline.core.indexes.turns import build_turn_index
 from memory_pipeline.core.memories.extract import supersede
 from memory_pipeline.core.quality import index_checks
 from memory_pipeline.defs.chunks import CHUNKS
@@ -132,6 +133,9 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
     pq.write_table(mmeta, version / "message_meta.parquet")
     # the same chunks the BM25 indexes were built from: the version answers on its own
     lookups = write_lookups(version, chunks, messages)
+    # one document per message (core/indexes/turns.py), tokenized as the chunk indexes are
+    raw_tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
+    lookups.update(build_turn_index(version, chunks, messages, raw_tokenizer))
     memories = store.read(T.MEMORIES)
     timeline = supersede(memories)
     pq.write_table(timeline, version / "memory_timeline.parquet")

@@ -22,6 +22,7 @@ from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.evaluation import crossval as CV
 from memory_pipeline.core.evaluation import metrics as M
 from memory_pipeline.core.evaluation.evalsets import EvalQuestion
+from memory_pipeline.core.evaluation.rerank_cv import RERANK_LABEL, cross_validate_reranker
 from memory_pipeline.core.retrieval.config import FIELDS as CONFIG_FIELDS
 from memory_pipeline.core.retrieval.config import PRESETS, SearchConfig
 from memory_pipeline.core.retrieval.fusion import Ranked, fold, linear_fusion, rrf
@@ -32,7 +33,7 @@ from memory_pipeline.core.retrieval.query import (
     speakers_in,
     strip_question,
 )
-from memory_pipeline.core.retrieval.searcher import TURN_CHUNKS
+from memory_pipeline.core.retrieval.searcher import TURN_CHUNKS, turn_weights
 
 BETAS = tuple(round(0.05 * i, 2) for i in range(21))
 RRF_KS = (10, 30, 60, 100)
@@ -50,14 +51,65 @@ TIME_SEARCH = SearchConfig(highlights=0)
 Config = SearchConfig
 
 
+# Granularity fusion (SearchConfig.turns = "index"): the weights swept, over the chunk
+# rankings the turn index is crossed with (BM25[raw_text] alone and linear fusions of it)
+TURN_SELF = (0.4, 0.6)
+TURN_CTX = (0.1, 0.2)
+TURN_CHUNK = (0.3, 0.45)
+LIFTS = (0.0, 0.2, 0.35)
+TURN_BETAS = (0.9, 0.95)
+TURN_DENSE_REPS = ("embedding_text", "summary")
+TURN_BM25_REP = "raw_text"
+
+
+def turn_configs(chunk_configs: Sequence[SearchConfig]) -> list[SearchConfig]:
+    """The turn-index configurations of the sweep: the turn weights x lifts over a few
+    chunk rankings of ``chunk_configs``, and the turn index alone (its own BM25 only: the
+    single turn retriever the report compares with)."""
+    bases = [
+        c
+        for c in chunk_configs
+        if c.bm25_rep == TURN_BM25_REP
+        and (
+            c.family == "bm25"
+            or (c.family == "linear" and c.beta in TURN_BETAS and c.dense_rep in TURN_DENSE_REPS)
+        )
+    ]
+    out = []
+    for b in bases:
+        for ts, tc, tk, lift in itertools.product(TURN_SELF, TURN_CTX, TURN_CHUNK, LIFTS):
+            out.append(
+                replace(b, turns="index", turn_self=ts, turn_ctx=tc, turn_chunk=tk, lift=lift)
+            )
+    out += [replace(b, turns="index", turn_self=1.0, turn_ctx=0.0, turn_chunk=0.0, lift=0.0)
+            for b in bases[:1]]
+    return out
+
+
+def turn_alone(configs: Sequence[SearchConfig]) -> str | None:
+    """The name of the turn index alone in ``configs`` (None when not swept)."""
+    for c in configs:
+        if c.turns == "index" and c.turn_self == 1.0 and c.turn_ctx == c.turn_chunk == 0.0:
+            return c.name
+    return None
+
+
 def sweep_configs(
     reps: Sequence[str] = REPRESENTATIONS,
     dense_reps: Sequence[str] = REPRESENTATIONS,
     base: SearchConfig = DEFAULT,
+    turns: bool = True,
 ) -> list[SearchConfig]:
     """Single retrievers, linear fusion over every pairing x beta, RRF over every pairing x k,
     each as ``base`` with its ranking fields replaced (so a sweep point is a search the API
-    can run as it is)."""
+    can run as it is); with ``turns``, the granularity fusions of ``turn_configs`` too."""
+    chunk = _chunk_configs(reps, dense_reps, base)
+    return chunk + turn_configs(chunk) if turns else chunk
+
+
+def _chunk_configs(
+    reps: Sequence[str], dense_reps: Sequence[str], base: SearchConfig
+) -> list[SearchConfig]:
     out = [replace(base, mode="bm25", bm25_rep=r) for r in reps]
     out += [replace(base, mode="dense", dense_rep=r) for r in dense_reps]
     for b, d in itertools.product(reps, dense_reps):
@@ -69,9 +121,11 @@ def sweep_configs(
 
 def sweep_columns(cfg: SearchConfig) -> dict:
     """The fields of ``cfg`` its family ranks by (None for the others), as the sweep table
-    lists them: a bm25 configuration has no dense representation, beta or RRF k."""
+    lists them: a bm25 configuration has no dense representation, beta or RRF k (family
+    ``turns``: a granularity fusion over that chunk ranking)."""
     return {
-        "family": cfg.family,
+        # a granularity fusion is its own family: the fusion plot's beta curves stay chunk-only
+        "family": "turns" if cfg.turns == "index" else cfg.family,
         "bm25_rep": cfg.bm25_rep if cfg.uses_bm25 else None,
         "dense_rep": cfg.dense_rep if cfg.uses_dense else None,
         "beta": cfg.beta if cfg.family == "linear" else None,
@@ -98,11 +152,14 @@ PRF_REP = "raw_text"  # the representation PRF lists are gathered for (the defau
 
 @dataclass
 class Candidates:
-    """Each retriever's top-POOL chunk list for one question (and, for the query options,
-    the lists of the stripped question, the PRF-expanded BM25 lists and the named speakers)."""
+    """Each retriever's top-POOL chunk list for one question, its turn index scores
+    (``turn``: every turn's BM25 on ``turn`` / ``turn_ctx``; empty without a turn index) and,
+    for the query options, the lists of the stripped question, the PRF-expanded BM25 lists
+    and the named speakers."""
 
     bm25: dict[str, Ranked] = field(default_factory=dict)
     dense: dict[str, Ranked] = field(default_factory=dict)
+    turn: dict[str, np.ndarray] = field(default_factory=dict)
     prf: dict[tuple[str, int], Ranked] = field(default_factory=dict)
     stripped: Candidates | None = None
     names: tuple[str, ...] = ()
@@ -182,6 +239,11 @@ def _candidates(searcher, text: str, mask, dense_reps: Sequence[str]) -> Candida
             cand.bm25[rep] = searcher.bm25_ranked(text, rep, mask, POOL)
     for rep in dense_reps:
         cand.dense[rep] = searcher.dense_ranked(text, rep, mask, POOL)
+    ti = getattr(searcher, "turn_index", None)
+    if ti is not None:
+        tokens = searcher.bm25["raw_text"].tokenizer.tokenize(text)
+        for rep in ("turn", "turn_ctx"):
+            cand.turn[rep] = ti.scores(tokens, rep, mask).astype(np.float32)
     return cand
 
 
@@ -243,6 +305,43 @@ class Units:
             self._chunk_turns[key] = refs
         return refs[:depth]
 
+    def refs(self, message_ids: Sequence[str], depth: int = 20) -> list[str]:
+        """Evidence refs of a turn ranking, first occurrence kept."""
+        out, seen = [], set()
+        for m in message_ids:
+            ref = self.ref_of[m]
+            if ref not in seen:
+                seen.add(ref)
+                out.append(ref)
+                if len(out) == depth:
+                    break
+        return out
+
+    def rank(
+        self, cand: Candidates, cfg: SearchConfig, query: str, depth: int = 20
+    ) -> tuple[Ranked, list[str]]:
+        """(chunk ranking, turn evidence refs) of ``cfg`` for one question: the turn index
+        fused across granularities when ``cfg.turns`` is ``index`` and the corpus has one
+        (as ``Searcher.rank_turns``), else the chunk ranking and its highlights."""
+        ranked = cand.ranking(cfg)
+        boost = (cand.names, cfg.speaker_boost)
+        ti = getattr(self.s, "turn_index", None)
+        if cfg.turns != "index" or ti is None or not cand.turn:
+            return ranked, self.turns(ranked, query, depth, boost=boost)
+        fused = ti.fuse(
+            ranked,
+            self.s.position,
+            self.s.chunk_ids,
+            cand.turn["turn"],
+            cand.turn["turn_ctx"],
+            turn_weights(cfg),
+            depth * 2,
+        )
+        turns = boost_turns(
+            fused.turns, lambda m: self.s.message(m)["sender"], cand.names, cfg.speaker_boost
+        )
+        return fused.chunks, self.refs([m for m, _ in turns], depth)
+
 
 def question_scores(
     q: EvalQuestion,
@@ -251,9 +350,12 @@ def question_scores(
     ks: Sequence[int],
     full: bool,
     turn_boost: tuple[Sequence[str], float] = ((), 0.0),
+    turns: Sequence[str] | None = None,
 ) -> list[tuple[str, str, int, float | None]]:
-    """(level, metric, k, value) rows for one question and one ranking (``turn_boost``:
-    the named speakers and the configuration's ``speaker_boost``, for the turn ranking)."""
+    """(level, metric, k, value) rows for one question and one ranking (``turns``: its turn
+    evidence refs, default the highlights of ``ranked`` with ``turn_boost`` = the named
+    speakers and the configuration's ``speaker_boost``). Level ``units`` is the mean of the
+    turn and session evidence recall: the selection metric, as the goals ask for both."""
     rows: list[tuple[str, str, int, float | None]] = []
     sessions = units.sessions(ranked)
     if q.gold_kind == "session_id":
@@ -263,19 +365,15 @@ def question_scores(
                 rows.append(("session", "hit", k, M.hit_at_k(sessions, q.gold, k)))
         return rows
     evidence = [r for r, g in q.gold.items() if g >= 1]
-    turns = units.turns(ranked, q.question, depth=max(ks), boost=turn_boost)
+    if turns is None:
+        turns = units.turns(ranked, q.question, depth=max(ks), boost=turn_boost)
     for k in ks:
-        rows.append(
-            ("turn", "evidence_recall", k, M.evidence_recall_at_k(turns, evidence, None, k))
-        )
-        rows.append(
-            (
-                "session",
-                "evidence_recall",
-                k,
-                M.evidence_recall_at_k(sessions, evidence, units.session_refs, k),
-            )
-        )
+        t = M.evidence_recall_at_k(turns, evidence, None, k)
+        s = M.evidence_recall_at_k(sessions, evidence, units.session_refs, k)
+        rows.append(("turn", "evidence_recall", k, t))
+        rows.append(("session", "evidence_recall", k, s))
+        both = None if t is None or s is None else (t + s) / 2
+        rows.append(("units", "evidence_recall", k, both))
         if full:
             chunk_ids = [c for c, _ in ranked]
             chunk_gold = {
@@ -368,7 +466,7 @@ def run_evaluation(
     time_questions: Sequence[EvalQuestion] = (),
     seed: int = 0,
     resamples: int = 5000,
-    selection: tuple[str, str, int] = ("session", "evidence_recall", 5),
+    selection: tuple[str, str, int] = ("units", "evidence_recall", 5),
     log: Callable[[str], None] = print,
 ) -> EvalRun:
     """Sweep every configuration, select on the dev split, report on the test split.
@@ -389,7 +487,11 @@ def run_evaluation(
     cands = gather(searcher, scored, dense_reps, query_options=True)
     log(f"eval: candidates gathered in {time.perf_counter() - t0:.1f}s")
     units = Units(searcher)
-    configs = sweep_configs([r for r in REPRESENTATIONS if r in searcher.bm25], dense_reps)
+    configs = sweep_configs(
+        [r for r in REPRESENTATIONS if r in searcher.bm25],
+        dense_reps,
+        turns=getattr(searcher, "turn_index", None) is not None,
+    )
     sweep_vals = sweep(configs, scored, cands, units, log)
     # query options on the packaged default and the dev split's best of each family: the
     # CV below selects among them and the plain configurations alike
@@ -402,10 +504,21 @@ def run_evaluation(
     log(f"eval: swept {len(variants)} query-understanding variants")
     chosen = select(configs, sweep_vals, split, selection)
     log(f"eval: selected on dev: {chosen.selected}")
-    cv = cross_validate(configs, sweep_vals, scored, selection, chosen, seed, resamples)
+    by_name = {c.name: c for c in configs}
+    rr = None
+    if len({q.corpus_id for q in scored}) >= 3 and selection in next(iter(sweep_vals.values())):
+        folds = CV.leave_one_group_out(
+            [c.name for c in configs], sweep_vals, [q.corpus_id for q in scored], selection
+        )
+        rr = cross_validate_reranker(
+            searcher, units, cands, scored, folds.folds, folds.selected, by_name, SWEEP_KS
+        )
+    extra = {RERANK_LABEL: rr.oof} if rr is not None else {}
+    cv = cross_validate(
+        configs, sweep_vals, scored, selection, chosen, seed, resamples, extra=extra
+    )
     if cv is not None:
         log(f"eval: leave-one-conversation-out selection: {cv.selected}")
-    by_name = {c.name: c for c in configs}
     full_vals, per_question_rows = score_reported(
         [by_name[n] for n in chosen.reported], scored, cands, units, split
     )
@@ -452,17 +565,43 @@ def run_evaluation(
             "folds": cv.result.folds,
             "conversations": len(cv.result.folds),
             "figures": cv.figures,
+            "columns": {
+                label: name
+                for label, name in (
+                    ("default (CV)", "cv:selected"),
+                    ("default + reranker (CV)", RERANK_LABEL if rr is not None else None),
+                    ("BM25 chunks", f"bm25[{TURN_BM25_REP}]"),
+                    ("dense chunks", "dense[embedding_text]"),
+                    ("turn index alone", turn_alone(configs)),
+                    ("packaged default", PRESETS["default"].name),
+                    ("old rrf default", PRESETS["rrf"].name),
+                )
+                if name is not None
+            },
         }
-        boost = cross_validate_speaker_boost(
-            by_name[cv.selected], scored, cands, units, seed, resamples
-        )
-        if boost is not None:
-            chosen_cfg = boost["config"]
-            log(f"eval: speaker boost by leave-one-conversation-out on turn R@5: {chosen_cfg.name}")
-            meta["cv"]["selected"] = chosen_cfg.name
-            meta["cv"]["selected_config"] = {f: getattr(chosen_cfg, f) for f in CONFIG_FIELDS}
-            meta["cv"]["figures"]["cv:speaker_boost"] = boost["figures"]
-            meta["cv"]["speaker_boost"] = {k: v for k, v in boost.items() if k != "config"}
+        if rr is not None:
+            with_rr = CV.mean_on(rr.oof[selection], [True] * len(scored))
+            without = CV.mean_on(cv.result.oof[selection], [True] * len(scored))
+            # the reranker ships when, out of fold, it beats the procedure without it
+            use = with_rr > without
+            meta["cv"]["rerank"] = {"oof_with": with_rr, "oof_without": without, "use": use}
+            if use and meta["cv"]["selected_config"]["turns"] == "index":
+                meta["cv"]["selected_config"]["rerank"] = True
+                meta["cv"]["selected"] = replace(by_name[cv.selected], rerank=True).name
+            meta["reranker"] = rr.final.to_dict()
+        if not meta["cv"]["selected_config"].get("rerank"):
+            # the reranker has its own speaker feature; without it, the speaker boost is
+            # chosen by its own leave-one-conversation-out on turn R@5
+            boost = cross_validate_speaker_boost(
+                by_name[cv.selected], scored, cands, units, seed, resamples
+            )
+            if boost is not None:
+                chosen_cfg = boost["config"]
+                log(f"eval: speaker boost by leave-one-conversation-out: {chosen_cfg.name}")
+                meta["cv"]["selected"] = chosen_cfg.name
+                meta["cv"]["selected_config"] = {f: getattr(chosen_cfg, f) for f in CONFIG_FIELDS}
+                meta["cv"]["figures"]["cv:speaker_boost"] = boost["figures"]
+                meta["cv"]["speaker_boost"] = {k: v for k, v in boost.items() if k != "config"}
     if math.isnan(chosen.selected_dev_mean):
         meta["notes"] = ["no dev questions with gold: selection is arbitrary"]
     return EvalRun(tables, meta)
@@ -508,9 +647,9 @@ def sweep(
     for n, cfg in enumerate(configs, 1):
         vals: dict[tuple[str, str, int], list] = defaultdict(list)
         for q in scored:
-            c = cands[q.question_id]
+            ranked, turns = units.rank(cands[q.question_id], cfg, q.question)
             for level, metric, k, v in question_scores(
-                q, c.ranking(cfg), units, SWEEP_KS, False, (c.names, cfg.speaker_boost)
+                q, ranked, units, SWEEP_KS, full=False, turns=turns
             ):
                 vals[(level, metric, k)].append(v)
         sweep_vals[cfg.name] = vals
@@ -542,11 +681,19 @@ def select(
     on_dev = [qid in split.dev for qid in split.ids]
 
     def best(family: str | None) -> str:
-        pool = [c.name for c in configs if family is None or c.family == family]
+        pool = [
+            c.name
+            for c in configs
+            if family is None
+            or (family == "turns" and c.turns == "index")
+            or (c.family == family and c.turns != "index")
+        ]
         return CV.select_on(pool, sweep_vals, on_dev, selection)
 
     selected = best(None)
     families = {f: best(f) for f in ("bm25", "dense", "linear", "rrf")}
+    if any(c.turns == "index" for c in configs):
+        families["turns"] = best("turns")
     reported = list(dict.fromkeys([selected, *families.values()]))
     dev_mean = CV.mean_on(sweep_vals[selected][selection], on_dev)
     return Selection(selected, families, reported, dev_mean)
@@ -567,9 +714,9 @@ def score_reported(
         name = cfg.name
         vals: dict[tuple[str, str, int], dict[str, float | None]] = defaultdict(dict)
         for q in scored:
-            c = cands[q.question_id]
+            ranked, turns = units.rank(cands[q.question_id], cfg, q.question)
             for level, metric, k, v in question_scores(
-                q, c.ranking(cfg), units, KS, True, (c.names, cfg.speaker_boost)
+                q, ranked, units, KS, full=True, turns=turns
             ):
                 vals[(level, metric, k)][q.question_id] = v
                 per_question_rows.append(
@@ -914,9 +1061,13 @@ def cross_validate(
     chosen: Selection,
     seed: int,
     resamples: int,
+    extra: Mapping[str, Mapping[tuple[str, str, int], Sequence[float | None]]] | None = None,
 ) -> CrossValidated | None:
     """Leave-one-conversation-out selection over the sweep (None below three conversations,
-    where a fold would select on one conversation)."""
+    where a fold would select on one conversation). ``extra``: out-of-fold values of other
+    procedures (the learned reranker), reported as rows beside ``cv:selected``; the fixed
+    references are the packaged default, the old ``rrf`` default, each family's best and
+    each single retriever (BM25 and dense chunks, the turn index alone)."""
     groups = [q.corpus_id for q in scored]
     if len(set(groups)) < 3:
         return None
@@ -928,8 +1079,22 @@ def cross_validate(
         return None
     names = [c.name for c in configs]
     result = CV.leave_one_group_out(names, aligned, groups, selection)
-    default = PRESETS["default"].name
-    references = [n for n in dict.fromkeys([default, *chosen.best.values()]) if n in aligned]
+    singles = [
+        f"bm25[{TURN_BM25_REP}]",
+        "dense[embedding_text]",
+        turn_alone(configs),
+    ]
+    wanted = [
+        PRESETS["default"].name,
+        PRESETS["rrf"].name,
+        PRESETS["highlights"].name,
+        *chosen.best.values(),
+        *singles,
+    ]
+    references = [n for n in dict.fromkeys(wanted) if n in aligned]
+    for label, vals in (extra or {}).items():
+        aligned[label] = {k: v for k, v in vals.items() if len(v) == len(scored)}
+        references.append(label)
     rows = CV.cv_rows(
         result,
         aligned,

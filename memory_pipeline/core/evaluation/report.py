@@ -111,6 +111,7 @@ REQUIRED = {
     "ceiling": ("level", "qtype", "pool", "oracle_recall", "n"),
     "questions_report": ("corpus_id", "qtype", "questions", "excluded", "unresolved_ids"),
 }
+REQUIRED["cv"] = ("config", "qtype", "level", "metric", "k", "mean", "ci_lo", "ci_hi", "n")
 # the memory evaluation writes the same shapes as the chunk evaluation
 REQUIRED["ambiguous"] = ("kind", "condition", "level", "k", "mean", "ci_lo", "ci_hi", "n")
 REQUIRED["memory_summary"] = REQUIRED["summary"]
@@ -1083,6 +1084,59 @@ def _types_section(
     return sec
 
 
+def _granularity_section(
+    rows: Sequence[Mapping[str, Any]], why: str | None, meta: Mapping[str, Any]
+) -> _Section:
+    """Per granularity (turn, session) and question type, evidence recall@5 out of fold:
+    the default procedure against each single retriever, the earlier defaults and the
+    published anchors (``meta["cv"]["columns"]``: column label -> cv table config)."""
+    sec = _Section("granularity", "Granularities: the default against each single retriever")
+    if why is not None:
+        sec.blocks.append(_note(f"{why}, so the cross-validated comparison is absent."))
+        return sec
+    cv = meta.get("cv") if isinstance(meta.get("cv"), Mapping) else {}
+    columns = dict(cv.get("columns") or {"default (CV)": "cv:selected"})
+    index = {
+        (r["config"], r["level"], r["qtype"]): r
+        for r in rows
+        if r.get("metric") == ER and r.get("k") == 5
+    }
+    present = {label: name for label, name in columns.items() if any(k[0] == name for k in index)}
+    papers = [p for p in meta.get("paper_figures") or [] if isinstance(p, Mapping)]
+    qtypes = sorted({k[2] for k in index}, key=lambda q: (q != ALL, q))
+    table_rows = []
+    for level in ("turn", "session"):
+        anchors = "; ".join(
+            f"{_plain(p.get('label'))} {_f(p.get('value'))}"
+            for p in papers
+            if p.get("level") == level and p.get("k") == 5
+        )
+        for qtype in qtypes:
+            cells = [index.get((name, level, qtype)) for name in present.values()]
+            if all(c is None for c in cells):
+                continue
+            table_rows.append(
+                [
+                    level,
+                    "all questions" if qtype == ALL else qtype,
+                    *(_Cell(_mean_ci(c), "num") for c in cells),
+                    anchors if qtype == ALL else "",
+                ]
+            )
+    sec.blocks.append(
+        _P(
+            "Evidence recall@5, pooled out of fold (leave one conversation out; 95% CIs "
+            "resample conversations, then questions). The default is the procedure: select on "
+            "the other conversations (and, with the reranker, train it there), score the held-"
+            "out one. The single retrievers and the earlier defaults are fixed configurations. "
+            "Anchors are published figures on the full LoCoMo, not on these conversations.",
+            "caption",
+        )
+    )
+    sec.blocks.append(_Table(["Level", "Question type", *present, "Anchors"], table_rows))
+    return sec
+
+
 def _diffs_section(rows: Sequence[Mapping[str, Any]], why: str | None) -> _Section:
     sec = _Section("differences", "Differences between configurations")
     if why:
@@ -1854,6 +1908,7 @@ def write_report(
     fail_rows, fail_why = _table_rows(tables, "failures")
     ceil_rows, ceil_why = _table_rows(tables, "ceiling")
     q_rows, q_why = _table_rows(tables, "questions_report")
+    cv_rows, cv_why = _table_rows(tables, "cv")
 
     sections = [
         _headline(summ, summary_why, meta, selected),
@@ -1885,6 +1940,8 @@ def write_report(
         sections.insert(-1, _ambiguous_section(amb_rows, amb_why, meta))
     if "dossier_coverage_summary" in tables:  # runs that scored dossiers against gold
         sections.insert(-1, _dossier_section(tables, meta))
+    # after the memory section, so the numbering of the sections before it stays as it was
+    sections.insert(-1, _granularity_section(cv_rows, cv_why, meta))
     for sec in sections:
         for img in _images(sec.blocks):
             (out_dir / img.filename).write_bytes(img.png)

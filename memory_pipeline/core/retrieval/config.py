@@ -23,6 +23,7 @@ from memory_pipeline.core.common.representations import REPRESENTATIONS
 
 MODES = ("bm25", "dense", "hybrid")
 FUSIONS = ("rrf", "linear")
+TURN_MODES = ("highlights", "index")
 # A parsed time expression below this confidence may date the event rather than the chat
 # ("the trip in March"): it stays content instead of becoming a filter.
 HARD_FILTER_CONFIDENCE = 0.8
@@ -45,6 +46,13 @@ class SearchConfig:
     named in the query speaks; ``strip_question`` drops question words and those names
     (left to the boost) before ranking;
     ``prf_terms`` expands the BM25 query RM3-style with that many feedback terms (0: off).
+    ``turns``: how turns are ranked: ``highlights`` (messages of the top chunks, the search
+    before turns were indexed) or ``index`` (the turn index as a retriever of its own,
+    fused across granularities, core/retrieval/turns.py): a turn scores ``turn_self`` x its
+    own BM25 + ``turn_ctx`` x its neighbours' + ``turn_chunk`` x its best chunk, and a chunk
+    ``(1 - lift)`` x its fused score + ``lift`` x its best turn. ``rerank``: reorder the
+    fused turns with the packaged learned reranker (core/retrieval/rerank.py; no-op when
+    it is absent).
     """
 
     mode: str = "hybrid"
@@ -60,6 +68,12 @@ class SearchConfig:
     speaker_boost: float = 0.0
     strip_question: bool = False
     prf_terms: int = 0
+    turns: str = "highlights"
+    turn_self: float = 0.5
+    turn_ctx: float = 0.2
+    turn_chunk: float = 0.3
+    lift: float = 0.0
+    rerank: bool = False
 
     def __post_init__(self) -> None:
         # fail when the value is made (API call, CLI flag, preset), not deep inside a ranking
@@ -81,6 +95,11 @@ class SearchConfig:
                 f"speaker_boost must be in [0, 1] and prf_terms >= 0, got "
                 f"{self.speaker_boost} and {self.prf_terms}"
             )
+        if self.turns not in TURN_MODES:
+            raise ValueError(f"turns must be one of {TURN_MODES}, got {self.turns!r}")
+        for w in (self.turn_self, self.turn_ctx, self.turn_chunk, self.lift):
+            if not 0.0 <= w <= 1.0:
+                raise ValueError(f"turn weights and lift must be in [0, 1], got {w}")
 
     @property
     def family(self) -> str:
@@ -101,8 +120,19 @@ class SearchConfig:
     @property
     def name(self) -> str:
         """The ranking as the evaluation tables and report name it (only the parameters that
-        change the chunk ranking: e.g. ``linear[raw_text+summary] beta=0.75``; query options
-        that are on follow: `` +spk0.25 +strip +prf10``)."""
+        change the ranking: e.g. ``linear[raw_text+summary] beta=0.75``; query options
+        that are on follow: `` +spk0.25 +strip +prf10``, then `` turns=s/c/k lift=l`` when
+        turns come from the turn index)."""
+        if self.turns == "index":
+            return (
+                f"{self.chunk_name} turns={self.turn_self:.2f}/{self.turn_ctx:.2f}/"
+                f"{self.turn_chunk:.2f} lift={self.lift:.2f}" + (" +rerank" if self.rerank else "")
+            )
+        return self.chunk_name
+
+    @property
+    def chunk_name(self) -> str:
+        """The chunk ranking's part of ``name`` (with the query options that are on)."""
         if self.family == "bm25":
             base = f"bm25[{self.bm25_rep}]"
         elif self.family == "dense":
@@ -155,6 +185,8 @@ PRESETS: Mapping[str, SearchConfig] = MappingProxyType(
         "dense": SearchConfig(mode="dense"),
         # the LINE paper's fusion over the default representations
         "linear": SearchConfig(fusion="linear"),
+        # the selection's chunk ranking with turns ranked only as highlights of its top chunks
+        "highlights": SearchConfig(**{**SELECTION["config"], "turns": "highlights"}),
     }
 )
 

@@ -25,6 +25,7 @@ from memory_pipeline.core.indexes.publish import (
     load_bm25,
     read_lookups,
 )
+from memory_pipeline.core.indexes.turns import load_turn_indexes, turn_layout
 from memory_pipeline.core.represent.providers.base import Embedder
 from memory_pipeline.core.represent.providers.factory import (
     UnknownEmbeddingProvider,
@@ -45,8 +46,11 @@ from memory_pipeline.core.retrieval.fusion import (
     linear_fusion,
     rrf,
 )
-from memory_pipeline.core.retrieval.query import understood_rank
+from memory_pipeline.core.retrieval.query import boost_turns, speakers_in, understood_rank
+from memory_pipeline.core.retrieval.rerank import CANDIDATES as RERANK_CANDIDATES
+from memory_pipeline.core.retrieval.rerank import Reranker, load_packaged, rerank
 from memory_pipeline.core.retrieval.timeexpr import ParsedQuery, matches_all, parse_query
+from memory_pipeline.core.retrieval.turns import TurnIndex, TurnWeights
 
 __all__ = [
     "FUSIONS",
@@ -62,6 +66,7 @@ __all__ = [
     "SearchResult",
     "Searcher",
     "SessionHit",
+    "TurnHit",
     "embedder_for",
 ]
 
@@ -128,6 +133,20 @@ class SessionHit:
 
 
 @dataclass
+class TurnHit:
+    """One message as a ranked result of its own (``SearchConfig.turns``)."""
+
+    rank: int
+    message_id: str
+    score: float
+    session_id: str
+    sender: str
+    local_ts: str
+    text: str
+    source_ref: str
+
+
+@dataclass
 class SearchResult:
     query: str
     kind: str  # time_only | content_only | time_content
@@ -136,6 +155,7 @@ class SearchResult:
     notes: list[str]
     chunks: list[ChunkHit]
     sessions: list[SessionHit]
+    turns: list[TurnHit] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -222,6 +242,32 @@ class Searcher:
         )
         self._idf = idf_from_postings(
             post.rename_columns(["r", "token", "doc_id", "score"]), len(self.chunk_ids)
+        )
+        self._chunk_table = chunks
+        self._turn_index: TurnIndex | None = None
+        self._turns_loaded = False
+        self.reranker: Reranker | None = load_packaged()
+
+    @property
+    def turn_index(self) -> TurnIndex | None:
+        """The version's turn index, loaded on first use (a search that never ranks turns
+        does not pay for it); None for a version built before turns were indexed: turns are
+        then highlights."""
+        if not self._turns_loaded:
+            indexes = load_turn_indexes(self.version)
+            if indexes:
+                self._turn_index = self._make_turn_index(turn_layout(self._chunk_table), indexes)
+            self._turns_loaded = True
+        return self._turn_index
+
+    def _make_turn_index(self, layout, indexes) -> TurnIndex:
+        rows = [self._messages.get(m) or {} for m in layout.message_ids]
+        return TurnIndex(
+            layout,
+            indexes,
+            len(self.chunk_ids),
+            senders=[r.get("sender") or "" for r in rows],
+            lengths=[len(r.get("text") or "") for r in rows],
         )
 
     # -- lookups (what callers read instead of the searcher's internals) -------------------
@@ -442,6 +488,16 @@ class Searcher:
             ranked = [(self.chunk_ids[i], 1.0) for i in rows]
         else:  # query understanding (retrieval.query); plain self.rank when its options are off
             ranked = understood_rank(self, content, config, mask)
+        # the boost reorders a deeper list, as the evaluation scores it (2 x 20 turns)
+        depth = max(k, 40) if config.speaker_boost else k
+        lifted, turns = self.rank_turns(content, config, mask, ranked, depth, parsed)
+        if config.speaker_boost:  # the named speakers' turns first
+            names = speakers_in(content, self.known_speakers)
+            turns = boost_turns(
+                turns, lambda m: self.message(m)["sender"], names, config.speaker_boost
+            )
+        if kind != "time_only":  # a time-only answer stays in chronological order
+            ranked = lifted
         chunk_hits = [
             self.chunk_hit(r, cid, s, content, config.highlights)
             for r, (cid, s) in enumerate(ranked[:k], 1)
@@ -456,6 +512,58 @@ class Searcher:
             notes=notes,
             chunks=chunk_hits,
             sessions=session_hits,
+            turns=[self.turn_hit(r, m, sc) for r, (m, sc) in enumerate(turns[:k], 1)],
+        )
+
+    def rank_turns(
+        self,
+        content: str,
+        config: SearchConfig,
+        mask: np.ndarray | None,
+        ranked: Ranked,
+        n: int,
+        parsed: ParsedQuery | None = None,
+    ) -> tuple[Ranked, Ranked]:
+        """(the chunk ranking, lifted by its turns, and the top ``n`` turns) for ``config``:
+        from the turn index when ``config.turns`` is ``index`` and the version has one
+        (reordered by the packaged reranker when ``config.rerank`` and it loads), else the
+        chunks unchanged and the highlights of their top chunks."""
+        if config.turns != "index" or self.turn_index is None:
+            return ranked, self.ranked_turns(ranked, content)[:n] if config.highlights else []
+        ti = self.turn_index
+        tokens = self.bm25["raw_text"].tokenizer.tokenize(content)
+        own = ti.scores(tokens, "turn", mask)
+        ctx = ti.scores(tokens, "turn_ctx", mask)
+        model = self.reranker if config.rerank else None
+        depth = max(n, RERANK_CANDIDATES) if model is not None else n
+        fused = ti.fuse(
+            ranked, self.position, self.chunk_ids, own, ctx, turn_weights(config), depth
+        )
+        if model is None:
+            return fused.chunks, fused.turns[:n]
+        speakers = parsed.speakers if parsed is not None else ()
+        time_ok = self.time_mask(parsed, 0.0)[0] if parsed is not None else None
+        x = ti.features(fused, RERANK_CANDIDATES, speakers, time_ok)
+        return fused.chunks, rerank(fused.turns, x, model)[:n]
+
+    def turn_hit(self, rank: int, message_id: str, score: float) -> TurnHit:
+        """Message ``message_id`` as the ``rank``-th turn hit."""
+        m = self._messages[message_id]
+        ti = self.turn_index
+        sid = (
+            ti.layout.session_ids[ti.row_of[message_id]]
+            if ti is not None and message_id in ti.row_of
+            else ""
+        )
+        return TurnHit(
+            rank=rank,
+            message_id=message_id,
+            score=round(float(score), 6),
+            session_id=sid,
+            sender=m["sender"],
+            local_ts=m["local_ts"].isoformat(" ", "minutes"),
+            text=m["text"],
+            source_ref=m["source_ref"],
         )
 
     def rank(
@@ -569,6 +677,11 @@ class Searcher:
             start=r["start_local_ts"].isoformat(" ", "minutes"),
             end=r["end_local_ts"].isoformat(" ", "minutes"),
         )
+
+
+def turn_weights(config: SearchConfig) -> TurnWeights:
+    """The granularity-fusion weights of ``config``."""
+    return TurnWeights(config.turn_self, config.turn_ctx, config.turn_chunk, config.lift)
 
 
 def _top(ids: list[str], scores: np.ndarray, n: int, *, positive_only: bool) -> Ranked:

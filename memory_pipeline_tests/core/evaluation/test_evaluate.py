@@ -29,10 +29,26 @@ from memory_pipeline_tests.pipeline_helpers import Runner, build_all
 
 def test_sweep_has_the_line_paper_grid():
     configs = sweep_configs()
-    linear = [c for c in configs if c.family == "linear"]
+    chunk = [c for c in configs if c.turns == "highlights"]
+    linear = [c for c in chunk if c.family == "linear"]
     assert len(linear) == 9 * 21  # every pairing of 3 bm25 x 3 dense representations, 21 betas
     assert {c.rrf_k for c in configs if c.family == "rrf"} == {10, 30, 60, 100}
     assert len({c.name for c in configs}) == len(configs)
+    assert sweep_configs(turns=False) == chunk
+
+
+def test_sweep_crosses_turn_weights_with_a_few_chunk_rankings():
+    from memory_pipeline.core.evaluation import evaluate as E
+
+    turns = [c for c in sweep_configs() if c.turns == "index"]
+    bases = {c.chunk_name for c in turns}
+    # BM25[raw_text] alone and linear raw_text+<the turn dense reps> at the turn betas
+    assert len(bases) == 1 + len(E.TURN_DENSE_REPS) * len(E.TURN_BETAS)
+    grid = len(E.TURN_SELF) * len(E.TURN_CTX) * len(E.TURN_CHUNK) * len(E.LIFTS)
+    assert len(turns) == len(bases) * grid + 1
+    assert E.sweep_columns(turns[0])["family"] == "turns"  # kept out of the beta curves
+    alone = E.turn_alone(turns)
+    assert alone is not None and alone.startswith("bm25[raw_text] turns=1.00/0.00/0.00")
 
 
 def test_sweep_table_columns_name_only_what_a_family_ranks_by():

@@ -327,8 +327,8 @@ def test_locomo_memory_tables(evaluated: tuple[dict, Path]):
 # Regenerated when message ids became content + occurrence (no source_order): rows and row
 # counts are unchanged; 12 context-pack sizes (utf16) and the memory-vs-chunks recall@5 diff
 # moved because equal scores break ties by id.
-# Regenerated after issue 12's extractor (third-person statements) and when query-understanding variants (speaker boost, stripped question, PRF) joined
-# the sweep: the chunk baseline the memories are compared with is now selected among them.
+# Regenerated after issue 11/12's merges (third-person memory statements, query variants,
+# the turn index and the new default embedder): the memory and chunk baselines both moved.
 MEMORY_TABLE_DIGESTS = {
     "memory_summary": (1110, "6a29f5a6b253662a3505ce785af3e17c7f91c9ab1918899f502f96c56c18c9ee"),
     "memory_diffs": (32, "2de6655936dfc6aaee4cf14af5dcad6b7e05d8a3777526382a67f7f5d11d9b95"),

@@ -331,6 +331,7 @@ def test_html_sections_in_order_and_self_contained(report: tuple[Path, str, str]
         "ceiling",
         "failures",
         "questions",
+        "granularity",
         "reproduce",
     ]
     assert "<script" not in html.lower()  # no JS at all
@@ -596,3 +597,31 @@ def test_ambiguous_section_lists_conditions_with_cis(tmp_path: Path) -> None:
     assert "Ambiguous follow-up questions" not in plain
     missing = write_report({"ambiguous": None}, {}, tmp_path / "none")[0]
     assert "so the ambiguous-question evaluation is absent" in missing.read_text(encoding="utf-8")
+
+
+def test_granularity_section_compares_the_default_with_single_retrievers(tmp_path) -> None:
+    """Per level and question type: the out-of-fold default beside each fixed retriever, and
+    the published anchors on the "all questions" row."""
+    import pyarrow as pa
+
+    def cv(config: str, level: str, qtype: str, mean: float) -> dict:
+        return {"config": config, "qtype": qtype, "level": level, "metric": "evidence_recall",
+                "k": 5, "mean": mean, "ci_lo": mean - 0.05, "ci_hi": mean + 0.05, "n": 10}
+
+    rows = [cv(c, lv, qt, m) for c, m in (("cv:selected", 0.66), ("bm25[raw_text]", 0.53))
+            for lv in ("turn", "session") for qt in ("all", "multi-hop")]
+    meta = {**_meta(), "cv": {"columns": {"default (CV)": "cv:selected",
+                                          "BM25 chunks": "bm25[raw_text]",
+                                          "never swept": "nothing"}},
+            "paper_figures": [{"label": "DRAGON", "level": "turn", "k": 5, "value": 0.567}]}
+    tables = {**_tables(), "cv": pa.Table.from_pylist(rows)}
+    _, md_path = write_report(tables, meta, tmp_path)
+    md = md_path.read_text(encoding="utf-8")
+    section = md[md.index("Granularities"):]
+    header = next(line for line in section.splitlines() if line.startswith("| Level"))
+    assert "default (CV)" in header and "BM25 chunks" in header and "never swept" not in header
+    turn_all = next(line for line in section.splitlines() if line.startswith("| turn | all"))
+    assert "0.660" in turn_all and "0.530" in turn_all and "DRAGON 0.567" in turn_all
+    assert "DRAGON" not in next(
+        line for line in section.splitlines() if line.startswith("| session | all")
+    )

@@ -1,0 +1,254 @@
+"""Turns as a first-class retriever, and fusion across granularities (turn, chunk, session).
+
+Ranking messages only inside the top five chunks (highlights) caps turn recall at what those
+chunks hold, and a chunk that mentions the answer once among 42 messages is ranked by the
+other 41. Here every message is scored on its own BM25 documents (``turn``: speaker, session
+date and the message; ``turn_ctx``: its neighbours), then the granularities lift each other:
+
+- a turn scores ``w_self * its own BM25 + w_ctx * its context's BM25 + w_chunk * its best
+  chunk's fused score`` (each part scaled by its best value for the query, so the weights
+  mean the same on every corpus);
+- a chunk scores ``(1 - lift) * its fused score + lift * its best turn`` (scaled the same
+  way), and sessions fold the lifted chunks as before.
+
+Pure numpy over precomputed arrays: one query costs a few vector operations per granularity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from memory_pipeline.core.indexes.bm25 import Bm25Index
+from memory_pipeline.core.indexes.turns import TurnLayout
+
+Ranked = list[tuple[str, float]]
+
+
+@dataclass(frozen=True)
+class TurnWeights:
+    """How a turn and a chunk are scored from the three granularities (see module doc)."""
+
+    w_self: float = 0.5
+    w_ctx: float = 0.2
+    w_chunk: float = 0.3
+    lift: float = 0.0
+
+    def __post_init__(self) -> None:
+        parts = (self.w_self, self.w_ctx, self.w_chunk, self.lift)
+        if any(not 0.0 <= p <= 1.0 for p in parts):
+            raise ValueError(f"turn weights and lift must be in [0, 1], got {parts}")
+
+
+@dataclass(frozen=True)
+class Fused:
+    """One query's granularity fusion: the lifted chunks, the top turns, and the per-turn
+    arrays they came from (what the reranker's features read), over the live turns only
+    (``rows``: layout rows, sorted, of the turns that match or sit in a ranked chunk)."""
+
+    chunks: Ranked
+    turns: Ranked
+    rows: np.ndarray
+    own: np.ndarray  # turn BM25 / the query's best
+    ctx: np.ndarray  # neighbours' BM25 / the query's best
+    own_raw: np.ndarray  # turn BM25
+    chunk: np.ndarray  # best chunk's fused score / the query's best
+    session: np.ndarray  # best chunk of the turn's session / the query's best
+
+
+class TurnIndex:
+    """The turn documents of one index version, aligned with its chunk rows.
+
+    ``senders`` and ``lengths`` (characters) per turn, in layout order, are what the
+    reranker's speaker and length features read (empty / zero when not given)."""
+
+    def __init__(
+        self,
+        layout: TurnLayout,
+        indexes: Mapping[str, Bm25Index],
+        n_chunks: int,
+        senders: Sequence[str] | None = None,
+        lengths: Sequence[int] | None = None,
+    ) -> None:
+        self.layout = layout
+        n = len(layout.message_ids)
+        self.senders = np.array(list(senders) if senders is not None else [""] * n, dtype=object)
+        self.lengths = np.asarray(lengths if lengths is not None else np.zeros(n), np.float64)
+        codes: dict[str, int] = {}
+        self.session_code = np.array(
+            [codes.setdefault(sid, len(codes)) for sid in layout.session_ids], dtype=np.int64
+        )
+        change = np.r_[True, self.session_code[1:] != self.session_code[:-1]] if n else []
+        self.session_starts = np.flatnonzero(change)
+        self.indexes = dict(indexes)
+        self.message_ids = layout.message_ids
+        self.row_of = {m: i for i, m in enumerate(layout.message_ids)}
+        # a message's chunks share its session, so one row answers scope and time masks
+        self.first_chunk = np.array([r[0] for r in layout.chunk_rows], dtype=np.int64)
+        # Per-query maxima without np.maximum.at (slow on 400k turns): a turn is in at most
+        # two overlapping windows (first / last chunk row), turns are grouped by session in
+        # layout order, and (chunk, turn) pairs sorted by chunk reduce with reduceat.
+        self.last_chunk = np.array([r[-1] for r in layout.chunk_rows], dtype=np.int64)
+        self.extra_chunks = [
+            (t, c) for t, rows in enumerate(layout.chunk_rows) if len(rows) > 2 for c in rows[1:-1]
+        ]
+        pairs = sorted((c, t) for t, rows in enumerate(layout.chunk_rows) for c in rows)
+        self.pair_chunk = np.array([p[0] for p in pairs], dtype=np.int64)
+        self.pair_turn = np.array([p[1] for p in pairs], dtype=np.int64)
+        # turns of chunk row r: pair_turn[chunk_start[r] : chunk_start[r + 1]]
+        self.chunk_start = np.searchsorted(self.pair_chunk, np.arange(n_chunks + 1))
+        self.chunk_session = np.zeros(n_chunks, dtype=np.int64)
+        self.n_chunks = n_chunks
+        if n:
+            self.chunk_session[self.first_chunk] = self.session_code
+            self.chunk_session[self.last_chunk] = self.session_code
+        self._doc_pos: dict[str, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self.message_ids)
+
+    def _positions(self, rep: str) -> np.ndarray:
+        """Row (in layout order) of each document of ``rep``'s bm25s index."""
+        if rep not in self._doc_pos:
+            self._doc_pos[rep] = np.array(
+                [self.row_of[d] for d in self.indexes[rep].doc_ids], dtype=np.int64
+            )
+        return self._doc_pos[rep]
+
+    def scores(self, tokens: Sequence[str], rep: str, chunk_mask: np.ndarray | None) -> np.ndarray:
+        """BM25 of every turn (layout order) for already tokenized ``tokens``; 0 outside
+        ``chunk_mask`` (a boolean array over chunk rows) and for turns without a match."""
+        out = np.zeros(len(self), dtype=np.float64)
+        index = self.indexes.get(rep)
+        if index is None:
+            return out
+        vocab = index.vocab
+        ids = [vocab[t] for t in tokens if t in vocab]
+        if ids:
+            out[self._positions(rep)] = np.asarray(
+                index.retriever.get_scores_from_ids(ids), dtype=np.float64
+            )
+        if chunk_mask is not None:
+            out = np.where(chunk_mask[self.first_chunk], out, 0.0)
+        return out
+
+    def fuse(
+        self,
+        chunk_ranked: Ranked,
+        chunk_row: Mapping[str, int],
+        chunk_ids: Sequence[str],
+        own: np.ndarray,
+        ctx: np.ndarray,
+        weights: TurnWeights,
+        n_turns: int,
+    ) -> Fused:
+        """The chunks re-ranked with their turns' lift and the top ``n_turns`` turns, both
+        best first, ties by id. ``own`` / ``ctx``: ``scores`` of ``turn`` / ``turn_ctx``.
+
+        Only the live turns (a BM25 match, or in a ranked chunk) are scored: on 400k turns a
+        query touches a few thousand, and full-length passes would cost more than search."""
+        c = np.zeros(self.n_chunks, dtype=np.float64)
+        present = np.zeros(self.n_chunks, dtype=bool)
+        rows = np.zeros(0, np.int64)
+        seg = np.zeros(0, np.int64)
+        if chunk_ranked:
+            rows = np.fromiter((chunk_row[d] for d, _ in chunk_ranked), np.int64, len(chunk_ranked))
+            vals = np.fromiter((s for _, s in chunk_ranked), np.float64, len(chunk_ranked))
+            c[rows] = _unit(vals)
+            present[rows] = True
+            seg = np.concatenate(
+                [self.pair_turn[self.chunk_start[r] : self.chunk_start[r + 1]] for r in rows]
+            )
+        live = np.union1d(np.flatnonzero((own > 0) | (ctx > 0)), seg)
+        best_chunk = np.maximum(c[self.first_chunk[live]], c[self.last_chunk[live]])
+        for t, row in self.extra_chunks:  # a message in 3+ windows (short stride): rare
+            i = np.searchsorted(live, t)
+            if i < live.size and live[i] == t:
+                best_chunk[i] = max(best_chunk[i], c[row])
+        own_max = float(own.max()) if own.size else 0.0
+        ctx_max = float(ctx.max()) if ctx.size else 0.0
+        t_own = own[live] / own_max if own_max > 0 else np.zeros(live.size)
+        t_ctx = ctx[live] / ctx_max if ctx_max > 0 else np.zeros(live.size)
+        turn = weights.w_self * t_own + weights.w_ctx * t_ctx + weights.w_chunk * best_chunk
+        turns = _top_rows(self.message_ids, live, turn, n_turns)
+        session_best = np.zeros(int(self.session_code.max()) + 1 if len(self) else 0)
+        if rows.size:
+            np.maximum.at(session_best, self.chunk_session[rows], c[rows])
+        session = session_best[self.session_code[live]] if live.size else np.zeros(0)
+
+        def result(chunks: Ranked) -> Fused:
+            return Fused(chunks, turns, live, t_own, t_ctx, own[live], best_chunk, session)
+
+        if weights.lift <= 0 or not chunk_ranked:
+            return result(chunk_ranked)
+        # a ranked chunk's best turn: reduceat over its turns (each chunk has at least one)
+        lengths = self.chunk_start[rows + 1] - self.chunk_start[rows]
+        offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+        own_seg = own[seg] / own_max if own_max > 0 else np.zeros(seg.size)
+        lifted = np.zeros(self.n_chunks, dtype=np.float64)
+        lifted[rows] = np.maximum.reduceat(own_seg, offsets)
+        # lifting re-orders the ranked chunks only: the scope and time filters made that list
+        score = (1 - weights.lift) * c[rows] + weights.lift * lifted[rows]
+        return result(_top_rows(chunk_ids, rows, score, len(chunk_ranked)))
+
+    def features(
+        self,
+        fused: Fused,
+        n: int,
+        speakers: Sequence[str] = (),
+        time_ok: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The reranker's feature matrix (``rerank.FEATURES`` order) of the top ``n`` fused
+        turns. ``speakers``: names the query mentions; ``time_ok``: per chunk row, whether
+        it matches the query's time filters (None: the query has none)."""
+        top = fused.turns[:n]
+        rows = np.fromiter((self.row_of[m] for m, _ in top), np.int64, len(top))
+        at = np.searchsorted(fused.rows, rows)  # each top turn is live
+        named = {s.casefold() for s in speakers}
+        speaker = np.array(
+            [1.0 if str(self.senders[r]).casefold() in named else 0.0 for r in rows]
+        )
+        time = (
+            time_ok[self.first_chunk[rows]].astype(np.float64)
+            if time_ok is not None
+            else np.zeros(len(rows))
+        )
+        pos = self.layout.position[rows].astype(np.float64)
+        length = self.layout.session_length[rows].astype(np.float64)
+        return np.column_stack(
+            [
+                fused.own[at],
+                fused.ctx[at],
+                np.log1p(fused.own_raw[at]),
+                fused.chunk[at],
+                fused.session[at],
+                np.array([s for _, s in top], dtype=np.float64),
+                1.0 / np.arange(1, len(rows) + 1),
+                speaker,
+                time,
+                pos / np.maximum(length, 1.0),
+                (pos == 0).astype(np.float64),
+                np.log1p(self.lengths[rows]),
+            ]
+        ).reshape(len(rows), 12)
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    """``v`` scaled by its maximum (all-zero stays zero): scale-free, order-preserving."""
+    hi = float(v.max()) if v.size else 0.0
+    return v / hi if hi > 0 else np.zeros_like(v)
+
+
+def _top_rows(ids: Sequence[str], rows: np.ndarray, scores: np.ndarray, n: int) -> Ranked:
+    """The top ``n`` of ``scores`` (aligned with ``rows``, indexes into ``ids``), best
+    first, ties by id (everything tied with the n-th is kept for the tie-break)."""
+    if rows.size == 0 or n <= 0:
+        return []
+    keep = np.arange(rows.size)
+    if rows.size > n:
+        kth = np.partition(-scores, n - 1)[n - 1]
+        keep = np.flatnonzero(-scores <= kth)
+    order = sorted(keep.tolist(), key=lambda i: (-scores[i], ids[rows[i]]))[:n]
+    return [(ids[rows[i]], float(scores[i])) for i in order]
