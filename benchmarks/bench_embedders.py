@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import subprocess
 import sys
 import time
@@ -29,7 +30,10 @@ from pathlib import Path
 from _common import peak_rss_mib
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "realpersonachat"
+DEFAULT_DATA = (
+    Path(os.environ.get("MEMORY_PIPELINE_SHARED_DATA", REPO.parent / "shared" / "data"))
+    / "realpersonachat"
+)
 DEFAULT_JSON = REPO / "benchmarks" / "results" / "embedders.json"
 MODELS = ("all-MiniLM-L6-v2", "multilingual-e5-small", "use-multilingual-v3")
 RPC_CHUNKS = 13_592  # chunks of the full RealPersonaChat build (benchmarks/README.md)
@@ -113,7 +117,9 @@ def main(argv: list[str] | None = None) -> None:
     for model in args.models.split(","):
         cmd = [sys.executable, __file__, "--child", model, "--data", str(args.data),
                "--windows", str(args.windows), "--dialogues", str(args.dialogues)]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO)
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+        if out.returncode:
+            sys.exit(f"{model}: child failed: {out.stderr.strip().splitlines()[-1:]}")
         row = json.loads(out.stdout.strip().splitlines()[-1])
         row["projected_full_build_min"] = round(
             RPC_CHUNKS * args.reps / row["dialogues_per_s"] / 60, 1
