@@ -665,9 +665,43 @@ def _locomo_file(args: argparse.Namespace) -> Path:
     return configured or Path(DEFAULT_LOCOMO).resolve()
 
 
+def cmd_eval_jsquad(args: argparse.Namespace) -> int:
+    """``eval --jsquad PATH``: Japanese paragraph retrieval, BM25 vs each local embedder."""
+    import json
+
+    from memory_pipeline.core.evaluation import jsquad as J
+    from memory_pipeline.core.represent.providers.factory import LOCAL_MODELS, make_embedder
+
+    path = Path(args.jsquad)
+    if not path.is_file():
+        print(f"error: JSQuAD file not found: {path}", file=sys.stderr)
+        return 2
+    models = args.models.split(",") if args.models else list(LOCAL_MODELS)
+    try:
+        paragraphs, questions = J.load_jsquad(path, args.max_articles)
+    except J.JsquadFormatError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    embedders = {m: make_embedder("local", m) for m in models}
+    rows = J.run_jsquad(
+        paragraphs, questions, embedders, resamples=args.resamples, seed=args.seed
+    )
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    md = J.render_markdown(rows, len(paragraphs), len({p.article for p in paragraphs}))
+    (out / "jsquad.json").write_text(json.dumps(rows, ensure_ascii=False, indent=1), "utf-8")
+    (out / "jsquad.md").write_text(md, encoding="utf-8")
+    print(md)
+    print(f"tables: {out / 'jsquad.json'}   done in {time.perf_counter() - t0:.0f}s")
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from memory_pipeline.eval_runner import evaluate_locomo
 
+    if args.jsquad:
+        return cmd_eval_jsquad(args)
     locomo = _locomo_file(args)
     if not locomo.is_file():
         print(f"error: LoCoMo file not found: {locomo}", file=sys.stderr)
@@ -825,6 +859,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a RealPersonaChat folder (dialogues.jsonl.gz + interlocutors.json): also score "
         "dossier coverage of the personas (evaluation only)",
     )
+    ev.add_argument(
+        "--jsquad",
+        help="score Japanese paragraph retrieval on this JSQuAD JSON file instead of LoCoMo",
+    )
+    ev.add_argument("--models", help="--jsquad: local embedders, comma separated (default all)")
+    ev.add_argument("--max-articles", type=_positive_int, help="--jsquad: first N articles only")
     ev.add_argument(
         "--accept-selection",
         action="store_true",

@@ -479,7 +479,7 @@ def test_one_representations_list_and_one_tokenizer_list():
 def test_embedders_are_built_by_the_one_factory():
     """Only ``make_embedder`` constructs an embedder class: documents and queries then get
     the same model and output size."""
-    classes = {"LocalEmbedder", "OpenAIEmbedder", "VoyageEmbedder"}
+    classes = {"LocalEmbedder", "E5Embedder", "UseEmbedder", "OpenAIEmbedder", "VoyageEmbedder"}
     factory = f"{PACKAGE}/core/represent/providers/factory.py"
     calls = []
     for path in _python_files(PACKAGE):

@@ -507,3 +507,30 @@ def test_reranker_absent_keeps_the_unlearned_turn_ranking(built: Runner):
     s.reranker = None
     a, b = s.search("dog shelter", 5, plain), s.search("dog shelter", 5, ranked)
     assert [t.message_id for t in a.turns] == [t.message_id for t in b.turns]
+
+
+def test_a_chunk_over_the_model_window_is_found_by_its_last_piece(built: Runner):
+    """No silent truncation: a chunk longer than the model window has one vector per piece,
+    the index records how many chunks were split, and a message from the last piece (which a
+    cut at the window would have dropped) still finds its chunk by dense search alone."""
+    s = memory_pipeline.searcher(output_dir=built.store.root)
+    meta = s.dense_meta["raw_text"]
+    assert meta["window"] and meta["split_chunks"] > 0 and meta["count"] > meta["chunks"]
+    emb = built.store.read("chunk_embeddings").to_pylist()
+    split = sorted({r["chunk_id"] for r in emb if r["representation"] == "raw_text" and r["piece"]})
+    assert len(split) == meta["split_chunks"]
+    chunks = {r["chunk_id"]: r for r in built.store.read("chunks").to_pylist()}
+    embedder = s.query_embedder("raw_text")
+    cfg = SearchConfig(mode="dense", dense_rep="raw_text", use_time=False, highlights=0)
+    tried = 0
+    for chunk_id in split:
+        last = embedder.split(chunks[chunk_id]["raw_text"])[-1]
+        lines = [ln.split(": ", 1)[-1] for ln in last.splitlines() if ln.count(" ") >= 6]
+        if not lines:
+            continue
+        tried += 1
+        hits = s.search(lines[-1], 3, cfg, conversation=chunks[chunk_id]["conversation_id"])
+        assert chunk_id in [h.chunk_id for h in hits.chunks], chunk_id
+        if tried == 3:
+            break
+    assert tried > 0

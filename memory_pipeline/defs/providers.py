@@ -24,7 +24,8 @@ DEFAULT_LLM = "gpt-4o-mini"
 
 
 class EmbeddingResource(dg.ConfigurableResource):
-    """Dense vectors: ``local`` (sentence-transformers, offline), ``openai`` or ``voyage``."""
+    """Dense vectors: ``local`` (a packaged model, offline; ``model`` picks USE v3, e5 or
+    MiniLM), ``openai`` or ``voyage``."""
 
     provider: str = "local"
     model: str | None = None

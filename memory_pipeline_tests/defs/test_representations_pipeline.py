@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
+from memory_pipeline.core.represent.providers.factory import DEFAULT_MODELS, LOCAL_MODELS
 from memory_pipeline.defs.providers import provider_resources
 from memory_pipeline_tests.fake_servers import FakeProviderServer
 from memory_pipeline_tests.paths import FIXTURES, ROOT
@@ -90,16 +91,24 @@ def test_offline_defaults(sample: Path, tmp_path: Path):
     assert t["session_enrichment"].num_rows == t["sessions"].num_rows
     assert set(t["chunk_summaries"].column("method").to_pylist()) == {"extractive"}
     vectors = runner.store.read("chunk_embeddings")
-    assert vectors.num_rows == 3 * chunks
-    assert set(vectors.column("dim").to_pylist()) == {384}
-    assert vectors.schema.field("vector").type.list_size == 384
-    assert vectors.schema.metadata[b"model"] == b"all-MiniLM-L6-v2"
+    pieces = vectors.column("piece").to_pylist()
+    assert pieces.count(0) == 3 * chunks  # one first piece per chunk and representation
+    assert vectors.num_rows > 3 * chunks  # texts over the model window: more pieces, not cut
+    assert not any(vectors.column("truncated").to_pylist())
+    model = DEFAULT_MODELS["local"]
+    dim = LOCAL_MODELS[model][0]
+    assert set(vectors.column("dim").to_pylist()) == {dim}
+    assert vectors.schema.field("vector").type.list_size == dim
+    assert vectors.schema.metadata[b"model"] == model.encode()
     meta = metadata(first, "chunk_embeddings")
-    assert meta["provider_calls"] > 0 and meta["cache_hits"] == 0
+    # a fresh cache: only a piece whose text another representation already embedded (an
+    # excerpt piece equal to a raw_text piece) can be a hit
+    repeats = vectors.num_rows - len(set(vectors.column("text_hash").to_pylist()))
+    assert meta["provider_calls"] > 0 and meta["cache_hits"] <= repeats
     # re-materializing unchanged partitions makes zero provider calls
     again = runner.run(["chunk_embeddings"], DAYS)
     meta = metadata(again, "chunk_embeddings")
-    assert meta["provider_calls"] == 0 and meta["cache_hits"] == 3 * chunks
+    assert meta["provider_calls"] == 0 and meta["cache_hits"] == vectors.num_rows
     assert runner.store.read("chunk_embeddings").equals(vectors)
 
 

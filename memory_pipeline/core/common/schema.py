@@ -199,12 +199,17 @@ DOSSIERS = pa.schema(
 
 
 def embeddings_schema(dim: int, provider: str = "", model: str = "") -> pa.Schema:
-    """chunk_embeddings: vectors as fixed-size lists; model and dimension also in metadata."""
+    """chunk_embeddings: vectors as fixed-size lists; model and dimension also in metadata.
+
+    One row per (chunk, representation, piece): a text longer than the model's window is
+    split into pieces that fit, each with its own vector (search scores a chunk by its best
+    piece)."""
     return pa.schema(
         [
             ("chunk_id", pa.string()),
             ("local_date", pa.date32()),
             ("representation", pa.string()),  # raw_text | summary | embedding_text
+            ("piece", pa.int32()),  # 0.. : a text over the model window has several
             ("provider", pa.string()),
             ("model", pa.string()),
             ("dim", pa.int32()),

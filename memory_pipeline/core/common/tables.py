@@ -248,18 +248,20 @@ REGISTRY: tuple[Table, ...] = (
         "local_date",
         None,
         "chunk_embeddings",
-        "One L2-normalized float32 vector per chunk and dense representation (fixed-size "
-        "lists; provider, model and dimension recorded).",
+        "One L2-normalized float32 vector per chunk, dense representation and piece (a text "
+        "longer than the model window is split into pieces that fit; fixed-size lists; "
+        "provider, model and dimension recorded).",
         {
             "chunk_id": "the chunk",
             "local_date": "partition key: the chunk's date",
             "representation": "raw_text, summary or embedding_text",
+            "piece": "0-based piece of the text (several when it exceeds the model window)",
             "provider": "embedding provider",
             "model": "embedding model",
             "dim": "vector dimension",
             "vector": "L2-normalized float32 vector",
             "text_hash": "hash of the embedded text (the cache key)",
-            "truncated": "the text was longer than the model window",
+            "truncated": "the text was longer than the model window and cut (remote providers)",
             "error": "why the provider could not embed (the vector is then zero)",
         },
     ),

@@ -172,24 +172,33 @@ def build_bm25(
 
 
 def build_dense(embeddings: pa.Table, folder: Path, hnsw_threshold: int = 50_000) -> dict:
-    """Per representation: an (n, dim) float32 matrix in chunk_id order (exact search), and an
-    HNSW index (usearch) when n >= ``hnsw_threshold``. Rows with a provider error are left out."""
+    """Per representation: an (n, dim) float32 matrix in (chunk_id, piece) order (exact
+    search), and an HNSW index (usearch) when n >= ``hnsw_threshold``. Rows with a provider
+    error are left out. A chunk whose text exceeded the model window has one row per piece
+    (its id repeats in ``<rep>.ids.json``; search scores it by its best piece). The metadata
+    records provider, model, dimension and, for a packaged local model, its window, so
+    queries are embedded by the same model."""
+    from memory_pipeline.core.represent.providers.factory import local_model_info
+
     dense = folder / "dense"
     dense.mkdir(parents=True, exist_ok=True)
     stats: dict = {}
     ok = embeddings.filter(pc.is_valid(embeddings.column("vector")))
+    if "piece" not in ok.column_names:  # tables written before pieces existed
+        ok = ok.append_column("piece", pa.array([0] * ok.num_rows, pa.int32()))
     meta = {}
     for rep in sorted(set(ok.column("representation").to_pylist())):
-        part = ok.filter(pc.equal(ok.column("representation"), rep)).sort_by("chunk_id")
+        part = ok.filter(pc.equal(ok.column("representation"), rep)).sort_by(
+            [("chunk_id", "ascending"), ("piece", "ascending")]
+        )
         dim = part.column("dim")[0].as_py()
         matrix = (
             pc.list_flatten(part.column("vector")).to_numpy(zero_copy_only=False).reshape(-1, dim)
         )
         matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         np.save(dense / f"{rep}.npy", matrix)
-        (dense / f"{rep}.ids.json").write_text(
-            json.dumps(part.column("chunk_id").to_pylist()), encoding="utf-8"
-        )
+        ids = part.column("chunk_id").to_pylist()
+        (dense / f"{rep}.ids.json").write_text(json.dumps(ids), encoding="utf-8")
         hnsw = matrix.shape[0] >= hnsw_threshold
         if hnsw:
             from usearch.index import Index
@@ -197,11 +206,18 @@ def build_dense(embeddings: pa.Table, folder: Path, hnsw_threshold: int = 50_000
             index = Index(ndim=dim, metric="ip", dtype="f32")
             index.add(np.arange(matrix.shape[0]), matrix)
             index.save(str(dense / f"{rep}.usearch"))
+        provider = part.column("provider")[0].as_py()
+        model = part.column("model")[0].as_py()
+        info = local_model_info(model) if provider == "local" else None
+        piece_no = part.column("piece").to_pylist()
         meta[rep] = {
             "count": int(matrix.shape[0]),
+            "chunks": len(set(ids)),
+            "split_chunks": len({i for i, p in zip(ids, piece_no, strict=True) if p > 0}),
             "dim": int(dim),
-            "provider": part.column("provider")[0].as_py(),
-            "model": part.column("model")[0].as_py(),
+            "provider": provider,
+            "model": model,
+            "window": info[1] if info else None,
             "hnsw": hnsw,
         }
         stats[f"{rep}_vectors"] = int(matrix.shape[0])

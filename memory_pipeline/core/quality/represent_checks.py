@@ -83,7 +83,10 @@ def titles_cover_sessions(enrichment: pa.Table, sessions: pa.Table) -> Result:
 
 
 def vectors_valid(vectors: pa.Table, chunks: pa.Table, representations: Iterable[str]) -> Result:
-    """One vector per (chunk, representation), constant dimension, no NaN, norms ~ 1.
+    """One vector per (chunk, representation, piece), constant dimension, no NaN, norms ~ 1.
+
+    A text over the model window has pieces 0..k-1 (each (chunk, representation) must have
+    piece 0 and no repeated piece).
 
     Dense search takes dot products as cosine similarity, which only holds for unit vectors.
     Rows with a provider error (null vector) are counted under ``provider_errors`` but do not
@@ -91,17 +94,24 @@ def vectors_valid(vectors: pa.Table, chunks: pa.Table, representations: Iterable
     """
     representations = list(representations)
     expected = {(c, r) for c in chunks.column("chunk_id").to_pylist() for r in representations}
-    keys = list(
+    pieces = (
+        vectors.column("piece").to_pylist()
+        if "piece" in vectors.column_names
+        else [0] * vectors.num_rows
+    )
+    rows = list(
         zip(
             vectors.column("chunk_id").to_pylist(),
             vectors.column("representation").to_pylist(),
+            pieces,
             strict=True,
         )
     )
+    keys = {(c, r) for c, r, p in rows if p == 0}
     problems: dict[str, int] = {
-        "missing": len(expected - set(keys)),
-        "unexpected": len(set(keys) - expected),
-        "duplicates": len(keys) - len(set(keys)),
+        "missing": len(expected - keys),
+        "unexpected": len({(c, r) for c, r, _ in rows} - expected),
+        "duplicates": len(rows) - len(set(rows)),
         "dimensions": len(set(vectors.column("dim").to_pylist())) if vectors.num_rows else 0,
     }
     problems["dimensions"] = max(0, problems["dimensions"] - 1)

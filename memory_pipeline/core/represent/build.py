@@ -198,6 +198,17 @@ def representation_texts(
     return [lookup[i] for i in ids]
 
 
+def split_for(embedder: Embedder, texts: Sequence[str]) -> list[list[str]]:
+    """Each text as the pieces ``embedder`` can take whole (``[text]`` when it fits).
+
+    Local models say their window through ``split``; remote providers (8k+ token windows)
+    get the text as it is and flag a cut themselves."""
+    split = getattr(embedder, "split", None)
+    if not callable(split):
+        return [[t] for t in texts]
+    return [split(t) for t in texts]
+
+
 def embed_chunks(
     chunks: pa.Table,
     summaries: pa.Table,
@@ -208,43 +219,52 @@ def embed_chunks(
     representations: Sequence[str] = REPRESENTATIONS,
     redact_text: bool = False,
 ) -> tuple[pa.Table, dict]:
-    """One L2-normalized vector per chunk and representation (cache first, then provider).
+    """L2-normalized vectors per chunk and representation (cache first, then provider).
 
-    Returns the table and log-safe stats (cache hits, provider calls, truncations, errors).
+    A text over the model's window is split into pieces that fit (one row per piece, search
+    takes the best piece), so no tail is silently dropped. Returns the table and log-safe
+    stats (cache hits, provider calls, texts split, pieces, truncations, errors).
     """
     calls_before = embedder.calls
-    parts, hits, truncated_n, errors_n, redacted_n = [], 0, 0, 0, 0
+    parts, hits, truncated_n, errors_n, redacted_n, split_n = [], 0, 0, 0, 0, 0
     schema = embeddings_schema(embedder.dim, embedder.provider, embedder.model)
+    chunk_ids = chunks.column("chunk_id").to_pylist()
+    dates = chunks.column("local_date").to_pylist()
     for rep in representations:
         values = representation_texts(chunks, summaries, texts, rep)
         if redact_text:
             cleaned = [redact(v) for v in values]
             values = [c[0] for c in cleaned]
             redacted_n += sum(sum(c[1].values()) for c in cleaned)
-        result = cached_embed(cache, embedder, values, input_type="document")
-        vectors = np.asarray(result.vectors, dtype=np.float32).reshape(len(values), embedder.dim)
+        pieces = split_for(embedder, values)
+        split_n += sum(len(p) > 1 for p in pieces)
+        flat = [p for ps in pieces for p in ps]
+        owner = [i for i, ps in enumerate(pieces) for _ in ps]
+        piece_no = [k for ps in pieces for k in range(len(ps))]
+        result = cached_embed(cache, embedder, flat, input_type="document")
+        dim = int(embedder.dim)
+        vectors = np.asarray(result.vectors, dtype=np.float32).reshape(len(flat), dim)
         hits += int(np.sum(result.hit_mask))
         truncated_n += sum(result.truncated)
         errors_n += sum(e is not None for e in result.errors)
-        flat = pa.array(vectors.reshape(-1), pa.float32())
-        vector_col = pa.FixedSizeListArray.from_arrays(flat, embedder.dim)
-        mask = pa.array([e is not None for e in result.errors])
-        if mask.true_count if hasattr(mask, "true_count") else any(result.errors):
-            vector_col = pa.compute.if_else(
-                mask, pa.nulls(len(values), vector_col.type), vector_col
-            )
-        n = len(values)
+        flat_values = pa.array(vectors.reshape(-1), pa.float32())
+        vector_col = pa.FixedSizeListArray.from_arrays(flat_values, dim)
+        if any(e is not None for e in result.errors):
+            mask = pa.array([e is not None for e in result.errors])
+            vector_col = pa.compute.if_else(mask, pa.nulls(len(flat), vector_col.type), vector_col)
+        n = len(flat)
         parts.append(
             pa.table(
                 {
-                    "chunk_id": chunks.column("chunk_id"),
-                    "local_date": chunks.column("local_date"),
+                    "chunk_id": pa.array([chunk_ids[i] for i in owner], pa.string()),
+                    "local_date": pa.array([dates[i] for i in owner], pa.date32()),
                     "representation": [rep] * n,
+                    "piece": pa.array(piece_no, pa.int32()),
                     "provider": [embedder.provider] * n,
                     "model": [embedder.model] * n,
-                    "dim": pa.array([embedder.dim] * n, pa.int32()),
+                    "dim": pa.array([dim] * n, pa.int32()),
                     "vector": vector_col,
-                    "text_hash": [text_hash(v) for v in values],
+                    "text_hash": [text_hash(v) for v in flat],
                     "truncated": list(result.truncated),
                     "error": list(result.errors),
                 },
@@ -256,6 +276,8 @@ def embed_chunks(
         "vectors": table.num_rows,
         "cache_hits": hits,
         "provider_calls": embedder.calls - calls_before,
+        "split": split_n,
+        "window": int(getattr(embedder, "window", 0) or 0),
         "truncated": truncated_n,
         "errors": errors_n,
         "redactions": redacted_n,

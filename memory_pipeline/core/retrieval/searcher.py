@@ -223,6 +223,7 @@ class Searcher:
         self.end_ts = chunks.column("end_ts").to_pylist()
         self.bm25 = load_bm25(version)
         self._dense: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._dense_starts: dict[str, np.ndarray | None] = {}
         self._bm25_pos: dict[str, np.ndarray] = {}
         meta_path = version / "dense" / "meta.json"
         self.dense_meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
@@ -370,11 +371,16 @@ class Searcher:
         return self._bm25_pos[rep]
 
     def dense_matrix(self, rep: str) -> tuple[np.ndarray, np.ndarray]:
+        """(vectors, chunk position of each row); a chunk split into pieces has several
+        consecutive rows (the index stores them in chunk_id, piece order)."""
         if rep not in self._dense:
             folder = self.version / "dense"
             matrix = np.load(folder / f"{rep}.npy", mmap_mode="r")
             ids = json.loads((folder / f"{rep}.ids.json").read_text())
-            self._dense[rep] = (matrix, np.array([self.position[i] for i in ids]))
+            pos = np.array([self.position[i] for i in ids], dtype=np.int64)
+            starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]]) if len(pos) else pos
+            self._dense[rep] = (matrix, pos)
+            self._dense_starts[rep] = starts if len(starts) < len(pos) else None
         return self._dense[rep]
 
     def embed_query(self, query: str, rep: str) -> np.ndarray:
@@ -417,6 +423,10 @@ class Searcher:
             return []
         matrix, pos = self.dense_matrix(rep)
         scores = np.asarray(matrix @ self.embed_query(query, rep), dtype=np.float64)
+        starts = self._dense_starts.get(rep)
+        if starts is not None:  # max-sim: a split chunk scores by its best piece
+            scores = np.maximum.reduceat(scores, starts)
+            pos = pos[starts]
         if mask is not None:
             scores = np.where(mask[pos], scores, -np.inf)
         ids = [self.chunk_ids[p] for p in pos]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory_pipeline.core.represent.providers import embeddings as E
+from memory_pipeline.core.represent.providers import local_models as L
 from memory_pipeline.core.represent.providers.factory import (
     DEFAULT_MODELS,
     EMBEDDING_PROVIDERS,
@@ -14,7 +15,7 @@ from memory_pipeline.core.represent.providers.factory import (
 
 
 def test_each_provider_gets_its_class_and_default_model():
-    kinds = {"local": E.LocalEmbedder, "openai": E.OpenAIEmbedder, "voyage": E.VoyageEmbedder}
+    kinds = {"local": L.UseEmbedder, "openai": E.OpenAIEmbedder, "voyage": E.VoyageEmbedder}
     assert set(EMBEDDING_PROVIDERS) == set(kinds)
     for provider, cls in kinds.items():
         embedder = make_embedder(provider, api_key="k")
@@ -23,7 +24,7 @@ def test_each_provider_gets_its_class_and_default_model():
 
 
 def test_settings_reach_the_embedder():
-    local = make_embedder("local", batch_size=8)
+    local = make_embedder("local", "all-MiniLM-L6-v2", batch_size=8)
     assert local.batch_size == 8
     openai = make_embedder("openai", "text-embedding-3-small", dimensions=256, timeout=5)
     assert (openai.dim, openai.dimensions) == (256, 256)

@@ -154,3 +154,74 @@ def isolate_bad_inputs(
             continue
         rows.update(zip(group, out, strict=True))
     return rows, errors
+
+
+def split_to_window(
+    text: str, count: Callable[[list[str]], list[int]], window: int
+) -> list[str]:
+    """``text`` cut into pieces of at most ``window`` tokens as ``count`` measures them.
+
+    Why: a local model silently cuts (MiniLM) or averages (e5) what does not fit its window,
+    so the tail of a long chunk became unfindable. Pieces are embedded separately and a chunk
+    scores by its best piece (max-sim). Lines (messages) are packed greedily in order; a
+    single line over the window is cut at the longest prefix that fits. ``count`` returns
+    the model's token count for each text, special tokens and prefixes included, so the
+    fixed overhead (``count([""])``) is charged once per piece. Every piece is re-measured
+    and halved again if joining lines made it larger than the sum of its lines.
+    """
+    if not text or count([text])[0] <= window:
+        return [text]
+    overhead = count([""])[0]
+    budget = max(1, window - overhead)
+    lines = text.split("\n")
+    sizes = [max(0, n - overhead) for n in count(lines)]
+    pieces: list[str] = []
+    current: list[str] = []
+    used = 0
+    for line, size in zip(lines, sizes, strict=True):
+        if size > budget:
+            if current:
+                pieces.append("\n".join(current))
+                current, used = [], 0
+            pieces.extend(_cut_long_line(line, count, window))
+            continue
+        if current and used + size + 1 > budget:
+            pieces.append("\n".join(current))
+            current, used = [], 0
+        current.append(line)
+        used += size + (1 if len(current) > 1 else 0)
+    if current:
+        pieces.append("\n".join(current))
+    out: list[str] = []
+    for piece, n in zip(pieces, count(pieces), strict=True):
+        if n <= window or len(piece) < 2:
+            out.append(piece)
+        else:  # tokenization is not additive over lines: split again
+            mid = len(piece) // 2
+            cut = piece.rfind("\n", 0, mid + 1)
+            cut = cut if cut > 0 else mid
+            out.extend(split_to_window(piece[:cut], count, window))
+            out.extend(split_to_window(piece[cut:].lstrip("\n"), count, window))
+    return [p for p in out if p.strip()] or [text[:1]]
+
+
+def _cut_long_line(line: str, count: Callable[[list[str]], list[int]], window: int) -> list[str]:
+    """One over-long line as consecutive prefixes that each fit (binary search per cut)."""
+    pieces: list[str] = []
+    rest = line
+    while rest:
+        if count([rest])[0] <= window:
+            pieces.append(rest)
+            break
+        lo, hi = 1, len(rest)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if count([rest[:mid]])[0] <= window:
+                lo = mid
+            else:
+                hi = mid - 1
+        space = rest.rfind(" ", lo // 2, lo)  # prefer a word boundary
+        cut = space if space > 0 else lo
+        pieces.append(rest[:cut])
+        rest = rest[cut:].lstrip(" ")
+    return pieces

