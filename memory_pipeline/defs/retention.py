@@ -11,6 +11,7 @@ Metadata carries counts and dates only, never text.
 import dagster as dg
 
 from memory_pipeline.core.privacy.retention import purge_expired, retention_cutoff
+from memory_pipeline.defs.helpers import asset_info
 from memory_pipeline.defs.resources import PipelineResource
 
 RETENTION = dg.AssetKey("retention")
@@ -23,6 +24,12 @@ META_CUTOFF = "cutoff"
     group_name="privacy",
     description="Purge every partition older than [privacy] retain_days (no-op when unset); "
     "the nightly job runs it before ingest.",
+    **asset_info(
+        "privacy",
+        ("python", "parquet"),
+        "memory_pipeline.defs.retention",
+        "memory_pipeline.core.privacy",
+    ),
 )
 def retention_asset(context: dg.AssetExecutionContext, pipeline: PipelineResource):
     cfg = pipeline.cfg

@@ -497,7 +497,11 @@ def run_evaluation(
     # CV below selects among them and the plain configurations alike
     chosen = select(configs, sweep_vals, split, selection)
     by_name0 = {c.name: c for c in configs}
-    bases = [PRESETS["default"], *(by_name0[n] for n in chosen.best.values())]
+    # (the reranker is never swept: it is cross-validated on the selection below)
+    bases = [
+        replace(c, rerank=False)
+        for c in (PRESETS["default"], *(by_name0[n] for n in chosen.best.values()))
+    ]
     variants = [c for c in query_variants(bases) if c.name not in by_name0]
     sweep_vals.update(sweep(variants, scored, cands, units, log))
     configs = [*configs, *variants]

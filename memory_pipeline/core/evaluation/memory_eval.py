@@ -200,6 +200,10 @@ class _MemoSearch:
 
 
 def _config_by_name(name: str) -> Config:
+    """The chunk configuration a selection's name starts with: the memory evaluation's
+    baseline is a chunk ranking, so the turn-index part (`` turns=... lift=... +rerank``) of
+    a selected name does not change it."""
+    name = name.split(" turns=")[0]
     plain = sweep_configs(REPRESENTATIONS, REPRESENTATIONS)
     for cfg in plain:
         if cfg.name == name:

@@ -499,12 +499,15 @@ class Searcher:
         else:  # query understanding (retrieval.query); plain self.rank when its options are off
             ranked = understood_rank(self, content, config, mask)
         # the boost reorders a deeper list, as the evaluation scores it (2 x 20 turns)
-        depth = max(k, 40) if config.speaker_boost else k
+        # (with the reranker on, its speaker feature does this: the evaluation measures the
+        # reranked turns without the boost)
+        boost = config.speaker_boost if not config.rerank else 0.0
+        depth = max(k, 40) if boost else k
         lifted, turns = self.rank_turns(content, config, mask, ranked, depth, parsed)
-        if config.speaker_boost:  # the named speakers' turns first
+        if boost:  # the named speakers' turns first
             names = speakers_in(content, self.known_speakers)
             turns = boost_turns(
-                turns, lambda m: self.message(m)["sender"], names, config.speaker_boost
+                turns, lambda m: self.message(m)["sender"], names, boost
             )
         if kind != "time_only":  # a time-only answer stays in chronological order
             ranked = lifted

@@ -74,6 +74,7 @@ def test_run_plans_its_range_and_the_cutoff_on_one_clock(monkeypatch, tmp_path):
     text = (ROOT / "memory_pipeline.toml").read_text(encoding="utf-8")
     text = text.replace('output_dir = "data/output"', f'output_dir = "{tmp_path / "out"}"')
     text = text.replace('path = "data/sample/', f'path = "{ROOT}/data/sample/')
+    text = text.replace('questions = "data/sample/', f'questions = "{ROOT}/data/sample/')
     config.write_text(text, encoding="utf-8")
     with pytest.raises(_Planned):
         cli.main(["--config", str(config), "run", "--quiet"])
