@@ -140,6 +140,9 @@ def _instance_home(cfg: PipelineConfig) -> Path:
     """DAGSTER_HOME: the env var, else the folder of the config file (holds dagster.yaml)."""
     home = os.environ.get("DAGSTER_HOME")
     if home:
+        # Dagster refuses a DAGSTER_HOME that does not exist (a traceback): make it, as the
+        # output folders are made
+        Path(home).mkdir(parents=True, exist_ok=True)
         return Path(home)
     base = cfg.config_path.parent if cfg.config_path else Path.cwd()
     os.environ["DAGSTER_HOME"] = str(base)

@@ -203,3 +203,12 @@ def test_status_piped_to_head(sample_config):
     )
     assert proc.returncode == 0 and proc.stderr == ""
     assert proc.stdout.splitlines() == [f"output: {sample_config.parent / 'data' / 'output'}"]
+
+
+def test_a_dagster_home_that_does_not_exist_yet_is_made(monkeypatch, tmp_path):
+    """Dagster raises a traceback for a missing DAGSTER_HOME; `run` makes the folder."""
+    from memory_pipeline.config import load_config
+
+    home = tmp_path / "not" / "yet"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    assert cli._instance_home(load_config(None)) == home and home.is_dir()
