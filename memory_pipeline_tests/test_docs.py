@@ -75,3 +75,21 @@ def test_readme_architecture_lists_the_core_packages_in_dag_order():
     )
     assert named == list(LAYERS)
     assert sorted(named) == on_disk
+
+
+def test_readme_quality_table_quotes_the_recorded_selection() -> None:
+    """The README's "default" row is the packaged selection's out-of-fold figures (with the
+    reranker when the selection ships it), so the docs cannot drift from the default."""
+    from memory_pipeline.core.retrieval.config import SELECTION
+
+    figures = SELECTION["provenance"]["figures"]
+    key = "cv:selected+rerank" if SELECTION["config"].get("rerank") else "cv:selected"
+    row = next(line for line in README.splitlines() if line.startswith("| **default**"))
+    assert f"`{SELECTION['name'].replace('beta=', 'β=')}`" in row
+    for metric in (
+        "turn evidence_recall@5 [all]",
+        "session evidence_recall@5 [all]",
+        "session evidence_recall@5 [multi-hop]",
+    ):
+        mean, lo, hi = figures[key][metric]
+        assert f"{mean:.3f} [{lo:.3f}, {hi:.3f}]" in row.replace("**", ""), metric

@@ -330,11 +330,11 @@ def test_locomo_memory_tables(evaluated: tuple[dict, Path]):
 # Regenerated after issue 11/12's merges (third-person memory statements, query variants,
 # the turn index and the new default embedder): the memory and chunk baselines both moved.
 MEMORY_TABLE_DIGESTS = {
-    "memory_summary": (1110, "6a29f5a6b253662a3505ce785af3e17c7f91c9ab1918899f502f96c56c18c9ee"),
-    "memory_diffs": (32, "2de6655936dfc6aaee4cf14af5dcad6b7e05d8a3777526382a67f7f5d11d9b95"),
+    "memory_summary": (1110, "d4a9473cce79df2ee8f630b2eda82594f5a1a414f8b6505d265c1ec79fb36178"),
+    "memory_diffs": (32, "6c6bb74dbba17493d40daf6b160f8bc57e06792ed4ab8dc91c42f16e44943d15"),
     "memory_per_question": (
         11100,
-        "f55817e9f8bfb53281995fe235a2c08dc2e237720e008648b9d4c93ded17f48a",
+        "8398a32cb4c038e640a951ab50e867cb46d5c2aef73ed5fb0514e06b4230ce35",
     ),
 }
 
