@@ -86,6 +86,25 @@ MEMORY_JSON_SCHEMA: dict[str, Any] = {
 }
 
 
+def complete(llm: Any, messages: list[dict[str, str]], method: str, **extra: Any) -> str:
+    """One chat completion at temperature 0 through ``llm`` (an OpenAICompatibleLlm), with
+    its retry policy (attempts, backoff, sleep) and call count; an empty answer is an error
+    (the memory extractor and the dossier writer both call it)."""
+    kwargs: dict[str, Any] = {"temperature": 0, **extra}
+    if llm.max_output_tokens:
+        kwargs["max_tokens"] = llm.max_output_tokens
+
+    def once() -> str:
+        llm.calls += 1
+        resp = llm.client.chat.completions.create(model=llm.model, messages=messages, **kwargs)
+        content = resp.choices[0].message.content if resp.choices else None
+        if not content:
+            raise ValueError(f"{method} returned no content")
+        return content
+
+    return call_with_retries(once, **getattr(llm, "_retry", {}))
+
+
 def format_session(session: SessionMessages, max_chars: int) -> str:
     """``[i] YYYY-MM-DD HH:MM sender: text`` lines, text messages only, cut at ``max_chars``."""
     lines: list[str] = []
@@ -206,24 +225,8 @@ class LlmMemoryExtractor:
         ]
 
     def _complete(self, messages: list[dict[str, str]]) -> str:
-        llm = self.llm
-        kwargs: dict[str, Any] = {
-            "temperature": 0,
-            "response_format": {"type": "json_schema", "json_schema": MEMORY_JSON_SCHEMA},
-        }
-        if llm.max_output_tokens:
-            kwargs["max_tokens"] = llm.max_output_tokens
-
-        def once() -> str:
-            llm.calls += 1
-            resp = llm.client.chat.completions.create(model=llm.model, messages=messages, **kwargs)
-            content = resp.choices[0].message.content if resp.choices else None
-            if not content:
-                raise ValueError(f"{self.method} returned no content")
-            return content
-
-        # The wrapped llm's retry policy (attempts, backoff, sleep) applies here too.
-        return call_with_retries(once, **getattr(llm, "_retry", {}))
+        schema = {"type": "json_schema", "json_schema": MEMORY_JSON_SCHEMA}
+        return complete(self.llm, messages, self.method, response_format=schema)
 
     def extract_session(self, session: SessionMessages) -> SessionExtraction:
         """Candidates for one session; any provider or parsing failure becomes ``error``."""
@@ -370,20 +373,7 @@ class LlmDossierWriter:
         ]
 
     def _complete(self, messages: list[dict[str, str]]) -> str:
-        llm = self.llm
-        kwargs: dict[str, Any] = {"temperature": 0}
-        if llm.max_output_tokens:
-            kwargs["max_tokens"] = llm.max_output_tokens
-
-        def once() -> str:
-            llm.calls += 1
-            resp = llm.client.chat.completions.create(model=llm.model, messages=messages, **kwargs)
-            content = resp.choices[0].message.content if resp.choices else None
-            if not content:
-                raise ValueError(f"{self.method} returned no content")
-            return content
-
-        return call_with_retries(once, **getattr(llm, "_retry", {}))
+        return complete(self.llm, messages, self.method)
 
     def rewrite(
         self,
