@@ -14,6 +14,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -1008,13 +1009,9 @@ def cross_validate_speaker_boost(
         seed=seed,
     )
     figures = {
-        f"{r['config']} | {r['level']} {r['metric']}@{r['k']}": [
-            round(r["mean"], 4),
-            round(r["ci_lo"], 4),
-            round(r["ci_hi"], 4),
-        ]
-        for r in rows
-        if r["qtype"] == "all" and (r["level"], r["metric"], r["k"]) in CV_FIGURES
+        f"{config} | {label}": triple
+        for config, by_label in cv_figures(rows, qtypes=("all",)).items()
+        for label, triple in by_label.items()
     }
     return {
         "config": next(c for c in configs if c.name == result.selected),
@@ -1108,14 +1105,24 @@ def cross_validate(
         n_resamples=min(resamples, 2000),
         seed=seed,
     )
+    return CrossValidated(result, rows, cv_figures(rows))
+
+
+def cv_figures(
+    rows: Sequence[Mapping[str, Any]], qtypes: Sequence[str] | None = None
+) -> dict[str, dict[str, list[float]]]:
+    """The recorded figures of CV rows: per config, ``"level metric@k [qtype]"`` -> mean and
+    CI rounded to 4 places, for the CV_FIGURES metrics (and ``qtypes``, default every one):
+    what the selection's provenance and the README quote."""
     figures: dict[str, dict[str, list[float]]] = defaultdict(dict)
-    wanted = {(lv, m, k) for lv, m, k in CV_FIGURES}
     for r in rows:
-        if (r["level"], r["metric"], r["k"]) in wanted:
+        if (r["level"], r["metric"], r["k"]) in CV_FIGURES and (
+            qtypes is None or r["qtype"] in qtypes
+        ):
             label = f"{r['level']} {r['metric']}@{r['k']} [{r['qtype']}]"
             figures[r["config"]][label] = [
                 round(r["mean"], 4),
                 round(r["ci_lo"], 4),
                 round(r["ci_hi"], 4),
             ]
-    return CrossValidated(result, rows, dict(figures))
+    return dict(figures)
