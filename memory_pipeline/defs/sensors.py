@@ -23,7 +23,15 @@ import dagster as dg
 
 from memory_pipeline.config import ConfigError
 from memory_pipeline.core.common import tables as T
-from memory_pipeline.core.ingest.watch import SourceMissingError, WatchState, defer, scan
+from memory_pipeline.core.ingest.watch import (
+    SourceMissingError,
+    WatchState,
+    defer,
+    newest_change_ns,
+    not_yet_ingested,
+    scan,
+)
+from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.jobs import range_tags
 from memory_pipeline.defs.partitions import daily_partitions
 from memory_pipeline.defs.resources import PipelineResource
@@ -54,8 +62,13 @@ def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.S
             # a failed tick with one clear line; the cursor is untouched
             raise dg.Failure(description=" ".join(str(exc).split())) from None
         parts = daily_partitions(cfg)
+        dates = changes.dates
+        if not previous.files and not previous.dates:
+            # first look (new instance, reset cursor): skip what an ingest already read
+            ingested = _ingested_at(context.instance, list(dates))
+            dates = not_yet_ingested(dates, ingested, newest_change_ns(cfg.sources))
         requests, later = [], []
-        for day, digest in changes.dates.items():
+        for day, digest in dates.items():
             key = day.isoformat()
             if not parts.has_partition_key(key):
                 if cfg.end_date is None or day <= cfg.end_date:
@@ -72,7 +85,8 @@ def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.S
         context.update_cursor(state.to_json())
         context.log.info(
             f"{SOURCE_SENSOR}: {len(changes.changed_sources)} changed sources, "
-            f"{len(requests)} dates requested, {len(later)} waiting for their partition"
+            f"{len(requests)} dates requested, {len(later)} waiting for their partition, "
+            f"{len(changes.dates) - len(dates)} already ingested"
         )
         if not requests:
             return dg.SkipReason(
@@ -114,3 +128,24 @@ def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.S
         )
 
     return [source_files, rebuild_after_retention]
+
+
+def _ingested_at(instance: dg.DagsterInstance, days: list[dt.date]) -> dict[dt.date, float]:
+    """date -> timestamp of the latest ``raw_messages`` materialization of its partition."""
+    from dagster._core.storage.event_log.base import AssetRecordsFilter
+
+    out: dict[dt.date, float] = {}
+    keys = [d.isoformat() for d in days]
+    cursor = None
+    while keys:
+        page = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=RAW, asset_partitions=keys), limit=1000, cursor=cursor
+        )
+        for record in page.records:  # newest first: the first one seen per partition
+            mat = record.asset_materialization
+            if mat is not None and mat.partition:
+                out.setdefault(dt.date.fromisoformat(mat.partition), record.timestamp)
+        if not page.has_more or len(out) == len(keys):
+            break
+        cursor = page.cursor
+    return out

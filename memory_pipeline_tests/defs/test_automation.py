@@ -21,7 +21,7 @@ from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.privacy import retention
 from memory_pipeline.defs.automation import AUTOMATED, AUTOMATION_SENSOR
 from memory_pipeline.defs.build import build_definitions
-from memory_pipeline.defs.jobs import INGEST_JOB, MEMORIES_JOB
+from memory_pipeline.defs.jobs import INGEST_JOB, MEMORIES_JOB, RANGE_END, RANGE_START
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sensors import RETENTION_SENSOR, SOURCE_SENSOR
 from memory_pipeline_tests.pipeline_helpers import QUIET, write_config
@@ -214,6 +214,27 @@ def test_dropped_export_requests_exactly_its_date_and_becomes_searchable(tmp_pat
     d.launch(requested)
     assert d.finds(ONLY_D3)
     assert _sensor(d, SOURCE_SENSOR, new.cursor).run_requests == []
+
+
+def test_a_first_tick_after_a_full_run_requests_nothing_until_an_export_changes(
+    tmp_path, instance
+):
+    # `memory-pipeline run` ingested every date, then `dg dev` starts the sensor with no
+    # cursor: it must not launch one run per date for data already ingested
+    d = Deployment(corpus(tmp_path), instance)
+    d.run_job(INGEST_JOB, tags={RANGE_START: str(D1), RANGE_END: str(D2)})
+    first = _sensor(d, SOURCE_SENSOR, None)
+    assert first.run_requests == [] and first.cursor
+    (tmp_path / "exports" / "ren.txt").write_text(
+        export("Ren", {D3: [f"the {ONLY_D3} smoothie was great", "where?"]}), encoding="utf-8"
+    )
+    assert [r.partition_key for r in _sensor(d, SOURCE_SENSOR, first.cursor).run_requests] == [
+        str(D3)
+    ]
+    # a reset cursor after that change: D3 was never ingested, and D1, D2 were ingested
+    # before a file changed, so they are requested again (cheap, and never stale)
+    reset = _sensor(d, SOURCE_SENSOR, None)
+    assert sorted(r.partition_key for r in reset.run_requests) == [str(D1), str(D2), str(D3)]
 
 
 def test_changed_export_requests_only_the_changed_date(tmp_path):

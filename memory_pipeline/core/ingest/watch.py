@@ -182,3 +182,34 @@ def defer(state: WatchState, days: Iterable[dt.date]) -> WatchState:
     """
     pending = sorted(set(state.pending) | {d.isoformat() for d in days})
     return dataclasses.replace(state, pending=pending)
+
+
+def newest_change_ns(sources: Sequence[SourceSpec]) -> int:
+    """The latest change time (ns) of any file of ``sources``: the newer of mtime and ctime.
+
+    ctime counts too because a copy that keeps an old mtime (``cp -p``, ``rsync -a``) still
+    gets a new ctime, which no tool can set back. A missing path counts as no file.
+    """
+    newest = 0
+    for spec in sources:
+        if not spec.path.exists():
+            continue
+        for path in _files(spec):
+            st = path.stat()
+            newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+    return newest
+
+
+def not_yet_ingested(
+    dates: dict[dt.date, str], ingested_at: dict[dt.date, float], newest_change_ns: int
+) -> dict[dt.date, str]:
+    """``dates`` without those an ingest already read in their current content.
+
+    For the sensor's first look (no cursor): every date then reads as new, although
+    ``memory-pipeline run`` may have just ingested them all. A date whose partition was
+    materialized (``ingested_at``, epoch seconds) after the newest change of any source file
+    saw the files as they are now, so it is not requested again; a date never ingested, or
+    ingested before some file changed, is.
+    """
+    newest = newest_change_ns / 1e9
+    return {d: h for d, h in dates.items() if not ingested_at.get(d, float("-inf")) > newest}

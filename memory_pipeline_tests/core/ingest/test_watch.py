@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from memory_pipeline.core.ingest.sources import SourceSpec
-from memory_pipeline.core.ingest.watch import SourceMissingError, WatchState, defer, scan
+from memory_pipeline.core.ingest.watch import (
+    SourceMissingError,
+    WatchState,
+    defer,
+    newest_change_ns,
+    not_yet_ingested,
+    scan,
+)
 from memory_pipeline_tests.defs.test_automation import D1, D2, D3, export
 
 START = D1
@@ -58,3 +65,27 @@ def test_the_state_holds_no_text(tmp_path: Path):
 def test_a_missing_source_path_raises_before_anything_is_compared(tmp_path: Path):
     with pytest.raises(SourceMissingError, match="'chats'.*does not exist"):
         scan([spec(tmp_path / "gone")], START, WatchState())
+
+
+def test_a_first_look_skips_dates_ingested_after_the_last_file_change(tmp_path: Path):
+    path = tmp_path / "kim.txt"
+    path.write_text(export("Kim", {D1: ["hello", "hi"], D2: ["lunch?", "sure"]}), "utf-8")
+    changed = newest_change_ns([spec(tmp_path)]) / 1e9
+    dates = {D1: "a", D2: "b", D3: "c"}
+    # D1 ingested after the file was written, D2 before it, D3 never
+    ingested = {D1: changed + 5, D2: changed - 5}
+    assert not_yet_ingested(dates, ingested, newest_change_ns([spec(tmp_path)])) == {
+        D2: "b",
+        D3: "c",
+    }
+
+
+def test_the_newest_change_counts_a_copy_that_kept_an_old_mtime(tmp_path: Path):
+    import os
+
+    path = tmp_path / "kim.txt"
+    path.write_text(export("Kim", {D1: ["hello", "hi"]}), "utf-8")
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))  # mtime set back to 1970 (cp -p)
+    assert path.stat().st_mtime_ns == 1_000_000_000
+    assert newest_change_ns([spec(tmp_path)]) == path.stat().st_ctime_ns > 1_000_000_000
+    assert newest_change_ns([spec(tmp_path / "gone")]) == 0
