@@ -22,10 +22,17 @@ The condition is custom Python, so the sensor evaluates it in the code server
 (``use_user_code_server=True``). Conditions are attached here, centrally, to the assets
 ``build_definitions`` registers (not in each decorator); ``AUTOMATION_SENSOR`` is created
 RUNNING, so ``dagster dev`` (whose daemon ticks sensors) keeps the indexes fresh unattended.
+
+The same assets declare how fresh they are expected to be (:data:`FRESHNESS`, Dagster's
+``FreshnessPolicy``, evaluated by the daemon's freshness loop and shown in the UI): the nightly
+run updates yesterday's partitions every night, so the refresh follows within hours; a
+materialization older than 26 h means one night was missed (warn), older than 50 h two (fail).
+A bundled sample that nobody re-runs turns to warn a day later; that is the truth about it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 
 import dagster as dg
@@ -95,8 +102,16 @@ AUTOMATED: dict[dg.AssetKey, dg.AutomationCondition] = {
 }
 
 
+# expected age of what the automation keeps fresh: one nightly run (03:00) plus slack warns,
+# two missed nights fail
+FRESHNESS = dg.FreshnessPolicy.time_window(
+    fail_window=dt.timedelta(hours=50), warn_window=dt.timedelta(hours=26)
+)
+
+
 def with_automation(assets: Iterable[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
-    """``assets`` with the conditions of :data:`AUTOMATED` attached to their specs.
+    """``assets`` with the conditions of :data:`AUTOMATED` and the :data:`FRESHNESS` policy
+    attached to their specs.
 
     A key that no asset carries is an error: a renamed asset must not silently lose its
     freshness.
@@ -107,7 +122,9 @@ def with_automation(assets: Iterable[dg.AssetsDefinition]) -> list[dg.AssetsDefi
             seen |= set(a.keys) & set(AUTOMATED)
             a = a.map_asset_specs(
                 lambda s: (
-                    s.replace_attributes(automation_condition=AUTOMATED[s.key])
+                    s.replace_attributes(
+                        automation_condition=AUTOMATED[s.key], freshness_policy=FRESHNESS
+                    )
                     if s.key in AUTOMATED
                     else s
                 )

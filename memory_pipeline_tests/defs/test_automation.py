@@ -172,6 +172,42 @@ def test_the_automation_sensor_is_on_and_covers_every_refreshed_asset(tmp_path):
     assert not any(graph.get(k).partitions_def for k in conditioned)
 
 
+def test_refreshed_assets_declare_freshness_that_warns_after_a_missed_night(tmp_path, instance):
+    import asyncio
+    import time
+
+    from dagster._core.definitions.freshness import FreshnessState
+    from dagster._core.definitions.freshness_evaluator import (
+        FRESHNESS_EVALUATORS_BY_POLICY_TYPE,
+    )
+    from dagster._core.loader import LoadingContextForTest
+    from dagster._core.test_utils import freeze_time
+
+    d = Deployment(corpus(tmp_path), instance)
+    graph = d.defs.resolve_asset_graph()
+    declared = {k for k in graph.get_all_asset_keys() if graph.get(k).freshness_policy}
+    assert declared == REFRESHED
+    node = graph.get(dg.AssetKey("bm25_index"))
+    evaluator = FRESHNESS_EVALUATORS_BY_POLICY_TYPE[type(node.freshness_policy)]()
+
+    def state(hours_later: float) -> FreshnessState:
+        with freeze_time(now + hours_later * 3600):
+            context = LoadingContextForTest(instance)
+            return asyncio.run(evaluator.evaluate_freshness(context, node))
+
+    now = time.time()
+    assert state(0) == FreshnessState.UNKNOWN  # never materialized
+    instance.report_runless_asset_event(dg.AssetMaterialization(node.key))
+    now = time.time()
+    assert [state(h) for h in (1, 25, 27, 49, 51)] == [
+        FreshnessState.PASS,
+        FreshnessState.PASS,
+        FreshnessState.WARN,  # the nightly refresh did not come
+        FreshnessState.WARN,
+        FreshnessState.FAIL,  # two nights missed
+    ]
+
+
 def _sensor(d: Deployment, name: str, cursor: str | None):
     sensor = d.defs.resolve_sensor_def(name)
     ctx = dg.build_sensor_context(
