@@ -160,6 +160,28 @@ def test_nightly_day_then_automation_makes_the_day_searchable(tmp_path, instance
     assert d.automation() == set()
 
 
+@pytest.mark.parametrize(
+    ("night", "expected"),
+    [
+        (dt.date(2024, 3, 12), (str(D3), "2024-03-11")),  # inside: yesterday and the day before
+        (dt.date(2024, 3, 13), ("2024-03-11", "2024-03-12")),
+        (dt.date(2024, 3, 14), ("2024-03-12", "2024-03-12")),  # end_date 03-12 clamps the range
+        (dt.date(2024, 3, 15), None),  # after the last partition: skipped, no failing run
+    ],
+)
+def test_the_nightly_schedule_stays_inside_a_bounded_config(tmp_path, night, expected):
+    d = Deployment(corpus(tmp_path), dg.DagsterInstance.ephemeral())
+    schedule = d.defs.resolve_schedule_def("nightly")
+    when = dt.datetime(night.year, night.month, night.day, 3, tzinfo=dt.UTC)
+    ctx = dg.build_schedule_context(instance=d.instance, scheduled_execution_time=when)
+    data = schedule.evaluate_tick(ctx)
+    if expected is None:
+        assert not data.run_requests and "after the last partition" in data.skip_message
+        return
+    [request] = data.run_requests
+    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == expected
+
+
 def test_the_automation_sensor_is_on_and_covers_every_refreshed_asset(tmp_path):
     d = Deployment(corpus(tmp_path), dg.DagsterInstance.ephemeral())
     sensor = d.defs.resolve_sensor_def(AUTOMATION_SENSOR)
