@@ -458,7 +458,9 @@ def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
     An in-process run whose process is killed (SIGKILL, a closed terminal) stays STARTED for
     ever: no run launcher watches it, so Dagster's run monitoring cannot tell it died. Each
     run carries the pid and host of its process; a run of this host whose pid is gone is
-    reported failed. Returns the run ids marked.
+    reported failed. A re-execution (launched from the UI) inherits these tags from its parent
+    but runs in another process, watched by the daemon's run monitoring: it is left alone.
+    Returns the run ids marked.
     """
     host = socket.gethostname()
     marked = []
@@ -470,7 +472,7 @@ def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
     )
     for run in runs:
         pid = run.tags.get(PID_TAG, "")
-        if not pid.isdigit() or _alive(int(pid)):
+        if run.parent_run_id is not None or not pid.isdigit() or _alive(int(pid)):
             continue
         instance.report_run_failed(
             run, f"the process that ran it (pid {pid} on {host}) is gone: marked failed"

@@ -143,9 +143,19 @@ def test_a_run_of_a_dead_process_is_marked_failed(tmp_path: Path):
         status=dg.DagsterRunStatus.STARTED,
         tags={**host, PID_TAG: str(os.getpid())},
     )
-    for run in (orphan, alive):
+    # a UI re-execution of a runner's run inherits its pid tag, but a daemon launched it
+    parent = DagsterRun(job_name="stage_ingest", status=dg.DagsterRunStatus.SUCCESS)
+    reexecution = DagsterRun(
+        job_name="stage_ingest",
+        status=dg.DagsterRunStatus.STARTED,
+        tags={**host, PID_TAG: str(dead.pid)},
+        parent_run_id=parent.run_id,
+        root_run_id=parent.run_id,
+    )
+    for run in (orphan, alive, parent, reexecution):
         instance.add_run(run)
     assert fail_orphaned_runs(instance) == [orphan.run_id]
+    assert instance.get_run_by_id(reexecution.run_id).status == dg.DagsterRunStatus.STARTED
     assert instance.get_run_by_id(orphan.run_id).status == dg.DagsterRunStatus.FAILURE
     assert instance.get_run_by_id(alive.run_id).status == dg.DagsterRunStatus.STARTED
     instance.dispose()
