@@ -24,6 +24,10 @@ from memory_pipeline.core.common.records import (
 Reader = Callable[["SourceSpec", "frozenset[dt.date] | None"], Iterator[Record]]
 
 READERS: dict[str, Reader] = {}
+# Columnar readers (core/ingest/columnar.py): SourceSpec -> SourceTables, or None when the
+# input needs the row-based reader of the same kind (hostile or unusual files).
+TableReader = Callable[["SourceSpec"], Any]
+TABLE_READERS: dict[str, TableReader] = {}
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,16 @@ def register(kind: str) -> Callable[[Reader], Reader]:
 
     def deco(fn: Reader) -> Reader:
         READERS[kind] = fn
+        return fn
+
+    return deco
+
+
+def register_tables(kind: str) -> Callable[[TableReader], TableReader]:
+    """Decorator: the columnar reader of ``kind`` (it must give what the row reader gives)."""
+
+    def deco(fn: TableReader) -> TableReader:
+        TABLE_READERS[kind] = fn
         return fn
 
     return deco
