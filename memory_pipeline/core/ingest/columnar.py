@@ -57,6 +57,7 @@ class SourceTables:
 
     messages: pa.Table
     quarantine: list[QuarantineRecord] = field(default_factory=list)
+    columnar: bool = True  # False: converted from a row reader's records (records_to_tables)
 
 
 @dataclass
@@ -80,7 +81,7 @@ def records_to_tables(records: Iterable[Record]) -> SourceTables:
     for rec in records:
         (msgs if isinstance(rec, Message) else quar).append(rec)
     cols = {name: [getattr(m, name) for m in msgs] for name in CANDIDATES.names}
-    return SourceTables(pa.Table.from_pydict(cols, schema=CANDIDATES), quar)
+    return SourceTables(pa.Table.from_pydict(cols, schema=CANDIDATES), quar, columnar=False)
 
 
 def _maybe_blank(text: pa.ChunkedArray) -> np.ndarray:
