@@ -131,7 +131,8 @@ def _local_and_utc(stamps: pa.Array, clock: _Clock) -> tuple[np.ndarray, np.ndar
     same = pc.fill_null(pc.equal(back, pc.replace_substring(base, "T", " ")), False)
     fast = pc.and_(shaped, same).to_numpy(zero_copy_only=False)
     frac = pc.utf8_slice_codeunits(stamps, 20, 26)
-    micro = pc.cast(pc.if_else(pc.equal(frac, ""), "0", frac), pa.int64(), safe=False)
+    has_frac = pc.and_(shaped, pc.equal(pc.utf8_length(stamps), 26))  # only ".ffffff" here
+    micro = pc.cast(pc.if_else(has_frac, frac, "0"), pa.int64())
     sec_us = pc.fill_null(pc.cast(sec, pa.int64()), 0).to_numpy(zero_copy_only=False)
     micro_us = pc.fill_null(micro, 0).to_numpy(zero_copy_only=False)
     local_fast = sec_us + np.where(fast, micro_us, 0)
