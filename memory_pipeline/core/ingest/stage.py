@@ -62,9 +62,7 @@ def read_all(
         )
 
 
-def read_source_tables(
-    spec: SourceSpec, dates: Iterable[dt.date] | None = None
-) -> SourceTables:
+def read_source_tables(spec: SourceSpec, dates: Iterable[dt.date] | None = None) -> SourceTables:
     """One source's records as columns: its columnar reader when it has one and the file is
     clean, else its row reader's records converted (same content either way)."""
     table_reader = TABLE_READERS.get(spec.kind)
