@@ -39,8 +39,8 @@ from memory_pipeline.core.ingest.normalize import (
     ingest,
     validate,
 )
+from memory_pipeline.core.ingest.sources.base import CANDIDATES, SourceTables
 
-CANDIDATES = pa.schema([f for f in MESSAGES if f.name not in ("message_id", "local_date")])
 _EPOCH = dt.date(1970, 1, 1)
 # Every character Python's str.isspace() accepts. A blank text is empty or starts and ends
 # with one of them: those rows are the empty_text candidates, and the exact test
@@ -48,16 +48,6 @@ _EPOCH = dt.date(1970, 1, 1)
 _SPACES = pa.array([chr(c) for c in range(0x110000) if chr(c).isspace()], pa.string())
 _RENDERABLE_EMPTY = sorted(R.MESSAGE_TYPES - {"text"})
 _KNOWN_TYPES = pa.array(sorted(R.MESSAGE_TYPES))
-
-
-@dataclass
-class SourceTables:
-    """One source's reader output in columns: candidate messages in read order (``CANDIDATES``)
-    and the records the reader itself quarantined (bad lines, missing timestamps, ...)."""
-
-    messages: pa.Table
-    quarantine: list[QuarantineRecord] = field(default_factory=list)
-    columnar: bool = True  # False: converted from a row reader's records (records_to_tables)
 
 
 @dataclass

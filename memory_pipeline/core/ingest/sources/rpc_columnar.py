@@ -37,8 +37,12 @@ from memory_pipeline.core.common.records import (
 )
 from memory_pipeline.core.common.schema import TS_LOCAL, TS_UTC
 from memory_pipeline.core.common.timeutil import to_utc
-from memory_pipeline.core.ingest.columnar import CANDIDATES, SourceTables
-from memory_pipeline.core.ingest.sources.base import SourceSpec, register_tables
+from memory_pipeline.core.ingest.sources.base import (
+    CANDIDATES,
+    SourceSpec,
+    SourceTables,
+    register_tables,
+)
 from memory_pipeline.core.ingest.sources.realpersonachat import (
     _HOUR_END,
     KIND,
