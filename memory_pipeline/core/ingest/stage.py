@@ -12,10 +12,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from memory_pipeline.core.common.dates import count_by, split_by_date
 from memory_pipeline.core.common.forget_list import ForgetList
-from memory_pipeline.core.common.records import Message
 from memory_pipeline.core.ingest.columnar import (
     SourceTables,
     TableIngestResult,
@@ -139,10 +139,15 @@ def split_ingest(
 
 
 def discover_dates(sources: Sequence[SourceSpec], start_date: dt.date) -> list[dt.date]:
-    """The partition dates that hold any record (a run plans its range from these)."""
+    """The partition dates that hold any record (a run plans its range from these).
+
+    Read in columns where the source has a columnar reader (the same records, so the same
+    dates), else through the row reader.
+    """
     found: set[dt.date] = set()
     for spec in sources:
-        for rec in read_source(spec):
-            day = rec.local_date if isinstance(rec, Message) else rec.partition_date
-            found.add(start_date if day is None or day < start_date else day)
+        tables = read_source_tables(spec)
+        local = pc.unique(pc.cast(tables.messages.column("local_ts"), pa.date32()))
+        days = [*local.to_pylist(), *(q.partition_date for q in tables.quarantine)]
+        found.update(start_date if day is None or day < start_date else day for day in days)
     return sorted(found)

@@ -21,9 +21,11 @@ import pyarrow as pa
 import pytest
 
 from memory_pipeline.core.common.forget_list import load_forget_list
-from memory_pipeline.core.ingest.sources import SourceSpec
+from memory_pipeline.core.common.records import Message
+from memory_pipeline.core.ingest.sources import SourceSpec, read_source
 from memory_pipeline.core.ingest.sources.rpc_columnar import read_realpersonachat_tables
 from memory_pipeline.core.ingest.stage import (
+    discover_dates,
     read_all,
     read_all_tables,
     read_source_tables,
@@ -241,6 +243,18 @@ def test_hostile_files_take_the_row_reader(tmp_path: Path, case: str) -> None:
     assert read_realpersonachat_tables(spec) is None
     assert not read_source_tables(spec).columnar
     assert_same_tables([spec])
+
+
+@pytest.mark.parametrize("start", [START, dt.date(2022, 8, 3)])
+def test_discover_dates_from_columns(tmp_path: Path, start: dt.date) -> None:
+    spec = rpc(write(tmp_path, CLEAN))
+    days = {
+        rec.local_date if isinstance(rec, Message) else rec.partition_date
+        for rec in read_source(spec)
+    }
+    want = sorted({start if d is None or d < start else d for d in days})
+    assert discover_dates([spec], start) == want
+    assert len(want) > 2
 
 
 def test_crlf_lines_are_read_in_columns(tmp_path: Path) -> None:
