@@ -1,4 +1,5 @@
-"""Ingest benchmark: all of RealPersonaChat through the core functions and through Dagster.
+"""Ingest benchmark: all of RealPersonaChat through a DuckDB SQL peer, the core functions and
+Dagster, side by side in one run.
 
 Usage (from the repository root)::
 
@@ -8,23 +9,30 @@ Usage (from the repository root)::
     /work/venv/bin/python benchmarks/bench_ingest.py --profile    # cProfile of the core path
 
 Every dialogue is read (the source has no owner: benchmark mode), timezone Asia/Tokyo, daily
-partitions 2022-07-29..2022-11-05. Each round runs two subprocesses, so their peak RSS figures
-are separate:
+partitions 2022-07-29..2022-11-05. Each round runs three subprocesses (sql, core, dagster), so
+their peak RSS figures are separate:
 
-- ``core``: no Dagster. The reader drained into a list (read), ``core.ingest.ingest`` +
-  ``stages.split_ingest`` (ingest: validate/dedupe/ids, then the messages/quarantine/audit
-  tables split per date), ``core.sessionize.sessionize`` and ``core.chunking.chunk_sessions``
-  over the whole corpus in memory. ``stages.read_all`` is exactly ``ingest(read_source(...))``
-  fused into one generator pass; it is split here so read and ingest are timed apart. Then the
-  store-based path the assets use: the per-date tables written to a temporary ``TableStore``,
-  ``stages.build_sessions`` and ``stages.build_chunks`` over all dates (each + its writes).
+- ``sql``: the peer. The same job as plain DuckDB SQL on 2 threads (``read_json`` + ``unnest``,
+  ``try_cast`` for the timestamps, a ``row_number()`` window for the duplicated lines, md5
+  ids, a ``lag()`` window for the 180-minute gap, ``string_agg`` / ``list`` per 42/36 chunk
+  window, Parquet out for messages, quarantine, sessions and chunks).
+- ``core``: no Dagster. The columnar reader (read: ``stage.read_source_tables``),
+  ``columnar.ingest_tables`` + ``stage.split_ingest`` (ingest: validate/dedupe/ids, then the
+  messages/quarantine/audit tables split per date), ``core.sessionize.sessionize`` and
+  ``core.chunking.chunk_sessions`` over the whole corpus in memory. With ``--record-path`` the
+  row-based path (``stage.read_all``: one object per utterance) is timed too and its tables
+  compared with the columnar ones. Then the store-based path the assets use: the per-date
+  tables written to a temporary ``TableStore``, ``stages.build_sessions`` and
+  ``stages.build_chunks`` over all dates (each + its writes).
 - ``dagster``: ``dagster.materialize`` of the real assets from ``defs.build.build_assets``
   (ingest multi-asset, then sessions, then chunks), each as one single-run backfill over the
   whole range (range tags), ephemeral instance, console logger at ERROR, into a temporary
   output folder. The asset checks run as part of each materialization, as in production.
 
-Both paths must give the same messages, quarantine, sessions and chunks (counts and a digest of
-the sorted ids); on the full corpus the quarantine must hold the 352 ``NaT`` utterances (plus
+Core and Dagster must give the same messages, quarantine, sessions and chunks (counts and a
+digest of the sorted ids); the SQL peer's ids are md5s, so it is compared by counts, by the
+session boundaries (conversation, first local time, message count) and by the chunks' rendered
+text; on the full corpus the quarantine must hold the 352 ``NaT`` utterances (plus
 60 ``duplicate``: two dialogue lines appear twice in the corpus). The figures go to
 benchmarks/results/ingest.json (git-ignored).
 """
@@ -51,7 +59,10 @@ from typing import Any
 from _common import CPU, peak_rss_mib, rate, timed
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "realpersonachat"
+DEFAULT_DATA = (
+    Path(os.environ.get("MEMORY_PIPELINE_SHARED_DATA", REPO.parent / "shared" / "data"))
+    / "realpersonachat"
+)
 DEFAULT_JSON = REPO / "benchmarks" / "results" / "ingest.json"
 
 SOURCE = "realpersonachat"
@@ -63,6 +74,7 @@ CORPUS_NAT = 352
 NAT_REASON = "missing_timestamp"
 
 TARGET_CORE_MSG_S = 100_000
+TARGET_SQL_RATIO = 1.5  # core wall / DuckDB SQL peer wall
 TARGET_DAGSTER_RATIO = 1.5
 TARGET_RSS_MIB = 2048
 
@@ -119,10 +131,30 @@ def id_digest(values: list[str]) -> str:
     return hashlib.blake2b("\n".join(sorted(values)).encode(), digest_size=8).hexdigest()
 
 
+def structure(sessions: Any, chunks: Any) -> dict[str, str]:
+    """Digests that do not depend on how ids are made: the session boundaries (conversation,
+    first local time, message count) and the chunks' rendered text. The SQL peer is compared
+    with the core on these."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    bounds = pc.binary_join_element_wise(
+        sessions.column("conversation_id"),
+        pc.cast(sessions.column("start_local_ts"), pa.string()),
+        pc.cast(sessions.column("message_count"), pa.string()),
+        "|",
+    )
+    return {
+        "session_bounds": id_digest(bounds.to_pylist()),
+        "chunk_text": id_digest(chunks.column("raw_text").to_pylist()),
+    }
+
+
 def summarize(messages: Any, quarantine: Any, sessions: Any, chunks: Any) -> dict[str, Any]:
     """Counts and id digests of one path's output (computed outside every timed region)."""
     reasons = Counter(quarantine.column("reason").to_pylist())
     return {
+        "structure": structure(sessions, chunks),
         "messages": messages.num_rows,
         "quarantine": quarantine.num_rows,
         "quarantine_by_reason": dict(sorted(reasons.items())),
@@ -139,17 +171,125 @@ def summarize(messages: Any, quarantine: Any, sessions: Any, chunks: Any) -> dic
 
 # --------------------------------------------------------------------------- children
 
+# The peer: the same job as plain DuckDB SQL. Parameters: {path} {out} {gap} {size} {stride}
+# {tail} (= size - stride, the overlap). A message at index k of its session lies in window
+# k // stride and, inside the overlap, in the window before; windows past the first one that
+# reaches the session's end are dropped (chunking.chunk_windows' rule).
+PEER_SQL = """
+CREATE TEMP TABLE utt AS
+SELECT 'rpc-' || dialogue_id AS conversation_id,
+       array_to_string(list_sort(interlocutors), '+') AS contact_id,
+       u.utterance_id AS source_order, u.interlocutor_id AS sender, u.text AS text,
+       try_cast(u.timestamp AS TIMESTAMP) AS local_ts, line_no,
+       row_number() OVER (PARTITION BY dialogue_id, u.utterance_id ORDER BY line_no) AS copy_no
+FROM (SELECT dialogue_id, interlocutors, line_no, unnest(utterances) AS u
+      FROM (SELECT *, row_number() OVER () AS line_no
+            FROM read_json('{path}', format = 'newline_delimited', columns = {{
+                 dialogue_id: 'BIGINT', interlocutors: 'VARCHAR[]',
+                 utterances: 'STRUCT(utterance_id BIGINT, interlocutor_id VARCHAR,
+                                     text VARCHAR, timestamp VARCHAR)[]'}})));
+COPY (SELECT conversation_id, source_order, line_no,
+             CASE WHEN local_ts IS NULL THEN 'missing_timestamp' ELSE 'duplicate' END AS reason
+      FROM utt WHERE local_ts IS NULL OR copy_no > 1)
+  TO '{out}/quarantine.parquet' (FORMAT parquet);
+CREATE TEMP TABLE msgs AS
+WITH ok AS (
+    SELECT * EXCLUDE (copy_no), md5(concat_ws(chr(31), conversation_id, local_ts, sender,
+                                              'text', text)) AS message_id
+    FROM utt WHERE local_ts IS NOT NULL AND copy_no = 1
+), gapped AS (
+    SELECT *, CASE WHEN lag(local_ts) OVER w IS NULL
+                     OR local_ts - lag(local_ts) OVER w > INTERVAL {gap} MINUTE
+                   THEN 1 ELSE 0 END AS starts
+    FROM ok WINDOW w AS (PARTITION BY conversation_id ORDER BY local_ts, source_order)
+), numbered AS (
+    SELECT *, sum(starts) OVER (PARTITION BY conversation_id ORDER BY local_ts, source_order
+                                ROWS UNBOUNDED PRECEDING) AS session_no
+    FROM gapped
+)
+SELECT * EXCLUDE (starts),
+       row_number() OVER w - 1 AS k,
+       count(*) OVER (PARTITION BY conversation_id, session_no) AS n
+FROM numbered WINDOW w AS (PARTITION BY conversation_id, session_no
+                           ORDER BY local_ts, source_order);
+COPY (SELECT * EXCLUDE (k, n, line_no) FROM msgs) TO '{out}/messages.parquet' (FORMAT parquet);
+COPY (SELECT conversation_id, session_no, min(local_ts) AS start_local_ts,
+             max(local_ts) AS end_local_ts, count(*) AS message_count,
+             list(DISTINCT sender ORDER BY sender) AS participants,
+             list(message_id ORDER BY k) AS message_ids
+      FROM msgs GROUP BY conversation_id, session_no)
+  TO '{out}/sessions.parquet' (FORMAT parquet);
+COPY (
+    WITH member AS (
+        SELECT *, unnest([k // {stride}, k // {stride} - 1]) AS w FROM msgs
+    ), windows AS (
+        SELECT * FROM member
+        WHERE w >= 0 AND k < w * {stride} + {size}
+          AND (w = 0 OR (w - 1) * {stride} + {size} < n)
+    )
+    SELECT conversation_id, session_no, w AS chunk_index, min(k) AS first_message_index,
+           count(*) AS message_count,
+           string_agg(format('[{{}}] {{}}: {{}}', strftime(local_ts, '%Y-%m-%d %H:%M'), sender,
+                             replace(text, chr(10), chr(10) || '  ')), chr(10) ORDER BY k)
+               AS raw_text,
+           list(message_id ORDER BY k) AS message_ids
+    FROM windows GROUP BY conversation_id, session_no, w
+) TO '{out}/chunks.parquet' (FORMAT parquet);
+"""
 
-def child_core(config: Path, out_dir: Path, profile: Path | None) -> dict[str, Any]:
+
+def child_sql(data: Path, out_dir: Path, limit: int | None) -> dict[str, Any]:
+    """The DuckDB SQL peer (2 threads), timed from connect to the last Parquet file."""
+    t0 = time.perf_counter()
+    import duckdb
+    import pyarrow.parquet as pq
+
+    setup = time.perf_counter() - t0
+    if limit is not None:
+        raise SystemExit("the SQL peer reads the whole corpus: run without --limit")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = data / "dialogues.jsonl.gz"
+    sql = PEER_SQL.format(path=path, out=out_dir, gap=180, size=42, stride=36)
+    walls: dict[str, float] = {}
+    with timed(walls, "total"):
+        con = duckdb.connect()
+        con.execute("SET threads = 2")
+        for stmt in filter(str.strip, sql.split(";")):
+            con.execute(stmt)
+        con.close()
+    read = {
+        name: pq.read_table(out_dir / f"{name}.parquet")
+        for name in ("messages", "quarantine", "sessions", "chunks")
+    }
+    reasons = Counter(read["quarantine"].column("reason").to_pylist())
+    return {
+        "setup_s": setup,
+        "duckdb": duckdb.__version__,
+        "records_read": read["messages"].num_rows + read["quarantine"].num_rows,
+        "stages_s": walls,
+        "peak_rss_mib": peak_rss_mib(),
+        "result": {
+            "structure": structure(read["sessions"], read["chunks"]),
+            "messages": read["messages"].num_rows,
+            "quarantine": read["quarantine"].num_rows,
+            "quarantine_by_reason": dict(sorted(reasons.items())),
+            "sessions": read["sessions"].num_rows,
+            "chunks": read["chunks"].num_rows,
+        },
+    }
+
+
+def child_core(
+    config: Path, out_dir: Path, profile: Path | None, record_path: bool = False
+) -> dict[str, Any]:
     t0 = time.perf_counter()
     import pyarrow as pa
 
     from memory_pipeline.config import load_config
     from memory_pipeline.core.common import tables as T
     from memory_pipeline.core.common.storage import TableStore
-    from memory_pipeline.core.ingest.normalize import ingest
-    from memory_pipeline.core.ingest.sources import read_source
-    from memory_pipeline.core.ingest.stage import gc_paused, read_all, split_ingest
+    from memory_pipeline.core.ingest.columnar import ingest_tables
+    from memory_pipeline.core.ingest.stage import read_all, read_source_tables, split_ingest
     from memory_pipeline.core.sessions.chunking import chunk_sessions
     from memory_pipeline.core.sessions.sessionize import sessionize
     from memory_pipeline.core.sessions.stage import build_chunks, build_sessions
@@ -157,18 +297,18 @@ def child_core(config: Path, out_dir: Path, profile: Path | None) -> dict[str, A
     cfg = load_config(config, env={})
     check_config(cfg)
     days = days_of_range()
+    pa.array([0])  # the first pyarrow.array imports pandas (~0.2 s): not part of any phase
     setup = time.perf_counter() - t0
 
     mem: dict[str, float] = {}
     profiler = cProfile.Profile() if profile else None
     if profiler:
         profiler.enable()
-    # read and ingest are one generator pass under a paused GC in production
-    # (stages.read_all); split here so they are timed apart, under the same GC regime.
-    with timed(mem, "read"), gc_paused():
-        records = [rec for spec in cfg.sources for rec in read_source(spec, days)]
-    with timed(mem, "ingest.validate_dedupe_ids"), gc_paused():
-        result = ingest(records, start_date=cfg.start_date, dates=days)
+    # stage.read_all_tables is these two phases in one call; split to time them apart
+    with timed(mem, "read"):
+        tables = [read_source_tables(spec, days) for spec in cfg.sources]
+    with timed(mem, "ingest.validate_dedupe_ids"):
+        result = ingest_tables(tables, start_date=cfg.start_date, dates=days)
     with timed(mem, "ingest.tables_split"):
         per_day = split_ingest(result, days)
     with timed(mem, "sessionize"):
@@ -182,16 +322,22 @@ def child_core(config: Path, out_dir: Path, profile: Path | None) -> dict[str, A
     add_up(mem, "ingest", ["ingest.validate_dedupe_ids", "ingest.tables_split"])
     add_up(mem, "read+ingest", ["read", "ingest"])
     add_up(mem, "total", ["read+ingest", "sessionize", "chunk"])
-    records_read = len(records)
+    records_read = sum(result.read_counts.values())
+    columnar = all(t.columnar for t in tables)  # False: a file took the row reader
     rss_in_memory = peak_rss_mib()
     quarantine = pa.concat_tables([t.quarantine for t in per_day.values()])
     in_memory = summarize(messages, quarantine, sessions, chunks)
-    del records, result, sessions, chunks
-    # the production call: reader and ingest fused in one generator pass (cross-check only)
-    with timed(mem, "read_ingest_fused"):
-        fused = read_all(cfg.sources, days, cfg.start_date)
-    fused_counts = [len(fused.messages), len(fused.quarantine)]
-    del fused
+    del tables, result, sessions, chunks
+    record_same = None
+    if record_path:  # the row-based path (one object per utterance), timed and compared
+        with timed(mem, "record_path.read_ingest_split"):
+            rows = split_ingest(read_all(cfg.sources, days, cfg.start_date), days)
+        record_same = all(
+            getattr(rows[d], k).equals(getattr(per_day[d], k))
+            for d in days
+            for k in ("messages", "quarantine", "audit")
+        )
+        del rows
 
     store = TableStore(out_dir)
     st: dict[str, float] = {}
@@ -224,7 +370,8 @@ def child_core(config: Path, out_dir: Path, profile: Path | None) -> dict[str, A
         "peak_rss_in_memory_mib": rss_in_memory,
         "peak_rss_mib": peak_rss_mib(),
         "dagster_imported": "dagster" in sys.modules,
-        "fused_counts": fused_counts,
+        "columnar_reader": columnar,
+        "record_path_same_tables": record_same,
         "result": in_memory,
         "result_store": stored,
     }
@@ -287,7 +434,9 @@ def child_main(args: argparse.Namespace) -> None:
     out_dir = Path(args.workdir) / f"{args.child}_out"
     if args.child == "core":
         prof = Path(args.profile_out) if args.profile_out else None
-        data = child_core(Path(args.config), out_dir, prof)
+        data = child_core(Path(args.config), out_dir, prof, args.record_path)
+    elif args.child == "sql":
+        data = child_sql(args.data, out_dir, args.limit)
     else:
         data = child_dagster(Path(args.config), out_dir)
     Path(args.result).write_text(json.dumps(data, default=str), encoding="utf-8")
@@ -296,12 +445,15 @@ def child_main(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------- parent
 
 
-def run_child(mode: str, config: Path, workdir: Path, profile: Path | None = None) -> dict:
+def run_child(
+    mode: str, config: Path, workdir: Path, profile: Path | None = None, extra: list[str] = ()
+) -> dict:
     """Run one measurement in a fresh interpreter; its own peak RSS comes from wait4."""
     result = workdir / f"{mode}.json"
     log = workdir / f"{mode}.log"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", mode]
     cmd += ["--config", str(config), "--workdir", str(workdir), "--result", str(result)]
+    cmd += list(extra)
     if profile:
         cmd += ["--profile-out", str(profile)]
     # config.py reads MEMORY_PIPELINE_* overrides: the benchmark must not inherit any
@@ -323,16 +475,19 @@ def run_child(mode: str, config: Path, workdir: Path, profile: Path | None = Non
     return data
 
 
-def run_round(data: Path, limit: int | None) -> tuple[dict, dict]:
+def run_round(args: argparse.Namespace) -> tuple[dict | None, dict, dict]:
+    """One round: the SQL peer, the core and Dagster, one after the other (same minute)."""
     with tempfile.TemporaryDirectory(prefix="bench_ingest_") as tmp:
         work = Path(tmp)
-        config = write_config(work, data, limit)
-        core = run_child("core", config, work)
+        config = write_config(work, args.data, args.limit)
+        extra = ["--data", str(args.data)]
+        sql = run_child("sql", config, work, extra=extra) if args.limit is None else None
+        core = run_child("core", config, work, extra=["--record-path"] if args.record_path else [])
         dagster = run_child("dagster", config, work)
-    return core, dagster
+    return sql, core, dagster
 
 
-def verify(core: dict, dagster: dict, full: bool) -> list[tuple[str, bool, str]]:
+def verify(sql: dict | None, core: dict, dagster: dict, full: bool) -> list[tuple[str, bool, str]]:
     a, b, c = core["result"], core["result_store"], dagster["result"]
     rows = []
     for key in ("messages", "quarantine", "sessions", "chunks"):
@@ -340,12 +495,28 @@ def verify(core: dict, dagster: dict, full: bool) -> list[tuple[str, bool, str]]
             a["digests"][key] == b["digests"][key] == c["digests"][key]
         )
         rows.append((key, same, f"{a[key]:>9,} {b[key]:>9,} {c[key]:>9,}"))
+    for key in ("session_bounds", "chunk_text"):
+        same = a["structure"][key] == b["structure"][key] == c["structure"][key]
+        rows.append((key, same, f"{a['structure'][key]:>29}"))
     read = core["records_read"]
     conserved = read == dagster["records_read"] == a["messages"] + a["quarantine"]
     figures = f"{read:>9,} {dagster['records_read']:>19,}"
     rows.append(("records read = msgs + quar.", conserved, figures))
-    fused = core["fused_counts"] == [a["messages"], a["quarantine"]]
-    rows.append(("stages.read_all same counts", fused, f"{sum(core['fused_counts']):>9,}"))
+    rows.append(("columnar reader used", bool(core["columnar_reader"]), ""))
+    if core.get("record_path_same_tables") is not None:
+        same = bool(core["record_path_same_tables"])
+        rows.append(("record path: same tables", same, "(stage.read_all)"))
+    if sql is not None:
+        r = sql["result"]
+        rows.extend(
+            (f"SQL peer: {key}", r[key] == a[key], f"{r[key]:>9,}")
+            for key in ("messages", "quarantine", "sessions", "chunks")
+        )
+        same = r["quarantine_by_reason"] == a["quarantine_by_reason"]
+        rows.append(("SQL peer: quarantine reasons", same, ""))
+        for key in ("session_bounds", "chunk_text"):
+            same = r["structure"][key] == a["structure"][key]
+            rows.append((f"SQL peer: {key}", same, f"{r['structure'][key]:>19}"))
     if full:
         nat = a["quarantine_by_reason"].get(NAT_REASON, 0)
         rows.append((f"NaT quarantined = {CORPUS_NAT}", nat == CORPUS_NAT, f"{nat:>9,}"))
@@ -353,14 +524,24 @@ def verify(core: dict, dagster: dict, full: bool) -> list[tuple[str, bool, str]]
     return rows
 
 
-def report(rounds: list[tuple[dict, dict]], args: argparse.Namespace) -> dict[str, Any]:
-    core = min((c for c, _ in rounds), key=lambda c: c["in_memory_s"]["total"])
-    dag = min((d for _, d in rounds), key=lambda d: d["stages_s"]["total"])
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def report(
+    rounds: list[tuple[dict | None, dict, dict]], args: argparse.Namespace
+) -> dict[str, Any]:
+    sqls = [q for q, _, _ in rounds if q is not None]
+    core = min((c for _, c, _ in rounds), key=lambda c: c["in_memory_s"]["total"])
+    dag = min((d for _, _, d in rounds), key=lambda d: d["stages_s"]["total"])
+    sql = min(sqls, key=lambda q: q["stages_s"]["total"]) if sqls else None
     n = core["records_read"]
     mem, st, dg_s = core["in_memory_s"], core["store_s"], dag["stages_s"]
     res = core["result"]
     full = args.limit is None
-    versions = {name: version(name) for name in ("dagster", "pyarrow")}
+    versions = {name: version(name) for name in ("dagster", "pyarrow", "duckdb")}
     out: list[str] = []
     add = out.append
     add(
@@ -370,11 +551,14 @@ def report(rounds: list[tuple[dict, dict]], args: argparse.Namespace) -> dict[st
     )
     add(
         f"python {platform.python_version()}, dagster {versions['dagster']}, pyarrow "
-        f"{versions['pyarrow']}, {os.cpu_count()} CPUs; best of {len(rounds)} round(s); "
+        f"{versions['pyarrow']}, duckdb {versions['duckdb']}, {os.cpu_count()} CPUs; "
+        f"{len(rounds)} round(s) of sql, core, dagster in turn; phases: best round; "
         "msg/s = utterances read / wall s"
     )
-    loads = ", ".join(f"{c['loadavg_1min'][0]:.1f}/{d['loadavg_1min'][0]:.1f}" for c, d in rounds)
-    add(f"1-min load average when each child started (core/dagster, per round): {loads}")
+    loads = ", ".join(
+        "/".join(f"{x['loadavg_1min'][0]:.1f}" for x in r if x is not None) for r in rounds
+    )
+    add(f"1-min load average when each child started (sql/core/dagster, per round): {loads}")
     add("")
     row = "{:<52}{:>8}{:>11}{:>8}"
     add(row.format("phase", "wall s", "msg/s", "cpu s"))
@@ -382,15 +566,21 @@ def report(rounds: list[tuple[dict, dict]], args: argparse.Namespace) -> dict[st
     def line(label: str, d: dict[str, float], key: str) -> None:
         add(row.format(label, f"{d[key]:.2f}", f"{rate(n, d[key]):,.0f}", f"{d[key + CPU]:.2f}"))
 
-    add("core, no Dagster, whole corpus in memory")
-    line("  read (reader -> records)", mem, "read")
+    if sql is not None:
+        add("peer: DuckDB SQL, 2 threads (read_json .. Parquet out)")
+        line("  total", sql["stages_s"], "total")
+    add("core, no Dagster, whole corpus in memory (columnar path)")
+    line("  read (columnar reader -> Arrow)", mem, "read")
     line("  ingest (validate/dedupe/ids + tables)", mem, "ingest")
-    line("    validate, dedupe, ids (core.ingest.ingest)", mem, "ingest.validate_dedupe_ids")
-    line("    tables + per-date split (stages.split_ingest)", mem, "ingest.tables_split")
+    line("    validate, dedupe, ids (columnar.ingest_tables)", mem, "ingest.validate_dedupe_ids")
+    line("    tables + per-date split (stage.split_ingest)", mem, "ingest.tables_split")
     line("  sessionize (core.sessionize.sessionize)", mem, "sessionize")
     line("  chunk (core.chunking.chunk_sessions)", mem, "chunk")
     line("  total", mem, "total")
-    line("  check: stages.read_all (read+ingest fused)", mem, "read_ingest_fused")
+    if "record_path.read_ingest_split" in mem:
+        line(
+            "  row-based path: stage.read_all + split_ingest", mem, "record_path.read_ingest_split"
+        )
     add("core, store-based path (TableStore Parquet, all dates)")
     line("  read + ingest (as above)", st, "read+ingest")
     line("  write raw_messages/quarantine/audit", st, "write_ingest")
@@ -405,21 +595,37 @@ def report(rounds: list[tuple[dict, dict]], args: argparse.Namespace) -> dict[st
     line("  chunks (+1 check)", dg_s, "chunks")
     line("  total", dg_s, "total")
     add("")
-    ratio = dg_s["total"] / mem["total"]
+    # ratios pair by pair within a round (same minute), then the median over rounds
+    dag_ratios = [d["stages_s"]["total"] / c["in_memory_s"]["total"] for _, c, d in rounds]
+    ratio = _median(dag_ratios)
     cpu_mem = dg_s["total" + CPU] / mem["total" + CPU]
-    cpu_st = dg_s["total" + CPU] / st["total" + CPU]
     add(
-        f"dagster / core in-memory: {ratio:.2f}x   dagster / core store-based: "
-        f"{dg_s['total'] / st['total']:.2f}x   (by cpu s: {cpu_mem:.2f}x / {cpu_st:.2f}x)"
+        f"dagster / core in-memory: {ratio:.2f}x (per round: "
+        f"{', '.join(f'{r:.2f}' for r in dag_ratios)})   dagster / core store-based: "
+        f"{dg_s['total'] / st['total']:.2f}x   (by cpu s: {cpu_mem:.2f}x)"
     )
-    add(
+    sql_ratios = [
+        c["in_memory_s"]["total"] / q["stages_s"]["total"] for q, c, _ in rounds if q is not None
+    ]
+    sql_ratio = _median(sql_ratios) if sql_ratios else None
+    if sql_ratio is not None:
+        cpu_sql = mem["total" + CPU] / sql["stages_s"]["total" + CPU]
+        add(
+            f"core in-memory / SQL peer: {sql_ratio:.2f}x (per round: "
+            f"{', '.join(f'{r:.2f}' for r in sql_ratios)})   core store-based / SQL peer: "
+            f"{st['total'] / sql['stages_s']['total']:.2f}x   (by cpu s: {cpu_sql:.2f}x)"
+        )
+    rss = (
         f"peak RSS (wait4 per child / VmHWM): core {core['peak_rss_wait4_mib']:,.0f} / "
         f"{core['peak_rss_mib']:,.0f} MiB (in-memory phases {core['peak_rss_in_memory_mib']:,.0f}),"
         f" dagster {dag['peak_rss_wait4_mib']:,.0f} / {dag['peak_rss_mib']:,.0f} MiB"
     )
+    if sql is not None:
+        rss += f", sql {sql['peak_rss_wait4_mib']:,.0f} MiB"
+    add(rss)
     add("")
     add("{:<32}{:>9} {:>9} {:>9}".format("same results", "core", "store", "dagster"))
-    checks = verify(core, dag, full)
+    checks = verify(sql, core, dag, full)
     for label, ok, figures in checks:
         add(f"{label:<32}{figures:<30}  {'OK' if ok else 'DIFFERENT'}")
     reasons = ", ".join(f"{k} {v:,}" for k, v in res["quarantine_by_reason"].items())
@@ -452,12 +658,22 @@ def report(rounds: list[tuple[dict, dict]], args: argparse.Namespace) -> dict[st
             dag["peak_rss_wait4_mib"] <= TARGET_RSS_MIB,
         ),
     ]
+    if sql_ratio is not None:
+        targets.insert(
+            1,
+            (
+                "core wall / SQL peer wall",
+                f"<= {TARGET_SQL_RATIO}x",
+                f"{sql_ratio:.2f}x",
+                sql_ratio <= TARGET_SQL_RATIO,
+            ),
+        )
     tfmt = "{:<26}{:>18}{:>16}  {}"
     add(tfmt.format("target", "goal", "measured", "result"))
     for name, goal, got, ok in targets:
         add(tfmt.format(name, goal, got, "PASS" if ok else "MISS"))
     same = all(ok for _, ok, _ in checks)
-    add(f"{'results identical':<26}{'core = dagster':>18}{'':>16}  {'PASS' if same else 'MISS'}")
+    add(f"{'results identical':<26}{'sql=core=dagster':>18}{'':>16}  {'PASS' if same else 'MISS'}")
     print("\n".join(out))
     return {
         "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -469,14 +685,18 @@ def report(rounds: list[tuple[dict, dict]], args: argparse.Namespace) -> dict[st
         },
         "records_read": n,
         "core_msg_per_s": core_rate,
+        "sql_msg_per_s": rate(n, sql["stages_s"]["total"]) if sql else None,
         "dagster_msg_per_s": rate(n, dg_s["total"]),
+        "core_over_sql": sql_ratio,
+        "core_over_sql_per_round": sql_ratios,
         "dagster_over_core": ratio,
+        "dagster_over_core_per_round": dag_ratios,
         "dagster_over_core_store": dg_s["total"] / st["total"],
         "dagster_over_core_cpu": cpu_mem,
         "targets": {name: {"goal": g, "measured": m, "pass": ok} for name, g, m, ok in targets},
         "results_identical": same,
-        "best": {"core": core, "dagster": dag},
-        "rounds": [{"core": c, "dagster": d} for c, d in rounds],
+        "best": {"sql": sql, "core": core, "dagster": dag},
+        "rounds": [{"sql": q, "core": c, "dagster": d} for q, c, d in rounds],
     }
 
 
@@ -506,7 +726,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write the figures")
     p.add_argument("--profile", action="store_true", help="cProfile the core path instead")
     p.add_argument("--top", type=int, default=30, help="rows of the profile to print")
-    p.add_argument("--child", choices=["core", "dagster"], help=argparse.SUPPRESS)
+    p.add_argument(
+        "--record-path",
+        action="store_true",
+        help="also time the row-based path (stage.read_all) and compare its tables",
+    )
+    p.add_argument("--child", choices=["sql", "core", "dagster"], help=argparse.SUPPRESS)
     p.add_argument("--config", help=argparse.SUPPRESS)
     p.add_argument("--workdir", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
@@ -522,7 +747,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.profile:
         profile_core(args)
         return
-    rounds = [run_round(args.data, args.limit) for _ in range(max(1, args.repeat))]
+    rounds = [run_round(args) for _ in range(max(1, args.repeat))]
     figures = report(rounds, args)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n", encoding="utf-8")

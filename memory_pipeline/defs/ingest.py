@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_list
 from memory_pipeline.core.common.records import SourceError
-from memory_pipeline.core.ingest.stage import read_all, split_ingest
+from memory_pipeline.core.ingest.stage import read_all_tables, split_ingest
 from memory_pipeline.core.privacy.retention import retention_cutoff
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.defs.helpers import (
@@ -112,7 +112,7 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         if cutoff is not None:  # expired rows hash their positions with the folder's salt
             ensure_salt(cfg.output_dir)
         try:
-            result = read_all(
+            result = read_all_tables(
                 cfg.sources, days, cfg.start_date, load_forget_list(cfg.output_dir), cutoff
             )
         except SourceError as exc:

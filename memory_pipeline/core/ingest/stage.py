@@ -12,10 +12,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from memory_pipeline.core.common.dates import count_by, split_by_date
 from memory_pipeline.core.common.forget_list import ForgetList
-from memory_pipeline.core.common.records import Message
+from memory_pipeline.core.ingest.columnar import (
+    SourceTables,
+    TableIngestResult,
+    ingest_tables,
+    records_to_tables,
+)
 from memory_pipeline.core.ingest.normalize import (
     IngestResult,
     audit_table,
@@ -23,7 +29,7 @@ from memory_pipeline.core.ingest.normalize import (
     messages_table,
     quarantine_table,
 )
-from memory_pipeline.core.ingest.sources import SourceSpec, read_source
+from memory_pipeline.core.ingest.sources import TABLE_READERS, SourceSpec, read_source
 
 
 @dataclass
@@ -56,6 +62,34 @@ def read_all(
         )
 
 
+def read_source_tables(spec: SourceSpec, dates: Iterable[dt.date] | None = None) -> SourceTables:
+    """One source's records as columns: its columnar reader when it has one and the file is
+    clean, else its row reader's records converted (same content either way)."""
+    table_reader = TABLE_READERS.get(spec.kind)
+    if table_reader is not None and spec.path.exists():
+        tables = table_reader(spec)
+        if tables is not None:
+            return tables
+    with gc_paused():
+        return records_to_tables(read_source(spec, dates))
+
+
+def read_all_tables(
+    sources: Sequence[SourceSpec],
+    dates: Iterable[dt.date],
+    start_date: dt.date,
+    forget: ForgetList | None = None,
+    retain_from: dt.date | None = None,
+) -> TableIngestResult:
+    """:func:`read_all` in columns (core/ingest/columnar.py): the same tables, and what the
+    ingest asset runs. ``split_ingest`` takes its result like read_all's."""
+    wanted = sorted(set(dates))
+    tables = [read_source_tables(spec, wanted) for spec in sources]
+    return ingest_tables(
+        tables, start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
+    )
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause the cyclic GC while building ~10^6 acyclic record objects.
@@ -74,11 +108,16 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def split_ingest(result: IngestResult, dates: Iterable[dt.date]) -> dict[dt.date, IngestTables]:
+def split_ingest(
+    result: IngestResult | TableIngestResult, dates: Iterable[dt.date]
+) -> dict[dt.date, IngestTables]:
     """Per-date tables (an empty table for a date with no records, so the partition exists)."""
     days = sorted(set(dates))
     with gc_paused():
-        msgs = messages_table(result.messages)
+        if isinstance(result, TableIngestResult):
+            msgs = result.messages
+        else:
+            msgs = messages_table(result.messages)
         quar = quarantine_table(result.quarantine)
     ingested = count_by(msgs, "local_date")
     quarantined = count_by(quar, "partition_date")
@@ -100,10 +139,15 @@ def split_ingest(result: IngestResult, dates: Iterable[dt.date]) -> dict[dt.date
 
 
 def discover_dates(sources: Sequence[SourceSpec], start_date: dt.date) -> list[dt.date]:
-    """The partition dates that hold any record (a run plans its range from these)."""
+    """The partition dates that hold any record (a run plans its range from these).
+
+    Read in columns where the source has a columnar reader (the same records, so the same
+    dates), else through the row reader.
+    """
     found: set[dt.date] = set()
     for spec in sources:
-        for rec in read_source(spec):
-            day = rec.local_date if isinstance(rec, Message) else rec.partition_date
-            found.add(start_date if day is None or day < start_date else day)
+        tables = read_source_tables(spec)
+        local = pc.unique(pc.cast(tables.messages.column("local_ts"), pa.date32()))
+        days = [*local.to_pylist(), *(q.partition_date for q in tables.quarantine)]
+        found.update(start_date if day is None or day < start_date else day for day in days)
     return sorted(found)

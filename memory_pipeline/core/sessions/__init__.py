@@ -1,2 +1,1 @@
-"""Stage 2, sessions and chunks: inactivity-gap sessions and overlapping message windows.
-"""
+"""Stage 2, sessions and chunks: inactivity-gap sessions and overlapping message windows."""

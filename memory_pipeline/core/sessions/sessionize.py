@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from memory_pipeline.core.common.ids import stable_id
 from memory_pipeline.core.common.schema import MESSAGES, SESSIONS
+from memory_pipeline.core.sessions.chunking import ID_SEP, hashed_ids, sorted_distinct
 
 MESSAGE_SORT = [
     ("conversation_id", "ascending"),
@@ -59,20 +59,21 @@ def sessionize(messages: pa.Table, gap_minutes: int) -> pa.Table:
     last = ends - 1
     col = {name: messages.column(name).combine_chunks() for name in MESSAGES.names}
     ts_us = col["ts"].cast(pa.int64()).to_numpy()
-    mids = col["message_id"].to_pylist()
-    senders = col["sender"].to_pylist()
-    convs = col["conversation_id"].to_pylist()
     owner_cum = np.concatenate([[0], np.cumsum(col["is_owner"].to_numpy(zero_copy_only=False))])
+    # the longest gap inside each session: gaps at session starts count as 0
     gaps = np.diff(ts_us, prepend=ts_us[0])
-    max_gap = np.array(
-        [int(gaps[s + 1 : e].max()) if e - s > 1 else 0 for s, e in zip(starts, ends, strict=True)],
-        dtype=np.int64,
-    )
+    gaps[starts] = 0
+    max_gap = np.maximum.reduceat(gaps, starts).astype(np.int64)
     take_first = pa.array(starts)
     take_last = pa.array(last)
+    n_sessions = len(starts)
+    session_of = np.repeat(np.arange(n_sessions), ends - starts)
+    keys = pc.binary_join_element_wise(
+        col["conversation_id"].take(take_first), col["message_id"].take(take_first), ID_SEP
+    )
     table = pa.table(
         {
-            "session_id": [stable_id("ses", convs[s], mids[s]) for s in starts.tolist()],
+            "session_id": hashed_ids("ses", keys),
             "source": col["source"].take(take_first),
             "conversation_id": col["conversation_id"].take(take_first),
             "contact_id": col["contact_id"].take(take_first),
@@ -87,11 +88,8 @@ def sessionize(messages: pa.Table, gap_minutes: int) -> pa.Table:
             "owner_message_count": pa.array(owner_cum[ends] - owner_cum[starts], pa.int32()),
             "duration_seconds": pa.array((ts_us[last] - ts_us[starts]) // 1_000_000),
             "max_gap_seconds": pa.array(-(-max_gap // 1_000_000)),  # ceil: never hides a gap
-            "gap_minutes": pa.array(np.full(len(starts), gap_minutes), pa.int32()),
-            "participants": [
-                sorted(set(senders[s:e]))
-                for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
-            ],
+            "gap_minutes": pa.array(np.full(n_sessions, gap_minutes), pa.int32()),
+            "participants": sorted_distinct(session_of, col["sender"], n_sessions),
             "message_ids": pa.ListArray.from_arrays(
                 pa.array(bounds, pa.int32()), col["message_id"]
             ),

@@ -3,7 +3,20 @@
 Importing this package registers every built-in reader in ``READERS``.
 """
 
-from memory_pipeline.core.ingest.sources import line_json, line_txt, locomo, realpersonachat  # noqa: F401
-from memory_pipeline.core.ingest.sources.base import READERS, SourceSpec, read_source, register
+from memory_pipeline.core.ingest.sources import (  # noqa: F401
+    line_json,
+    line_txt,
+    locomo,
+    realpersonachat,
+    rpc_columnar,
+)
+from memory_pipeline.core.ingest.sources.base import (
+    READERS,
+    TABLE_READERS,
+    SourceSpec,
+    read_source,
+    register,
+    register_tables,
+)
 
-__all__ = ["READERS", "SourceSpec", "read_source", "register"]
+__all__ = ["READERS", "TABLE_READERS", "SourceSpec", "read_source", "register", "register_tables"]

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from memory_pipeline.core.common.records import (
     R_DANGLING_LINK,
     R_NOT_A_FILE,
@@ -20,10 +22,30 @@ from memory_pipeline.core.common.records import (
     Record,
     SourceError,
 )
+from memory_pipeline.core.common.schema import MESSAGES
+
+# What a columnar reader hands to core/ingest/columnar.py: the MESSAGES columns without the
+# two that ingest derives (message_id, local_date), one row per candidate message.
+CANDIDATES = pa.schema([f for f in MESSAGES if f.name not in ("message_id", "local_date")])
+
+
+@dataclass
+class SourceTables:
+    """One source's reader output in columns: candidate messages in read order (``CANDIDATES``)
+    and the records the reader itself quarantined (bad lines, missing timestamps, ...)."""
+
+    messages: pa.Table
+    quarantine: list[QuarantineRecord] = field(default_factory=list)
+    columnar: bool = True  # False: converted from a row reader's records (records_to_tables)
+
 
 Reader = Callable[["SourceSpec", "frozenset[dt.date] | None"], Iterator[Record]]
 
 READERS: dict[str, Reader] = {}
+# Columnar readers (core/ingest/columnar.py): SourceSpec -> SourceTables, or None when the
+# input needs the row-based reader of the same kind (hostile or unusual files).
+TableReader = Callable[["SourceSpec"], "SourceTables | None"]
+TABLE_READERS: dict[str, TableReader] = {}
 
 
 @dataclass(frozen=True)
@@ -47,6 +69,16 @@ def register(kind: str) -> Callable[[Reader], Reader]:
 
     def deco(fn: Reader) -> Reader:
         READERS[kind] = fn
+        return fn
+
+    return deco
+
+
+def register_tables(kind: str) -> Callable[[TableReader], TableReader]:
+    """Decorator: the columnar reader of ``kind`` (it must give what the row reader gives)."""
+
+    def deco(fn: TableReader) -> TableReader:
+        TABLE_READERS[kind] = fn
         return fn
 
     return deco
