@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -158,3 +159,40 @@ def test_dask_resource_from_the_environment() -> None:
     assert isinstance(remote, DaskResource)
     # the address stays an EnvVar reference (resolved at run time), never a baked-in value
     assert "MEMORY_PIPELINE_DASK_SCHEDULER" in repr(remote.scheduler_address)
+
+
+def _pid(_: int) -> int:
+    return os.getpid()
+
+
+def test_scheduler_address_from_the_environment_reaches_an_asset(monkeypatch) -> None:
+    """``MEMORY_PIPELINE_DASK_SCHEDULER`` (an EnvVar, resolved at run time) connects the run to
+    a running cluster; the run closes its client and leaves the cluster up."""
+    import dagster as dg
+    import distributed
+
+    from memory_pipeline.core.common.parallel import map_tasks
+
+    cluster = distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    )
+    try:
+        monkeypatch.setenv("MEMORY_PIPELINE_DASK_SCHEDULER", cluster.scheduler_address)
+
+        @dg.asset
+        def pids(dask: DaskResource) -> dg.MaterializeResult:
+            got = map_tasks(_pid, [1, 2, 3], runner=dask.runner())
+            here = os.getpid() in got
+            return dg.MaterializeResult(metadata={"pids": len(set(got)), "here": here})
+
+        resource = dask_resource()
+        result = dg.materialize([pids], resources={"dask": resource})
+        assert result.success
+        [event] = result.get_asset_materialization_events()
+        meta = event.materialization.metadata
+        assert meta["pids"].value == 1 and meta["here"].value is False
+        # the cluster is still serving (the run closed only its client)
+        with distributed.Client(cluster.scheduler_address, timeout="30s") as client:
+            assert map_tasks(abs, [-4], runner=client) == [4]
+    finally:
+        cluster.close()
