@@ -14,9 +14,11 @@ import os
 import shutil
 from pathlib import Path
 
+import dagster as dg
 import pyarrow as pa
 import pytest
 
+from memory_pipeline.core.common.parallel import map_tasks
 from memory_pipeline.core.indexes.publish import current_version
 from memory_pipeline.defs.compute import DaskResource, dask_resource
 from memory_pipeline.defs.providers import provider_resources
@@ -30,7 +32,7 @@ from memory_pipeline_tests.pipeline_helpers import (
     write_config,
 )
 
-pytest.importorskip("distributed")
+distributed = pytest.importorskip("distributed")
 psutil = pytest.importorskip("psutil")
 
 DAYS = [dt.date(2024, 3, 1) + dt.timedelta(days=i) for i in range(14)]
@@ -168,11 +170,6 @@ def _pid(_: int) -> int:
 def test_scheduler_address_from_the_environment_reaches_an_asset(monkeypatch) -> None:
     """``MEMORY_PIPELINE_DASK_SCHEDULER`` (an EnvVar, resolved at run time) connects the run to
     a running cluster; the run closes its client and leaves the cluster up."""
-    import dagster as dg
-    import distributed
-
-    from memory_pipeline.core.common.parallel import map_tasks
-
     cluster = distributed.LocalCluster(
         n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
     )
