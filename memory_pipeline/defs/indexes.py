@@ -28,6 +28,7 @@ from memory_pipeline.core.indexes.turns import build_turn_index
 from memory_pipeline.core.memories.extract import supersede
 from memory_pipeline.core.quality import index_checks
 from memory_pipeline.defs.chunks import CHUNKS
+from memory_pipeline.defs.compute import DaskResource
 from memory_pipeline.defs.helpers import (
     ROW_COUNT,
     asset_info,
@@ -113,7 +114,9 @@ _CODE = ("memory_pipeline.defs.indexes", "memory_pipeline.core.indexes")
     group_name="indexes",
     name="search_indexes",
 )
-def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource):
+def search_indexes(
+    context: dg.AssetExecutionContext, pipeline: PipelineResource, dask: DaskResource
+):
     cfg, store = pipeline.cfg, pipeline.store
     chunks = store.read(T.CHUNKS)
     reps = representation_table(
@@ -122,7 +125,7 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
     root = index_root(cfg.output_dir)
     version = new_version(root)
     with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
-        bm25 = build_bm25(reps, version, cfg.tokenizer, cache=cache)
+        bm25 = build_bm25(reps, version, cfg.tokenizer, cache=cache, runner=dask.runner())
     embeddings = store.read(T.CHUNK_EMBEDDINGS) if store.dates(T.CHUNK_EMBEDDINGS) else None
     dense = build_dense(embeddings, version, cfg.hnsw_threshold) if embeddings is not None else {}
     sessions = store.read(T.SESSIONS)
@@ -159,6 +162,7 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
         metadata={
             **bm25.stats,
             **lookups,
+            "dask_workers": dask.workers() if dask.enabled else 0,
             "version": version.name,
             ROW_COUNT: bm25.postings.num_rows,
         },

@@ -16,6 +16,8 @@ from memory_pipeline.core.represent.providers.factory import (
     UnknownEmbeddingProvider,
     make_embedder,
 )
+from memory_pipeline.defs.compute import RESOURCE_KEY as DASK_KEY
+from memory_pipeline.defs.compute import dask_resource
 
 # Every remote call goes through this pool, so concurrent runs cannot multiply the rate.
 PROVIDER_POOL = "provider_api"
@@ -205,6 +207,8 @@ def provider_resources(env: Mapping[str, str] | None = None) -> dict[str, dg.Con
             base_url=env.get("MEMORY_PIPELINE_LLM_BASE_URL") or env.get("OPENAI_BASE_URL"),
             redact=_redact_flag(env),
         ),
+        # where the heavy batches run (serial unless a Dask cluster is configured)
+        DASK_KEY: dask_resource(env),
     }
 
 

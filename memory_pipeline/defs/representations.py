@@ -25,6 +25,7 @@ from memory_pipeline.core.represent.build import summarize_chunks as summarize_c
 from memory_pipeline.core.represent.providers.base import Embedder, Summarizer
 from memory_pipeline.core.sessions.stage import session_messages
 from memory_pipeline.defs.chunks import CHUNKS
+from memory_pipeline.defs.compute import DaskResource
 from memory_pipeline.defs.helpers import (
     asset_info,
     asset_key,
@@ -282,6 +283,7 @@ def _embeddings_asset(
         context: dg.AssetExecutionContext,
         pipeline: PipelineResource,
         embedder: EmbeddingResource,
+        dask: DaskResource,
     ):
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(context.partition_keys)
@@ -298,7 +300,9 @@ def _embeddings_asset(
             provider,
             cfg.dense_representations,
             embedder.redacts,
+            dask.runner(),
         )
+        stats["dask_workers"] = dask.workers() if dask.enabled else 0
         written = _write_and_read_back(store, T.CHUNK_EMBEDDINGS, table, days)
         seconds = time.perf_counter() - t0
         context.log.info(
@@ -321,9 +325,11 @@ def _embed(
     provider: Embedder,
     representations: Sequence[str],
     redact: bool,
+    runner: Any = None,
 ) -> tuple[pa.Table, dict]:
     """Vectors for every chunk and dense representation, through the content cache (so a
-    partition whose texts did not change makes no provider call)."""
+    partition whose texts did not change makes no provider call); cache misses are embedded
+    on ``runner`` (a Dask client) when one is configured (defs/compute.py)."""
     cache = pipeline.content_cache()
     try:
         return embed_chunks(
@@ -334,6 +340,7 @@ def _embed(
             cache=cache,
             representations=representations,
             redact_text=redact,
+            runner=runner,
         )
     finally:
         cache.close()

@@ -29,7 +29,7 @@ from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index, postings
 from memory_pipeline.core.indexes.bm25_text import DEFAULT_PREFIX, bm25_raw_texts
 from memory_pipeline.core.indexes.token_cache import CachedTokenizer
-from memory_pipeline.core.indexes.tokenize import get_tokenizer
+from memory_pipeline.core.indexes.tokenize import ParallelTokenizer, get_tokenizer
 from memory_pipeline.core.represent.cache import ContentCache
 
 CURRENT = "CURRENT"
@@ -129,13 +129,16 @@ def build_bm25(
     folder: Path,
     tokenizer: str = "auto",
     cache: ContentCache | None = None,
+    runner: object = None,
 ) -> Bm25Build:
     """One bm25s index per representation in ``folder/bm25/<rep>``, plus their postings.
 
     ``auto`` picks the analyzer once, from the raw texts, so every representation and every
     query are tokenized the same way. With a ``cache``, tokens are read back by content hash
     and only texts never seen are tokenized (``token_cache.py``): a refresh after one new
-    day tokenizes that day's chunks, not the corpus.
+    day tokenizes that day's chunks, not the corpus. With a ``runner`` (a Dask client,
+    ``core/common/parallel.py``) the texts to tokenize go to the cluster in batches; the
+    cache and the files stay here.
     """
     raw_texts = reps["raw_text"][1]
     tok = (
@@ -143,10 +146,11 @@ def build_bm25(
         if tokenizer == "auto"
         else (get_tokenizer(tokenizer))
     )
-    cached = CachedTokenizer(tok, cache) if cache is not None else None
+    work = ParallelTokenizer(tok, runner) if runner is not None else tok
+    cached = CachedTokenizer(work, cache) if cache is not None else None
     tables, stats = [], {"tokenizer": tok.name}
     for rep, (ids, texts) in reps.items():
-        index = build_index(ids, texts, tokenizer=cached or tok)
+        index = build_index(ids, texts, tokenizer=cached or work)
         index.tokenizer = tok  # the index answers queries with the plain tokenizer
         index.save(folder / "bm25" / rep)
         post = postings(index)

@@ -8,12 +8,14 @@ tests can count provider calls.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 
 from memory_pipeline.core.common.ids import text_hash
 from memory_pipeline.core.common.lang import detect_lang
+from memory_pipeline.core.common.parallel import batched, is_serial, map_tasks
 from memory_pipeline.core.common.redact import redact
 from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.common.schema import (
@@ -198,15 +200,31 @@ def representation_texts(
     return [lookup[i] for i in ids]
 
 
-def split_for(embedder: Embedder, texts: Sequence[str]) -> list[list[str]]:
+# texts per splitting task on a cluster: token counting is ~1 ms per text, so a few hundred
+# make a task worth its round trip
+SPLIT_BATCH = 256
+
+
+def _split_batch(embedder: Embedder, texts: Sequence[str]) -> list[list[str]]:
+    """``split_for`` of one batch: the work unit a Dask worker runs (module level: pickles)."""
+    split = embedder.split  # type: ignore[attr-defined]
+    return [split(t) for t in texts]
+
+
+def split_for(embedder: Embedder, texts: Sequence[str], runner: object = None) -> list[list[str]]:
     """Each text as the pieces ``embedder`` can take whole (``[text]`` when it fits).
 
     Local models say their window through ``split``; remote providers (8k+ token windows)
-    get the text as it is and flag a cut themselves."""
+    get the text as it is and flag a cut themselves. With a ``runner`` (a Dask client) a
+    local model's texts are split on the cluster in batches; a text's pieces do not
+    depend on its batch."""
     split = getattr(embedder, "split", None)
     if not callable(split):
         return [[t] for t in texts]
-    return [split(t) for t in texts]
+    if is_serial(runner) or getattr(embedder, "remote", False) or not texts:
+        return [split(t) for t in texts]
+    parts = map_tasks(partial(_split_batch, embedder), batched(texts, SPLIT_BATCH), runner)
+    return [pieces for part in parts for pieces in part]
 
 
 def embed_chunks(
@@ -218,59 +236,76 @@ def embed_chunks(
     cache: ContentCache,
     representations: Sequence[str] = REPRESENTATIONS,
     redact_text: bool = False,
+    runner: object = None,
 ) -> tuple[pa.Table, dict]:
     """L2-normalized vectors per chunk and representation (cache first, then provider).
 
     A text over the model's window is split into pieces that fit (one row per piece, search
     takes the best piece), so no tail is silently dropped. Returns the table and log-safe
     stats (cache hits, provider calls, texts split, pieces, truncations, errors).
+    ``runner`` (a Dask client, ``core/common/parallel.py``) splits and embeds on the
+    cluster, in the same batches and representation order as serially, so the vectors are
+    the same bits. The cache and the table stay here.
     """
     calls_before = embedder.calls
-    parts, hits, truncated_n, errors_n, redacted_n, split_n = [], 0, 0, 0, 0, 0
+    redacted_n, split_n = 0, 0
     schema = embeddings_schema(embedder.dim, embedder.provider, embedder.model)
     chunk_ids = chunks.column("chunk_id").to_pylist()
     dates = chunks.column("local_date").to_pylist()
+    jobs = []
     for rep in representations:
         values = representation_texts(chunks, summaries, texts, rep)
         if redact_text:
             cleaned = [redact(v) for v in values]
             values = [c[0] for c in cleaned]
             redacted_n += sum(sum(c[1].values()) for c in cleaned)
-        pieces = split_for(embedder, values)
+        pieces = split_for(embedder, values, runner)
         split_n += sum(len(p) > 1 for p in pieces)
+        jobs.append((rep, pieces))
+
+    def embed_one(job: tuple[str, list[list[str]]]) -> tuple[pa.Table, list[int]]:
+        rep, pieces = job
         flat = [p for ps in pieces for p in ps]
         owner = [i for i, ps in enumerate(pieces) for _ in ps]
         piece_no = [k for ps in pieces for k in range(len(ps))]
-        result = cached_embed(cache, embedder, flat, input_type="document")
+        result = cached_embed(cache, embedder, flat, input_type="document", runner=runner)
         dim = int(embedder.dim)
         vectors = np.asarray(result.vectors, dtype=np.float32).reshape(len(flat), dim)
-        hits += int(np.sum(result.hit_mask))
-        truncated_n += sum(result.truncated)
-        errors_n += sum(e is not None for e in result.errors)
+        counts = [
+            int(np.sum(result.hit_mask)),
+            sum(result.truncated),
+            sum(e is not None for e in result.errors),
+        ]
         flat_values = pa.array(vectors.reshape(-1), pa.float32())
         vector_col = pa.FixedSizeListArray.from_arrays(flat_values, dim)
         if any(e is not None for e in result.errors):
             mask = pa.array([e is not None for e in result.errors])
             vector_col = pa.compute.if_else(mask, pa.nulls(len(flat), vector_col.type), vector_col)
         n = len(flat)
-        parts.append(
-            pa.table(
-                {
-                    "chunk_id": pa.array([chunk_ids[i] for i in owner], pa.string()),
-                    "local_date": pa.array([dates[i] for i in owner], pa.date32()),
-                    "representation": [rep] * n,
-                    "piece": pa.array(piece_no, pa.int32()),
-                    "provider": [embedder.provider] * n,
-                    "model": [embedder.model] * n,
-                    "dim": pa.array([dim] * n, pa.int32()),
-                    "vector": vector_col,
-                    "text_hash": [text_hash(v) for v in flat],
-                    "truncated": list(result.truncated),
-                    "error": list(result.errors),
-                },
-                schema=schema,
-            )
+        part = pa.table(
+            {
+                "chunk_id": pa.array([chunk_ids[i] for i in owner], pa.string()),
+                "local_date": pa.array([dates[i] for i in owner], pa.date32()),
+                "representation": [rep] * n,
+                "piece": pa.array(piece_no, pa.int32()),
+                "provider": [embedder.provider] * n,
+                "model": [embedder.model] * n,
+                "dim": pa.array([dim] * n, pa.int32()),
+                "vector": vector_col,
+                "text_hash": [text_hash(v) for v in flat],
+                "truncated": list(result.truncated),
+                "error": list(result.errors),
+            },
+            schema=schema,
         )
+        return part, counts
+
+    # One representation after another, also on a cluster: a text an earlier representation
+    # embedded is read back from the cache, as serially; embedding it again in another batch
+    # would give different last bits (batch composition changes the model's sums).
+    done = [embed_one(job) for job in jobs]
+    parts = [part for part, _ in done]
+    hits, truncated_n, errors_n = (sum(c[k] for _, c in done) for k in range(3))
     table = pa.concat_tables(parts) if parts else schema.empty_table()
     stats = {
         "vectors": table.num_rows,

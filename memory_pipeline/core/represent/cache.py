@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -31,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from memory_pipeline.core.common.ids import text_hash
+from memory_pipeline.core.common.parallel import imap_tasks, is_serial
 from memory_pipeline.core.represent.providers.base import Embedder, Summarizer, chunk_indices
 from memory_pipeline.core.represent.providers.llm import EmptyCompletionError
 from memory_pipeline.core.represent.providers.retry import is_input_error
@@ -355,11 +357,17 @@ def embed_key_params(embedder: Embedder, input_type: str) -> dict:
     return {**embedder.params, "input_type": input_type}
 
 
+def _embed_batch(embedder: Embedder, input_type: str, texts: list[str]) -> Any:
+    """One provider batch: the work unit a Dask worker runs (module level, so it pickles)."""
+    return embedder.embed(texts, input_type)
+
+
 def cached_embed(
     cache: ContentCache,
     embedder: Embedder,
     texts: Sequence[str],
     input_type: str = "document",
+    runner: Any = None,
 ) -> CachedEmbeddings:
     """Vectors for ``texts``, asking the provider only for cache misses.
 
@@ -368,9 +376,16 @@ def cached_embed(
     most the batch in flight. Rows the provider rejected get ``errors[i]`` and a zero vector
     and are not cached. ``hit_mask[i]`` is True when row i came from the cache as it was
     before this call.
+
+    ``runner`` (a Dask client, ``core/common/parallel.py``) computes the batches on the
+    cluster for a local model, in the same batches as serially (so the vectors are the
+    same bits); results come back in order and are committed here, as they arrive. Remote
+    providers ignore it: they are latency-bound, and ``provider_api`` limits their rate.
     """
     texts = list(texts)
     n = len(texts)
+    if getattr(embedder, "remote", False):
+        runner = None
     key = cache.key_for(embedder.provider, embedder.model, embed_key_params(embedder, input_type))
     hashes = [text_hash(t) for t in texts]
     hits = cache.get_vector_entries(key, hashes)
@@ -390,8 +405,11 @@ def cached_embed(
             if callable(planner)
             else chunk_indices(len(miss_list), embedder.max_batch)
         )
-        for batch in batches:
-            result = embedder.embed([miss_list[j] for j in batch], input_type)
+        work = partial(_embed_batch, embedder, input_type)
+        results = imap_tasks(work, [[miss_list[j] for j in b] for b in batches], runner)
+        for batch, result in zip(batches, results, strict=True):
+            if not is_serial(runner):
+                embedder.calls += 1  # the worker's copy counted it
             ok = [k for k, err in enumerate(result.errors) if err is None]
             if ok:
                 cache.put_vectors(

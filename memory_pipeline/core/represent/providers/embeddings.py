@@ -488,6 +488,10 @@ class LocalEmbedder:
             self.window = int(self._st.max_seq_length)
         return self._st
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles without the loaded model (a Dask worker loads its own, once per process)."""
+        return {**self.__dict__, "_st": None}
+
     def key_params(self, input_type: str = "document") -> dict:
         """MiniLM uses no query/document prompts, so ``input_type`` is not part of the key."""
         if not self.dim:

