@@ -28,7 +28,8 @@ def rebuild_after_forget(
         resources = stage_resources(
             PipelineResource(
                 config_file=str(cfg.config_path) if cfg.config_path else None,
-                output_dir=str(cfg.output_dir),
+                output_dir=str(cfg.storage_root),
+                work_dir=str(cfg.output_dir) if cfg.output_uri else None,
             ),
             providers,
         )
