@@ -41,6 +41,7 @@ SCHEME = "s3://"
 # part below its 10 MiB part size in memory); above, temp key + server-side copy
 SINGLE_PUT_MAX = 5 * 1024 * 1024
 Location = Path | str
+CACHE_ENV = "MEMORY_PIPELINE_CACHE_DIR"  # where local copies of remote state go
 
 
 @dataclass(frozen=True)
@@ -307,12 +308,15 @@ def download_tree(remote: Location, local: Path) -> list[tuple[str, int]]:
 
 def cache_dir(location: Location) -> Path:
     """A local folder for derived state of a remote location (downloaded index versions,
-    and the default working folder): ``$XDG_CACHE_HOME/memory_pipeline/<bucket-prefix>-<hash>``
-    (``~/.cache`` without it); for a local location, the location itself."""
+    and the default working folder): ``<base>/<bucket-prefix>-<hash>`` where the base is
+    ``$MEMORY_PIPELINE_CACHE_DIR``, else ``$XDG_CACHE_HOME/memory_pipeline`` (``~/.cache``
+    without it); for a local location, the location itself."""
     if not is_remote(location):
         return Path(location)
     uri = str(location).rstrip("/")
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    base = os.environ.get(CACHE_ENV) or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "memory_pipeline"
+    )
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", uri[len(SCHEME) :]).strip("-")[:60]
     digest = hashlib.blake2b(uri.encode("utf-8"), digest_size=4).hexdigest()
-    return base / "memory_pipeline" / f"{slug}-{digest}"
+    return Path(base) / f"{slug}-{digest}"
