@@ -517,7 +517,12 @@ def with_output(
         uri = str(fs.normalize(value))
         if problem := fs.check_uri(uri):
             raise ConfigError(f"output_dir: {problem}")
-        work = Path(work_dir).resolve() if work_dir else fs.cache_dir(uri) / "work"
+        if work_dir:
+            work = Path(work_dir).resolve()
+        elif uri == cfg.output_uri:  # the configured bucket: keep its configured work_dir
+            work = cfg.output_dir
+        else:
+            work = fs.cache_dir(uri) / "work"
         return replace(cfg, output_dir=work, output_uri=uri)
     return replace(cfg, output_dir=Path(value).resolve(), output_uri=None)
 

@@ -372,6 +372,16 @@ class S3Build:
         self.home.mkdir()
         self.instance = dg.DagsterInstance.local_temp(str(self.home))
         self.config = _project(root, without_sam=False)
+        # the configuration names the bucket, as a deployment's would
+        text = self.config.read_text(encoding="utf-8")
+        assert 'output_dir = "data/output"' in text
+        self.config.write_text(
+            text.replace(
+                'output_dir = "data/output"',
+                f'output_dir = "{self.uri}"\nwork_dir = "work"',
+            ),
+            encoding="utf-8",
+        )
         self.runner = Runner(self.config, self.uri)
         self.cfg = self.runner.cfg
         self.s3 = s3
@@ -398,7 +408,8 @@ def built(s3, tmp_path_factory):
 
 def test_the_s3_build_produces_the_same_tables_as_on_disk(built):
     local, remote = built
-    assert remote.cfg.output_uri == remote.uri
+    assert remote.cfg.output_uri == remote.uri == load_config(remote.config).output_uri
+    assert remote.cfg.output_dir == remote.config.parent / "work"
     want, got = local.tables(), remote.runner.tables()
     assert set(want) == set(got) and "raw_messages" in got and "dossiers" in got
     for name, t in want.items():
