@@ -29,8 +29,12 @@ class S3Server:
 
     @classmethod
     def start(cls) -> S3Server:
+        import logging
+
         import boto3
         from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
 
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         started = threading.Event()

@@ -14,6 +14,7 @@ import datetime as dt
 import os
 import uuid
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,6 +25,7 @@ from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.tables import Table, table
 
 UNPARTITIONED = "all"
+REMOTE_READERS = 8  # concurrent object reads of one table (latency-bound, not CPU-bound)
 # A table as callers name it: a registry constant (``tables.SESSIONS``) or its name.
 TableRef = str | Table
 
@@ -127,7 +129,11 @@ class TableStore:
         else:
             present = set(self.dates(name))
             paths = [self.path(name, d) for d in sorted(set(days)) if d in present]
-        parts = [self._read_file(p, columns) for p in paths]
+        if self.remote and len(paths) > 1:  # one round trip per object: overlap them
+            with ThreadPoolExecutor(REMOTE_READERS) as pool:
+                parts = list(pool.map(lambda p: self._read_file(p, columns), paths))
+        else:
+            parts = [self._read_file(p, columns) for p in paths]
         if not parts:
             if schema is None:
                 raise FileNotFoundError(

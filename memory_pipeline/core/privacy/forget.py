@@ -355,7 +355,8 @@ def drop_derived(
             shutil.rmtree(p) if p.is_dir() else p.unlink()
     for p in rebuilt:
         if fs.is_remote(p):
-            fs.delete_file(p) or fs.delete_tree(p)
+            if not fs.delete_file(p):
+                fs.delete_tree(p)
         else:
             p = Path(p)
             shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
