@@ -43,7 +43,9 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import os
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -995,11 +997,22 @@ def contact_file_name(contact_id: str) -> str:
 
 
 def write_markdown_atomic(folder: Path | str, contact_id: str, markdown: str) -> Path | str:
-    """Write ``folder/<contact_file_name>`` atomically (``fs.write_text_atomic``: a temp
-    file + os.replace locally, one completed upload on object storage), so a reader sees
-    the old dossier or the new one, never a partial file."""
+    """Write ``folder/<contact_file_name>`` via a temp file in the same folder + os.replace,
+    so a reader sees the old dossier or the new one, never a partial file. An ``s3://``
+    folder gets one completed upload instead (``fs.write_text_atomic``)."""
     from memory_pipeline.core.common import fs
 
-    target = fs.join(folder, contact_file_name(contact_id))
-    fs.write_text_atomic(target, markdown)
+    if fs.is_remote(folder):
+        target = fs.join(folder, contact_file_name(contact_id))
+        fs.write_text_atomic(target, markdown)
+        return target
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / contact_file_name(contact_id)
+    tmp = folder / f".{target.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        tmp.write_text(markdown, encoding="utf-8")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
     return target
