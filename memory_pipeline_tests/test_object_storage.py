@@ -506,3 +506,25 @@ def test_the_cli_and_api_refuse_a_bad_bucket_in_one_line(tmp_path, monkeypatch):
     with pytest.raises(ConfigError) as err:
         load_config(cfg_file)
     assert "output_dir" in str(err.value) and "Traceback" not in str(err.value)
+
+
+def test_retention_purges_old_objects_and_every_index_version(s3, bucket, tmp_path):
+    from memory_pipeline.core.privacy import retention
+
+    store = TableStore(bucket)
+    for i in range(4):
+        store.write(T.RAW_MESSAGES, _raw(2, f"day{i}"), _day(i))
+    dossiers = fs.join(bucket, "dossiers")
+    fs.write_text_atomic(fs.join(dossiers, "Sam.md"), "# Sam\nquotes an old message\n")
+    root = P.index_root(bucket)
+    P.publish(root, _version(root, {"chunks.parquet": b"old texts"}))
+    (tmp_path / "warehouse.duckdb").write_bytes(b"derived")
+    entry = retention.purge_expired(bucket, 2, dossier_dir=dossiers, on=_day(4), work_dir=tmp_path)
+    assert entry is not None and entry["dates"] == [_day(0).isoformat(), _day(1).isoformat()]
+    assert store.dates(T.RAW_MESSAGES) == [_day(2), _day(3)]
+    keys = _keys(s3, bucket)
+    assert not [k for k in keys if "/indexes/" in k]  # every version and CURRENT
+    assert not [k for k in keys if k.endswith(".md")]
+    assert not (tmp_path / "warehouse.duckdb").exists()
+    assert not (fs.cache_dir(root) / "versions").exists()  # no local copy either
+    assert retention.retention_log(bucket) == [entry]  # the log is on the store

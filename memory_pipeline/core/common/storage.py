@@ -74,11 +74,7 @@ class TableStore:
         """Remove one partition (retention, forget); True if it existed."""
         return fs.delete_file(self.path(name, day))
 
-    def drop(self, name: TableRef) -> None:
-        """Remove a whole table (forget drops the derived tables before they are rebuilt)."""
-        fs.delete_tree(self.table_dir(name))
-
-    def write(self, name: TableRef, data: pa.Table, day: dt.date | None = None) -> Path:
+    def write(self, name: TableRef, data: pa.Table, day: dt.date | None = None) -> Location:
         """Atomically replace one partition (or the whole unpartitioned table).
 
         A partitioned table needs ``day`` and an unpartitioned one takes none: a file in the
@@ -127,8 +123,12 @@ class TableStore:
         elif days is None:
             paths = [self.path(name, d) for d in self.dates(name)]
         else:
-            present = set(self.dates(name))
-            paths = [self.path(name, d) for d in sorted(set(days)) if d in present]
+            wanted = sorted(set(days))
+            if self.remote:  # one listing instead of a request per day
+                present = set(self.dates(name))
+                paths = [self.path(name, d) for d in wanted if d in present]
+            else:
+                paths = [p for d in wanted if (p := Path(self.path(name, d))).is_file()]
         if self.remote and len(paths) > 1:  # one round trip per object: overlap them
             with ThreadPoolExecutor(REMOTE_READERS) as pool:
                 parts = list(pool.map(lambda p: self._read_file(p, columns), paths))
