@@ -7,6 +7,7 @@ README, "Search" and "Context packs").
 from __future__ import annotations
 
 import datetime as dt
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["SearchConfig", "context", "forget", "recall", "search", "searcher"]
 
 _LOCK = threading.Lock()
-_SEARCHERS: dict[tuple[Path, str], Any] = {}
+_SEARCHERS: dict[tuple[Path | str, str], Any] = {}
 _MEMORY_INDEXES: dict[tuple[Path, str], Any] = {}
 
 
@@ -26,15 +27,22 @@ def searcher(config: str | Path | None = None, output_dir: str | Path | None = N
 
     A new index version (after a run) is picked up on the next call.
     """
-    from memory_pipeline.config import load_config
+    from memory_pipeline.config import load_config, object_store_options
+    from memory_pipeline.core.common import fs
     from memory_pipeline.core.indexes.publish import current_version
     from memory_pipeline.core.retrieval.searcher import IndexNotBuilt, Searcher
 
-    out = Path(output_dir) if output_dir else load_config(config).output_dir
+    out = fs.normalize(os.fspath(output_dir)) if output_dir else load_config(config).storage_root
+    if fs.is_remote(out):  # s3://: endpoint and credentials from the AWS_* variables
+        fs.configure_s3(object_store_options())
+    else:
+        out = Path(out).resolve()
     version = current_version(out)
     if version is None:
-        raise IndexNotBuilt(f"no search index under {out / 'indexes'}: run `memory-pipeline run`")
-    key = (out.resolve(), version.name)
+        raise IndexNotBuilt(
+            f"no search index under {fs.join(out, 'indexes')}: run `memory-pipeline run`"
+        )
+    key = (out, version.name)
     with _LOCK:
         if key not in _SEARCHERS:
             _SEARCHERS.clear()
@@ -246,14 +254,17 @@ def forget(
     then rebuilds the indexes, storage report, evaluation and warehouse from what is left.
     ``dry_run`` only reports. Raises ``LookupError`` for an unknown contact.
     """
-    from memory_pipeline.config import load_config, with_overrides
+    from memory_pipeline.config import load_config, object_store_options, with_output
+    from memory_pipeline.core.common import fs
     from memory_pipeline.core.privacy.forget import apply_forget
     from memory_pipeline.defs.forget import plan_for
     from memory_pipeline.defs.forget_run import rebuild_after_forget
 
     cfg = load_config(config)
     if output_dir:
-        cfg = with_overrides(cfg, output_dir=Path(output_dir).resolve())
+        cfg = with_output(cfg, output_dir)
+    if cfg.output_uri:
+        fs.configure_s3(object_store_options())
     plan = plan_for(cfg, contact)
     lines = plan.summary_lines()
     if dry_run:

@@ -11,7 +11,9 @@ from collections import Counter
 from pathlib import Path
 from typing import NoReturn
 
-from memory_pipeline.config import ConfigError, PipelineConfig, load_config
+from memory_pipeline.config import ConfigError, PipelineConfig
+from memory_pipeline.config import load_config as _load_config
+from memory_pipeline.core.common import fs
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.records import SourceError
 
@@ -23,6 +25,17 @@ DEFAULT_LOCOMO = "../shared/data/locomo/locomo_dev.json"
 # exit codes (README, "CLI"): like grep, 1 is "no match" for search; 2 is bad input of any kind
 EXIT_OK, EXIT_NO_MATCH, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a writer killed by SIGPIPE
+
+
+def load_config(path: str | Path | None = None) -> PipelineConfig:
+    """The configuration; for an ``s3://`` output, the object store is set up from the
+    AWS_* variables (what Dagster's ObjectStoreResource reads too)."""
+    cfg = _load_config(path)
+    if cfg.output_uri:
+        from memory_pipeline.config import object_store_options
+
+        fs.configure_s3(object_store_options())
+    return cfg
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -180,11 +193,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     today = retention.today()  # one clock (UTC) for the cutoff and the partition range
     cutoff = retention.retention_cutoff(cfg.retain_days, today)
     purged = retention.purge_expired(
-        cfg.output_dir,
+        cfg.storage_root,
         cfg.retain_days,
         cache_path=cfg.cache_path,
         dossier_dir=cfg.dossiers_path,
         on=today,
+        work_dir=cfg.output_dir,
     )
     if purged:
         print(f"retention: purged {len(purged['dates'])} partitions before {purged['cutoff']}")
@@ -252,7 +266,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     checks_passed = sum(1 for run in runs for e in run.checks if e.passed)
     checks_warned = sum(len(run.warned) for run in runs)
     timings = {run.stage.name: run.seconds for run in runs}
-    store = TableStore(cfg.output_dir)
+    store = TableStore(cfg.storage_root)
     print_summary(store, cfg, (first, last), timings)
     print(
         f"asset checks: {checks_passed} passed, {checks_warned} warnings, 0 failed "
@@ -261,7 +275,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(_evaluation_line(runs, cfg))
     backfill = runs[0].result.dagster_run.tags.get("dagster/backfill")
     print(
-        f"search index: {cfg.output_dir / 'indexes'}\n"
+        f"search index: {fs.join(cfg.storage_root, 'indexes')}\n"
         f"dossiers: {cfg.dossiers_path}   storage report: "
         f"{store.table_dir(T.STORAGE_REPORT)}\n"
         f'try:  memory-pipeline search "what did we plan?" --k 3\n'
@@ -327,8 +341,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     from memory_pipeline.core.quality import checks as quality
 
     cfg = load_config(args.config)
-    store = TableStore(cfg.output_dir)
-    print(f"output: {cfg.output_dir}")
+    store = TableStore(cfg.storage_root)
+    print(f"output: {cfg.storage_root}")
     any_data = False
     for table in SUMMARY_TABLES:
         dates = store.dates(table)
@@ -435,10 +449,11 @@ def _published_index(cfg: PipelineConfig, representation: str):
         raise ConfigError(
             f"unknown representation {representation!r}; known: {', '.join(REPRESENTATIONS)}"
         )
-    version = current_version(cfg.output_dir)
+    version = current_version(cfg.storage_root)
     if version is None or not (version / "bm25" / representation).is_dir():
         raise IndexNotBuilt(
-            f"no BM25 index under {cfg.output_dir / 'indexes'}: run `memory-pipeline run`"
+            f"no BM25 index under {fs.join(cfg.storage_root, 'indexes')}: "
+            "run `memory-pipeline run`"
         )
     return load_index(version / "bm25" / representation)
 
@@ -760,7 +775,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     if args.list:
-        entries = forgotten_entries(cfg.output_dir)
+        entries = forgotten_entries(cfg.storage_root)
         for e in entries:
             print(f"{e['forgotten_on']}  {e['kind']:<12}  {e['hash']}")
         print(f"{len(entries)} forgotten (salted hashes; names and texts are never stored)")
@@ -785,7 +800,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     apply_forget(plan)
     _instance_home(cfg)
     ok = rebuild_after_forget(cfg, dg.DagsterInstance.get())
-    print(f"forgotten; the forget list keeps them out of every future run ({cfg.output_dir})")
+    print(f"forgotten; the forget list keeps them out of every future run ({cfg.storage_root})")
     if not ok:
         print("error: rebuilding the indexes failed: run `memory-pipeline run`", file=sys.stderr)
         return 1

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.common.timeutil import zone
 from memory_pipeline.core.indexes.tokenize import TOKENIZER_CHOICES
@@ -34,7 +35,14 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """Everything a run needs to know, resolved to absolute paths."""
+    """Everything a run needs to know, resolved to absolute paths.
+
+    ``output_dir`` is always a local folder: the output itself, or, when the configured
+    output is on object storage (``output_uri``, ``s3://bucket/prefix``), the local working
+    folder for derived, rebuildable state (provider cache, DuckDB warehouse, evaluation
+    reports). ``storage_root`` is where the storage of record lives: hand it to
+    ``TableStore``, ``index_root`` and the privacy functions.
+    """
 
     owner: str
     timezone: str
@@ -54,11 +62,22 @@ class PipelineConfig:
     eval_locomo: Path | None = None  # a LoCoMo-format file to benchmark against
     dossier_dir: Path | None = None  # where the current dossiers go as <contact>.md
     retain_days: int | None = None  # [privacy]: purge partitions older than this; None = keep all
+    output_uri: str | None = None  # s3://bucket/prefix when the outputs are on object storage
 
     @property
-    def dossiers_path(self) -> Path:
-        """The configured folder, else ``dossiers/`` beside the output folder (data/dossiers)."""
-        return self.dossier_dir or self.output_dir.parent / "dossiers"
+    def storage_root(self) -> Path | str:
+        """Where tables, index versions and the forget list live: the URI, else output_dir."""
+        return self.output_uri or self.output_dir
+
+    @property
+    def dossiers_path(self) -> Path | str:
+        """The configured folder, else ``dossiers/`` beside the output folder (data/dossiers);
+        on object storage ``<output_uri>/dossiers``."""
+        if self.dossier_dir:
+            return self.dossier_dir
+        if self.output_uri:
+            return fs.join(self.output_uri, "dossiers")
+        return self.output_dir.parent / "dossiers"
 
     @property
     def cache_path(self) -> Path:
@@ -113,6 +132,7 @@ PIPELINE_KEYS = (
     "chunk_size",
     "chunk_stride",
     "dossier_dir",
+    "work_dir",
 )
 # a tokenizer name as [retrieval].tokenizer accepts it: one of the indexes' tokenizers, or auto
 TOKENIZERS = frozenset(TOKENIZER_CHOICES)
@@ -149,6 +169,7 @@ def parse_config(
         start_date=pipe.start,
         end_date=pipe.end,
         output_dir=pipe.output_dir.resolve(),
+        output_uri=pipe.output_uri,
         sources=tuple(sources.specs),
         session_gap_minutes=pipe.gap,
         chunk_size=pipe.size,
@@ -175,6 +196,7 @@ class _PipelineValues:
     start: dt.date | None
     end: dt.date | None
     output_dir: Path  # not resolved yet (PipelineConfig gets the resolved path)
+    output_uri: str | None  # s3://... output; output_dir is then the local working folder
     dossier_dir: Path | None
     gap: int
     size: int
@@ -205,16 +227,41 @@ def _pipeline_values(
     end = _date(pipe, "end_date", False, errors)
     if start and end and end < start:
         errors.append(f"[pipeline].end_date: {end} is before start_date {start}")
-    output_dir = base_dir / str(pipe.get("output_dir", "data/output"))
-    dossier_dir = (
-        (base_dir / str(pipe["dossier_dir"])).resolve() if pipe.get("dossier_dir") else None
-    )
+    output_dir, output_uri = _output(pipe, base_dir, errors)
+    dossier_dir = None
+    if pipe.get("dossier_dir"):
+        value = str(pipe["dossier_dir"])
+        if fs.is_remote(value):
+            errors.append(
+                "[pipeline].dossier_dir: an s3:// dossier folder is the default "
+                "(<output_dir>/dossiers) when output_dir is on object storage"
+            )
+        else:
+            dossier_dir = (base_dir / value).resolve()
     gap = _int_in_range(pipe, "session_gap_minutes", 180, 1, MAX_GAP_MINUTES, errors)
     size = _int_in_range(pipe, "chunk_size", DEFAULT_SIZE, 1, 10_000, errors)
     stride = _int_in_range(pipe, "chunk_stride", DEFAULT_STRIDE, 1, 10_000, errors)
     if stride > size:
         errors.append(f"[pipeline].chunk_stride: {stride} > chunk_size {size} would skip messages")
-    return _PipelineValues(owner, timezone, start, end, output_dir, dossier_dir, gap, size, stride)
+    return _PipelineValues(
+        owner, timezone, start, end, output_dir, output_uri, dossier_dir, gap, size, stride
+    )
+
+
+def _output(pipe: Mapping[str, Any], base_dir: Path, errors: list[str]) -> tuple[Path, str | None]:
+    """(local folder, object-storage URI or None) of ``output_dir``.
+
+    A local output is its own working folder (unchanged behaviour; ``work_dir`` is not
+    used). An ``s3://bucket/prefix`` output keeps its derived state in ``work_dir``
+    (relative to the config file), by default a cache folder keyed by the URI."""
+    value = str(pipe.get("output_dir", "data/output"))
+    if not fs.is_remote(value):
+        return base_dir / value, None
+    uri = str(fs.normalize(value))
+    if problem := fs.check_uri(uri):
+        errors.append(f"[pipeline].output_dir: {problem}")
+    work = pipe.get("work_dir")
+    return (base_dir / str(work)) if work else fs.cache_dir(uri) / "work", uri
 
 
 def _required_str(pipe: Mapping[str, Any], key: str, errors: list[str]) -> str:
@@ -458,3 +505,35 @@ def _check_sources_enabled(sources: _Sources, env: Mapping[str, str], errors: li
 def with_overrides(cfg: PipelineConfig, **changes: Any) -> PipelineConfig:
     """A copy with some fields replaced (tests and benchmarks)."""
     return replace(cfg, **changes)
+
+
+def with_output(
+    cfg: PipelineConfig, output: str | os.PathLike[str], work_dir: str | None = None
+) -> PipelineConfig:
+    """A copy writing to another output: a local folder, or an ``s3://`` URI (whose local
+    working folder is ``work_dir``, default a cache folder keyed by the URI)."""
+    value = os.fspath(output)
+    if fs.is_remote(value):
+        uri = str(fs.normalize(value))
+        if problem := fs.check_uri(uri):
+            raise ConfigError(f"output_dir: {problem}")
+        if work_dir:
+            work = Path(work_dir).resolve()
+        elif uri == cfg.output_uri:  # the configured bucket: keep its configured work_dir
+            work = cfg.output_dir
+        else:
+            work = fs.cache_dir(uri) / "work"
+        return replace(cfg, output_dir=work, output_uri=uri)
+    return replace(cfg, output_dir=Path(value).resolve(), output_uri=None)
+
+
+def object_store_options(env: Mapping[str, str] | None = None) -> fs.S3Options:
+    """The S3 endpoint and credentials from the standard AWS variables (the CLI and the
+    app API; Dagster reads the same variables through ``ObjectStoreResource``)."""
+    env = os.environ if env is None else env
+    return fs.S3Options(
+        endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
+        access_key_id=env.get("AWS_ACCESS_KEY_ID") or None,
+        secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
+        region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
+    )

@@ -22,7 +22,7 @@ from memory_pipeline.defs.providers import provider_resources
 from memory_pipeline.defs.representations import (
     build_representation_assets,
 )
-from memory_pipeline.defs.resources import PipelineResource
+from memory_pipeline.defs.resources import ObjectStoreResource, PipelineResource
 from memory_pipeline.defs.retention import RETENTION, retention_asset
 from memory_pipeline.defs.runner import stage_jobs
 from memory_pipeline.defs.sensors import build_sensors
@@ -74,7 +74,8 @@ def build_definitions(cfg: PipelineConfig, config_file: str | None = None) -> dg
         sensors=[automation_sensor(), *build_sensors(daily, memories)],
         resources={
             "pipeline": PipelineResource(
-                config_file=config_file or (str(cfg.config_path) if cfg.config_path else None)
+                config_file=config_file or (str(cfg.config_path) if cfg.config_path else None),
+                object_store=ObjectStoreResource.from_env(),
             ),
             **provider_resources(),
         },

@@ -67,7 +67,7 @@ def evaluation(context: dg.AssetExecutionContext, pipeline: PipelineResource):
 
     cfg, store = pipeline.cfg, pipeline.store
     out = cfg.output_dir / "eval"
-    searcher = Searcher(cfg.output_dir)
+    searcher = Searcher(cfg.storage_root)
     questions, notes = [], []
     if cfg.eval_questions:
         questions, report = load_jsonl_questions(cfg.eval_questions)

@@ -19,7 +19,11 @@ FORGET_JOB = "forget_contact"
 def plan_for(cfg: PipelineConfig, contact: str) -> ForgetPlan:
     """What forgetting ``contact`` removes under ``cfg``'s folders (changes nothing)."""
     return plan_forget(
-        cfg.output_dir, contact, dossier_dir=cfg.dossiers_path, cache_path=cfg.cache_path
+        cfg.storage_root,
+        contact,
+        dossier_dir=cfg.dossiers_path,
+        cache_path=cfg.cache_path,
+        work_dir=cfg.output_dir,
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import dagster as dg
 
 from memory_pipeline.config import PipelineConfig
-from memory_pipeline.defs.resources import PipelineResource
+from memory_pipeline.defs.resources import ObjectStoreResource, PipelineResource
 
 # the unpartitioned stages over everything stored: rebuilt after a forget
 REBUILD_STAGES = ("indexes", "storage", "evaluation", "warehouse")
@@ -23,15 +23,16 @@ def rebuild_after_forget(
     from memory_pipeline.defs.runner import materialize_stages, stage_resources, stages
 
     defs = build_definitions(cfg)
-    resources = None
-    if providers is not None:
-        resources = stage_resources(
-            PipelineResource(
-                config_file=str(cfg.config_path) if cfg.config_path else None,
-                output_dir=str(cfg.output_dir),
-            ),
-            providers,
-        )
+    # the output of ``cfg`` (which may override the file's, e.g. an s3:// URI), not the file's
+    resources = stage_resources(
+        PipelineResource(
+            config_file=str(cfg.config_path) if cfg.config_path else None,
+            output_dir=str(cfg.storage_root),
+            work_dir=str(cfg.output_dir) if cfg.output_uri else None,
+            object_store=ObjectStoreResource.from_env(),
+        ),
+        providers,
+    )
     runs = materialize_stages(
         defs,
         stages(*REBUILD_STAGES),

@@ -122,7 +122,7 @@ def search_indexes(
     reps = representation_table(
         chunks, store.read(T.CHUNK_SUMMARIES), store.read(T.EMBEDDING_TEXTS)
     )
-    root = index_root(cfg.output_dir)
+    root = index_root(cfg.storage_root)
     version = new_version(root)
     with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
         bm25 = build_bm25(reps, version, cfg.tokenizer, cache=cache, runner=dask.runner())

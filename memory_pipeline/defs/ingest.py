@@ -110,10 +110,10 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         days = [d for d in keys_to_dates(context.partition_keys) if cutoff is None or d >= cutoff]
         t0 = time.perf_counter()
         if cutoff is not None:  # expired rows hash their positions with the folder's salt
-            ensure_salt(cfg.output_dir)
+            ensure_salt(cfg.storage_root)
         try:
             result = read_all_tables(
-                cfg.sources, days, cfg.start_date, load_forget_list(cfg.output_dir), cutoff
+                cfg.sources, days, cfg.start_date, load_forget_list(cfg.storage_root), cutoff
             )
         except SourceError as exc:
             raise dg.Failure(description=str(exc)) from None

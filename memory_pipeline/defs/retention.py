@@ -35,7 +35,11 @@ def retention_asset(context: dg.AssetExecutionContext, pipeline: PipelineResourc
     cfg = pipeline.cfg
     cutoff = retention_cutoff(cfg.retain_days)
     entry = purge_expired(
-        cfg.output_dir, cfg.retain_days, cache_path=cfg.cache_path, dossier_dir=cfg.dossiers_path
+        cfg.storage_root,
+        cfg.retain_days,
+        cache_path=cfg.cache_path,
+        dossier_dir=cfg.dossiers_path,
+        work_dir=cfg.output_dir,
     )
     purged = entry["dates"] if entry else []
     context.log.info(

@@ -40,7 +40,7 @@ STORAGE_REPORT = asset_key(T.STORAGE_REPORT)
 )
 def storage_report_asset(context: dg.AssetExecutionContext, pipeline: PipelineResource):
     cfg, store = pipeline.cfg, pipeline.store
-    report = storage_report(cfg.output_dir, cfg.dossiers_path)
+    report = storage_report(cfg.storage_root, cfg.dossiers_path, cfg.cache_path.parent)
     store.write(T.STORAGE_REPORT, report)
     total = sum(r["bytes"] for r in report.to_pylist() if r["category"] != "source") or 0
     context.log.info(f"storage_report: {report.num_rows} components")

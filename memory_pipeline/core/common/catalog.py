@@ -17,6 +17,11 @@ For apps (README, "DuckDB for apps"):
   with :func:`connect` (it sets ``file_search_path`` to the warehouse's folder), or with the
   CLI from inside the output folder (``cd data/output && duckdb -readonly warehouse.duckdb``),
   or ``SET file_search_path = '<output folder>'`` first.
+- **On object storage** (an ``s3://`` output) the warehouse is a local file in the working
+  folder holding *tables*, not views: DuckDB's ``httpfs`` extension cannot be installed
+  offline, so each table is read through pyarrow (``TableStore.read``) and copied in. The
+  warehouse is then a snapshot as of its last refresh (the Dagster ``warehouse`` asset
+  runs after every stage that writes), swapped in atomically like the view catalog.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.tables import REGISTRY, Table
 
 if TYPE_CHECKING:
@@ -65,12 +71,10 @@ def connect(db_path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyConnecti
     import duckdb
 
     folder = Path(db_path).resolve().parent.as_posix()
-    return duckdb.connect(
-        str(db_path), read_only=read_only, config={"file_search_path": folder}
-    )
+    return duckdb.connect(str(db_path), read_only=read_only, config={"file_search_path": folder})
 
 
-def refresh_catalog(db_path: Path, parquet_root: Path) -> list[str]:
+def refresh_catalog(db_path: Path, parquet_root: Path | str) -> list[str]:
     """Write a new warehouse with a view per table that has files, swap it in atomically;
     returns the view names.
 
@@ -80,17 +84,24 @@ def refresh_catalog(db_path: Path, parquet_root: Path) -> list[str]:
     warehouse's folder (``os.path.relpath``), so moving the output folder keeps the views.
     """
     db_path = Path(db_path)
-    present = [t.name for t in REGISTRY if any((parquet_root / t.name).glob("*.parquet"))]
+    remote = fs.is_remote(parquet_root)
+    if remote:
+        present = [t.name for t in REGISTRY if fs.list_files(fs.join(parquet_root, t.name))]
+    else:
+        parquet_root = Path(parquet_root)
+        present = [t.name for t in REGISTRY if any((parquet_root / t.name).glob("*.parquet"))]
     db_path.parent.mkdir(parents=True, exist_ok=True)
     for stale in db_path.parent.glob(db_path.name + TMP_MARK + "*"):
         stale.unlink(missing_ok=True)  # left by a refresh that died before its rename
     tmp = db_path.with_name(f"{db_path.name}{TMP_MARK}{uuid.uuid4().hex[:12]}")
-    rel = Path(os.path.relpath(parquet_root.resolve(), db_path.parent.resolve())).as_posix()
     try:
         con = connect(tmp, read_only=False)  # views bind now: paths resolve as readers will
         try:
-            if present:
-                con.execute(views_sql(rel, present))
+            if remote:
+                _load_tables(con, str(parquet_root), present)
+            elif present:
+                rel = os.path.relpath(parquet_root.resolve(), db_path.parent.resolve())
+                con.execute(views_sql(Path(rel).as_posix(), present))
             con.execute("CHECKPOINT")
         finally:
             con.close()
@@ -101,3 +112,15 @@ def refresh_catalog(db_path: Path, parquet_root: Path) -> list[str]:
     finally:
         tmp.unlink(missing_ok=True)
     return present
+
+
+def _load_tables(con: duckdb.DuckDBPyConnection, parquet_root: str, names: list[str]) -> None:
+    """One DuckDB table per stored table, read through pyarrow (one at a time: the peak
+    memory is the largest table, not all of them)."""
+    from memory_pipeline.core.common.storage import TableStore
+
+    store = TableStore(parquet_root.rsplit("/", 1)[0])
+    for name in names:
+        con.register("_incoming", store.read(name))
+        con.execute(f"CREATE TABLE {name} AS SELECT * FROM _incoming")
+        con.unregister("_incoming")

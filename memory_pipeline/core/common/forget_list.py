@@ -1,6 +1,7 @@
 """The forget list: which contacts, conversations and source files must never come back.
 
-It lives in the output folder (``<output>/privacy/``) as salted hashes only: a reader of the
+It lives in the output folder (``<output>/privacy/``; through ``fs.py``, so on object
+storage too and every worker honours one list) as salted hashes only: a reader of the
 list learns neither names nor text, and without the salt (stored beside it, so the pipeline
 can match records) a guessed name cannot be checked against another machine's list. Ingest
 reads it and turns every record of a listed conversation, contact or file into a
@@ -19,9 +20,10 @@ import hashlib
 import json
 import secrets
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from memory_pipeline.core.common import fs
 from memory_pipeline.core.common import records as R
+from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
 from memory_pipeline.core.common.storage import write_text_atomic
 
@@ -32,9 +34,9 @@ KINDS = ("contact", "conversation", "file")
 FORGOTTEN_DETAIL = "the conversation is on the forget list"
 
 
-def privacy_dir(output_dir: Path) -> Path:
+def privacy_dir(output_dir: Location) -> Location:
     """Where the forget list and its salt live."""
-    return Path(output_dir) / PRIVACY_DIR
+    return fs.join(output_dir, PRIVACY_DIR)
 
 
 def salted_hash(salt: bytes, *parts: str) -> str:
@@ -145,42 +147,47 @@ def forgotten_record(
     )
 
 
-def load_forget_list(output_dir: Path, *, create: bool = False) -> ForgetList:
+def _read(path: Location) -> str | None:
+    try:
+        return fs.read_text(path)
+    except FileNotFoundError:
+        return None
+
+
+def load_forget_list(output_dir: Location, *, create: bool = False) -> ForgetList:
     """The output folder's forget list (empty, with a fresh salt only if ``create``)."""
     folder = privacy_dir(output_dir)
-    salt_path, list_path = folder / SALT_FILE, folder / LIST_FILE
-    if salt_path.is_file():
-        salt = bytes.fromhex(salt_path.read_text(encoding="utf-8").strip())
+    salt_text = _read(fs.join(folder, SALT_FILE))
+    if salt_text is not None:
+        salt = bytes.fromhex(salt_text.strip())
     elif create:
         salt = secrets.token_bytes(32)
     else:
         return ForgetList(salt=b"")
     entries = []
-    if list_path.is_file():
-        entries = json.loads(list_path.read_text(encoding="utf-8"))["entries"]
+    if (list_text := _read(fs.join(folder, LIST_FILE))) is not None:
+        entries = json.loads(list_text)["entries"]
     return ForgetList(salt=salt, entries=entries)
 
 
-def ensure_salt(output_dir: Path) -> bytes:
+def ensure_salt(output_dir: Location) -> bytes:
     """The output folder's salt, created (and written, atomically) when there is none yet.
 
     Retention's ``expired`` rows hash their positions with it even before anything is
     forgotten, and a re-run must write the same rows, so the salt has to persist.
     """
-    path = privacy_dir(output_dir) / SALT_FILE
-    if path.is_file():
-        return bytes.fromhex(path.read_text(encoding="utf-8").strip())
+    path = fs.join(privacy_dir(output_dir), SALT_FILE)
+    if (text := _read(path)) is not None:
+        return bytes.fromhex(text.strip())
     salt = secrets.token_bytes(32)
-    path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, salt.hex())
     return salt
 
 
-def save_forget_list(output_dir: Path, forget: ForgetList) -> Path:
+def save_forget_list(output_dir: Location, forget: ForgetList) -> Location:
     """Write the list and its salt atomically (the salt first: a list is useless without it)."""
     folder = privacy_dir(output_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(folder / SALT_FILE, forget.salt.hex())
-    target = folder / LIST_FILE
+    write_text_atomic(fs.join(folder, SALT_FILE), forget.salt.hex())
+    target = fs.join(folder, LIST_FILE)
     write_text_atomic(target, json.dumps({"entries": forget.entries}, indent=1, sort_keys=True))
     return target

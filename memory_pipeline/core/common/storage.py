@@ -1,9 +1,11 @@
 """Parquet storage of record: one file per table and partition date, written atomically.
 
 Layout: ``<root>/parquet/<table>/<YYYY-MM-DD>.parquet`` (unpartitioned tables:
-``<root>/parquet/<table>/all.parquet``). A file is written to a temporary name in the same
-folder and renamed over the old one, so a reader sees the old partition or the new one,
-never half of either, and re-running a partition replaces it (idempotent).
+``<root>/parquet/<table>/all.parquet``). The root is a local folder or an ``s3://`` URI
+(``fs.py``). Locally a file is written to a temporary name in the same folder and renamed
+over the old one; on object storage the partition is serialized in memory and sent as one
+completed upload. Either way a reader sees the old partition or the new one, never half of
+either, and re-running a partition replaces it (idempotent).
 """
 
 from __future__ import annotations
@@ -12,54 +14,67 @@ import datetime as dt
 import os
 import uuid
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from memory_pipeline.core.common import fs
+from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.tables import Table, table
 
 UNPARTITIONED = "all"
+REMOTE_READERS = 8  # concurrent object reads of one table (latency-bound, not CPU-bound)
 # A table as callers name it: a registry constant (``tables.SESSIONS``) or its name.
 TableRef = str | Table
 
 
 class TableStore:
-    """Reads and writes the pipeline's Parquet tables under one root folder.
+    """Reads and writes the pipeline's Parquet tables under one root folder (or URI).
 
-    Every method takes a registered table (or its name, resolved through the registry, so a
+    ``path``/``table_dir`` return a ``Path`` for a local root and an ``s3://`` string for a
+    remote one; read them through ``fs`` (never ``open``) when the root may be remote. Every
+    method takes a registered table (or its name, resolved through the registry, so a
     misspelt name fails at once instead of writing a new folder); schema and partitioning
     come from the registry: a fixed-schema table is written and read in its schema.
     """
 
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
-        self.parquet_root = self.root / "parquet"
+    def __init__(self, root: Location) -> None:
+        self.root = fs.normalize(root)
+        self.remote = fs.is_remote(self.root)
+        self.parquet_root = fs.join(self.root, "parquet")
 
-    def table_dir(self, name: TableRef) -> Path:
-        return self.parquet_root / table(name).name
+    def table_dir(self, name: TableRef) -> Location:
+        return fs.join(self.parquet_root, table(name).name)
 
-    def path(self, name: TableRef, day: dt.date | None = None) -> Path:
+    def path(self, name: TableRef, day: dt.date | None = None) -> Location:
         file = UNPARTITIONED if day is None else day.isoformat()
-        return self.table_dir(name) / f"{file}.parquet"
+        return fs.join(self.table_dir(name), f"{file}.parquet")
 
     def has(self, name: TableRef, day: dt.date | None = None) -> bool:
-        return self.path(name, day).is_file()
+        path = self.path(name, day)
+        return fs.is_file(path) if self.remote else Path(path).is_file()
 
     def dates(self, name: TableRef) -> list[dt.date]:
-        """Partition dates present on disk, sorted."""
-        folder = self.table_dir(name)
-        if not folder.is_dir():
-            return []
+        """Partition dates present in the store, sorted."""
         out = []
-        for p in folder.glob("*.parquet"):
+        for rel, _ in fs.list_files(self.table_dir(name), ".parquet"):
             try:
-                out.append(dt.date.fromisoformat(p.stem))
+                out.append(dt.date.fromisoformat(rel[: -len(".parquet")]))
             except ValueError:
                 continue
         return sorted(out)
 
-    def write(self, name: TableRef, data: pa.Table, day: dt.date | None = None) -> Path:
+    def files(self, name: TableRef) -> list[tuple[str, int]]:
+        """(file name, bytes) of the table's Parquet files (the storage report sizes them)."""
+        return fs.list_files(self.table_dir(name), ".parquet")
+
+    def delete(self, name: TableRef, day: dt.date | None = None) -> bool:
+        """Remove one partition (retention, forget); True if it existed."""
+        return fs.delete_file(self.path(name, day))
+
+    def write(self, name: TableRef, data: pa.Table, day: dt.date | None = None) -> Location:
         """Atomically replace one partition (or the whole unpartitioned table).
 
         A partitioned table needs ``day`` and an unpartitioned one takes none: a file in the
@@ -74,13 +89,20 @@ class TableStore:
         if schema is not None:
             data = data.select(schema.names).cast(schema)
         target = self.path(name, day)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-        try:
-            pq.write_table(data, tmp, compression="zstd")
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
+        if not self.remote:
+            target = Path(target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+            try:
+                pq.write_table(data, tmp, compression="zstd")
+                os.replace(tmp, target)
+            finally:
+                tmp.unlink(missing_ok=True)
+            return target
+        # serialized whole first: an encoding failure never reaches the store
+        sink = pa.BufferOutputStream()
+        pq.write_table(data, sink, compression="zstd")
+        fs.write_bytes_atomic(target, sink.getvalue())
         return target
 
     def read(
@@ -101,8 +123,17 @@ class TableStore:
         elif days is None:
             paths = [self.path(name, d) for d in self.dates(name)]
         else:
-            paths = [p for d in sorted(set(days)) if (p := self.path(name, d)).is_file()]
-        parts = [pq.read_table(p, columns=columns) for p in paths]
+            wanted = sorted(set(days))
+            if self.remote:  # one listing instead of a request per day
+                present = set(self.dates(name))
+                paths = [self.path(name, d) for d in wanted if d in present]
+            else:
+                paths = [p for d in wanted if (p := Path(self.path(name, d))).is_file()]
+        if self.remote and len(paths) > 1:  # one round trip per object: overlap them
+            with ThreadPoolExecutor(REMOTE_READERS) as pool:
+                parts = list(pool.map(lambda p: self._read_file(p, columns), paths))
+        else:
+            parts = [self._read_file(p, columns) for p in paths]
         if not parts:
             if schema is None:
                 raise FileNotFoundError(
@@ -115,13 +146,15 @@ class TableStore:
             else pa.concat_tables([t.cast(schema) for t in parts])
         )
 
+    def _read_file(self, path: Location, columns: list[str] | None) -> pa.Table:
+        if not self.remote:
+            return pq.read_table(path, columns=columns)
+        filesystem, key = fs.resolve(path)
+        return pq.read_table(key, columns=columns, filesystem=filesystem)
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` by ``text`` through a temp file in the same folder + ``os.replace``:
-    a reader (or a crash) sees the old file or the new one, never half of it."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+def write_text_atomic(path: Location, text: str) -> None:
+    """Replace ``path`` by ``text``: locally through a temp file in the same folder +
+    ``os.replace``, on object storage as one completed upload; a reader (or a crash) sees
+    the old file or the new one, never half of it."""
+    fs.write_text_atomic(path, text)

@@ -996,9 +996,16 @@ def contact_file_name(contact_id: str) -> str:
     return f"{stem}.md"
 
 
-def write_markdown_atomic(folder: Path, contact_id: str, markdown: str) -> Path:
+def write_markdown_atomic(folder: Path | str, contact_id: str, markdown: str) -> Path | str:
     """Write ``folder/<contact_file_name>`` via a temp file in the same folder + os.replace,
-    so a reader sees the old dossier or the new one, never a partial file."""
+    so a reader sees the old dossier or the new one, never a partial file. An ``s3://``
+    folder gets one completed upload instead (``fs.write_text_atomic``)."""
+    from memory_pipeline.core.common import fs
+
+    if fs.is_remote(folder):
+        target = fs.join(folder, contact_file_name(contact_id))
+        fs.write_text_atomic(target, markdown)
+        return target
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / contact_file_name(contact_id)

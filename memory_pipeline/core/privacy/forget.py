@@ -17,6 +17,11 @@ still keeps ingest from bringing them back), then:
   and embedding texts, and any cached text/JSON payload that quotes one of their messages,
   then checkpoints and VACUUMs so no freed page or WAL frame keeps the text;
 - deletes the contact's dossier ``.md`` file.
+
+Every scan and deletion of the storage of record goes through ``core/common/fs.py``, so an
+``s3://`` output loses the contact's objects too (and the local copies of its index
+versions); ``work_dir`` is the local folder of the warehouse and the evaluation outputs
+(the output folder itself when it is local).
 """
 
 from __future__ import annotations
@@ -32,8 +37,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memory_pipeline.core.common import fs, timeutil
 from memory_pipeline.core.common import tables as T
-from memory_pipeline.core.common import timeutil
 from memory_pipeline.core.common.forget_list import (
     ForgetList,
     file_key,
@@ -41,9 +46,10 @@ from memory_pipeline.core.common.forget_list import (
     load_forget_list,
     save_forget_list,
 )
+from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.ids import text_hash
 from memory_pipeline.core.common.storage import TableStore
-from memory_pipeline.core.indexes.publish import index_root
+from memory_pipeline.core.indexes.publish import drop_local_copies, index_root, list_versions
 from memory_pipeline.core.ingest.normalize import quarantine_table
 from memory_pipeline.core.memories.dossier import contact_file_name
 
@@ -76,7 +82,7 @@ class ForgetPlan:
     """What forgetting one contact removes (counts and paths only: safe to print)."""
 
     contact_id: str
-    output_dir: Path
+    output_dir: Location
     conversations: set[str] = field(default_factory=set)
     files: set[tuple[str, str]] = field(default_factory=set)
     session_ids: set[str] = field(default_factory=set)
@@ -84,11 +90,12 @@ class ForgetPlan:
     texts: set[str] = field(default_factory=set)  # message and derived texts, never printed
     text_hashes: set[str] = field(default_factory=set)
     rows: dict[tuple[str, dt.date], int] = field(default_factory=dict)
-    index_versions: list[Path] = field(default_factory=list)
-    rebuilt: list[Path] = field(default_factory=list)
+    index_versions: list[Location] = field(default_factory=list)
+    rebuilt: list[Location] = field(default_factory=list)
     cache_path: Path | None = None
     cache_entries: int = 0
-    dossier_files: list[Path] = field(default_factory=list)
+    dossier_files: list[Location] = field(default_factory=list)
+    work_dir: Path | None = None  # warehouse + eval; None = output_dir (a local output)
 
     def summary_lines(self) -> list[str]:
         """Human-readable lines: tables/partitions/rows, versions, cache, files."""
@@ -154,11 +161,21 @@ def _mask(t: T.Table, data: pa.Table, plan: ForgetPlan) -> pa.Array:
 
 
 def plan_forget(
-    output_dir: Path, contact: str, *, dossier_dir: Path, cache_path: Path
+    output_dir: Location,
+    contact: str,
+    *,
+    dossier_dir: Location,
+    cache_path: Path,
+    work_dir: Path | None = None,
 ) -> ForgetPlan:
     """Everything forgetting ``contact`` would remove; changes nothing."""
     store = TableStore(output_dir)
-    plan = ForgetPlan(resolve_contact(store, contact), Path(output_dir), cache_path=cache_path)
+    plan = ForgetPlan(
+        resolve_contact(store, contact),
+        fs.normalize(output_dir),
+        cache_path=cache_path,
+        work_dir=work_dir,
+    )
     msgs = store.read(T.RAW_MESSAGES)
     mine = msgs.filter(pc.equal(msgs["contact_id"], plan.contact_id))
     plan.conversations = set(mine["conversation_id"].to_pylist())
@@ -196,17 +213,19 @@ def plan_forget(
         plan.text_hashes |= set(rows["text_hash"].to_pylist())
     excerpts = quarantine.filter(_mask(T.QUARANTINE, quarantine, plan))["raw"].to_pylist()
     plan.texts |= {x for x in excerpts if x}
-    root = index_root(output_dir)
-    plan.index_versions = sorted(p for p in root.glob("v-*") if p.is_dir()) if root.is_dir() else []
-    store_root = Path(output_dir)
-    plan.rebuilt = [p for p in (store.table_dir(t) for t in REBUILT_TABLES) if p.exists()]
-    plan.rebuilt += [
-        p for p in (store_root / "warehouse.duckdb", store_root / "eval") if p.exists()
-    ]
+    plan.index_versions = list_versions(index_root(output_dir))
+    plan.rebuilt = derived_outputs(store, work_dir or Path(output_dir))
     plan.cache_entries = len(_cache_victims(cache_path, plan)) if cache_path.is_file() else 0
-    dossier = Path(dossier_dir) / contact_file_name(plan.contact_id)
-    plan.dossier_files = [dossier] if dossier.exists() else []
+    dossier = fs.join(dossier_dir, contact_file_name(plan.contact_id))
+    plan.dossier_files = [dossier] if fs.is_file(dossier) else []
     return plan
+
+
+def derived_outputs(store: TableStore, work_dir: Path) -> list[Location]:
+    """The rebuilt tables present in the store, and the warehouse and evaluation folder in
+    the local working folder."""
+    out = [p for p in (store.table_dir(t) for t in REBUILT_TABLES) if fs.exists(p)]
+    return out + [p for p in (work_dir / "warehouse.duckdb", work_dir / "eval") if p.exists()]
 
 
 def _cache_victims(cache_path: Path, plan: ForgetPlan) -> set[tuple[str, str]]:
@@ -307,27 +326,41 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
         store.write(t, kept, day)
     for day, source in sorted(moved):
         _move_in_audit(store, day, source, moved[(day, source)])
-    drop_derived(out, plan.index_versions, plan.rebuilt)
+    drop_derived(out, plan.index_versions, plan.rebuilt, plan.work_dir)
     if plan.cache_path is not None and plan.cache_path.is_file():
         purge_cache(plan.cache_path, plan)
     for p in plan.dossier_files:
-        p.unlink(missing_ok=True)
+        fs.delete_file(p)
     return forget
 
 
-def drop_derived(output_dir: Path, index_versions: Iterable[Path], rebuilt: Iterable[Path]) -> None:
+def drop_derived(
+    output_dir: Location,
+    index_versions: Iterable[Location],
+    rebuilt: Iterable[Location],
+    work_dir: Path | None = None,
+) -> None:
     """Delete what was derived from removed rows and is rebuilt from what is left: every index
-    version, CURRENT and half-built leftovers (nothing is published afterwards), the
-    unpartitioned derived tables and evaluation outputs, and the warehouse file."""
+    version, CURRENT and half-built leftovers (nothing is published afterwards), the local
+    copies of a remote index, the unpartitioned derived tables and evaluation outputs, and
+    the warehouse file (in ``work_dir``, default the output folder)."""
     for version in index_versions:
-        shutil.rmtree(version, ignore_errors=True)
+        fs.delete_tree(version)
     root = index_root(output_dir)
-    if root.is_dir():
-        for p in root.iterdir():
+    if fs.is_remote(root):
+        fs.delete_tree(root)
+        drop_local_copies(root)
+    elif Path(root).is_dir():
+        for p in Path(root).iterdir():
             shutil.rmtree(p) if p.is_dir() else p.unlink()
     for p in rebuilt:
-        shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
-    for p in output_dir.glob("warehouse.duckdb*"):
+        if fs.is_remote(p):
+            if not fs.delete_file(p):
+                fs.delete_tree(p)
+        else:
+            p = Path(p)
+            shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
+    for p in Path(work_dir or output_dir).glob("warehouse.duckdb*"):
         p.unlink(missing_ok=True)
 
 
@@ -350,6 +383,6 @@ def _move_in_audit(store: TableStore, day: dt.date, source: str, n: int) -> None
     store.write(T.INGEST_AUDIT, pa.Table.from_pylist(audit, schema=T.INGEST_AUDIT.schema), day)
 
 
-def forgotten_entries(output_dir: Path) -> list[dict]:
+def forgotten_entries(output_dir: Location) -> list[dict]:
     """The forget list as kind, salted hash and date: never a name."""
     return [dict(e) for e in load_forget_list(output_dir).entries]

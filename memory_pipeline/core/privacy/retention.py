@@ -22,15 +22,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memory_pipeline.core.common import fs, timeutil
 from memory_pipeline.core.common import tables as T
-from memory_pipeline.core.common import timeutil
 from memory_pipeline.core.common.forget_list import privacy_dir
+from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.ids import text_hash
 from memory_pipeline.core.common.storage import TableStore, write_text_atomic
-from memory_pipeline.core.indexes.publish import index_root
+from memory_pipeline.core.indexes.publish import index_root, list_versions
 from memory_pipeline.core.privacy.forget import (
-    REBUILT_TABLES,
     ForgetPlan,
+    derived_outputs,
     drop_derived,
     purge_cache,
 )
@@ -64,13 +65,14 @@ def retention_cutoff(retain_days: int | None, on: dt.date | None = None) -> dt.d
 class RetentionPlan:
     """What a purge removes: partitions (as row counts), derived files, cache entries."""
 
-    output_dir: Path
+    output_dir: Location
     cutoff: dt.date
     rows: dict[tuple[str, dt.date], int] = field(default_factory=dict)
-    index_versions: list[Path] = field(default_factory=list)
-    rebuilt: list[Path] = field(default_factory=list)
+    index_versions: list[Location] = field(default_factory=list)
+    rebuilt: list[Location] = field(default_factory=list)
     cache_path: Path | None = None
-    dossier_dir: Path | None = None
+    dossier_dir: Location | None = None
+    work_dir: Path | None = None  # warehouse + eval; None = output_dir (a local output)
     dossier_partitions: list[dt.date] = field(default_factory=list)  # cumulative: all rebuilt
     texts: set[str] = field(default_factory=set)  # never logged: matched in cache payloads
     text_hashes: set[str] = field(default_factory=set)
@@ -93,11 +95,12 @@ class RetentionPlan:
 
 
 def plan_retention(
-    output_dir: Path,
+    output_dir: Location,
     cutoff: dt.date,
     *,
     cache_path: Path | None = None,
-    dossier_dir: Path | None = None,
+    dossier_dir: Location | None = None,
+    work_dir: Path | None = None,
 ) -> RetentionPlan:
     """Every partition older than ``cutoff`` and what derives from it; changes nothing.
 
@@ -106,7 +109,13 @@ def plan_retention(
     that follows rebuilds them from the retained memories.
     """
     store = TableStore(output_dir)
-    plan = RetentionPlan(Path(output_dir), cutoff, cache_path=cache_path, dossier_dir=dossier_dir)
+    plan = RetentionPlan(
+        fs.normalize(output_dir),
+        cutoff,
+        cache_path=cache_path,
+        dossier_dir=dossier_dir,
+        work_dir=work_dir,
+    )
     for t in (t for t in T.REGISTRY if t.partitioned):
         old = [d for d in store.dates(t) if d < cutoff]
         for day in old:
@@ -125,11 +134,8 @@ def plan_retention(
     if not plan.rows:
         return plan  # nothing old: derived files stay, the run does not rebuild for nothing
     plan.dossier_partitions = [d for d in store.dates(T.DOSSIERS) if d >= cutoff]
-    root = index_root(output_dir)
-    plan.index_versions = sorted(p for p in root.glob("v-*") if p.is_dir()) if root.is_dir() else []
-    plan.rebuilt = [p for p in (store.table_dir(t) for t in REBUILT_TABLES) if p.exists()]
-    out = Path(output_dir)
-    plan.rebuilt += [p for p in (out / "warehouse.duckdb", out / "eval") if p.exists()]
+    plan.index_versions = list_versions(index_root(output_dir))
+    plan.rebuilt = derived_outputs(store, work_dir or Path(output_dir))
     return plan
 
 
@@ -139,13 +145,13 @@ def apply_retention(plan: RetentionPlan, *, ran_on: dt.date | None = None) -> di
         return None
     store = TableStore(plan.output_dir)
     for name, day in sorted(plan.rows):
-        store.path(name, day).unlink(missing_ok=True)
+        store.delete(name, day)
     for day in plan.dossier_partitions:
-        store.path(T.DOSSIERS, day).unlink(missing_ok=True)
-    if plan.dossier_dir is not None and plan.dossier_dir.is_dir():
-        for p in plan.dossier_dir.glob("*.md"):
-            p.unlink()
-    drop_derived(plan.output_dir, plan.index_versions, plan.rebuilt)
+        store.delete(T.DOSSIERS, day)
+    if plan.dossier_dir is not None:
+        for rel, _ in fs.list_files(plan.dossier_dir, ".md"):
+            fs.delete_file(fs.join(plan.dossier_dir, rel))
+    drop_derived(plan.output_dir, plan.index_versions, plan.rebuilt, plan.work_dir)
     if plan.cache_path is not None and plan.cache_path.is_file():
         # the forget purge matches entries by text hash and by quoted text: reuse it as is
         victims = ForgetPlan("", plan.output_dir, texts=plan.texts, text_hashes=plan.text_hashes)
@@ -155,34 +161,38 @@ def apply_retention(plan: RetentionPlan, *, ran_on: dt.date | None = None) -> di
     return entry
 
 
-def _append_log(output_dir: Path, entry: dict) -> Path:
-    path = privacy_dir(output_dir) / LOG_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    entries = json.loads(path.read_text(encoding="utf-8"))["purges"] if path.is_file() else []
+def _append_log(output_dir: Location, entry: dict) -> Location:
+    path = fs.join(privacy_dir(output_dir), LOG_FILE)
+    entries = retention_log(output_dir)
     entries.append(entry)
     write_text_atomic(path, json.dumps({"purges": entries}, indent=1, sort_keys=True))
     return path
 
 
-def retention_log(output_dir: Path) -> list[dict]:
+def retention_log(output_dir: Location) -> list[dict]:
     """Every purge recorded so far (counts only)."""
-    path = privacy_dir(output_dir) / LOG_FILE
-    return json.loads(path.read_text(encoding="utf-8"))["purges"] if path.is_file() else []
+    try:
+        return json.loads(fs.read_text(fs.join(privacy_dir(output_dir), LOG_FILE)))["purges"]
+    except FileNotFoundError:
+        return []
 
 
 def purge_expired(
-    output_dir: Path,
+    output_dir: Location,
     retain_days: int | None,
     *,
     cache_path: Path | None = None,
-    dossier_dir: Path | None = None,
+    dossier_dir: Location | None = None,
     on: dt.date | None = None,
+    work_dir: Path | None = None,
 ) -> dict | None:
     """The whole retention step of a run: plan and apply; None when off or nothing old."""
     cutoff = retention_cutoff(retain_days, on)
     if cutoff is None:
         return None
     return apply_retention(
-        plan_retention(output_dir, cutoff, cache_path=cache_path, dossier_dir=dossier_dir),
+        plan_retention(
+            output_dir, cutoff, cache_path=cache_path, dossier_dir=dossier_dir, work_dir=work_dir
+        ),
         ran_on=on or today(),
     )

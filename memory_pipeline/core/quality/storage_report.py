@@ -13,7 +13,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memory_pipeline.core.common import fs
 from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.common.schema import STORAGE_REPORT
 from memory_pipeline.core.common.storage import TableStore
@@ -49,8 +51,14 @@ def _tree(folder: Path) -> list[Path]:
     return sorted(folder.rglob("*")) if folder.is_dir() else []
 
 
-def storage_report(output_dir: Path, dossier_dir: Path) -> pa.Table:
-    """One row per component; ``raw_text`` is the logical UTF-8 size of the message texts."""
+def storage_report(
+    output_dir: Location, dossier_dir: Location, cache_dir: Path | None = None
+) -> pa.Table:
+    """One row per component; ``raw_text`` is the logical UTF-8 size of the message texts.
+
+    Table and dossier sizes are listed through ``fs`` (on object storage: the objects'
+    sizes); the index sizes are those of the published version's files; the provider cache
+    is in ``cache_dir`` (default ``<output_dir>/cache``, a local folder)."""
     store = TableStore(output_dir)
     sessions = store.read(T.SESSIONS).num_rows if store.dates(T.SESSIONS) else 0
     rows: list[tuple[str, str, int, int]] = []
@@ -58,7 +66,8 @@ def storage_report(output_dir: Path, dossier_dir: Path) -> pa.Table:
     text_bytes = int(pc.sum(pc.binary_length(texts)).as_py() or 0) if texts is not None else 0
     rows.append(("raw_text (UTF-8, logical)", "source", text_bytes, 0))
     for table, category in TABLE_CATEGORIES.items():
-        size, files = _size(sorted(store.table_dir(table).glob("*.parquet")))
+        sizes = [n for _, n in store.files(table)]
+        size, files = sum(sizes), len(sizes)
         if files:
             rows.append((f"{table} (parquet)", category, size, files))
     version = current_version(output_dir)
@@ -74,10 +83,11 @@ def storage_report(output_dir: Path, dossier_dir: Path) -> pa.Table:
         size, files = _size([version / "memory_timeline.parquet"])
         if files:
             rows.append(("memory timeline (published)", "memory", size, files))
-    size, files = _size(sorted(Path(dossier_dir).glob("*.md")))
+    sizes = [n for _, n in fs.list_files(dossier_dir, ".md")]
+    size, files = sum(sizes), len(sizes)
     if files:
         rows.append(("dossier files (.md, current)", "dossier", size, files))
-    size, files = _size(_tree(output_dir / "cache"))
+    size, files = _size(_tree(cache_dir or Path(output_dir) / "cache"))
     if files:
         rows.append(("provider cache", "cache", size, files))
     on_disk = sum(b for name, _, b, _ in rows if not name.startswith("raw_text")) or 1

@@ -12,12 +12,12 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
 
+from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.redact import redact
 from memory_pipeline.core.indexes.publish import (
     current_version,
@@ -195,13 +195,16 @@ def _outgoing(embedder: Any, queries: list[str]) -> list[str]:
 
 
 class Searcher:
-    """Loads one published index version and answers queries against it."""
+    """Loads one published index version and answers queries against it.
 
-    def __init__(self, output_dir: Path, embedder=None) -> None:
+    ``output_dir`` is a local folder or an ``s3://`` URI: a remote version is the one its
+    ``CURRENT`` pointer names, loaded from a verified local copy (``publish.py``)."""
+
+    def __init__(self, output_dir: fs.Location, embedder=None) -> None:
         version = current_version(output_dir)
         if version is None:
             raise IndexNotBuilt(
-                f"no search index under {Path(output_dir) / 'indexes'}: run `memory-pipeline run`"
+                f"no search index under {fs.join(output_dir, 'indexes')}: run `memory-pipeline run`"
             )
         if not has_lookups(version):
             raise IndexOutdated(
@@ -506,9 +509,7 @@ class Searcher:
         lifted, turns = self.rank_turns(content, config, mask, ranked, depth, parsed)
         if boost:  # the named speakers' turns first
             names = speakers_in(content, self.known_speakers)
-            turns = boost_turns(
-                turns, lambda m: self.message(m)["sender"], names, boost
-            )
+            turns = boost_turns(turns, lambda m: self.message(m)["sender"], names, boost)
         if kind != "time_only":  # a time-only answer stays in chronological order
             ranked = lifted
         chunk_hits = [
