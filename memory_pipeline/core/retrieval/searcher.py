@@ -25,7 +25,11 @@ from memory_pipeline.core.indexes.publish import (
     load_bm25,
     read_lookups,
 )
-from memory_pipeline.core.indexes.turns import load_turn_indexes, turn_layout
+from memory_pipeline.core.indexes.turns import (
+    load_message_tokens,
+    load_turn_indexes,
+    turn_layout,
+)
 from memory_pipeline.core.represent.providers.base import Embedder
 from memory_pipeline.core.represent.providers.factory import (
     UnknownEmbeddingProvider,
@@ -258,6 +262,7 @@ class Searcher:
             indexes = load_turn_indexes(self.version)
             if indexes:
                 self._turn_index = self._make_turn_index(turn_layout(self._chunk_table), indexes)
+                self._turn_index.message_tokens = load_message_tokens(self.version)
             self._turns_loaded = True
         return self._turn_index
 
@@ -600,11 +605,17 @@ class Searcher:
         in order (turn-level results); a message repeated by overlapping chunks counts once."""
         tokenizer = self.bm25["raw_text"].tokenizer
         q = tokenizer.tokenize(query)
+        ti = self.turn_index
         seen, out = set(), []
         for cid in chunk_ids:
             ids = self.message_ids[self.position[cid]]
-            texts = [self._messages[m]["text"] for m in ids]
-            scores = highlight_scores(q, tokenizer.tokenize_many(texts), self._idf)
+            # the index's stored message tokens (same tokenizer), else tokenize them now
+            stored = ti.highlight_scores(ids, q, self._idf) if ti is not None else None
+            if stored is not None:
+                scores = stored.tolist()
+            else:
+                texts = [self._messages[m]["text"] for m in ids]
+                scores = highlight_scores(q, tokenizer.tokenize_many(texts), self._idf)
             for i in sorted(range(len(ids)), key=lambda i: (-scores[i], i)):
                 if ids[i] not in seen:
                     seen.add(ids[i])
