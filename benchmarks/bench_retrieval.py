@@ -986,6 +986,29 @@ def default_search(searcher: Any, queries: list, warm: list, args: argparse.Name
             searcher.search(q, k=args.k)
     n = max(len(queries), 1)
     out["components_ms_per_query"] = {k: 1e3 * v / n for k, v in acc.items()}
+    rep = DEFAULT.dense_rep
+    if getattr(searcher, "hnsw", None) is not None and searcher.hnsw(rep) is not None:
+        # the HNSW path against the exact scan (an all-true mask takes the exact path)
+        everything = np.ones(len(searcher.chunk_ids), dtype=bool)
+        overlap, same, ann_s, exact_s = [], 0, [], []
+        for _, q in queries:
+            t0 = time.perf_counter()
+            a = searcher.dense_ranked(q, rep, None, DEFAULT.candidates)
+            t1 = time.perf_counter()
+            e = searcher.dense_ranked(q, rep, everything, DEFAULT.candidates)
+            ann_s.append(t1 - t0)
+            exact_s.append(time.perf_counter() - t1)
+            overlap.append(len({c for c, _ in a} & {c for c, _ in e}) / max(len(e), 1))
+            same += [c for c, _ in a[:10]] == [c for c, _ in e[:10]]
+        out["ann_vs_exact"] = {
+            "candidates": DEFAULT.candidates,
+            "overlap_mean": float(np.mean(overlap)),
+            "overlap_p05": float(np.percentile(overlap, 5)),
+            "top10_identical": same / n,
+            "ann_ms": ms_stats(ann_s),
+            "exact_ms": ms_stats(exact_s),
+        }
+        say(f"  dense HNSW vs exact scan (memoized queries): {json.dumps(out['ann_vs_exact'])}")
     say(
         f"default search, {len(queries):,} utterances, k={args.k}: p50 "
         f"{out['latency_ms']['p50']:.2f} ms, p95 {out['latency_ms']['p95']:.2f} ms, cpu p50 "
@@ -1013,6 +1036,61 @@ def compare_rankings(mine: list[dict], path: Path) -> dict[str, Any]:
     return out
 
 
+def turn_build(version: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``build_turn_index`` timed on a kept version's own lookups (chunks, messages) into a
+    scratch folder: with the plain tokenizer (what the asset did), and, where this code has
+    it, through a ``CachedTokenizer`` cold then warm (a refresh: every message known). Also
+    the share of turn documents whose tokens differ from tokenizing the document whole."""
+    import pyarrow.parquet as pq
+
+    from memory_pipeline.core.indexes import turns as turns_mod
+    from memory_pipeline.core.indexes.bm25 import Bm25Index
+    from memory_pipeline.core.indexes.token_cache import CachedTokenizer
+    from memory_pipeline.core.represent.cache import ContentCache
+
+    chunks = pq.read_table(version / "chunks.parquet")
+    messages = pq.read_table(version / "messages.parquet")
+    tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
+    t: dict[str, float] = {}
+    runs = [("plain tokenizer", lambda: tokenizer)]
+    if hasattr(turns_mod, "turn_token_lists"):
+        cache_dir = Path(tempfile.mkdtemp(prefix="turn_cache_"))
+        cache = ContentCache(cache_dir / "cache.sqlite")
+        runs += [
+            ("CachedTokenizer, cold", lambda: CachedTokenizer(tokenizer, cache)),
+            ("CachedTokenizer, warm", lambda: CachedTokenizer(tokenizer, cache)),
+        ]
+    out: dict[str, Any] = {"tokenizer": tokenizer.name, "load_average_start": os.getloadavg()[0]}
+    for name, make in runs:
+        with tempfile.TemporaryDirectory(prefix="turn_build_") as scratch:
+            tok = make()
+            with timed(t, name):
+                stats = turns_mod.build_turn_index(Path(scratch), chunks, messages, tok)
+            hits = getattr(tok, "hits", None)
+            say(
+                f"build_turn_index ({name}): {t[name]:.1f} s wall, {t[name + CPU]:.1f} s cpu; "
+                f"{json.dumps(stats)}" + (f"; cache hits {hits:,}" if hits is not None else "")
+            )
+    out["seconds"] = t
+    if hasattr(turns_mod, "turn_token_lists"):
+        layout = turns_mod.turn_layout(chunks.sort_by("chunk_id"))
+        lists, _ = turns_mod.turn_token_lists(layout, messages, tokenizer)
+        docs = turns_mod.turn_documents(layout, messages)
+        rng = np.random.default_rng(args.seed)
+        sample = rng.choice(len(layout.message_ids), min(20_000, len(layout.message_ids)), False)
+        for rep in ("turn", "turn_ctx"):
+            whole = tokenizer.tokenize_many([docs[rep][i] for i in sample])
+            differ = sum(lists[rep][i] != w for i, w in zip(sample.tolist(), whole, strict=True))
+            out[f"{rep}_differ_share"] = differ / len(sample)
+        say(
+            f"token lists vs tokenizing each document whole ({len(sample):,} sampled turns): "
+            f"turn {out['turn_differ_share']:.4f}, turn_ctx {out['turn_ctx_differ_share']:.4f} "
+            "differ"
+        )
+    out["load_average_end"] = os.getloadavg()[0]
+    return out
+
+
 def run_default(args: argparse.Namespace) -> dict[str, Any]:
     """Part ``default``: a full RealPersonaChat build with the default embedder and the turn
     index (or ``--index`` a kept one), then the default search with its component times."""
@@ -1031,6 +1109,8 @@ def run_default(args: argparse.Namespace) -> dict[str, Any]:
         msgs = pq.read_table(version / "messages.parquet", columns=["message_id", "text"])
         say(f"reusing the index at {version} ({msgs.num_rows:,} messages)")
         figures["index"] = str(version)
+        if args.turn_build:
+            figures["turn_build"] = turn_build(version, args)
     else:
         if args.keep is not None:
             work = Path(args.keep)
@@ -1395,6 +1475,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--keep", type=Path, default=None, help="default part: build into this dir")
     p.add_argument(
         "--index", type=Path, default=None, help="default part: reuse a --keep dir (no build)"
+    )
+    p.add_argument(
+        "--turn-build",
+        action="store_true",
+        help="default part with --index: time build_turn_index on the kept version's lookups",
     )
     p.add_argument(
         "--rankings", type=Path, default=None, help="default part: write each query's ranking"
