@@ -108,17 +108,19 @@ class TurnIndex:
         if n:
             self.chunk_session[self.first_chunk] = self.session_code
             self.chunk_session[self.last_chunk] = self.session_code
-        self._doc_pos: dict[str, np.ndarray] = {}
+        self._doc_pos: dict[str, np.ndarray | None] = {}
 
     def __len__(self) -> int:
         return len(self.message_ids)
 
-    def _positions(self, rep: str) -> np.ndarray:
-        """Row (in layout order) of each document of ``rep``'s bm25s index."""
+    def _positions(self, rep: str) -> np.ndarray | None:
+        """Row (in layout order) of each document of ``rep``'s bm25s index; None when that
+        is the identity (the build writes the documents in layout order), so scores need
+        no scatter over every turn per query."""
         if rep not in self._doc_pos:
-            self._doc_pos[rep] = np.array(
-                [self.row_of[d] for d in self.indexes[rep].doc_ids], dtype=np.int64
-            )
+            pos = np.array([self.row_of[d] for d in self.indexes[rep].doc_ids], dtype=np.int64)
+            same = len(pos) == len(self) and bool(np.array_equal(pos, np.arange(len(pos))))
+            self._doc_pos[rep] = None if same else pos
         return self._doc_pos[rep]
 
     def scores(self, tokens: Sequence[str], rep: str, chunk_mask: np.ndarray | None) -> np.ndarray:
@@ -131,9 +133,12 @@ class TurnIndex:
         vocab = index.vocab
         ids = [vocab[t] for t in tokens if t in vocab]
         if ids:
-            out[self._positions(rep)] = np.asarray(
-                index.retriever.get_scores_from_ids(ids), dtype=np.float64
-            )
+            scores = np.asarray(index.retriever.get_scores_from_ids(ids), dtype=np.float64)
+            pos = self._positions(rep)
+            if pos is None:
+                out = scores
+            else:
+                out[pos] = scores
         if chunk_mask is not None:
             out = np.where(chunk_mask[self.first_chunk], out, 0.0)
         return out
