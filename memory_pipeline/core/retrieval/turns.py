@@ -209,7 +209,11 @@ class TurnIndex:
             seg = np.concatenate(
                 [self.pair_turn[self.chunk_start[r] : self.chunk_start[r + 1]] for r in rows]
             )
-        live = np.union1d(np.flatnonzero((own > 0) | (ctx > 0)), seg)
+        # sorted unique rows of (a match) or (in a ranked chunk): a mask, not np.union1d,
+        # whose hash-unique over ~100k matches was 2/3 of the fusion on RealPersonaChat
+        is_live = (own > 0) | (ctx > 0)
+        is_live[seg] = True
+        live = np.flatnonzero(is_live)
         best_chunk = np.maximum(c[self.first_chunk[live]], c[self.last_chunk[live]])
         for t, row in self.extra_chunks:  # a message in 3+ windows (short stride): rare
             i = np.searchsorted(live, t)
