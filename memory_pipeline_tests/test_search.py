@@ -541,3 +541,55 @@ def test_a_chunk_over_the_model_window_is_found_by_its_last_piece(built: Runner)
         if tried == 3:
             break
     assert tried > 0
+
+
+def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: Runner, tmp_path):
+    """Two speed paths of the default search against the paths they replace, on the sample:
+    highlights from the stored message tokens vs tokenizing the messages per query (a copy
+    without the tokens file), and dense search through the HNSW graph (a copy given one, as
+    a build above ``hnsw_threshold`` makes) vs the exact scan: same hits, same order."""
+    import json as _json
+    import shutil
+
+    from usearch.index import Index
+
+    from memory_pipeline.core.indexes.turns import MESSAGE_TOKENS, TURN_FOLDER
+    from memory_pipeline.core.retrieval.searcher import Searcher
+
+    base = Searcher(built.store.root)
+    assert base.turn_index is not None and base.turn_index.message_tokens is not None
+    no_tokens = tmp_path / "no_tokens"
+    shutil.copytree(built.store.root, no_tokens)
+    (current_version(no_tokens) / TURN_FOLDER / MESSAGE_TOKENS).unlink()
+    ann_out = tmp_path / "ann"
+    shutil.copytree(built.store.root, ann_out)
+    dense = current_version(ann_out) / "dense"
+    meta = _json.loads((dense / "meta.json").read_text())
+    for rep in meta:
+        matrix = np.load(dense / f"{rep}.npy")
+        index = Index(ndim=matrix.shape[1], metric="ip", dtype="f32")
+        index.add(np.arange(len(matrix)), matrix)
+        index.save(str(dense / f"{rep}.usearch"))
+        meta[rep]["hnsw"] = True
+    (dense / "meta.json").write_text(_json.dumps(meta))
+    slow, ann = Searcher(no_tokens), Searcher(ann_out)
+    assert slow.turn_index.message_tokens is None
+    rep = SearchConfig().dense_rep
+    assert ann.hnsw(rep) is not None and base.hnsw(rep) is None
+    queries = [
+        "what did Maria say about the dog shelter?",
+        "dog shelter",
+        "先週の火曜日に何を話した？",
+        "Where did we go hiking last weekend",
+        "no such words anywhere zyxw",
+    ]
+    for q in queries:
+        want = base.search(q, 5)
+        for other in (slow, ann):
+            got = other.search(q, 5)
+            assert [c.chunk_id for c in got.chunks] == [c.chunk_id for c in want.chunks], q
+            assert [t.message_id for t in got.turns] == [t.message_id for t in want.turns], q
+            assert [
+                [(h.message_id, h.score) for h in c.highlights] for c in got.chunks
+            ] == [[(h.message_id, h.score) for h in c.highlights] for c in want.chunks], q
+        assert ann.dense_ranked(q, rep, None, 50) == base.dense_ranked(q, rep, None, 50)

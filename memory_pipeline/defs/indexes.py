@@ -24,6 +24,7 @@ from memory_pipeline.core.indexes.publish import (
     representation_table,
     write_lookups,
 )
+from memory_pipeline.core.indexes.token_cache import CachedTokenizer
 from memory_pipeline.core.indexes.turns import build_turn_index
 from memory_pipeline.core.memories.extract import supersede
 from memory_pipeline.core.quality import index_checks
@@ -138,7 +139,9 @@ def search_indexes(
     lookups = write_lookups(version, chunks, messages)
     # one document per message (core/indexes/turns.py), tokenized as the chunk indexes are
     raw_tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
-    lookups.update(build_turn_index(version, chunks, messages, raw_tokenizer))
+    with pipeline.content_cache() as cache:  # each message's tokens: a refresh reads them back
+        turn_tokenizer = CachedTokenizer(raw_tokenizer, cache)
+        lookups.update(build_turn_index(version, chunks, messages, turn_tokenizer))
     memories = store.read(T.MEMORIES)
     timeline = supersede(memories)
     pq.write_table(timeline, version / "memory_timeline.parquet")

@@ -13,6 +13,7 @@ import dagster as dg
 
 from memory_pipeline.core.represent.providers.base import Embedder, Summarizer
 from memory_pipeline.core.represent.providers.factory import (
+    MissingExtra,
     UnknownEmbeddingProvider,
     make_embedder,
 )
@@ -54,7 +55,7 @@ class EmbeddingResource(dg.ConfigurableResource):
                 batch_size=self.batch_size,
                 timeout=self.timeout_seconds,
             )
-        except UnknownEmbeddingProvider as exc:
+        except (UnknownEmbeddingProvider, MissingExtra) as exc:
             raise dg.Failure(str(exc)) from None
 
     @property

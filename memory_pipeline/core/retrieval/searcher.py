@@ -25,7 +25,11 @@ from memory_pipeline.core.indexes.publish import (
     load_bm25,
     read_lookups,
 )
-from memory_pipeline.core.indexes.turns import load_turn_indexes, turn_layout
+from memory_pipeline.core.indexes.turns import (
+    load_message_tokens,
+    load_turn_indexes,
+    turn_layout,
+)
 from memory_pipeline.core.represent.providers.base import Embedder
 from memory_pipeline.core.represent.providers.factory import (
     UnknownEmbeddingProvider,
@@ -75,6 +79,10 @@ DEFAULT = PRESETS["default"]  # the evaluation's recorded selection (selection.j
 # Chosen on the LoCoMo dev conversations only (turn evidence R@5 0.453 -> 0.532 on dev).
 TURN_CHUNKS = 5
 TURN_ALPHA = 0.5
+# Above the build's hnsw_threshold, dense search asks the HNSW graph for this many pieces per
+# wanted chunk (a chunk has several pieces; they are rescored exactly). Measured on all
+# RealPersonaChat against the exact scan: benchmarks/README.md, bench_retrieval.py.
+ANN_PIECES = 4
 SESSION_FIELDS = (
     "session_id",
     "conversation_id",
@@ -227,6 +235,7 @@ class Searcher:
         self.bm25 = load_bm25(version)
         self._dense: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._dense_starts: dict[str, np.ndarray | None] = {}
+        self._hnsw: dict[str, Any] = {}
         self._bm25_pos: dict[str, np.ndarray] = {}
         meta_path = version / "dense" / "meta.json"
         self.dense_meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
@@ -261,6 +270,7 @@ class Searcher:
             indexes = load_turn_indexes(self.version)
             if indexes:
                 self._turn_index = self._make_turn_index(turn_layout(self._chunk_table), indexes)
+                self._turn_index.message_tokens = load_message_tokens(self.version)
             self._turns_loaded = True
         return self._turn_index
 
@@ -421,10 +431,26 @@ class Searcher:
                 v, dtype=np.float32
             )
 
+    def hnsw(self, rep: str) -> Any:
+        """``rep``'s HNSW index (usearch, memory-mapped), or None: below the build's
+        ``hnsw_threshold`` there is none and search stays exact."""
+        if rep not in self._hnsw:
+            path = self.version / "dense" / f"{rep}.usearch"
+            index = None
+            if self.dense_meta.get(rep, {}).get("hnsw") and path.is_file():
+                from usearch.index import Index
+
+                index = Index.restore(str(path), view=True)
+            self._hnsw[rep] = index
+        return self._hnsw[rep]
+
     def dense_ranked(self, query: str, rep: str, mask: np.ndarray | None, n: int) -> Ranked:
         if rep not in self.dense_meta:
             return []
         matrix, pos = self.dense_matrix(rep)
+        index = self.hnsw(rep) if mask is None else None
+        if index is not None:  # the build judged the matrix too big to scan per query
+            return self._dense_ann(index, matrix, pos, self.embed_query(query, rep), n)
         scores = np.asarray(matrix @ self.embed_query(query, rep), dtype=np.float64)
         starts = self._dense_starts.get(rep)
         if starts is not None:  # max-sim: a split chunk scores by its best piece
@@ -434,6 +460,27 @@ class Searcher:
             scores = np.where(mask[pos], scores, -np.inf)
         ids = [self.chunk_ids[p] for p in pos]
         return _top(ids, scores, n, positive_only=False)
+
+    def _dense_ann(
+        self, index: Any, matrix: np.ndarray, pos: np.ndarray, q: np.ndarray, n: int
+    ) -> Ranked:
+        """The top ``n`` chunks from the HNSW index: its nearest ``ANN_PIECES * n`` pieces,
+        rescored exactly against the matrix (the same scores as the exact path), each chunk
+        by its best retrieved piece. Approximate only in which pieces come back; a filtered
+        search (scope, time) stays exact (the graph knows nothing of the filter)."""
+        count = min(len(pos), ANN_PIECES * n)
+        index.expansion_search = max(count, 64)
+        keys = np.unique(np.asarray(index.search(q, count).keys, dtype=np.int64))
+        keys = keys[(keys >= 0) & (keys < len(pos))]
+        if keys.size == 0:
+            return []
+        scores = np.asarray(matrix[keys] @ q, dtype=np.float64)
+        chunk = pos[keys]
+        # max per chunk: sort by (chunk, -score) and keep each chunk's first row
+        order = np.lexsort((-scores, chunk))
+        first = np.r_[True, chunk[order][1:] != chunk[order][:-1]]
+        rows, best = chunk[order][first], scores[order][first]
+        return _top([self.chunk_ids[r] for r in rows.tolist()], best, n, positive_only=False)
 
     # -- filters ----------------------------------------------------------------------------
     def scope_mask(self, contact: str | None, conversation: str | None) -> np.ndarray | None:
@@ -601,11 +648,17 @@ class Searcher:
         in order (turn-level results); a message repeated by overlapping chunks counts once."""
         tokenizer = self.bm25["raw_text"].tokenizer
         q = tokenizer.tokenize(query)
+        ti = self.turn_index
         seen, out = set(), []
         for cid in chunk_ids:
             ids = self.message_ids[self.position[cid]]
-            texts = [self._messages[m]["text"] for m in ids]
-            scores = highlight_scores(q, tokenizer.tokenize_many(texts), self._idf)
+            # the index's stored message tokens (same tokenizer), else tokenize them now
+            stored = ti.highlight_scores(ids, q, self._idf) if ti is not None else None
+            if stored is not None:
+                scores = stored.tolist()
+            else:
+                texts = [self._messages[m]["text"] for m in ids]
+                scores = highlight_scores(q, tokenizer.tokenize_many(texts), self._idf)
             for i in sorted(range(len(ids)), key=lambda i: (-scores[i], i)):
                 if ids[i] not in seen:
                     seen.add(ids[i])

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
 import pyarrow as pa
 
 from memory_pipeline.core.indexes.tokenize import get_tokenizer
 from memory_pipeline.core.indexes.turns import (
     build_turn_index,
+    load_message_tokens,
     load_turn_indexes,
     turn_documents,
     turn_layout,
+    turn_token_lists,
 )
 
 
@@ -74,3 +77,98 @@ def test_a_version_without_turns_loads_nothing(tmp_path):
     build_turn_index(tmp_path, chunks, messages, get_tokenizer("regex"))
     (tmp_path / "turns" / "turns.json").write_text('{"format": 99}', encoding="utf-8")
     assert load_turn_indexes(tmp_path) == {}
+
+
+def _varied_tables():
+    """Messages that stress tokenizer boundaries: empty, unicode width/case, a final sigma,
+    numbers with separators, Japanese, a missing sender, a message in no table row."""
+    texts = [
+        "I adopted a puppy named ΟΔΟΣ",
+        "",
+        "ＢＢＱ at 4,500 yen? 東京で引っ越しした",
+        "what breed?",
+        "a beagle, I think: café naïve",
+        "今日は涼しいですね",
+        "don't forget Yukiも",
+    ]
+    n = len(texts)
+    chunks = pa.table(
+        {
+            "chunk_id": ["c0", "c1", "c2"],
+            "session_id": ["A", "A", "B"],
+            "chunk_index": [0, 1, 0],
+            "message_ids": [
+                [f"m{i}" for i in range(0, 3)],
+                [f"m{i}" for i in range(2, 5)],
+                [f"m{i}" for i in range(5, n)] + ["ghost"],
+            ],
+        }
+    )
+    ts = dt.datetime(2024, 3, 1, 23, 30)
+    messages = pa.table(
+        {
+            "message_id": [f"m{i}" for i in range(n)],
+            "sender": ["Ann", "Bob", None, "Ann", "Σίσυφος", "Cid", "Cid"],
+            "local_ts": [ts + dt.timedelta(days=i) for i in range(n)],
+            "text": texts,
+        }
+    )
+    return chunks, messages
+
+
+def _texts(messages: pa.Table) -> dict[str, str]:
+    return dict(zip(messages["message_id"].to_pylist(), messages["text"].to_pylist(), strict=True))
+
+
+def test_token_lists_equal_the_documents_tokens_for_the_regex_tokenizers():
+    """The build tokenizes each message once and concatenates; for tokenizers that never
+    put a space inside a token that is exactly the documents' tokens (rankings unchanged)."""
+    chunks, messages = _varied_tables()
+    layout = turn_layout(chunks)
+    for name in ("english", "regex", "cjk_bigram"):
+        tok = get_tokenizer(name)
+        for context in (0, 1, 2):
+            docs = turn_documents(layout, messages, context)
+            lists, own = turn_token_lists(layout, messages, tok, context)
+            for rep in ("turn", "turn_ctx"):
+                assert lists[rep] == tok.tokenize_many(docs[rep]), (name, context, rep)
+            texts = _texts(messages)
+            assert own == [tok.tokenize(texts.get(m, "")) for m in layout.message_ids]
+
+
+def test_dates_follow_the_stored_zone_like_datetime_date():
+    chunks, messages = _varied_tables()
+    aware = messages.set_column(
+        2, "local_ts", messages["local_ts"].cast(pa.timestamp("us", tz="Asia/Tokyo"))
+    )
+    layout = turn_layout(chunks)
+    tok = get_tokenizer("english")
+    lists, _ = turn_token_lists(layout, aware, tok)
+    assert lists["turn"] == tok.tokenize_many(turn_documents(layout, aware)["turn"])
+
+
+def test_stored_message_tokens_give_the_highlight_scores_of_tokenizing(tmp_path):
+    from memory_pipeline.core.retrieval.fusion import highlight_scores
+    from memory_pipeline.core.retrieval.turns import TurnIndex
+
+    chunks, messages = _varied_tables()
+    tok = get_tokenizer("english")
+    build_turn_index(tmp_path, chunks, messages, tok)
+    stored = load_message_tokens(tmp_path)
+    layout = turn_layout(chunks)
+    ti = TurnIndex(layout, load_turn_indexes(tmp_path), 3, message_tokens=stored)
+    vocab = ti.indexes["turn"].vocab
+    inverse = {i: t for t, i in vocab.items()}
+    indptr, ids = stored
+    texts = _texts(messages)
+    for row, m in enumerate(layout.message_ids):
+        got = [inverse[int(i)] for i in ids[indptr[row] : indptr[row + 1]]]
+        assert got == tok.tokenize(texts.get(m, ""))
+    idf = {"puppi": 2.0, "beagl": 1.5, "bbq": 0.7, "東京": 1.1, "breed": 0.3}
+    for query in ("puppy beagle breed", "BBQ 東京 puppy puppy", "nothing matches", ""):
+        q = tok.tokenize(query)
+        mids = layout.message_ids
+        want = highlight_scores(q, [tok.tokenize(texts.get(m, "")) for m in mids], idf)
+        np.testing.assert_allclose(ti.highlight_scores(mids, q, idf), want, rtol=1e-12)
+    assert ti.highlight_scores(["not-a-message"], ["puppi"], idf) is None
+    assert TurnIndex(layout, ti.indexes, 3).highlight_scores(mids, ["puppi"], idf) is None

@@ -351,6 +351,15 @@ def test_llm_complete_retries(server: FakeProviderServer, sleeps) -> None:
 
 
 def test_local_model_offline() -> None:
+    from memory_pipeline.core.represent.providers.factory import MissingExtra, require_minilm
+    from memory_pipeline_tests._env import require_or_skip
+
+    try:
+        require_minilm("all-MiniLM-L6-v2")
+        installed = True
+    except MissingExtra:
+        installed = False
+    require_or_skip(installed, "the minilm extra is not installed")
     emb = LocalEmbedder()
     assert not emb.remote and emb.dim == 384
     texts = [

