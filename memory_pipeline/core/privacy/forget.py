@@ -42,6 +42,7 @@ from memory_pipeline.core.common.forget_list import (
     save_forget_list,
 )
 from memory_pipeline.core.common.ids import text_hash
+from memory_pipeline.core.common.owners import owner_store
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.indexes.publish import index_root
 from memory_pipeline.core.ingest.normalize import quarantine_table
@@ -157,7 +158,7 @@ def plan_forget(
     output_dir: Path, contact: str, *, dossier_dir: Path, cache_path: Path
 ) -> ForgetPlan:
     """Everything forgetting ``contact`` would remove; changes nothing."""
-    store = TableStore(output_dir)
+    store = owner_store(output_dir)
     plan = ForgetPlan(resolve_contact(store, contact), Path(output_dir), cache_path=cache_path)
     msgs = store.read(T.RAW_MESSAGES)
     mine = msgs.filter(pc.equal(msgs["contact_id"], plan.contact_id))
@@ -266,7 +267,7 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
         forget.add("file", file_key(source, file), today)
     save_forget_list(out, forget)
 
-    store = TableStore(out)
+    store = owner_store(out)
     moved: Counter[tuple[dt.date, str]] = Counter()  # messages turned into forgotten rows
     for name, day in sorted(plan.rows, key=lambda k: (k[1], k[0])):
         t = T.table(name)
