@@ -21,6 +21,7 @@ from memory_pipeline.core.common.owners import (
     owner_dir,
     owner_slug,
     read_marker,
+    resolve_owner_dir,
     valid_owner_id,
 )
 from memory_pipeline.core.common.owners import (
@@ -666,3 +667,17 @@ def _check_sources_enabled(sources: _Sources, env: Mapping[str, str], errors: li
 def with_overrides(cfg: PipelineConfig, **changes: Any) -> PipelineConfig:
     """A copy with some fields replaced (tests and benchmarks)."""
     return replace(cfg, **changes)
+
+
+def owner_config(cfg: PipelineConfig, owner: str | None) -> PipelineConfig:
+    """The configuration of ``owner`` (their folder for every output), or ``cfg`` itself in a
+    single-owner deployment; raises ``OwnerError`` (a ValueError listing the owners) when
+    ``owner`` is missing among several or unknown."""
+    folder = resolve_owner_dir(cfg.output_dir, owner)
+    if folder == cfg.output_dir or owner is None:
+        return cfg
+    spec = next((s for s in cfg.owner_specs() if s.id == owner), None)
+    if spec is None:
+        marker = read_marker(folder) or {}
+        spec = OwnerSpec(owner, str(marker.get("owner") or owner))
+    return cfg.for_owner(spec)

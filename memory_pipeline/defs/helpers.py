@@ -356,8 +356,11 @@ def per_owner(
                     skipped.append(scope.owner_id)
                     return None
                 events = _events(fn(context, scope, *args, **kw))
-                if fp is not None and all(r.passed for r in _check_results(events)):
-                    save_fingerprint(folder, asset_name, fp)
+                if fingerprint is not None and all(r.passed for r in _check_results(events)):
+                    # after a first build the output exists: fingerprint what it was built from
+                    fp = fp if fp is not None else fingerprint(scope)
+                    if fp is not None:
+                        save_fingerprint(folder, asset_name, fp)
                 return events
 
             results = map_owners(body, scopes)

@@ -130,6 +130,8 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         except SourceError as exc:
             raise dg.Failure(description=str(exc)) from None
         per_day = split_ingest(result, days)
+        if cfg.root_dir is not None:  # one owner of many: only days with records are theirs
+            per_day = _owned_days(store, per_day)
         for i, (day, tables) in enumerate(per_day.items(), 1):
             store.write(T.RAW_MESSAGES, tables.messages, day)
             store.write(T.QUARANTINE, tables.quarantine, day)
@@ -192,6 +194,17 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         yield from checks
 
     return ingest
+
+
+def _owned_days(store: Any, per_day: dict[dt.date, Any]) -> dict[dt.date, Any]:
+    """The days an owner of a multi-owner deployment is written for: those with records,
+    and those they have a partition of already (re-ingesting replaces it, even by an empty
+    one), so a day's run writes no empty partitions for owners who did not talk that day."""
+    return {
+        day: tables
+        for day, tables in per_day.items()
+        if tables.audit.num_rows or store.has(T.RAW_MESSAGES, day)
+    }
 
 
 def _run_days(context: dg.AssetExecutionContext, cfg: Any) -> list[dt.date]:

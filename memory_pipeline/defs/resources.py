@@ -13,7 +13,6 @@ import dagster as dg
 
 from memory_pipeline.config import OwnerSpec, PipelineConfig, load_config, with_overrides
 from memory_pipeline.core.common import tables as T
-from memory_pipeline.core.common.dates import DAY
 from memory_pipeline.core.common.owners import DEFAULT_OWNER_ID, OwnerStore, write_marker
 from memory_pipeline.core.represent.cache import ContentCache
 
@@ -90,9 +89,10 @@ class PipelineResource(dg.ConfigurableResource):
         """The owners a run works on, sorted by id.
 
         One owner: that owner, always. Several: every owner, or with ``days`` (a partitioned
-        run) the owners with stored messages on those days or the day before or after (the
-        widest window a stage reads), each with those of the days it takes part in: owners
-        are data, so a day's run touches only the owners who talked that day.
+        run) the owners with an ingested partition on those days, each with those of the days
+        it takes part in: owners are data, so a day's run touches only the owners who talked
+        that day. (Every stage's output of a day is empty without messages that day: a
+        session belongs to the day of its first message, and all else derives from sessions.)
         """
         cfg = self.cfg
         if not cfg.multi_owner:
@@ -104,7 +104,7 @@ class PipelineResource(dg.ConfigurableResource):
         out = []
         for scope in scopes:
             stored = set(scope.store.dates(T.RAW_MESSAGES))
-            mine = [d for d in wanted if stored & {d - DAY, d, d + DAY}]
+            mine = [d for d in wanted if d in stored]
             if mine:
                 scope.days = mine
                 out.append(scope)

@@ -288,3 +288,39 @@ def message_owner_counts(records: Mapping[str, list[Record]]) -> dict[str, int]:
 def registered_tables() -> list[Table]:
     """Every registered table (each carries ``owner_id`` on disk)."""
     return list(REGISTRY)
+
+
+# ----------------------------------------------------------------------------- the API side
+
+
+class OwnerError(ValueError):
+    """No owner named where several exist, or an owner that does not exist (one line)."""
+
+
+def _listing(ids: Sequence[str]) -> str:
+    shown = ", ".join(ids[:10])
+    return shown + (f", … ({len(ids)} in all)" if len(ids) > 10 else "")
+
+
+def resolve_owner_dir(output_dir: Path, owner: str | None) -> Path:
+    """The folder the API reads for ``owner`` in the deployment at ``output_dir``.
+
+    Several owners on disk: ``owner`` is required (the error lists them) and must be one of
+    them; one owner (the single-owner layout): ``owner`` may be omitted or name that owner.
+    Never a folder outside ``owners/``: the id is checked against the folders present.
+    """
+    root = Path(output_dir)
+    ids = discover_owner_ids(root)
+    if ids:
+        if owner is None:
+            raise OwnerError(
+                f"{len(ids)} owners in {root}: pass owner= (--owner ID); owners: {_listing(ids)}"
+            )
+        if owner not in ids:
+            raise OwnerError(f"unknown owner {owner!r} in {root}; owners: {_listing(ids)}")
+        return owners_root(root) / owner
+    if owner is not None:
+        mine = str((read_marker(root) or {}).get("owner_id") or DEFAULT_OWNER_ID)
+        if owner != mine:
+            raise OwnerError(f"unknown owner {owner!r}: {root} holds one owner, {mine!r}")
+    return root
