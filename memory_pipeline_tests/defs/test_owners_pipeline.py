@@ -308,3 +308,84 @@ def test_forget_works_per_owner_and_never_touches_another(built: Runner):
     assert hits.chunks and all(h.contact_id == "Maria" for h in hits.chunks)
     with pytest.raises(ValueError, match="owners: alice, bob, carol"):
         memory_pipeline.forget("Ken", config=config)
+
+
+# ----------------------------------------------------------------------------- fan-out
+
+RPC_DIALOGUES = [  # (dialogue id, speakers, day): AA talks to AB and AC, AB also to AC
+    (1, ("AA", "AB"), "2022-08-06"),
+    (2, ("AC", "AA"), "2022-08-06"),
+    (3, ("AB", "AC"), "2022-08-07"),
+]
+
+
+def _rpc_file(folder: Path) -> None:
+    import gzip
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(folder / "dialogues.jsonl.gz", "wt", encoding="utf-8") as f:
+        for did, (a, b), day in RPC_DIALOGUES:
+            utts = [
+                {"utterance_id": i, "interlocutor_id": who, "text": f"{who} line {i} of {did}",
+                 "timestamp": f"{day}T10:0{i}:00"}
+                for i, who in enumerate((a, b, a, b))
+            ]
+            f.write(json.dumps({"dialogue_id": did, "interlocutors": [a, b],
+                                "utterances": utts}) + "\n")
+
+
+def test_a_corpus_fans_out_to_its_speakers_in_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from memory_pipeline.defs import ingest as ingest_defs
+
+    _rpc_file(tmp_path / "rpc")
+    config = write_config(
+        tmp_path,
+        """
+[pipeline]
+owner = "nobody"
+timezone = "Asia/Tokyo"
+start_date = "2022-08-06"
+end_date = "2022-08-07"
+output_dir = "out"
+
+[[sources]]
+name = "rpc"
+kind = "realpersonachat"
+path = "rpc"
+owners = "speakers"
+owner_prefix = "rpc-"
+""",
+    )
+    reads = []
+    real = ingest_defs.read_source
+    monkeypatch.setattr(
+        ingest_defs, "read_source", lambda spec, days=None: reads.append(spec.name) or real(
+            spec, days
+        )
+    )
+    runner = Runner(config, tmp_path / "out")
+    days = [dt.date(2022, 8, 6), dt.date(2022, 8, 7)]
+    build_all(runner, days)
+    assert reads == ["rpc"]  # one read pass for every owner
+    out = runner.cfg.output_dir
+    assert discover_owner_ids(out) == ["rpc-aa", "rpc-ab", "rpc-ac"]
+    for speaker in ("AA", "AB", "AC"):
+        oid = f"rpc-{speaker.lower()}"
+        store = owner_store(out / "owners" / oid)
+        msgs = store.read(T.RAW_MESSAGES)
+        mine = {did for did, people, _ in RPC_DIALOGUES if speaker in people}
+        assert set(msgs.column("conversation_id").to_pylist()) == {f"rpc-{d}" for d in mine}
+        assert msgs.num_rows == 4 * len(mine)
+        assert speaker not in set(msgs.column("contact_id").to_pylist())
+        senders = msgs.column("sender").to_pylist()
+        assert msgs.column("is_owner").to_pylist() == [s == speaker for s in senders]
+        # an owner takes part only in the days they talked on: AA has no 08-07 partition
+        assert store.dates(T.RAW_MESSAGES) == sorted(
+            {dt.date.fromisoformat(day) for _, people, day in RPC_DIALOGUES if speaker in people}
+        )
+        assert current_version(out / "owners" / oid) is not None
+    hits = memory_pipeline.search("line 1 of 3", 3, config=config, owner="rpc-aa")
+    assert hits.chunks
+    assert all(h.conversation_id in {"rpc-1", "rpc-2"} for h in hits.chunks)
