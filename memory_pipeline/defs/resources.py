@@ -75,7 +75,7 @@ class PipelineResource(dg.ConfigurableResource):
     @property
     def store(self) -> OwnerStore:
         """The single owner's store (a multi-owner deployment: see :meth:`owner_scopes`)."""
-        return OwnerStore(self.cfg.output_dir, self.cfg.owner_id)
+        return OwnerScope(self.cfg).store
 
     def content_cache(self) -> ContentCache:
         """The provider cache shared by every partition and run (the caller closes it)."""

@@ -389,3 +389,32 @@ owner_prefix = "rpc-"
     hits = memory_pipeline.search("line 1 of 3", 3, config=config, owner="rpc-aa")
     assert hits.chunks
     assert all(h.conversation_id in {"rpc-1", "rpc-2"} for h in hits.chunks)
+
+
+def test_the_cli_runs_and_answers_per_owner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+):
+    """``memory-pipeline run`` builds every owner; status, sql and forget take --owner."""
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.delenv("MEMORY_PIPELINE_CONFIG", raising=False)
+    for oid in OWNERS:
+        _write_owner(tmp_path, oid, DAYS)
+    config = str(write_config(tmp_path, CONFIG))
+    assert cli.main(["--config", config, "run", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "3 owners under" in out and "<owner>/parquet/raw_messages" in out
+    assert cli.main(["--config", config, "status"]) == cli.EXIT_USAGE
+    assert "owners: alice, bob, carol" in capsys.readouterr().err
+    assert cli.main(["--config", config, "status", "--owner", "bob"]) == 0
+    status = capsys.readouterr().out
+    assert "owners/bob" in status and status.count("PASS") == 5
+    sql = "SELECT count(*) AS n, count(DISTINCT owner_id) AS owners FROM raw_messages"
+    assert cli.main(["--config", config, "sql", "--owner", "carol", sql, "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row == {"n": 20, "owners": 1}  # 2 days x 2 contacts x 5 messages, carol's only
+    bob = _digest(tmp_path / "out" / "owners" / "bob")
+    argv = ["--config", config, "forget", "--owner", "alice", "--contact", "Ken", "--yes"]
+    assert cli.main(argv) == 0
+    assert _digest(tmp_path / "out" / "owners" / "bob") == bob
+    alice = owner_store(tmp_path / "out" / "owners" / "alice").read(T.RAW_MESSAGES)
+    assert set(alice.column("contact_id").to_pylist()) == {"Maria"}

@@ -24,16 +24,16 @@ import datetime as dt
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
+from memory_pipeline.core.common.records import QuarantineRecord, Record
 from memory_pipeline.core.common.storage import TableRef, TableStore, write_text_atomic
-from memory_pipeline.core.common.tables import REGISTRY, Table, table
+from memory_pipeline.core.common.tables import Table, table
 
 OWNER_COLUMN = "owner_id"
 DEFAULT_OWNER_ID = "default"
@@ -246,8 +246,9 @@ def fan_out_by_speaker(
     For speaker ``s`` a message's contact becomes the other speakers and ``is_owner`` whether
     ``s`` sent it: exactly what a read with ``owner = s`` yields, so ids (content-derived,
     owner-independent) and every later stage are the same as for a single-owner config.
-    A quarantine record goes to the speakers of its dialogue; one of no readable dialogue is
-    counted in ``unassigned``. ``speakers`` keeps only those (None: everyone).
+    A quarantine record goes to the speakers of its dialogue; a bad line, or a record of a
+    dialogue without one readable utterance (only messages name the speakers), is counted in
+    ``unassigned`` (the caller logs it). ``speakers`` keeps only those (None: everyone).
     """
     keep = None if speakers is None else set(speakers)
     out: dict[str, list[Record]] = {}
@@ -278,16 +279,6 @@ def fan_out_by_speaker(
             if keep is None or person in keep:
                 out.setdefault(person, []).append(rec)
     return FanOut(out, unassigned)
-
-
-def message_owner_counts(records: Mapping[str, list[Record]]) -> dict[str, int]:
-    """speaker -> messages (not quarantine records): what a fan-out gave each owner."""
-    return {k: sum(isinstance(r, Message) for r in v) for k, v in records.items()}
-
-
-def registered_tables() -> list[Table]:
-    """Every registered table (each carries ``owner_id`` on disk)."""
-    return list(REGISTRY)
 
 
 # ----------------------------------------------------------------------------- the API side
