@@ -58,7 +58,7 @@ def _published(output_dir) -> str | None:
         [t for t in T.REGISTRY if t is not T.STORAGE_REPORT],
         lambda scope: _published(scope.cfg.output_dir),
     ),
-    name="storage_report",
+    name=T.STORAGE_REPORT.name,
 )
 def storage_report_asset(context: dg.AssetExecutionContext, pipeline: PipelineResource):
     cfg, store = pipeline.cfg, pipeline.store
