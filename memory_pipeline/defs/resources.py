@@ -46,9 +46,10 @@ class OwnerScope:
     @property
     def store(self) -> OwnerStore:
         if self._store is None:
-            self._store = OwnerStore(self.cfg.output_dir, self.cfg.owner_id)
-            if self.cfg.root_dir is not None or self.cfg.owner_id != DEFAULT_OWNER_ID:
-                write_marker(self.cfg.output_dir, self.cfg.owner_id, self.cfg.owner)
+            strict = self.cfg.root_dir is not None  # one owner of many: every file stamped
+            self._store = OwnerStore(self.cfg.output_dir, self.cfg.owner_id, strict=strict)
+            if strict or self.cfg.owner_id != DEFAULT_OWNER_ID:
+                write_marker(self.cfg.output_dir, self.cfg.owner_id, self.cfg.owner, strict=strict)
         return self._store
 
     def content_cache(self) -> ContentCache:

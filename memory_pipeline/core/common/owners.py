@@ -30,6 +30,7 @@ from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from memory_pipeline.core.common.records import QuarantineRecord, Record
 from memory_pipeline.core.common.storage import TableRef, TableStore, write_text_atomic
@@ -86,11 +87,13 @@ def owner_dir(output_dir: Path, owner_id: str) -> Path:
     return owners_root(output_dir) / owner_id
 
 
-def write_marker(folder: Path, owner_id: str, owner: str = "") -> None:
-    """Record which owner ``folder`` belongs to (read by :func:`owner_store`)."""
+def write_marker(folder: Path, owner_id: str, owner: str = "", *, strict: bool = True) -> None:
+    """Record which owner ``folder`` belongs to (read by :func:`owner_store`); ``strict``:
+    the folder is one owner's of many, so a file without ``owner_id`` is refused."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / MARKER
-    text = json.dumps({"owner_id": owner_id, "owner": owner}, ensure_ascii=False) + "\n"
+    marker = {"owner_id": owner_id, "owner": owner, "strict": strict}
+    text = json.dumps(marker, ensure_ascii=False) + "\n"
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
         write_text_atomic(path, text)
 
@@ -117,7 +120,11 @@ def owner_store(folder: Path) -> OwnerStore:
     """The store of an output folder, for the owner its marker names (the default owner when
     it has none: a single-owner folder written before owners existed)."""
     marker = read_marker(folder) or {}
-    return OwnerStore(folder, str(marker.get("owner_id") or DEFAULT_OWNER_ID))
+    return OwnerStore(
+        folder,
+        str(marker.get("owner_id") or DEFAULT_OWNER_ID),
+        strict=bool(marker.get("strict", False)),
+    )
 
 
 def _stamped(t: Table) -> Table:
@@ -132,15 +139,18 @@ class OwnerStore(TableStore):
 
     What callers see is unchanged: ``read`` returns the registry schema (the column is
     checked, then dropped), so every stage works on one owner's rows without knowing about
-    owners. A row of another owner, or a file without the column, raises
-    :class:`OwnerMismatch` naming the file's table and folder.
+    owners. A row of another owner raises :class:`OwnerMismatch` naming the table and
+    folder; so does a file without the column when ``strict`` (a folder of a multi-owner
+    deployment). A single-owner folder is not strict: files written before owners existed
+    (no column) are that owner's, so upgrading never makes a folder unreadable.
     """
 
-    def __init__(self, root: Path, owner_id: str) -> None:
+    def __init__(self, root: Path, owner_id: str, *, strict: bool = True) -> None:
         if not valid_owner_id(owner_id):
             raise ValueError(f"invalid owner id {owner_id!r}")
         super().__init__(root)
         self.owner_id = owner_id
+        self.strict = strict
 
     def write(self, name: TableRef, data: pa.Table, day: dt.date | None = None) -> Path:
         t = table(name)
@@ -158,6 +168,8 @@ class OwnerStore(TableStore):
         columns: list[str] | None = None,
     ) -> pa.Table:
         t = table(name)
+        if not self.strict:
+            return self._read_lenient(t, days, columns)
         wanted = None if columns is None else [*columns, OWNER_COLUMN]
         try:
             data = super().read(_stamped(t), days, wanted)
@@ -178,6 +190,36 @@ class OwnerStore(TableStore):
                 f"{self.owner_id!r}"
             )
         return data.drop_columns([OWNER_COLUMN])
+
+
+    def _read_lenient(
+        self, t: Table, days: Iterable[dt.date] | None, columns: list[str] | None
+    ) -> pa.Table:
+        """Per file: a stamped file must be this owner's; an unstamped one is accepted."""
+        if not t.partitioned:
+            files = [(None, self.path(t))] if self.has(t) else []
+        else:
+            wanted = self.dates(t) if days is None else sorted(set(days))
+            files = [(d, p) for d in wanted if (p := self.path(t, d)).is_file()]
+        parts = []
+        for day, path in files:
+            if OWNER_COLUMN in pq.read_schema(path).names:
+                stamp = pq.read_table(path, columns=[OWNER_COLUMN]).column(0)
+                bad = len(stamp) - (pc.sum(pc.equal(stamp, self.owner_id)).as_py() or 0)
+                if bad:
+                    raise OwnerMismatch(
+                        f"table {t.name!r} under {self.root}: {bad} rows do not belong to "
+                        f"owner {self.owner_id!r}"
+                    )
+            part = super().read(t, None if day is None else [day], columns)
+            if OWNER_COLUMN in part.column_names:
+                part = part.drop_columns([OWNER_COLUMN])
+            parts.append(part)
+        if not parts:
+            return super().read(t, [] if t.partitioned else None, columns)
+        if len(parts) == 1:
+            return parts[0]
+        return pa.concat_tables(parts, promote_options="permissive")
 
 
 def map_owners(fn: Callable[[T], R], owners: Sequence[T]) -> list[R]:

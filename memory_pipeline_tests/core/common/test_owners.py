@@ -79,6 +79,23 @@ def test_owner_store_refuses_files_without_the_column(tmp_path: Path):
         OwnerStore(tmp_path, "alice").read(T.SESSIONS)
 
 
+def test_a_single_owner_folder_reads_files_written_before_owners(tmp_path: Path):
+    """Not strict (one owner's folder): unstamped files are the owner's, stamped files of
+    another owner are still refused; old and new files of a run-dependent table mix."""
+    TableStore(tmp_path).write(T.SESSIONS, _sessions(2), DAY)  # before owners existed
+    single = OwnerStore(tmp_path, "default", strict=False)
+    single.write(T.SESSIONS, _sessions(3), DAY + dt.timedelta(days=1))
+    assert single.read(T.SESSIONS).num_rows == 5
+    assert single.read(T.SESSIONS, columns=["session_id"]).column_names == ["session_id"]
+    TableStore(tmp_path).write(T.CHUNK_EMBEDDINGS, pa.table({"chunk_id": ["c0"]}), DAY)
+    single.write(T.CHUNK_EMBEDDINGS, pa.table({"chunk_id": ["c1"]}), DAY + dt.timedelta(days=1))
+    assert single.read(T.CHUNK_EMBEDDINGS).column("chunk_id").to_pylist() == ["c0", "c1"]
+    OwnerStore(tmp_path, "bob").write(T.SESSIONS, _sessions(1), DAY + dt.timedelta(days=2))
+    with pytest.raises(OwnerMismatch, match="do not belong to owner 'default'"):
+        single.read(T.SESSIONS)
+    assert owner_store(tmp_path).strict is False  # no marker: a single-owner folder
+
+
 def test_owner_store_stamps_run_dependent_tables(tmp_path: Path):
     store = OwnerStore(tmp_path, "bob")
     data = pa.table({"chunk_id": ["c1", "c2"], "vector": [[0.1], [0.2]]})
