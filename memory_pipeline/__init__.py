@@ -1,7 +1,8 @@
 """memory_pipeline: a date-partitioned, source-linked retrieval memory over chat history.
 
 ``search`` and ``context`` are the app-facing API; they read only published outputs (see
-README, "Search" and "Context packs").
+README, "Search" and "Context packs"). In a deployment with several owners every call names
+the owner (``owner=``); it reads that owner's folder and nothing else (docs/owners.md).
 """
 
 from __future__ import annotations
@@ -15,28 +16,76 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from memory_pipeline.core.retrieval.config import SearchConfig
 
-__all__ = ["SearchConfig", "context", "forget", "recall", "search", "searcher"]
+__all__ = [
+    "SearchConfig",
+    "context",
+    "forget",
+    "owner_output_dir",
+    "recall",
+    "search",
+    "searcher",
+]
 
 _LOCK = threading.Lock()
 _SEARCHERS: dict[tuple[Path | str, str], Any] = {}
 _MEMORY_INDEXES: dict[tuple[Path, str], Any] = {}
+_CACHED = 8  # searchers kept (an app serving several owners alternates between them)
 
 
-def searcher(config: str | Path | None = None, output_dir: str | Path | None = None) -> Any:
-    """The (cached) Searcher over the published index of a configuration's output folder.
+def _remember(cache: dict, key: tuple[Path, str], make: Any) -> Any:
+    """``cache[key]``, built by ``make()`` once; older versions of the same folder and the
+    least recently used entries beyond ``_CACHED`` are dropped (call under ``_LOCK``)."""
+    if key in cache:
+        cache[key] = cache.pop(key)  # most recently used last
+        return cache[key]
+    for old in [k for k in cache if k[0] == key[0]]:
+        del cache[old]
+    while len(cache) >= _CACHED:
+        del cache[next(iter(cache))]
+    cache[key] = make()
+    return cache[key]
+
+
+def owner_output_dir(
+    config: str | Path | None = None,
+    output_dir: str | Path | None = None,
+    owner: str | None = None,
+) -> Path:
+    """The folder the API reads: the output folder, or ``owners/<owner>/`` in it when the
+    deployment has several owners (then ``owner`` is required; an ``OwnerError``, a
+    ``ValueError``, lists them)."""
+    from memory_pipeline.config import load_config
+    from memory_pipeline.core.common.owners import resolve_owner_dir
+
+    root = Path(output_dir) if output_dir else load_config(config).output_dir
+    return resolve_owner_dir(root, owner)
+
+
+def searcher(
+    config: str | Path | None = None,
+    output_dir: str | Path | None = None,
+    owner: str | None = None,
+) -> Any:
+    """The (cached) Searcher over the published index of a configuration's output folder
+    (of ``owner``'s folder in a multi-owner deployment).
 
     A new index version (after a run) is picked up on the next call.
     """
     from memory_pipeline.config import load_config, object_store_options
     from memory_pipeline.core.common import fs
+    from memory_pipeline.core.common.owners import resolve_owner_dir, valid_owner_id
     from memory_pipeline.core.indexes.publish import current_version
     from memory_pipeline.core.retrieval.searcher import IndexNotBuilt, Searcher
 
     out = fs.normalize(os.fspath(output_dir)) if output_dir else load_config(config).storage_root
     if fs.is_remote(out):  # s3://: endpoint and credentials from the AWS_* variables
         fs.configure_s3(object_store_options())
+        if owner is not None:  # a multi-owner deployment on object storage: their prefix
+            if not valid_owner_id(owner):
+                raise ValueError(f"invalid owner id {owner!r}")
+            out = fs.join(out, "owners", owner)
     else:
-        out = Path(out).resolve()
+        out = resolve_owner_dir(Path(out).resolve(), owner)
     version = current_version(out)
     if version is None:
         raise IndexNotBuilt(
@@ -44,10 +93,7 @@ def searcher(config: str | Path | None = None, output_dir: str | Path | None = N
         )
     key = (out, version.name)
     with _LOCK:
-        if key not in _SEARCHERS:
-            _SEARCHERS.clear()
-            _SEARCHERS[key] = Searcher(out)
-        return _SEARCHERS[key]
+        return _remember(_SEARCHERS, key, lambda: Searcher(out))
 
 
 def _require_text(value: Any, name: str) -> None:
@@ -115,6 +161,7 @@ def search(
     mode: str | None = None,
     recent: Any = None,
     rewriter: Any = None,
+    owner: str | None = None,
     **options: Any,
 ):
     """Best chunks and sessions for ``query``: typed ``SearchResult`` (``.to_dict()`` for JSON).
@@ -129,7 +176,9 @@ def search(
     mappings, oldest first): "that thing we talked about yesterday" is resolved against it
     by rules, or by ``rewriter`` (e.g. ``retrieval.rewrite.LlmQueryRewriter``) when given;
     the result's ``query`` is what was searched and its notes say what changed.
-    A blank ``query``, a ``k`` below 1 or a malformed ``recent`` raise ``ValueError``.
+    ``owner``: whose memory (required when the deployment has several owners).
+    A blank ``query``, a ``k`` below 1, a malformed ``recent`` or a missing/unknown
+    ``owner`` raise ``ValueError``.
     """
     _require_text(query, "query")
     _require_int(k, "k", 1)
@@ -138,24 +187,25 @@ def search(
 
     normalize_recent(recent)  # bad input fails before any index is opened
     ranking = resolve(search_config, mode=mode, **options)
-    s = searcher(config, output_dir)
+    s = searcher(config, output_dir, owner)
     query, as_of, notes = _resolve_recent(query, recent, as_of, s, rewriter)
     result = s.search(query, k, ranking, contact=contact, conversation=conversation, as_of=as_of)
     result.notes = [*result.notes, *notes]
     return result
 
 
-def memory_index(config: str | Path | None = None, output_dir: str | Path | None = None) -> Any:
+def memory_index(
+    config: str | Path | None = None,
+    output_dir: str | Path | None = None,
+    owner: str | None = None,
+) -> Any:
     """The (cached) MemoryIndex over the memory timeline published with the search index."""
     from memory_pipeline.core.context.packs import MemoryIndex
 
-    s = searcher(config, output_dir)
+    s = searcher(config, output_dir, owner)
     key = (Path(s.version).resolve().parent, s.version.name)
     with _LOCK:
-        if key not in _MEMORY_INDEXES:
-            _MEMORY_INDEXES.clear()
-            _MEMORY_INDEXES[key] = MemoryIndex.for_searcher(s)
-        return _MEMORY_INDEXES[key]
+        return _remember(_MEMORY_INDEXES, key, lambda: MemoryIndex.for_searcher(s))
 
 
 def context(
@@ -171,6 +221,7 @@ def context(
     search_config: SearchConfig | str | None = None,
     recent: Any = None,
     rewriter: Any = None,
+    owner: str | None = None,
 ):
     """What an LLM should read for ``question``: memory hits first, then their source
     material (``strategy``: ``neighbors`` chunks, whole source ``sessions``, or ``split`` —
@@ -178,7 +229,7 @@ def context(
     code units. Every piece carries its citation; ``.render()`` gives the text.
     ``search_config`` (a ``SearchConfig`` or a preset name) ranks the chunks it searches.
     ``recent`` / ``rewriter`` resolve references to the conversation so far, as for
-    :func:`search` (the pack's notes say what changed).
+    :func:`search` (the pack's notes say what changed). ``owner`` as for :func:`search`.
     A blank ``question``, a negative ``budget``, ``k_memories`` below 1 or a malformed
     ``recent`` raise ``ValueError``."""
     _require_text(question, "question")
@@ -189,11 +240,11 @@ def context(
     from memory_pipeline.core.retrieval.query import normalize_recent
 
     normalize_recent(recent)
-    s = searcher(config, output_dir)
+    s = searcher(config, output_dir, owner)
     question, as_of, notes = _resolve_recent(question, recent, as_of, s, rewriter)
     pack = build_context(
         s,
-        memory_index(config, output_dir),
+        memory_index(config, output_dir, owner),
         question,
         budget,
         strategy=strategy,
@@ -217,6 +268,7 @@ def recall(
     contact: str | None = None,
     as_of: dt.datetime | None = None,
     search_config: SearchConfig | str | None = None,
+    owner: str | None = None,
 ):
     """Memories alone first; the source material only when asked (``sources=True``) or when
     the memory evidence is weak (``sources=None``). The pack says whether and why it escalated.
@@ -226,10 +278,10 @@ def recall(
     from memory_pipeline.core.context.packs import recall as recall_core
     from memory_pipeline.core.retrieval.config import resolve
 
-    s = searcher(config, output_dir)
+    s = searcher(config, output_dir, owner)
     return recall_core(
         s,
-        memory_index(config, output_dir),
+        memory_index(config, output_dir, owner),
         question,
         budget=budget,
         sources=sources,
@@ -246,6 +298,7 @@ def forget(
     config: str | Path | None = None,
     output_dir: str | Path | None = None,
     dry_run: bool = False,
+    owner: str | None = None,
 ) -> list[str]:
     """Forget ``contact`` everywhere, durably; returns what was (or would be) removed.
 
@@ -253,8 +306,15 @@ def forget(
     and the dossier folder, lists them (salted hashes) so no later run ingests them again,
     then rebuilds the indexes, storage report, evaluation and warehouse from what is left.
     ``dry_run`` only reports. Raises ``LookupError`` for an unknown contact.
+    ``owner``: whose memory forgets (required with several owners); the other owners'
+    folders are never touched (their rebuilds are skipped: their inputs did not change).
     """
-    from memory_pipeline.config import load_config, object_store_options, with_output
+    from memory_pipeline.config import (
+        load_config,
+        object_store_options,
+        owner_config,
+        with_output,
+    )
     from memory_pipeline.core.common import fs
     from memory_pipeline.core.privacy.forget import apply_forget
     from memory_pipeline.defs.forget import plan_for
@@ -265,7 +325,7 @@ def forget(
         cfg = with_output(cfg, output_dir)
     if cfg.output_uri:
         fs.configure_s3(object_store_options())
-    plan = plan_for(cfg, contact)
+    plan = plan_for(owner_config(cfg, owner), contact)
     lines = plan.summary_lines()
     if dry_run:
         return lines

@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import NoReturn
 
-from memory_pipeline.config import ConfigError, PipelineConfig
+from memory_pipeline.config import ConfigError, PipelineConfig, owner_config
 from memory_pipeline.config import load_config as _load_config
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common import tables as T
@@ -162,6 +162,12 @@ def _instance_home(cfg: PipelineConfig) -> Path:
     return base
 
 
+def _owner_cfg(args: argparse.Namespace) -> PipelineConfig:
+    """The configuration of ``--owner`` (the single owner's when omitted and there is one);
+    a ValueError naming the owners when it is missing among several or unknown."""
+    return owner_config(load_config(args.config), getattr(args, "owner", None))
+
+
 def plan_range(
     cfg: PipelineConfig, found: list[dt.date], today: dt.date
 ) -> tuple[dt.date, dt.date]:
@@ -192,16 +198,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     today = retention.today()  # one clock (UTC) for the cutoff and the partition range
     cutoff = retention.retention_cutoff(cfg.retain_days, today)
-    purged = retention.purge_expired(
-        cfg.storage_root,
-        cfg.retain_days,
-        cache_path=cfg.cache_path,
-        dossier_dir=cfg.dossiers_path,
-        on=today,
-        work_dir=cfg.output_dir,
-    )
-    if purged:
-        print(f"retention: purged {len(purged['dates'])} partitions before {purged['cutoff']}")
+    for folder in _owner_cfgs(cfg):  # every owner's folder, by the same policy
+        purged = retention.purge_expired(
+            folder.storage_root,
+            folder.retain_days,
+            cache_path=folder.cache_path,
+            dossier_dir=folder.dossiers_path,
+            on=today,
+            work_dir=folder.output_dir,
+        )
+        if purged:
+            print(
+                f"retention: purged {len(purged['dates'])} partitions before {purged['cutoff']}"
+                + (f" (owner {folder.owner_id})" if cfg.multi_owner else "")
+            )
     found = discover_dates(cfg.sources, cfg.start_date)
     if cutoff is not None:
         found = [d for d in found if d >= cutoff]
@@ -267,7 +277,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     checks_warned = sum(len(run.warned) for run in runs)
     timings = {run.stage.name: run.seconds for run in runs}
     store = TableStore(cfg.storage_root)
-    print_summary(store, cfg, (first, last), timings)
+    if cfg.multi_owner:
+        print_owners_summary(cfg, (first, last), timings)
+    else:
+        print_summary(store, cfg, (first, last), timings)
     print(
         f"asset checks: {checks_passed} passed, {checks_warned} warnings, 0 failed "
         f"(one evaluation per partition and check)"
@@ -336,12 +349,42 @@ def print_summary(store, cfg: PipelineConfig, span, timings: dict[str, float]) -
     print("timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
 
 
+def _owner_cfgs(cfg: PipelineConfig) -> list[PipelineConfig]:
+    """Each owner's configuration (``cfg`` itself for a single owner)."""
+    if not cfg.multi_owner:
+        return [cfg]
+    return [cfg.for_owner(spec) for spec in sorted(cfg.owner_specs(), key=lambda s: s.id)]
+
+
+def print_owners_summary(cfg: PipelineConfig, span, timings: dict[str, float]) -> None:
+    """A multi-owner run: rows per table over every owner, and where each owner's are."""
+    from memory_pipeline.core.common.owners import owner_store, owners_root
+
+    days = [span[0] + dt.timedelta(days=i) for i in range((span[1] - span[0]).days + 1)]
+    owners = _owner_cfgs(cfg)
+    stores = [owner_store(o.output_dir) for o in owners]
+    width = max(len(t) for t in SUMMARY_TABLES)
+    print(f"\n{len(owners)} owners under {owners_root(cfg.output_dir)}/<owner_id>/")
+    print(f"{'table':<{width}}  {'rows':>9}  path")
+    for table in SUMMARY_TABLES:
+        n = sum(s.read(table, days).num_rows for s in stores)
+        print(f"{table:<{width}}  {n:>9,}  <owner>/parquet/{table}")
+    print(f"{'warehouse':<{width}}  {'views':>9}  <owner>/warehouse.duckdb")
+    print("timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
+    print("search one owner:  memory-pipeline search --owner <owner_id> \"what did we plan?\"")
+
+
 def cmd_status(args: argparse.Namespace) -> int:
-    from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.core.quality import checks as quality
 
-    cfg = load_config(args.config)
-    store = TableStore(cfg.storage_root)
+    try:
+        cfg = _owner_cfg(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from memory_pipeline.core.common.owners import owner_store
+
+    store = owner_store(cfg.output_dir, storage=cfg.storage_root)
     print(f"output: {cfg.storage_root}")
     any_data = False
     for table in SUMMARY_TABLES:
@@ -403,6 +446,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             as_of=as_of,
             search_config=_search_config(args),
             recent=recent,
+            owner=args.owner,
         )
     except IndexNotBuilt as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -465,10 +509,10 @@ def cmd_tokenize(args: argparse.Namespace) -> int:
     from memory_pipeline.core.indexes.bm25 import query_tokens
     from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
 
-    cfg = load_config(args.config)
     try:
+        cfg = _owner_cfg(args)
         index = _published_index(cfg, args.representation)
-    except IndexNotBuilt as exc:
+    except (IndexNotBuilt, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     tokens = query_tokens(index, args.text)
@@ -511,7 +555,11 @@ def cmd_sql(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     else:
         statement = args.statement
-    cfg = load_config(args.config)
+    try:
+        cfg = _owner_cfg(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     params = dict(args.param)
     try:
         if args.query is not None:
@@ -554,6 +602,7 @@ def cmd_context(args: argparse.Namespace) -> int:
         "contact": args.contact,
         "as_of": as_of,
         "search_config": _search_config(args),
+        "owner": args.owner,
     }
     try:
         recent = _recent_messages(args.recent)
@@ -607,7 +656,7 @@ def _unknown_scope(args: argparse.Namespace) -> bool:
     ):
         if value is None:
             continue
-        s = s or searcher(args.config)
+        s = s or searcher(args.config, owner=getattr(args, "owner", None))
         known = sorted({str(v) for v in getattr(s, column)})
         if value not in known:
             shown = ", ".join(known[:5]) + (f", … ({len(known)} in all)" if len(known) > 5 else "")
@@ -773,7 +822,12 @@ def cmd_forget(args: argparse.Namespace) -> int:
     """Forget a contact everywhere (dry run unless --yes), or list what is forgotten."""
     from memory_pipeline.core.privacy.forget import UnknownContact, apply_forget, forgotten_entries
 
-    cfg = load_config(args.config)
+    deployment = load_config(args.config)
+    try:
+        cfg = owner_config(deployment, args.owner)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.list:
         entries = forgotten_entries(cfg.storage_root)
         for e in entries:
@@ -798,8 +852,9 @@ def cmd_forget(args: argparse.Namespace) -> int:
     import dagster as dg
 
     apply_forget(plan)
-    _instance_home(cfg)
-    ok = rebuild_after_forget(cfg, dg.DagsterInstance.get())
+    _instance_home(deployment)
+    # the whole deployment's rebuild: only this owner's inputs changed, so only they rebuild
+    ok = rebuild_after_forget(deployment, dg.DagsterInstance.get())
     print(f"forgotten; the forget list keeps them out of every future run ({cfg.storage_root})")
     if not ok:
         print("error: rebuilding the indexes failed: run `memory-pipeline run`", file=sys.stderr)
@@ -921,6 +976,10 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("--yes", action="store_true", help="remove (without it: only show what)")
     fg.add_argument("--list", action="store_true", help="what is forgotten (hashes and dates)")
     fg.set_defaults(func=cmd_forget)
+    for owned in (status, search, ctx, sq, tk, fg):
+        owned.add_argument(
+            "--owner", type=_text, help="whose memory (required when there are several owners)"
+        )
     return parser
 
 

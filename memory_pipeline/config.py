@@ -17,6 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from memory_pipeline.core.common import fs
+from memory_pipeline.core.common.owners import (
+    DEFAULT_OWNER_ID,
+    owner_dir,
+    owner_slug,
+    read_marker,
+    resolve_owner_dir,
+    valid_owner_id,
+)
+from memory_pipeline.core.common.owners import (
+    discover_owner_ids as _discover_owner_ids,
+)
 from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.common.timeutil import zone
 from memory_pipeline.core.indexes.tokenize import TOKENIZER_CHOICES
@@ -31,6 +42,28 @@ DEFAULT_CONFIG_NAME = "memory_pipeline.toml"
 
 class ConfigError(ValueError):
     """The configuration is invalid; the message lists every problem found."""
+
+
+# A source option that fans one corpus out to many owners in one read pass: every speaker
+# of a RealPersonaChat file becomes an owner, and a dialogue belongs to both its speakers.
+FAN_OUT_OPTION = "owners"
+FAN_OUT_SPEAKERS = "speakers"
+FAN_OUT_KINDS = frozenset({"realpersonachat"})
+
+
+@dataclass(frozen=True)
+class OwnerSpec:
+    """One owner of a multi-owner deployment: ``id`` (a slug, their folder's name), ``owner``
+    (their sender name / speaker id in the exports) and the sources that are their history.
+
+    ``fan_out`` names the fan-out sources whose shared read gives this owner records (a
+    speaker of a corpus); their records come from that one pass, not from ``sources``.
+    """
+
+    id: str
+    owner: str
+    sources: tuple[SourceSpec, ...] = ()
+    fan_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,6 +96,49 @@ class PipelineConfig:
     dossier_dir: Path | None = None  # where the current dossiers go as <contact>.md
     retain_days: int | None = None  # [privacy]: purge partitions older than this; None = keep all
     output_uri: str | None = None  # s3://bucket/prefix when the outputs are on object storage
+    owner_id: str = DEFAULT_OWNER_ID  # this configuration's owner (single owner, or one owner)
+    owners: tuple[OwnerSpec, ...] = ()  # [[owners]]: a multi-owner deployment's listed owners
+    fan_out_sources: tuple[SourceSpec, ...] = ()  # sources with owners = "speakers"
+    root_dir: Path | None = None  # an owner's config: the deployment's output_dir
+
+    @property
+    def multi_owner(self) -> bool:
+        """Several owners (listed or fanned out): outputs go under ``owners/<owner_id>/``."""
+        return bool(self.owners or self.fan_out_sources)
+
+    def for_owner(self, spec: OwnerSpec) -> PipelineConfig:
+        """The configuration of one owner: their sources, their folder for every output.
+
+        Evaluation questions are the deployment's, not an owner's, so they are dropped."""
+        folder = owner_dir(self.output_dir, spec.id)
+        return replace(
+            self,
+            owner=spec.owner,
+            owner_id=spec.id,
+            sources=spec.sources,
+            output_dir=folder,
+            dossier_dir=None if self.output_uri else folder / "dossiers",
+            owners=(),
+            fan_out_sources=(),
+            root_dir=self.output_dir,
+            # on object storage the owner's records live under <output_uri>/owners/<id>
+            output_uri=fs.join(self.output_uri, "owners", spec.id) if self.output_uri else None,
+            eval_questions=None,
+            eval_locomo=None,
+        )
+
+    def owner_specs(self) -> list[OwnerSpec]:
+        """Every owner: the listed ones, then those a fan-out source created on disk."""
+        listed = {o.id: o for o in self.owners}
+        if not self.fan_out_sources:
+            return list(listed.values())
+        names = tuple(s.name for s in self.fan_out_sources)
+        for oid in _discover_owner_ids(self.output_dir):
+            if oid in listed:
+                continue
+            marker = read_marker(owner_dir(self.output_dir, oid)) or {}
+            listed[oid] = OwnerSpec(oid, str(marker.get("owner") or oid), (), names)
+        return list(listed.values())
 
     @property
     def storage_root(self) -> Path | str:
@@ -124,6 +200,7 @@ def _env_key(name: str) -> str:
 # [pipeline] keys; each can be overridden by MEMORY_PIPELINE_<KEY>
 PIPELINE_KEYS = (
     "owner",
+    "owner_id",
     "timezone",
     "start_date",
     "end_date",
@@ -155,6 +232,7 @@ def parse_config(
     errors: list[str] = []
     pipe = _pipeline_values(raw, env, base_dir, errors)
     sources = _sources(raw, env, base_dir, pipe.owner, pipe.timezone, errors)
+    owners = _owners(raw, env, base_dir, pipe.timezone, sources, errors)
     dense = _dense_representations(raw, env, errors)
     tokenizer, hnsw_threshold = _retrieval(raw, env, errors)
     eval_paths = _evaluation_paths(raw, env, base_dir, errors)
@@ -183,6 +261,9 @@ def parse_config(
         eval_locomo=eval_paths["locomo"],
         dossier_dir=pipe.dossier_dir,
         retain_days=retain_days,
+        owner_id=pipe.owner_id,
+        owners=tuple(owners),
+        fan_out_sources=tuple(s for s in sources.specs if _fans_out(s)),
     )
 
 
@@ -192,6 +273,7 @@ class _PipelineValues:
     problem is already listed) so the other sections can still be checked against it."""
 
     owner: str
+    owner_id: str
     timezone: str
     start: dt.date | None
     end: dt.date | None
@@ -217,6 +299,13 @@ def _pipeline_values(
         errors.append(f"[pipeline]: unknown keys {sorted(unknown)}")
 
     owner = _required_str(pipe, "owner", errors)
+    owner_id = str(pipe.get("owner_id", DEFAULT_OWNER_ID)).strip()
+    if not valid_owner_id(owner_id):
+        errors.append(
+            f"[pipeline].owner_id: {owner_id!r} is not a slug like 'yuki' "
+            "([a-z0-9][a-z0-9_-]{0,63})"
+        )
+        owner_id = DEFAULT_OWNER_ID
     timezone = _required_str(pipe, "timezone", errors)
     if timezone:
         try:
@@ -244,7 +333,8 @@ def _pipeline_values(
     if stride > size:
         errors.append(f"[pipeline].chunk_stride: {stride} > chunk_size {size} would skip messages")
     return _PipelineValues(
-        owner, timezone, start, end, output_dir, output_uri, dossier_dir, gap, size, stride
+        owner, owner_id, timezone, start, end, output_dir, output_uri, dossier_dir, gap, size,
+        stride,
     )
 
 
@@ -315,6 +405,7 @@ class _Sources:
     names: set[str] = field(default_factory=set)
     # MEMORY_PIPELINE_SOURCES as a set of names (None: each table's own `enabled` decides)
     enabled_names: set[str] | None = None
+    explicit_owner: set[str] = field(default_factory=set)  # tables that set `owner` themselves
 
 
 def _sources(
@@ -367,6 +458,8 @@ def _read_source(
     if name in out.names:
         errors.append(f"{where}.name: duplicate source name")
     out.names.add(name)
+    if "owner" in src:
+        out.explicit_owner.add(name)
     kind = src.get("kind")
     if kind not in READERS:
         errors.append(f"{where}.kind: {kind!r} is not one of {sorted(READERS)}")
@@ -395,16 +488,133 @@ def _read_source(
         for k, v in src.items()
         if k not in {"name", "kind", "path", "enabled", "owner", "timezone"}
     }
+    fan_out = FAN_OUT_OPTION in options
+    if fan_out:
+        _check_fan_out(where, str(kind), options, errors)
     out.specs.append(
         SourceSpec(
             name=name,
             kind=str(kind),
             path=path,
             timezone=str(src_tz),
-            owner=src.get("owner", owner) or None,
+            # a fan-out source is read once for everyone: no owner filters the read
+            owner=None if fan_out else (src.get("owner", owner) or None),
             options=options,
         )
     )
+
+
+def _fans_out(spec: SourceSpec) -> bool:
+    return FAN_OUT_OPTION in spec.options
+
+
+def _check_fan_out(where: str, kind: str, options: Mapping[str, Any], errors: list[str]) -> None:
+    """``owners = "speakers"`` (optionally ``speakers = [...]``, ``owner_prefix = "..."``) on
+    a corpus whose dialogues name their speakers."""
+    if options[FAN_OUT_OPTION] != FAN_OUT_SPEAKERS:
+        errors.append(f"{where}.{FAN_OUT_OPTION}: must be {FAN_OUT_SPEAKERS!r}")
+    if kind not in FAN_OUT_KINDS:
+        errors.append(f"{where}.{FAN_OUT_OPTION}: only for kinds {sorted(FAN_OUT_KINDS)}")
+    speakers = options.get("speakers")
+    if speakers is not None and not (
+        isinstance(speakers, list) and speakers and all(isinstance(x, str) for x in speakers)
+    ):
+        errors.append(f"{where}.speakers: a non-empty list of speaker ids")
+    prefix = options.get("owner_prefix", "")
+    if not isinstance(prefix, str) or (prefix and not valid_owner_id(prefix + "x")):
+        errors.append(f"{where}.owner_prefix: lowercase letters, digits, _ and -")
+
+
+def fan_out_owner_id(spec: SourceSpec, speaker: str) -> str:
+    """The owner id a speaker of a fan-out source gets (``owner_prefix`` + slug)."""
+    return owner_slug(speaker, str(spec.options.get("owner_prefix", "")))
+
+
+OWNER_KEYS = frozenset({"id", "owner", "sources"})
+
+
+def _owners(
+    raw: Mapping[str, Any],
+    env: Mapping[str, str],
+    base_dir: Path,
+    timezone: str,
+    sources: _Sources,
+    errors: list[str],
+) -> list[OwnerSpec]:
+    """[[owners]]: ``id`` (slug), ``owner`` (sender name) and ``sources`` (names of
+    [[sources]] tables, or nested tables); nested sources join the configuration's sources.
+
+    With owners listed, sources no owner names (and that do not fan out) belong to the
+    [pipeline] owner, who is then one more owner (id ``[pipeline].owner_id``)."""
+    raw_owners = raw.get("owners", [])
+    if not isinstance(raw_owners, list):
+        errors.append("[[owners]]: must be an array of tables")
+        return []
+    by_name = {s.name: s for s in sources.specs}
+    top_level = list(sources.specs)
+    claimed: set[str] = set()
+    out: list[OwnerSpec] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(raw_owners):
+        where = f"owners[{i}]"
+        if not isinstance(entry, Mapping):
+            errors.append(f"{where}: must be a table")
+            continue
+        unknown = set(entry) - OWNER_KEYS
+        if unknown:
+            errors.append(f"{where}: unknown keys {sorted(unknown)}")
+        oid = entry.get("id")
+        if not isinstance(oid, str) or not valid_owner_id(oid):
+            errors.append(f"{where}.id: required, a slug like 'alice' ([a-z0-9][a-z0-9_-]{{0,63}})")
+            continue
+        where = f"owners[{i}] ({oid})"
+        if oid in seen:
+            errors.append(f"{where}.id: duplicate owner id")
+        seen.add(oid)
+        name = entry.get("owner")
+        if not isinstance(name, str) or not name.strip():
+            errors.append(f"{where}.owner: required, their sender name in the exports")
+            continue
+        name = name.strip()
+        specs: list[SourceSpec] = []
+        listed = entry.get("sources", [])
+        if not isinstance(listed, list):
+            errors.append(f"{where}.sources: a list of source names or source tables")
+            listed = []
+        for j, item in enumerate(listed):
+            if isinstance(item, str):
+                spec = by_name.get(item)
+                if spec is None:
+                    if item not in sources.disabled:
+                        errors.append(f"{where}.sources[{j}]: unknown source {item!r}")
+                    continue
+                if _fans_out(spec):
+                    errors.append(f"{where}.sources[{j}]: {item!r} fans out to its speakers")
+                    continue
+                claimed.add(item)
+                if item not in sources.explicit_owner:
+                    spec = replace(spec, owner=name)
+                specs.append(spec)
+            elif isinstance(item, Mapping):
+                before = len(sources.specs)
+                at = len(sources.names)
+                _read_source(at, item, env, base_dir, name, timezone, sources, errors)
+                specs.extend(sources.specs[before:])
+            else:
+                errors.append(f"{where}.sources[{j}]: a source name or a source table")
+        out.append(OwnerSpec(oid, name, tuple(specs)))
+    if out or any(_fans_out(s) for s in top_level):
+        rest = [s for s in top_level if s.name not in claimed and not _fans_out(s)]
+        if rest:
+            pipe = raw.get("pipeline", {})
+            pid = str(env.get(ENV_PREFIX + "OWNER_ID", pipe.get("owner_id", DEFAULT_OWNER_ID)))
+            pname = str(env.get(ENV_PREFIX + "OWNER", pipe.get("owner", ""))).strip()
+            if pid in seen:
+                names = ", ".join(s.name for s in rest)
+                errors.append(f"[[owners]]: sources {names} belong to no listed owner")
+            else:
+                out.append(OwnerSpec(pid, pname, tuple(rest)))
+    return out
 
 
 def _dense_representations(
@@ -537,3 +747,15 @@ def object_store_options(env: Mapping[str, str] | None = None) -> fs.S3Options:
         secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
         region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
     )
+def owner_config(cfg: PipelineConfig, owner: str | None) -> PipelineConfig:
+    """The configuration of ``owner`` (their folder for every output), or ``cfg`` itself in a
+    single-owner deployment; raises ``OwnerError`` (a ValueError listing the owners) when
+    ``owner`` is missing among several or unknown."""
+    folder = resolve_owner_dir(cfg.output_dir, owner)
+    if folder == cfg.output_dir or owner is None:
+        return cfg
+    spec = next((s for s in cfg.owner_specs() if s.id == owner), None)
+    if spec is None:
+        marker = read_marker(folder) or {}
+        spec = OwnerSpec(owner, str(marker.get("owner") or owner))
+    return cfg.for_owner(spec)

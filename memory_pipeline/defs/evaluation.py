@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from memory_pipeline.core.common import tables as T
-from memory_pipeline.defs.helpers import asset_info
+from memory_pipeline.core.indexes.publish import current_version
+from memory_pipeline.defs.helpers import asset_info, code_version, inputs_fingerprint, per_owner
 from memory_pipeline.defs.indexes import BM25, TIME_META, VECTORS
 from memory_pipeline.defs.resources import PipelineResource
 
@@ -60,6 +61,7 @@ def write_tables(tables: dict[str, pa.Table], out: Path) -> None:
         "memory_pipeline.core.evaluation",
     ),
 )
+@per_owner(inputs_fingerprint((T.SESSIONS,), lambda scope: _eval_settings(scope.cfg)))
 def evaluation(context: dg.AssetExecutionContext, pipeline: PipelineResource):
     from memory_pipeline.core.evaluation.evalsets import generate_time_queries, load_jsonl_questions
     from memory_pipeline.core.evaluation.evaluate import run_evaluation
@@ -110,6 +112,14 @@ def evaluation(context: dg.AssetExecutionContext, pipeline: PipelineResource):
     metadata["tables"] = dg.MetadataValue.path(str(out / "tables"))
     metadata["report"] = dg.MetadataValue.path(str(html))
     return dg.MaterializeResult(metadata=metadata)
+
+
+def _eval_settings(cfg) -> str | None:
+    """An owner's evaluation scores their published index: rebuild when it changed."""
+    version = current_version(cfg.storage_root)
+    if version is None or not (cfg.output_dir / "eval").is_dir():
+        return None
+    return f"{version.name}|{code_version('memory_pipeline.defs.evaluation')}"
 
 
 def _labelled_metrics(summary: pa.Table, meta: dict) -> dict:

@@ -9,7 +9,7 @@ search works again and nothing rebuilt can contain the forgotten contact
 
 import dagster as dg
 
-from memory_pipeline.config import PipelineConfig
+from memory_pipeline.config import PipelineConfig, owner_config
 from memory_pipeline.core.privacy.forget import ForgetPlan, apply_forget, plan_forget
 from memory_pipeline.defs.resources import PipelineResource
 
@@ -28,12 +28,21 @@ def plan_for(cfg: PipelineConfig, contact: str) -> ForgetPlan:
 
 
 @dg.op(
-    config_schema={"contact": dg.Field(str, description="contact_id or display name")},
+    config_schema={
+        "contact": dg.Field(str, description="contact_id or display name"),
+        "owner": dg.Field(
+            str, is_required=False, description="whose contact (several owners: required)"
+        ),
+    },
     description="Forget a contact everywhere (tables, index versions, cache, dossier file) "
     "and put them on the forget list; then run refresh_warehouse to rebuild the indexes.",
 )
 def forget_contact_op(context: dg.OpExecutionContext, pipeline: PipelineResource) -> None:
-    plan = plan_for(pipeline.cfg, context.op_config["contact"])
+    try:
+        cfg = owner_config(pipeline.cfg, context.op_config.get("owner"))
+    except ValueError as exc:  # the owner is missing among several, or unknown
+        raise dg.Failure(description=str(exc)) from None
+    plan = plan_for(cfg, context.op_config["contact"])
     apply_forget(plan)
     # counts only: no name, no text in the event log
     context.log.info(

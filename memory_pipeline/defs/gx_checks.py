@@ -67,6 +67,30 @@ def build_gx_checks(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetChe
     ]
 
 
+class _Merged:
+    """Several owners' GX outcomes as one: success when every owner's succeeded; rows per
+    frame summed over the owners."""
+
+    def __init__(self, outcomes: list) -> None:
+        self.success = all(o.success for o in outcomes)
+        self.failed = [f for o in outcomes for f in o.failed]
+        self.rows: dict[str, int] = {}
+        for o in outcomes:
+            for name, n in o.rows.items():
+                self.rows[name] = self.rows.get(name, 0) + n
+
+
+def _merged(outcomes: list) -> tuple:
+    """(outcome, failed partitions, statistics) over several owners' validations."""
+    results = [o for o, _ in outcomes]
+    failed = sorted({p for _, parts in outcomes for p in parts})
+    keys = ("evaluated_expectations", "successful_expectations", "unsuccessful_expectations")
+    stats = {k: sum(o.statistics[k] for o in results) for k in keys}
+    total = stats["evaluated_expectations"]
+    stats["success_percent"] = 100.0 * stats["successful_expectations"] / total if total else 100.0
+    return _Merged(results), failed, stats
+
+
 def _build_gx_check(
     table: str,
     asset_key: dg.AssetKey,
@@ -80,19 +104,28 @@ def _build_gx_check(
         reported as one evaluation per partition (only the failing ones fail)."""
         from memory_pipeline.core.quality.gx_suites import validate_range
 
-        cfg, store = pipeline.cfg, pipeline.store
+        cfg = pipeline.cfg
         days = keys_to_dates(list(context.partition_keys))
         t0 = time.perf_counter()
-        outcome, failed_partitions = validate_range(
-            store,
-            table,
-            days,
-            gap_minutes=cfg.session_gap_minutes,
-            chunk_size=cfg.chunk_size,
-            chunk_stride=cfg.chunk_stride,
-        )
+        # every owner with data on the run's days, each over their own store and days
+        scopes = pipeline.owner_scopes(days) if cfg.multi_owner else pipeline.owner_scopes()
+        outcomes = [
+            validate_range(
+                scope.store,
+                table,
+                scope.days if scope.days is not None else days,
+                gap_minutes=cfg.session_gap_minutes,
+                chunk_size=cfg.chunk_size,
+                chunk_stride=cfg.chunk_stride,
+            )
+            for scope in scopes
+        ]
+        if len(outcomes) == 1:
+            outcome, failed_partitions = outcomes[0]
+            stats = outcome.statistics
+        else:
+            outcome, failed_partitions, stats = _merged(outcomes)
         seconds = round(time.perf_counter() - t0, 3)
-        stats = outcome.statistics
         context.log.info(
             f"{gx_check_name(table)}: {stats['successful_expectations']}/"
             f"{stats['evaluated_expectations']} expectations passed over {len(days)} "

@@ -21,6 +21,12 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
 
+from memory_pipeline.core.common.owners import (
+    input_fingerprint,
+    map_owners,
+    save_fingerprint,
+    stored_fingerprint,
+)
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.common.tables import Table
 from memory_pipeline.core.quality.checks import Result
@@ -280,20 +286,244 @@ def partition_events(
         yield from check_evaluations(context, event.check_results or [], output_names, blocking)
 
 
-def per_partition(tables: Mapping[dg.AssetKey, Table]) -> Callable[[Callable], Callable]:
-    """Decorator (under ``@dg.asset``) applying :func:`partition_events` to the asset body.
+def per_partition(
+    tables: Mapping[dg.AssetKey, Table],
+    owners: Callable[[dg.AssetExecutionContext, Any], list[Any]] | None = None,
+) -> Callable[[Callable], Callable]:
+    """Decorator (under ``@dg.asset``) running the asset body once per owner, then applying
+    :func:`partition_events` to what it returned.
 
     The body keeps returning or yielding plain ``MaterializeResult``s with embedded check
-    results; the decorator does the per-partition bookkeeping, so no asset repeats it.
+    results for one owner (``pipeline`` is that owner's :class:`OwnerScope`); with several
+    owners their results are merged into one per asset and check (:func:`merge_owner_events`)
+    and the per-partition row counts add up every owner's rows. ``owners(context, pipeline)``
+    picks the owners (default: those with messages near the run's days).
     """
 
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def wrapper(context: dg.AssetExecutionContext, pipeline: Any, *args: Any, **kw: Any):
+            if owners is not None:
+                scopes = owners(context, pipeline)
+            else:
+                days = [dt.date.fromisoformat(k) for k in context.partition_keys]
+                scopes = pipeline.owner_scopes(days)
+            if not pipeline.cfg.multi_owner:
+                scope = scopes[0]
+                yield from partition_events(
+                    context, scope.store, tables, fn(context, scope, *args, **kw)
+                )
+                return
+
+            def body(scope: Any) -> list[Any]:
+                return _events(fn(_OwnerContext(context, scope.days), scope, *args, **kw))
+
+            results = map_owners(body, scopes)
+            merged = merge_owner_events(context, [s.owner_id for s in scopes], results)
             yield from partition_events(
-                context, pipeline.store, tables, fn(context, pipeline, *args, **kw)
+                context, _OwnersReader([s.store for s in scopes]), tables, merged
             )
 
         return wrapper
 
     return wrap
+
+
+def per_owner(
+    fingerprint: Callable[[Any], str | None] | None = None, name: str | None = None
+) -> Callable[[Callable], Callable]:
+    """Decorator (under ``@dg.asset``) for an unpartitioned asset: the body runs once per
+    owner and the results are merged (:func:`merge_owner_events`).
+
+    ``fingerprint(scope)`` hashes what the asset reads for an owner (None: build anyway); an
+    owner whose fingerprint equals the one saved after its last successful build is skipped,
+    so one owner's new day rebuilds only that owner's indexes. The fingerprint is saved only
+    when every check of the owner's build passed. One owner: the body runs as it always did.
+    """
+
+    def wrap(fn: Callable) -> Callable:
+        asset_name = name or fn.__name__
+
+        @functools.wraps(fn)
+        def wrapper(context: dg.AssetExecutionContext, pipeline: Any, *args: Any, **kw: Any):
+            scopes = pipeline.owner_scopes()
+            if not pipeline.cfg.multi_owner:
+                yield from _events(fn(context, scopes[0], *args, **kw))
+                return
+            skipped: list[str] = []
+
+            def body(scope: Any) -> list[Any] | None:
+                folder = scope.cfg.output_dir
+                fp = fingerprint(scope) if fingerprint is not None else None
+                if fp is not None and fp == stored_fingerprint(folder, asset_name):
+                    skipped.append(scope.owner_id)
+                    return None
+                events = _events(fn(context, scope, *args, **kw))
+                if fingerprint is not None and all(r.passed for r in _check_results(events)):
+                    # after a first build the output exists: fingerprint what it was built from
+                    fp = fp if fp is not None else fingerprint(scope)
+                    if fp is not None:
+                        save_fingerprint(folder, asset_name, fp)
+                return events
+
+            results = map_owners(body, scopes)
+            built = [(s.owner_id, r) for s, r in zip(scopes, results, strict=True) if r is not None]
+            context.log.info(
+                f"{asset_name}: {len(built)} owners built, {len(skipped)} unchanged (skipped)"
+            )
+            yield from merge_owner_events(
+                context,
+                [oid for oid, _ in built],
+                [r for _, r in built],
+                extra={"owners_skipped": len(skipped)},
+            )
+
+        return wrapper
+
+    return wrap
+
+
+def inputs_fingerprint(
+    tables: Sequence[Table],
+    extra: Callable[[Any], str | None] = lambda scope: "",
+) -> Callable[[Any], str | None]:
+    """A :func:`per_owner` fingerprint: the owner's files of ``tables`` plus ``extra(scope)``
+    (configuration, code version, the published index version); ``extra`` returning None
+    (e.g. the output is missing) forces a build."""
+
+    def fingerprint(scope: Any) -> str | None:
+        more = extra(scope)
+        return None if more is None else input_fingerprint(scope.store, tables, more)
+
+    return fingerprint
+
+
+class _OwnerContext:
+    """The asset context as one owner's body sees it: the run's partition keys narrowed to
+    the days the owner takes part in; everything else is the run's context."""
+
+    def __init__(self, context: dg.AssetExecutionContext, days: list[dt.date] | None) -> None:
+        self._context = context
+        self._keys = None if days is None else [d.isoformat() for d in days]
+
+    @property
+    def partition_keys(self) -> list[str]:
+        return list(self._context.partition_keys) if self._keys is None else self._keys
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
+class _OwnersReader:
+    """Reads one table over several owners' stores (row counts of a partition in the UI)."""
+
+    def __init__(self, stores: Sequence[TableStore]) -> None:
+        self.stores = list(stores)
+
+    def read(self, name: Any, days: Iterable[dt.date] | None = None) -> Any:
+        import pyarrow as pa
+
+        parts = [s.read(name, days) for s in self.stores if days is None or _has(s, name, days)]
+        if not parts:
+            return pa.table({})
+        return pa.concat_tables(parts, promote_options="permissive")
+
+
+def _has(store: TableStore, name: Any, days: Iterable[dt.date]) -> bool:
+    return any(store.has(name, d) for d in days)
+
+
+def _events(result: Any) -> list[Any]:
+    """What an asset body returned or yielded, as a list."""
+    if result is None:
+        return []
+    if isinstance(result, (dg.MaterializeResult, dg.AssetCheckResult)):
+        return [result]
+    return list(result)
+
+
+def _check_results(events: Iterable[Any]) -> Iterator[dg.AssetCheckResult]:
+    for event in events:
+        if isinstance(event, dg.AssetCheckResult):
+            yield event
+        elif isinstance(event, dg.MaterializeResult):
+            yield from event.check_results or []
+
+
+def _merge_metadata(values: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Several owners' metadata as one: numbers add up, a value every owner shares is kept,
+    anything else (paths, per-owner JSON) is dropped rather than shown for one owner."""
+    out: dict[str, Any] = {}
+    keys = list(dict.fromkeys(k for v in values for k in v))
+    for key in keys:
+        raw = [_plain(v[key]) for v in values if key in v]
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in raw):
+            out[key] = sum(raw)
+        elif all(x == raw[0] for x in raw) and isinstance(raw[0], (str, bool, int, float)):
+            out[key] = raw[0]
+    return out
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, dg.MetadataValue) else value
+
+
+def merge_owner_events(
+    context: dg.AssetExecutionContext,
+    owner_ids: Sequence[str],
+    results: Sequence[Sequence[Any]],
+    extra: Mapping[str, Any] | None = None,
+) -> list[Any]:
+    """One ``MaterializeResult`` per selected asset and one ``AssetCheckResult`` per selected
+    check from every owner's results: a check passes when it passed for every owner, and its
+    metadata names the owners it failed for (ids, never contents). Owners that did not run
+    (no input, unchanged) add nothing; an asset no owner built still reports (0 owners)."""
+    default_key = context.assets_def.key if len(context.assets_def.keys) == 1 else None
+    mats: dict[dg.AssetKey, list[Mapping[str, Any]]] = {}
+    checks: dict[dg.AssetCheckKey, list[tuple[str, dg.AssetCheckResult]]] = {}
+    others: list[Any] = []
+    for oid, events in zip(owner_ids, results, strict=True):
+        for event in events:
+            if isinstance(event, dg.MaterializeResult):
+                key = event.asset_key or default_key
+                mats.setdefault(key, []).append(dict(event.metadata or {}))
+                for check in event.check_results or []:
+                    ck = dg.AssetCheckKey(check.asset_key or key, check.check_name)
+                    checks.setdefault(ck, []).append((oid, check))
+            elif isinstance(event, dg.AssetCheckResult):
+                ck = dg.AssetCheckKey(event.asset_key or default_key, event.check_name)
+                checks.setdefault(ck, []).append((oid, event))
+            else:
+                others.append(event)
+    out = list(others)
+    for key in [k for k in context.assets_def.keys if k in context.selected_asset_keys]:
+        metadata = _merge_metadata(mats.get(key, []))
+        metadata["owners"] = len(mats.get(key, []))
+        metadata.update(extra or {})
+        out.append(dg.MaterializeResult(asset_key=key, metadata=metadata))
+    selected = context.selected_asset_check_keys
+    for spec in context.assets_def.check_specs:
+        if spec.key not in selected:
+            continue
+        done = checks.get(spec.key, [])
+        failed = [(oid, r) for oid, r in done if not r.passed]
+        metadata: dict[str, Any] = {"owners_checked": len(done), "owners_failed": len(failed)}
+        if failed:
+            metadata["failed_owner_ids"] = dg.MetadataValue.json([oid for oid, _ in failed][:50])
+            metadata.update(_merge_metadata([dict(r.metadata or {}) for _, r in failed]))
+        severities = [r.severity for _, r in failed] or [dg.AssetCheckSeverity.ERROR]
+        severity = (
+            dg.AssetCheckSeverity.ERROR
+            if dg.AssetCheckSeverity.ERROR in severities
+            else severities[0]
+        )
+        out.append(
+            dg.AssetCheckResult(
+                asset_key=spec.asset_key,
+                check_name=spec.name,
+                passed=not failed,
+                severity=severity,
+                metadata=metadata,
+            )
+        )
+    return out

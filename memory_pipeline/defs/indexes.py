@@ -6,6 +6,7 @@ atomically, so the three always describe the same snapshot.
 """
 
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pyarrow.parquet as pq
@@ -18,6 +19,7 @@ from memory_pipeline.core.indexes.publish import (
     SESSION_LOOKUP,
     build_bm25,
     build_dense,
+    current_version,
     index_root,
     new_version,
     publish,
@@ -36,6 +38,9 @@ from memory_pipeline.defs.helpers import (
     asset_key,
     check_result,
     check_spec,
+    code_version,
+    inputs_fingerprint,
+    per_owner,
     table_asset,
 )
 from memory_pipeline.defs.ingest import RAW
@@ -115,6 +120,21 @@ _CODE = ("memory_pipeline.defs.indexes", "memory_pipeline.core.indexes")
     group_name="indexes",
     name="search_indexes",
 )
+@per_owner(
+    inputs_fingerprint(
+        (
+            T.CHUNKS,
+            T.CHUNK_SUMMARIES,
+            T.EMBEDDING_TEXTS,
+            T.CHUNK_EMBEDDINGS,
+            T.SESSIONS,
+            T.RAW_MESSAGES,
+            T.MEMORIES,
+        ),
+        lambda scope: _index_settings(scope.cfg),
+    ),
+    name="search_indexes",
+)
 def search_indexes(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, dask: DaskResource
 ):
@@ -186,6 +206,15 @@ def search_indexes(
     yield check_result(BM25, CHECK_BM25_COVERS, covers_check)
     yield check_result(BM25, CHECK_POSTINGS, postings_check)
     yield check_result(VECTORS, CHECK_VECTORS, vectors_check)
+
+
+def _index_settings(cfg: Any) -> str | None:
+    """What besides the tables decides an owner's index: settings and this code's version
+    (None when nothing is published yet, so the first build always runs)."""
+    if current_version(cfg.storage_root) is None:
+        return None
+    dense = ",".join(cfg.dense_representations)
+    return f"{cfg.tokenizer}|{cfg.hnsw_threshold}|{dense}|{code_version(*_CODE)}"
 
 
 def _bm25_indexes(version: Path) -> dict[str, Bm25Index]:

@@ -1,15 +1,21 @@
 """raw_messages, quarantine and ingest_audit: one pass over the configured sources."""
 
+import datetime as dt
 import time
 from collections import Counter
+from typing import Any
 
 import dagster as dg
 import pyarrow.compute as pc
 
+from memory_pipeline.config import OwnerSpec, fan_out_owner_id
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_list
-from memory_pipeline.core.common.records import SourceError
-from memory_pipeline.core.ingest.stage import read_all_tables, split_ingest
+from memory_pipeline.core.common.owners import fan_out_by_speaker
+from memory_pipeline.core.common.records import Message, SourceError
+from memory_pipeline.core.ingest.normalize import ingest as normalize_ingest
+from memory_pipeline.core.ingest.sources import read_source
+from memory_pipeline.core.ingest.stage import gc_paused, read_all_tables, split_ingest
 from memory_pipeline.core.privacy.retention import retention_cutoff
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.defs.helpers import (
@@ -102,7 +108,10 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         group_name="ingest",
         name="ingest",
     )
-    @per_partition({RAW: T.RAW_MESSAGES, QUARANTINE: T.QUARANTINE, AUDIT: T.INGEST_AUDIT})
+    @per_partition(
+        {RAW: T.RAW_MESSAGES, QUARANTINE: T.QUARANTINE, AUDIT: T.INGEST_AUDIT},
+        owners=ingest_owners,
+    )
     def ingest(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
         cutoff = retention_cutoff(cfg.retain_days)
@@ -112,12 +121,17 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         if cutoff is not None:  # expired rows hash their positions with the folder's salt
             ensure_salt(cfg.storage_root)
         try:
-            result = read_all_tables(
-                cfg.sources, days, cfg.start_date, load_forget_list(cfg.storage_root), cutoff
-            )
+            forget = load_forget_list(cfg.storage_root)
+            shared = getattr(pipeline, "records", None)  # a fan-out source's share, read once
+            if shared is None:
+                result = read_all_tables(cfg.sources, days, cfg.start_date, forget, cutoff)
+            else:
+                result = _ingest_with(shared, cfg.sources, days, cfg.start_date, forget, cutoff)
         except SourceError as exc:
             raise dg.Failure(description=str(exc)) from None
         per_day = split_ingest(result, days)
+        if cfg.root_dir is not None:  # one owner of many: only days with records are theirs
+            per_day = _owned_days(store, per_day)
         for i, (day, tables) in enumerate(per_day.items(), 1):
             store.write(T.RAW_MESSAGES, tables.messages, day)
             store.write(T.QUARANTINE, tables.quarantine, day)
@@ -180,3 +194,90 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         yield from checks
 
     return ingest
+
+
+def _owned_days(store: Any, per_day: dict[dt.date, Any]) -> dict[dt.date, Any]:
+    """The days an owner of a multi-owner deployment is written for: those with records,
+    and those they have a partition of already (re-ingesting replaces it, even by an empty
+    one), so a day's run writes no empty partitions for owners who did not talk that day."""
+    return {
+        day: tables
+        for day, tables in per_day.items()
+        if tables.audit.num_rows or store.has(T.RAW_MESSAGES, day)
+    }
+
+
+def _run_days(context: dg.AssetExecutionContext, cfg: Any) -> list[dt.date]:
+    """The run's days ingest writes: those not past retention (as the asset body does)."""
+    cutoff = retention_cutoff(cfg.retain_days)
+    return [d for d in keys_to_dates(context.partition_keys) if cutoff is None or d >= cutoff]
+
+
+def ingest_owners(context: dg.AssetExecutionContext, pipeline: PipelineResource) -> list[Any]:
+    """The owners one ingest run works on.
+
+    One owner: that owner. Several: every listed owner (their sources are read for them),
+    plus, for each fan-out source, every speaker with records on the run's days. A fan-out
+    source is read ONCE for everyone (its dialogues then go to both their speakers,
+    :func:`fan_out_by_speaker`); a fanned-out owner takes part only in the days they have
+    records on, so a day's run never writes empty partitions for a million owners.
+    """
+    cfg = pipeline.cfg
+    if not cfg.multi_owner:
+        return pipeline.owner_scopes()
+    days = _run_days(context, cfg)
+    scopes = {spec.id: pipeline.scope(spec) for spec in cfg.owners}
+    for spec in cfg.fan_out_sources:
+        try:
+            fan = fan_out_by_speaker(read_source(spec, days), spec.options.get("speakers"))
+        except SourceError as exc:
+            raise dg.Failure(description=str(exc)) from None
+        if fan.unassigned:
+            context.log.warning(
+                f"ingest: {fan.unassigned} quarantine records of {spec.name!r} belong to no "
+                "readable dialogue, so to no owner"
+            )
+        for speaker, records in fan.records.items():
+            oid = fan_out_owner_id(spec, speaker)
+            if oid not in scopes:
+                scopes[oid] = pipeline.scope(OwnerSpec(oid, speaker, (), (spec.name,)))
+                scopes[oid].days = []
+            scope = scopes[oid]
+            scope.records = [*(scope.records or []), *records]
+            if scope.days is not None:
+                scope.days = sorted(set(scope.days) | _record_days(records, cfg.start_date, days))
+        context.log.info(f"ingest: {spec.name!r} read once for {len(fan.records)} owners")
+    return [scopes[k] for k in sorted(scopes) if scopes[k].days is None or scopes[k].days]
+
+
+def _record_days(records: list[Any], start: dt.date, days: list[dt.date]) -> set[dt.date]:
+    """The run's days that hold one of ``records`` (a day before start counts as start)."""
+    wanted = set(days)
+    found = set()
+    for rec in records:
+        day = rec.local_date if isinstance(rec, Message) else rec.partition_date
+        day = start if day is None or day < start else day
+        if day in wanted:
+            found.add(day)
+    return found
+
+
+def _ingest_with(
+    shared: list[Any],
+    sources: Any,
+    days: list[dt.date],
+    start: dt.date,
+    forget: Any,
+    cutoff: dt.date | None,
+) -> Any:
+    """Ingest an owner's share of a fan-out read plus their own sources (each read here)."""
+
+    def records():
+        yield from shared
+        for spec in sources:
+            yield from read_source(spec, days)
+
+    with gc_paused():
+        return normalize_ingest(
+            records(), start_date=start, dates=days, forget=forget, retain_from=cutoff
+        )

@@ -11,7 +11,7 @@ Metadata carries counts and dates only, never text.
 import dagster as dg
 
 from memory_pipeline.core.privacy.retention import purge_expired, retention_cutoff
-from memory_pipeline.defs.helpers import asset_info
+from memory_pipeline.defs.helpers import asset_info, per_owner
 from memory_pipeline.defs.resources import PipelineResource
 
 RETENTION = dg.AssetKey("retention")
@@ -31,6 +31,7 @@ META_CUTOFF = "cutoff"
         "memory_pipeline.core.privacy",
     ),
 )
+@per_owner(name="retention")  # every owner's folder is purged by the same policy
 def retention_asset(context: dg.AssetExecutionContext, pipeline: PipelineResource):
     cfg = pipeline.cfg
     cutoff = retention_cutoff(cfg.retain_days)

@@ -3,9 +3,18 @@
 import dagster as dg
 
 from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.indexes.publish import current_version
 from memory_pipeline.core.quality.storage_report import markdown_table, storage_report
 from memory_pipeline.defs.chunks import CHUNKS
-from memory_pipeline.defs.helpers import ROW_COUNT, asset_info, asset_key, table_asset, table_path
+from memory_pipeline.defs.helpers import (
+    ROW_COUNT,
+    asset_info,
+    asset_key,
+    inputs_fingerprint,
+    per_owner,
+    table_asset,
+    table_path,
+)
 from memory_pipeline.defs.indexes import BM25, MEMORY_INDEX, TIME_META, VECTORS
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.memories import DOSSIERS, MEMORIES
@@ -14,6 +23,12 @@ from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS
 
 STORAGE_REPORT = asset_key(T.STORAGE_REPORT)
+
+
+def _published(output_dir) -> str | None:
+    """The report measures the published index too: its version is part of the input."""
+    version = current_version(output_dir)
+    return None if version is None else version.name
 
 
 @dg.asset(
@@ -37,6 +52,13 @@ STORAGE_REPORT = asset_key(T.STORAGE_REPORT)
         "memory_pipeline.defs.storage",
         "memory_pipeline.core.quality.storage_report",
     ),
+)
+@per_owner(
+    inputs_fingerprint(
+        [t for t in T.REGISTRY if t is not T.STORAGE_REPORT],
+        lambda scope: _published(scope.cfg.storage_root),
+    ),
+    name=T.STORAGE_REPORT.name,
 )
 def storage_report_asset(context: dg.AssetExecutionContext, pipeline: PipelineResource):
     cfg, store = pipeline.cfg, pipeline.store

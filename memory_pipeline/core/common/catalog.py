@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memory_pipeline.core.common import fs
+from memory_pipeline.core.common.owners import OWNER_COLUMN, valid_owner_id
 from memory_pipeline.core.common.tables import REGISTRY, Table
 
 if TYPE_CHECKING:
@@ -49,14 +50,26 @@ HEADER = (
 
 
 def views_sql(
-    parquet_root: str = DEFAULT_PARQUET_ROOT, tables: Iterable[str | Table] | None = None
+    parquet_root: str = DEFAULT_PARQUET_ROOT,
+    tables: Iterable[str | Table] | None = None,
+    owner_id: str | None = None,
 ) -> str:
     """CREATE VIEW statements for ``tables`` (default: every registered table, in registry
-    order) under ``parquet_root``."""
+    order) under ``parquet_root``.
+
+    ``owner_id`` (a multi-owner deployment's per-owner warehouse) adds a mandatory
+    ``WHERE owner_id = '<id>'`` to every view: the folder already holds only that owner's
+    files, and the filter makes a stray file of another owner invisible to SQL as well."""
     names = [str(t) for t in (REGISTRY if tables is None else tables)]
+    where = ""
+    if owner_id is not None:
+        if not valid_owner_id(owner_id):  # a slug: safe to inline as a literal
+            raise ValueError(f"invalid owner id {owner_id!r}")
+        where = f"\n  WHERE {OWNER_COLUMN} = '{owner_id}'"
     stmts = [
         f"CREATE OR REPLACE VIEW {name} AS\n"
-        f"  SELECT * FROM read_parquet('{parquet_root}/{name}/*.parquet', union_by_name = true);"
+        f"  SELECT * FROM read_parquet('{parquet_root}/{name}/*.parquet', union_by_name = true)"
+        f"{where};"
         for name in names
     ]
     return HEADER + "\n" + "\n\n".join(stmts) + "\n"
@@ -74,12 +87,15 @@ def connect(db_path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyConnecti
     return duckdb.connect(str(db_path), read_only=read_only, config={"file_search_path": folder})
 
 
-def refresh_catalog(db_path: Path, parquet_root: Path | str) -> list[str]:
+def refresh_catalog(
+    db_path: Path, parquet_root: Path | str, owner_id: str | None = None
+) -> list[str]:
     """Write a new warehouse with a view per table that has files, swap it in atomically;
     returns the view names.
 
     Readers holding the previous file keep it (see the module docstring); the swap is one
-    ``os.replace`` in the same folder. Writers are still serialized (a Dagster pool) so two
+    ``os.replace`` in the same folder (``owner_id``: every view filters on it, see
+    :func:`views_sql`). Writers are still serialized (a Dagster pool) so two
     refreshes do not race for the final name. ``parquet_root`` is written relative to the
     warehouse's folder (``os.path.relpath``), so moving the output folder keeps the views.
     """
@@ -97,11 +113,11 @@ def refresh_catalog(db_path: Path, parquet_root: Path | str) -> list[str]:
     try:
         con = connect(tmp, read_only=False)  # views bind now: paths resolve as readers will
         try:
-            if remote:
+            if remote:  # the owner's own prefix: tables hold only their rows
                 _load_tables(con, str(parquet_root), present)
             elif present:
                 rel = os.path.relpath(parquet_root.resolve(), db_path.parent.resolve())
-                con.execute(views_sql(Path(rel).as_posix(), present))
+                con.execute(views_sql(Path(rel).as_posix(), present, owner_id))
             con.execute("CHECKPOINT")
         finally:
             con.close()

@@ -143,7 +143,8 @@ class TableStore:
         return (
             pa.concat_tables(parts)
             if schema is None
-            else pa.concat_tables([t.cast(schema) for t in parts])
+            # select first: a file may carry more columns (OwnerStore's owner_id)
+            else pa.concat_tables([t.select(schema.names).cast(schema) for t in parts])
         )
 
     def _read_file(self, path: Location, columns: list[str] | None) -> pa.Table:

@@ -48,6 +48,7 @@ from memory_pipeline.core.common.forget_list import (
 )
 from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.ids import text_hash
+from memory_pipeline.core.common.owners import owner_store
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.indexes.publish import drop_local_copies, index_root, list_versions
 from memory_pipeline.core.ingest.normalize import quarantine_table
@@ -169,7 +170,8 @@ def plan_forget(
     work_dir: Path | None = None,
 ) -> ForgetPlan:
     """Everything forgetting ``contact`` would remove; changes nothing."""
-    store = TableStore(output_dir)
+    # the marker naming the folder's owner is local: in work_dir when the data is remote
+    store = owner_store(work_dir or output_dir, storage=output_dir)
     plan = ForgetPlan(
         resolve_contact(store, contact),
         fs.normalize(output_dir),
@@ -285,7 +287,7 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
         forget.add("file", file_key(source, file), today)
     save_forget_list(out, forget)
 
-    store = TableStore(out)
+    store = owner_store(plan.work_dir or out, storage=out)
     moved: Counter[tuple[dt.date, str]] = Counter()  # messages turned into forgotten rows
     for name, day in sorted(plan.rows, key=lambda k: (k[1], k[0])):
         t = T.table(name)
