@@ -420,10 +420,17 @@ class _OwnersReader:
     def __init__(self, stores: Sequence[TableStore]) -> None:
         self.stores = list(stores)
 
-    def read(self, name: Any, days: Iterable[dt.date] | None = None) -> Any:
+    def read(
+        self, name: Any, days: Iterable[dt.date] | None = None, columns: list[str] | None = None
+    ) -> Any:
         import pyarrow as pa
 
-        parts = [s.read(name, days) for s in self.stores if days is None or _has(s, name, days)]
+        days = None if days is None else list(days)
+        parts = [
+            s.read(name, days, columns=columns)
+            for s in self.stores
+            if days is None or _has(s, name, days)
+        ]
         if not parts:
             return pa.table({})
         return pa.concat_tables(parts, promote_options="permissive")
