@@ -232,14 +232,14 @@ def test_refreshed_assets_declare_freshness_that_warns_after_a_missed_night(tmp_
 
 def _sensor(d: Deployment, name: str, cursor: str | None):
     sensor = d.defs.resolve_sensor_def(name)
-    ctx = dg.build_sensor_context(
+    # a context manager: the definitions' Dask resource has a per-run lifecycle (a generator)
+    with dg.build_sensor_context(
         instance=d.instance,
         cursor=cursor,
         definitions=d.defs,
         resources={"pipeline": d.resource},
-    )
-    data = sensor.evaluate_tick(ctx)
-    return data
+    ) as ctx:
+        return sensor.evaluate_tick(ctx)
 
 
 def test_dropped_export_requests_exactly_its_date_and_becomes_searchable(tmp_path, instance):
