@@ -36,6 +36,8 @@ from memory_pipeline.core.common.timelex import (
     WEEKDAY_PATTERN,
 )
 from memory_pipeline.core.memories.rewrite import (
+    en_continuation_ok,
+    en_is_reaction,
     en_resolve_dates,
     en_statement_kind,
     en_third_person,
@@ -523,8 +525,35 @@ _EN_PLAN_NOT = re.compile(r"\b(?:never|not|n't|n’t|no)\b", re.I)
 _EN_LEAD = re.compile(
     r"^(?:(?i:and|also|oh|oh and|so|well|anyway|anyways|plus|but|yeah|yes|yep|yay|wow|haha+|"
     r"lol|hey|hi|omg|ok|okay|sure|right|btw|guess what|thanks|thank you|by the way|actually|"
-    r"speaking of which|perfect|great|cool|nice|awesome|amazing)[,!:.]?\s+|[A-Z][a-z]+[,!:]\s+)+",
+    r"speaking of which|perfect|great|cool|nice|awesome|amazing)[,!:.]?\s+|[A-Z][a-z]+[,!:]\s+"
+    r"|(?i:you\swon['’]t\sbelieve\s(?:it|this)|guess\swhat|on\sanother\snote|fun\sfact)"
+    r"\s*[-–—:,!]\s*)+",
 )
+_EN_THANKS_FOR = re.compile(
+    r"^(?:\W*(?:and|oh|yeah|yes|wow|hey)\W+)*(?:thanks|thank\s+you|thx)\W*(?:so\s+much\W*|a\s+lot\W*)?"
+    r"(?:for|,?\s*\w+\W*\s*for)\b",
+    re.I,
+)
+# "..., I had a mentor too": a reaction or thanks before the comma says nothing; the clause
+# after it, starting with the speaker, is the statement.
+_EN_REACTION_CLAUSE = re.compile(
+    r"^(?P<r>[^,;]{2,60}),\s+(?=(?:I|I['’](?:m|ve|ll)|my|we)\b)", re.I
+)
+# "- pretty cool, huh?", ", right?": a tag question after a statement does not make it one.
+_EN_TAG_QUESTION = re.compile(
+    r"\s*(?:[-–—,]\s*)(?:pretty\s+\w+|right|huh|isn['’]t\s+it|don['’]t\s+you\s+think|"
+    r"you\s+know|can\s+you\s+believe\s+it|crazy|cool)(?:,\s*(?:huh|right|eh))?\s*\?+$",
+    re.I,
+)
+
+
+def _en_statement_part(s: str) -> str:
+    """``s`` without a leading reaction clause or a trailing tag question."""
+    s = _EN_TAG_QUESTION.sub(".", s)
+    m = _EN_REACTION_CLAUSE.match(s)
+    if m is not None and en_is_reaction(m["r"]):
+        s = s[m.end() :]
+    return s
 
 
 def _en_clause_ok(sentence: str, start: int) -> bool:
@@ -1029,6 +1058,9 @@ _EN_SUBJECTLESS = re.compile(
     r"Lost|Left|Came|Wrote|Built|Been|Gonna|Going\s+to|Planning\s+(?:to|on)|Working\s+on|"
     r"Looking\s+forward|Thinking\s+(?:of|about))\b)"
     r"(?!\s+(?:by|to\s+you|ages|a\s+while|forever|so\s+long|too\s+long|a\s+long|me|us)\b)"
+    # "Been a busy week", "Gonna be a great night": the dropped subject is "it", not "I".
+    r"(?<!Been(?=\s(?:a|an|the|such|quite|so|really|pretty)\b))"
+    r"(?!(?<=Gonna)\s+be\s+(?:a|an|the|so|such|fun|great|awesome|amazing|epic|tough|hard)\b)"
 )
 
 
@@ -1074,7 +1106,14 @@ def _statement_size(text: str, lang: str, name: str) -> float:
     words = re.findall(r"[A-Za-z]{3,}", text.lower())
     return sum(1 for w in words if w not in _FUNCTION_WORDS and w not in names)
 _EN_ANAPHORA = re.compile(
-    r"^(?:it|it['’]s|that|that['’]s|this|they|they['’]re|these|those|he|she|them|there|so)\b",
+    r"^(?:it|it['’]s|that['’]s|they|they['’]re|he|she|them|there|so)\b"
+    # "This necklace is ...", "These figurines I bought ...": a demonstrative before a noun
+    # names its thing; before a verb ("That was so fun", "This means a lot") it points back.
+    r"|^(?:this|that|these|those)\b"
+    r"(?=\s*(?:[.!,;:]|$)|\s+(?:is|was|are|were|has|had|have|sounds?|looks?|seems?|means?|must|"
+    r"will|would|can|could|makes?|made|really|so|one|kind|sort|part|feels?|felt|gives?|keeps?|"
+    r"helps?|reminds?|brings?|taught|shows?|got|just|all|too|also|always|definitely|totally|"
+    r"sure|truly|actually|did|does|do|stuff|thing|time|moment|way)\b)",
     re.I,
 )
 
@@ -1194,6 +1233,8 @@ class RuleMemoryExtractor:
         sentences = _sentences(cleaned, lang)
         general: list[tuple[_Hit, str, dt.date | None, bool]] = []
         anaphoric = _ja_anaphoric if lang == "ja" else _en_anaphoric
+        last_general = -2  # index of the sentence last added to ``general``
+        context: tuple[int, str] = (-2, "")  # the last sentence that could be an antecedent
         for n, raw in enumerate(sentences):
             if lang == "ja":
                 s = unicodedata.normalize("NFKC", raw)
@@ -1204,14 +1245,26 @@ class RuleMemoryExtractor:
                     hit = _ja_statement(s)
                 date_rx = _DATE_JA
             else:
+                if _EN_THANKS_FOR.match(raw):
+                    continue  # "Thanks for having my back": a courtesy, not a statement
                 s = _EN_LEAD.sub("", raw) if raw[:1] != "I" else raw
-                s = _en_subjectless(s)
+                s = _en_subjectless(_en_statement_part(s))
                 if _EN_QUESTION.search(s):
                     continue
                 hit = _en_rules(s)
                 if hit is None:
                     hit = _en_statement(s)
                 date_rx = _DATE_EN
+                if hit is None and en_continuation_ok(s) and not _en_anaphoric(s):
+                    context = (n, s)  # may name what a following "It ..." points at
+                if hit is None and last_general == n - 1 and en_continuation_ok(s):
+                    # "I went to the beach. The kids had a blast.": the sentence right after a
+                    # statement goes on with it; kept only with it (it leans).
+                    statement = en_resolve_dates(s, today)[0]
+                    statement = en_third_person(statement, msg.sender, other)
+                    general.append((_Hit("fact", "", "", 0.5, general=True), statement, None, True))
+                    last_general = n
+                    continue
             if hit is None:
                 continue
             event_date = None
@@ -1243,7 +1296,14 @@ class RuleMemoryExtractor:
                     event_date = day
                 statement = en_third_person(statement, msg.sender, other) if msg.sender else s
             if hit.general:
-                general.append((hit, statement, event_date, anaphoric(s)))
+                leans = anaphoric(s)
+                if leans and not general and lang == "en" and context[0] == n - 1:
+                    # "Flowers bring joy. They remind me of my wedding.": the sentence before
+                    # says what "they" are; it opens the statement.
+                    ctx = en_third_person(en_resolve_dates(context[1], today)[0], msg.sender, other)
+                    general.append((hit, ctx, None, False))
+                general.append((hit, statement, event_date, leans))
+                last_general = n
                 continue
             statement = _short(statement)
             found.append(
