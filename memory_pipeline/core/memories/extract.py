@@ -529,6 +529,8 @@ _EN_LEAD = re.compile(
     r"|(?i:you\swon['’]t\sbelieve\s(?:it|this)|guess\swhat|on\sanother\snote|fun\sfact)"
     r"\s*[-–—:,!]\s*)+",
 )
+# "I'll tell them.": a statement whose object is in another message goes on with nothing.
+_EN_POINTS_BACK = re.compile(r"\b(?:it|them|her|him|that|this|one)\W*$", re.I)
 _EN_THANKS_FOR = re.compile(
     r"^(?:\W*(?:and|oh|yeah|yes|wow|hey)\W+)*(?:thanks|thank\s+you|thx)\W*(?:so\s+much\W*|a\s+lot\W*)?"
     r"(?:for|,?\s*\w+\W*\s*for)\b",
@@ -1257,7 +1259,12 @@ class RuleMemoryExtractor:
                 date_rx = _DATE_EN
                 if hit is None and en_continuation_ok(s) and not _en_anaphoric(s):
                     context = (n, s)  # may name what a following "It ..." points at
-                if hit is None and last_general == n - 1 and en_continuation_ok(s):
+                if (
+                    hit is None
+                    and last_general == n - 1
+                    and en_continuation_ok(s)
+                    and not _EN_POINTS_BACK.search(general[-1][1])
+                ):
                     # "I went to the beach. The kids had a blast.": the sentence right after a
                     # statement goes on with it; kept only with it (it leans).
                     statement = en_resolve_dates(s, today)[0]

@@ -106,6 +106,7 @@ _I_VERB = re.compile(  # not after "and": "Toby and I bond" keeps its plural ver
     rf"(?<!\band\s)\b[Ii]\b(?!{_APOS})(?P<adv>(?:\s+{_ADVERBS})*)\s+(?P<verb>[A-Za-z’']+)"
 )
 _ME = re.compile(r"\b(?:me|myself)\b", re.I)
+_LETS = re.compile(r"\b[Ll]et['’]s\b")
 _MY = re.compile(r"\b(?:my|mine)\b", re.I)
 _WE_CONTRACT = re.compile(rf"\b(?:we{_APOS}re|we{_APOS}ve|we{_APOS}ll|we{_APOS}d)\b", re.I)
 _WE = re.compile(r"\bwe\b", re.I)
@@ -130,6 +131,7 @@ def en_third_person(sentence: str, name: str, other: str | None = None) -> str:
             tail = "m"
         return f"{name} {cont.get(tail, 'is')}"
 
+    s = _LETS.sub(f"{name} and {other or 'others'} will", s)  # "let's": the two of them
     s = _I_CONTRACT.sub(_i_contract, s)
     s = _I_VERB.sub(lambda m: f"{name}{m['adv']} {_third(m['verb'])}", s)
     s = re.sub(r"\b[Ii]\b(?!['’])", name, s)

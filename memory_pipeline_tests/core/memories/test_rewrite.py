@@ -229,3 +229,14 @@ def test_chat_contractions_and_subjectless_it_sentences() -> None:
     assert en_third_person("I gotta finish my script", "Jo") == "Jo has to finish Jo's script"
     assert _en_subjectless("Been a busy week at work.") == "Been a busy week at work."
     assert _en_subjectless("Gonna be a great night of music!") == "Gonna be a great night of music!"
+
+
+def test_lets_is_the_two_of_them_and_a_thin_promise_takes_no_continuation() -> None:
+    assert en_third_person("Let's meet at the Zepp entrance", "Maria", "Yuki") == (
+        "Maria and Yuki will meet at the Zepp entrance"
+    )
+    texts = _texts(
+        ("Maria", "Sure, I'll tell them. The commute is only 25 minutes from the new flat."),
+        ("Yuki", "Nice"),
+    )
+    assert not any("commute" in t and "tell" in t for t in texts), texts
