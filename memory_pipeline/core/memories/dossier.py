@@ -962,7 +962,8 @@ def _timeline_bullets(state: DossierState) -> list[str]:
 
 # -- near duplicates ---------------------------------------------------------------------------
 
-_WORD = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u9fff]")
+_WORD = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u9fff]+")
+_JA_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
 # A resolved date and the word it replaced say the same ("on 9 March 2024" / "today").
 _DAY_WORDS = re.compile(
     r"\b(?:on\s+)?\d{1,2}\s+(?:January|February|March|April|May|June|July|August|September|"
@@ -986,7 +987,15 @@ def _words_of(text: str, people: tuple[str, ...]) -> frozenset[str]:
     names = {"others", "other"}
     for n in people:
         names |= set(_WORD.findall((n or "").casefold()))
-    words = _WORD.findall(_DAY_WORDS.sub(" ", text).casefold())
+    for n in people:  # Japanese names are runs inside words: cut them out first
+        if n and _JA_RUN.search(n):
+            text = text.replace(n, " ")
+    words: list[str] = []
+    for w in _WORD.findall(_DAY_WORDS.sub(" ", text).casefold()):
+        if _JA_RUN.match(w):  # Japanese has no spaces: its character bigrams are the words
+            words += [w] if len(w) == 1 else [w[i : i + 2] for i in range(len(w) - 1)]
+        else:
+            words.append(w)
     return frozenset(w for w in words if w not in names and w not in _SMALL_WORDS)
 
 

@@ -42,6 +42,7 @@ from memory_pipeline.core.memories.rewrite import (
     en_statement_kind,
     en_third_person,
     ja_statement_kind,
+    ja_strip_lead,
     ja_third_person,
 )
 
@@ -736,6 +737,7 @@ _JA_TRIGGER = re.compile(
     r"住ん|引っ越|引越|働い|勤め|転勤|就職|入社|転職|退職|好き|嫌い|苦手|ハマ|はま|飼|持って|予定"
     r"|つもり|結婚|合格|買|彼氏|彼女|夫|妻|旦那|嫁|上司|後輩|先輩|子供|子ども|娘|息子|生まれ|卒業"
     r"|独身|既婚|明日|明後日|あした|来週|週末|曜|日|月|[おこそとのほもよろごぞどぼぽ]う"
+    r"|出身|趣味|好物|ことが多|てみたい"
 )
 _JA_QUESTION = re.compile(
     r"[?？]|(?:か|かな|かね|かしら|っけ|の|ん)[。！!〜ー…w笑]*$|(?:です|ます|でしょう|ません|ました"
@@ -746,7 +748,7 @@ _JA_REACTION = re.compile(
     r"(?:ね|か)|ですって|(?:いらっしゃ|されて|なさって|おられ)|ということ|ってこと"
 )
 _JA_REPORTED = re.compile(
-    r"って(?:言|い)っ|と(?:言|い)っ|らしい|そうです|みたいです|だって|とのこと"
+    r"って(?:言|い)っ|と(?:言|い)っ|らしい|そうです|(?<![てで])みたいです|だって|とのこと"
 )
 _JA_HYPO = re.compile(r"もし|たら|れば|なら(?!ず)|たい(?:です|な|けど|と)|ほしい|欲しい|夢")
 _OTHER_SUBJ = re.compile(
@@ -792,7 +794,19 @@ _JA_NEWJOB = re.compile(
 )
 _JA_PREF = re.compile(
     rf"(?P<obj>{_NOUN_CHUNK})(?:が|も|は)?(?:大|一番|特に|すごく|とても|結構|少々|少し|ちょっと|かなり|本当に|めっちゃ|超)?(?P<p>好き|大好き|嫌い"
-    r"|大嫌い|苦手)(?:です|だ|なんです|なんだ|なの|で(?![しは])|。|！|!|$|、|よ|ね|w|笑|ー)"
+    r"|大嫌い|苦手|大好物|好物)(?:です|だ|なんです|なんだ|なの|で(?![しは])|。|！|!|$|、|よ|ね|w|笑|ー)"
+)
+_JA_FROM = re.compile(
+    rf"(?P<place>{_NOUN_CHUNK})(?:の)?出身(?:です|だ|で|なんです|なので|。|！|!|$)"
+    rf"|生まれ(?:は|も)(?P<born>{_NOUN_CHUNK})(?:で|です|だ|、|。|$)"
+    rf"|(?P<at>{_NOUN_CHUNK})(?:で|に)生まれ(?:ました|た|て|育ち|育った)"
+)
+_JA_PREF_ACT = re.compile(
+    r"(?P<act>[一-龥ぁ-んァ-ヴー々]{1,24}?[うくぐすつぬぶむるた](?:こと|の))(?:が|も|は)"
+    r"(?:大|一番|特に|すごく|とても|本当に)?(?P<p>好き|大好き|嫌い|苦手|趣味)"
+)
+_JA_HOBBY = re.compile(
+    r"趣味は(?P<obj>[^、。！？!?\s]{2,20}?)(?:です|だ|で|かな|とか|、|。|！|!|$)"
 )
 _JA_HOOKED = re.compile(
     rf"(?P<obj>{_NOUN_CHUNK})(?:に|へ)(?:ハマ|はま)って(?:い)?(?:ます|る|ますね|て|て、){_TAIL}"
@@ -934,6 +948,20 @@ def _ja_pref(m: re.Match[str]) -> _Hit | None:
     return _Hit("preference", "", f"{obj}が{m['p']}", 0.75)
 
 
+def _ja_from(m: re.Match[str]) -> _Hit | None:
+    place = _ja_obj(m["place"] or m["born"] or m["at"] or "")
+    if not _ja_specific(place) or place in _NOT_JA_NAMES:
+        return None
+    return _Hit("fact", "hometown", place, 0.8)
+
+
+def _ja_pref_act(m: re.Match[str]) -> _Hit | None:
+    act = _ja_obj(m["act"])
+    if len(act) < 4 or _JA_BAD_PART.search(act):
+        return None  # 「見るのが好き」 says what; 「るのが好き」 is a cut word
+    return _Hit("preference", "", f"{act}が{m['p']}", 0.75)
+
+
 def _ja_event(m: re.Match[str]) -> _Hit | None:
     ev, obj = m["ev"], _ja_obj(m["obj"] or "")
     if not _ja_specific(obj):
@@ -1010,7 +1038,17 @@ _JA_RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], _Hit | None]]] 
             else None
         ),
     ),
+    (_JA_PREF_ACT, _ja_pref_act),
     (_JA_PREF, _ja_pref),
+    (
+        _JA_HOBBY,
+        lambda m: (
+            _Hit("preference", "hobby", m["obj"], 0.75)
+            if _ja_specific(m["obj"]) or len(m["obj"]) > 2
+            else None
+        ),
+    ),
+    (_JA_FROM, _ja_from),
 ]
 # Substrings a sentence must contain for a rule to be tried: most sentences skip every regex.
 _NAMED_KEYS = ("結婚", "婚約", "出産", "転勤")
@@ -1028,7 +1066,10 @@ _JA_RULE_KEYS: dict[re.Pattern[str], tuple[str, ...]] = {
     _JA_OWN: ("持って",),
     _JA_BOUGHT: ("買", "購入"),
     _JA_HOOKED: ("ハマって", "はまって"),
-    _JA_PREF: ("好き", "嫌い", "苦手"),
+    _JA_PREF: ("好き", "嫌い", "苦手", "好物"),
+    _JA_PREF_ACT: ("ことが", "のが", "ことも", "のも", "ことは", "のは"),
+    _JA_HOBBY: ("趣味は",),
+    _JA_FROM: ("出身", "生まれ"),
 }
 
 # Session-level: "XからYだっけ？" asked about someone who announced a move, answered "そう".
@@ -1175,10 +1216,27 @@ def _en_clause_start_ok(s: str) -> bool:
     return not _EN_GENERAL_HYPO.match(s)
 
 
+_JA_COURTESY_WISH = re.compile(r"お願い|聞きたい|知りたい|話したい|伺いたい|教えて")
+_JA_COND = re.compile(r"もし|たら|れば|なら(?!ず)|夢")
+# 「将来、猫を飼ってみたいです」: what the speaker wants is theirs (not a conditional).
+_JA_WISH_END = re.compile(
+    r"(?:たい|たいな|たいです|たいですね|たいと思って(?:い)?(?:ます|る)|たいと思います|たいなと思って(?:い)?ます)"
+    r"[。！!〜ー笑w…]*$"
+)
+
+
 def _ja_statement(s: str) -> _Hit | None:
-    """The general Japanese rule: a declarative sentence about the speaker."""
-    if _JA_REPORTED.search(s) or _JA_HYPO.search(s) or not _ja_first_person_ok(s, len(s)):
+    """The general Japanese rule: a declarative sentence about the speaker (or what they
+    wish for: a preference)."""
+    if _JA_REPORTED.search(s) or not _ja_first_person_ok(s, len(s)):
         return None
+    if _JA_HYPO.search(s):
+        s = ja_strip_lead(s)
+        if _JA_COND.search(s) or not _JA_WISH_END.search(s) or len(s) < 8:
+            return None
+        if _JA_COURTESY_WISH.search(s):
+            return None  # 「よろしくお願いしたいです」
+        return _Hit("preference", "", "", 0.5, general=True)
     kind = ja_statement_kind(s)
     if kind is None or (kind == "plan" and _JA_PLAN_NOT.search(s)):
         return None  # 明日は予定なしです: no plan

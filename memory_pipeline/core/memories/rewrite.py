@@ -395,7 +395,8 @@ _JA_COURTESY = re.compile(
 _JA_FRAGMENT = re.compile(r"^(?:って|と|が|は|を|に|で|も|の|よ|ね|し|から|けど)")
 _JA_ACTION_END = re.compile(
     r"(?:ます|ました|ています|ていました|てます|てました|ている|ていた|てる|でいます|でいる|"
-    r"でます|でる|ってきました|てきました|好き|大好き|嫌い|苦手|予定です|つもりです)(?:ね|よ|ねー|よー|けど|んです|んですよ)?"
+    r"でます|でる|ってきました|てきました|好き|大好き|嫌い|苦手|予定です|つもりです|ことが多い(?:です)?"
+    r"|ようにして(?:い)?ます|ようにしている)(?:ね|よ|ねー|よー|けど|んです|んですよ)?"
     r"[。！!〜ー笑w…]*$"
 )
 _JA_PLAN = re.compile(r"予定|つもり|今度|来週|来月|来年|明日|(?:よう|ましょう)と思")
@@ -411,7 +412,9 @@ def ja_statement_kind(sentence: str) -> str | None:
     person (そうなんですね, いいですね) and sentences under 12 characters are skipped.
     """
     s = sentence.strip()
-    if len(s) < 12 or "?" in s or "？" in s or _JA_OTHER_LEAD.search(s):
+    if len(s) < (9 if _JA_ACTION_END.search(s) else 12):  # 「ピアノを弾いています」 is enough
+        return None
+    if "?" in s or "？" in s or _JA_OTHER_LEAD.search(s):
         return None
     if _JA_FRAGMENT.match(s):
         return None  # "ってくらい成長が早い": the tail of a sentence cut at its quote

@@ -240,3 +240,48 @@ def test_lets_is_the_two_of_them_and_a_thin_promise_takes_no_continuation() -> N
         ("Yuki", "Nice"),
     )
     assert not any("commute" in t and "tell" in t for t in texts), texts
+
+
+def test_japanese_hometown_activity_likes_hobbies_habits_and_wishes() -> None:
+    """Persona-like self-statements the Japanese rules missed: 出身/生まれ (hometown), a liked
+    activity (読むことが好き), 趣味は, 大好物, a habit (ことが多い), a short action
+    (日曜ピアノを弾いてます), a wish (飼ってみたい, not hearsay みたい). Conditionals and
+    courtesies stay out."""
+    from memory_pipeline.core.memories.extract import RuleMemoryExtractor
+
+    lines = [
+        ("EV", "私は関西出身です"),
+        ("AA", "そうなんですね"),
+        ("EV", "本を読むことが好きです"),
+        ("AA", "いいですね"),
+        ("EV", "趣味は読書です"),
+        ("AA", "へえ"),
+        ("EV", "スイカが大好物です"),
+        ("AA", "夏ですね"),
+        ("EV", "休日は寝て過ごすことが多いです"),
+        ("AA", "わかります"),
+        ("EV", "日曜ピアノを弾いてます"),
+        ("AA", "すごい"),
+        ("EV", "将来、猫を飼ってみたいです"),
+        ("AA", "猫いいですね"),
+        ("EV", "もし晴れたら海に行きたいです"),
+        ("AA", "ぜひ"),
+        ("EV", "よろしくお願いしたいです"),
+    ]
+    t = table(
+        *(
+            msg(f"2022-08-06 10:{k:02d}", text, sender, order=k)
+            for k, (sender, text) in enumerate(lines)
+        )
+    )
+    rows = extract_memories(sessionize(t, 180), t)[0].to_pylist()
+    got = {r["text"]: (r["kind"], r["attribute"], r["value"]) for r in rows}
+    assert got["EVは関西出身です"] == ("fact", "hometown", "関西")
+    assert got["EVは、本を読むことが好きです"][0] == "preference"
+    assert got["EVは、趣味は読書です"] == ("preference", "hobby", "読書")
+    assert got["EVは、スイカが大好物です"][0] == "preference"
+    assert "EVは、休日は寝て過ごすことが多いです。" in got
+    assert "EVは、日曜ピアノを弾いています。" in got, got
+    assert got["EVは、将来、猫を飼ってみたいです。"][0] == "preference"
+    assert not any("海に行きたい" in x or "お願い" in x for x in got), got
+    assert RuleMemoryExtractor.method == "rules"
