@@ -88,6 +88,8 @@ def test_japanese_statement_kinds_and_skips() -> None:
         "そうなんですね、すごいです！",
         "どこに住んでいますか？",
         "はい。",
+        "おはようございます。",  # short statements now pass: greetings must not
+        "お疲れ様でございます。",
     ):
         assert ja_statement_kind(not_one) is None, not_one
 
