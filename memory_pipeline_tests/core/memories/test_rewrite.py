@@ -90,6 +90,7 @@ def test_japanese_statement_kinds_and_skips() -> None:
         "はい。",
         "おはようございます。",  # short statements now pass: greetings must not
         "お疲れ様でございます。",
+        "おめでとうございます！",
     ):
         assert ja_statement_kind(not_one) is None, not_one
 
