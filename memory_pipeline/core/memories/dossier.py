@@ -18,6 +18,8 @@ The page (every bullet ends with its sources as ``[sessions: ses_x, ses_y]``)::
     - Messages: 101 over 12 sessions, ... [sessions: ses_first, ses_last]
     ## Recent Topics
     - 2024-03-14 — <session title> [sessions: ses_d]
+    ## Timeline
+    - 2024-03-01 — Maria got the job at Hikari Design [sessions: ses_a]
 
 Policies (documented here because the page is their only trace):
 
@@ -32,6 +34,16 @@ Policies (documented here because the page is their only trace):
   (LINE notices) count in the total only, not for a side, hours, weekdays or replies. A reply
   time is the gap from the last message of one side to the next message of the other side in
   the same session, kept in fixed buckets so a median needs no samples.
+- Timeline = each session's first ``TIMELINE_PER_SESSION`` distinct statements about the
+  contact side (its memories, events first, then what the contact told), at most
+  ``TIMELINE_PER_PERIOD`` a month (every session's first before any second) over the last
+  ``TIMELINE_PERIODS`` months: what happened stays on the page after Recent Topics moves on,
+  and the page stops growing.
+- The owner's own statements stay off a contact's page: the owner's memories and summary
+  quotes are not profile, topic points or Timeline entries, and their undated plans are not
+  Ongoing; a dated plan of the owner's (a commitment to the contact) stays under Ongoing.
+  Lines that say the same thing (equal words once names, dates and small words are set
+  aside, or ``NEAR_DUPLICATE`` overlap) are shown once.
 - Contact isolation: rows of other contacts, sessions of other days and memories of sessions
   not in the input are ignored, so callers may pass whole-day tables.
 """
@@ -712,7 +724,7 @@ def _keep_recent(entries, limit: int) -> list[dict]:
 
 
 def render_markdown(state: DossierState, owner_label: str = "you") -> str:
-    """The dossier page: four sections, every bullet ending with its session citations."""
+    """The dossier page: five sections, every bullet ending with its session citations."""
     day = dt.date.fromisoformat(state.last_updated)
     sections = {
         SECTIONS[0]: _profile_bullets(state, owner_label),
@@ -1073,7 +1085,7 @@ def _citation(line: str) -> list[str] | None:
 
 
 def missing_sections(markdown: str) -> list[str]:
-    """Required parts absent from a dossier: title, Last Updated, and the four sections."""
+    """Required parts absent from a dossier: title, Last Updated, and the five sections."""
     lines = [ln.rstrip() for ln in markdown.splitlines()]
     missing = []
     if not any(ln.startswith(TITLE_PREFIX) for ln in lines):
