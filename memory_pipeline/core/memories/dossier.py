@@ -67,6 +67,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memory_pipeline.core.common.schema import DOSSIERS
+from memory_pipeline.core.common.timelex import MONTH_NAME_PATTERN
 from memory_pipeline.core.memories.dossier_text import (
     MIN_DISCLOSURE,
     booked_items,
@@ -978,8 +979,8 @@ _WORD = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u9fff]+")
 _JA_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
 # A resolved date and the word it replaced say the same ("on 9 March 2024" / "today").
 _DAY_WORDS = re.compile(
-    r"\b(?:on\s+)?\d{1,2}\s+(?:January|February|March|April|May|June|July|August|September|"
-    r"October|November|December)\s+\d{4}\b|\b(?:today|tonight|tomorrow|yesterday)\b",
+    rf"\b(?:on\s+)?\d{{1,2}}\s+(?:{MONTH_NAME_PATTERN})\s+\d{{4}}\b"
+    r"|\b(?:today|tonight|tomorrow|yesterday)\b",
     re.I,
 )
 _SMALL_WORDS = frozenset(
