@@ -9,6 +9,14 @@ Two gold sets, both evaluation data only (the pipeline never reads them):
   ``F1_THRESHOLD`` after normalization. Scored on the version folded the day of that session
   (``at_session``: what the dossier said right after hearing it) and on the last version
   (``final``: what is still there once the dossier has moved on).
+
+  **The goal's figure** ("the share of a speaker's annotated events that their dossier
+  states") is ``locomo_events``: the events of the *contact-side* speaker (the sender who is
+  not the owner: in the benchmark corpus speaker_b, whose dossier it is), mean over
+  conversations, ``final`` being the stricter reading (what the living page still states)
+  and ``at_session`` the gentler one. The owner (speaker_a) has no dossier, and a contact's
+  page never carries the owner's own statements, so the owner's events are reported apart,
+  as ``locomo_events_all`` (both speakers, the definition used before), for comparison.
 * **RealPersonaChat persona coverage** — ``interlocutors.json``: ten self-written statements
   per speaker. A statement is covered when any cited bullet of that speaker's (final)
   dossier has F1 ≥ ``F1_THRESHOLD`` with it (the personas have no session, so any citation).
@@ -239,6 +247,16 @@ def event_coverage(
         )
     )
     speakers = sorted(set(messages.column("sender").to_pylist()) - {None})
+    contact_side = {
+        (c, who)
+        for c, who, own in zip(
+            messages.column("conversation_id").to_pylist(),
+            messages.column("sender").to_pylist(),
+            messages.column("is_owner").to_pylist(),
+            strict=True,
+        )
+        if who and not own
+    }
     parsed: dict[tuple[str, int], list[tuple[set[str], set[str]]]] = {}
 
     def bullets(contact: str, index: int) -> list[tuple[set[str], set[str]]]:
@@ -264,8 +282,13 @@ def event_coverage(
             if vs:
                 final = bullets(contact, len(vs) - 1)
                 hit["final"] |= _covered(analyzer, text, final, ses, speakers)
-        items.append({**ev, **hit, "sessions": sorted(ses)})
-    return _summarize("locomo_events", items, seed, resamples)
+        side = "contact" if (ev["unit"], ev["speaker"]) in contact_side else "owner"
+        items.append({**ev, **hit, "sessions": sorted(ses), "side": side})
+    goal = _summarize(
+        "locomo_events", [i for i in items if i["side"] == "contact"], seed, resamples
+    )
+    both = _summarize("locomo_events_all", items, seed, resamples)
+    return CoverageRun(goal.rows + both.rows, goal.summary + both.summary, items)
 
 
 # -- RealPersonaChat personas -------------------------------------------------------------------
@@ -308,7 +331,7 @@ def _summarize(gold: str, items: list[dict], seed: int, resamples: int) -> Cover
         for (unit, speaker), hits in sorted(per.items()):
             rows.append(_row(gold, unit, speaker, version, hits))
         for unit, hits in sorted(per_unit.items()):
-            if gold == "locomo_events":  # both speakers of a conversation
+            if gold.startswith("locomo_events"):  # every scored speaker of a conversation
                 rows.append(_row(gold, unit, "*", version, hits))
         values = [sum(h) / len(h) for h in per_unit.values()]
         mean, lo, hi = bootstrap_ci(values, n_resamples=resamples, seed=seed)

@@ -1960,7 +1960,11 @@ def _dossier_section(tables: Mapping[str, pa.Table | None], meta: Mapping[str, A
     if why is not None:
         sec.blocks.append(_note(f"{why}, so dossier coverage is not shown."))
         return sec
-    names = {"locomo_events": "LoCoMo events", "rpc_persona": "RealPersonaChat personas"}
+    names = {
+        "locomo_events": "LoCoMo events (contact speaker: the goal)",
+        "locomo_events_all": "LoCoMo events (both speakers)",
+        "rpc_persona": "RealPersonaChat personas",
+    }
     sec.blocks.append(
         _Table(
             ["Gold", "Version", "Coverage (mean over units)", "95% CI", "Pooled", "Units"],

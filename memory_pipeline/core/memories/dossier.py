@@ -18,6 +18,8 @@ The page (every bullet ends with its sources as ``[sessions: ses_x, ses_y]``)::
     - Messages: 101 over 12 sessions, ... [sessions: ses_first, ses_last]
     ## Recent Topics
     - 2024-03-14 — <session title> [sessions: ses_d]
+    ## Timeline
+    - 2024-03-01 — Maria got the job at Hikari Design [sessions: ses_a]
 
 Policies (documented here because the page is their only trace):
 
@@ -32,6 +34,16 @@ Policies (documented here because the page is their only trace):
   (LINE notices) count in the total only, not for a side, hours, weekdays or replies. A reply
   time is the gap from the last message of one side to the next message of the other side in
   the same session, kept in fixed buckets so a median needs no samples.
+- Timeline = each session's first ``TIMELINE_PER_SESSION`` distinct statements about the
+  contact side (its memories, events first, then what the contact told), at most
+  ``TIMELINE_PER_PERIOD`` a month (every session's first before any second) over the last
+  ``TIMELINE_PERIODS`` months: what happened stays on the page after Recent Topics moves on,
+  and the page stops growing.
+- The owner's own statements stay off a contact's page: the owner's memories and summary
+  quotes are not profile, topic points or Timeline entries, and their undated plans are not
+  Ongoing; a dated plan of the owner's (a commitment to the contact) stays under Ongoing.
+  Lines that say the same thing (equal words once names, dates and small words are set
+  aside, or ``NEAR_DUPLICATE`` overlap) are shown once.
 - Contact isolation: rows of other contacts, sessions of other days and memories of sessions
   not in the input are ignored, so callers may pass whole-day tables.
 """
@@ -41,6 +53,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
@@ -54,6 +67,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memory_pipeline.core.common.schema import DOSSIERS
+from memory_pipeline.core.common.timelex import MONTH_NAME_PATTERN
 from memory_pipeline.core.memories.dossier_text import (
     MIN_DISCLOSURE,
     booked_items,
@@ -66,8 +80,8 @@ from memory_pipeline.core.memories.dossier_text import (
     whole_word_title,
 )
 
-STATE_VERSION = 2
-OLD_STATE_VERSIONS = (1,)  # read by filling the fields added since with their defaults
+STATE_VERSION = 3
+OLD_STATE_VERSIONS = (1, 2)  # read by filling the fields added since with their defaults
 METHOD = "deterministic"
 
 PROFILE_KINDS = ("fact", "preference", "relationship", "possession")
@@ -88,6 +102,11 @@ DISCLOSURES_PER_SIDE = 2  # what each side said about themselves, per session
 MAX_AGENDA_STATE = 100
 BOOKED_WINDOW = 3  # a booking counts for a day mentioned within this many messages of it
 MAX_PATTERN_CITES = 40  # pattern bullets cite at most the latest this many counted sessions
+TIMELINE_PER_SESSION = 3  # what a session adds to the Timeline: its first statements ...
+TIMELINE_PER_PERIOD = 12  # ... at most this many a month (each session's first ones first)
+TIMELINE_PERIODS = 24  # months kept: the page covers two years and stops growing
+_KIND_RANK = {"event": 0, "plan": 1, "fact": 2, "relationship": 3, "possession": 4, "preference": 5}
+NEAR_DUPLICATE = 0.8  # word-set overlap (Jaccard) at which two statements say the same
 _PLAN_WORDS = re.compile(
     r"\b(?:will|going to|gonna|plan(?:ning)? to|tomorrow|next\s+\w+)\b|'ll\b|’ll\b"
     r"|予定|つもり|明日|来週",
@@ -118,6 +137,7 @@ SECTIONS = (
     "Ongoing Projects & Commitments",
     "Communication Patterns",
     "Recent Topics",
+    "Timeline",
 )
 EMPTY_BULLET = "- (nothing yet)"
 SESSION_ID_RE = re.compile(r"ses_[0-9a-f]{20}")
@@ -163,6 +183,7 @@ class DossierState:
     counted: list[str] = field(default_factory=list)
     hour_sessions: list[list[str]] = field(default_factory=lambda: [[] for _ in range(24)])
     reply_sessions: list[str] = field(default_factory=list)
+    timeline: list[dict] = field(default_factory=list)
     version: int = STATE_VERSION
 
     def to_json(self) -> str:
@@ -385,6 +406,7 @@ def _fold(
             if m.side == "contact" and m.sender and m.sender not in st.speakers:
                 st.speakers = sorted([*st.speakers, m.sender])
     session_points = {s["session_id"]: [] for s in today.sessions}
+    contact_told: dict[str, list[str]] = {}
     own: list[dict] = []
     for s in today.sessions:
         session_msgs = [msgs[m] for m in s["message_ids"]]
@@ -398,10 +420,11 @@ def _fold(
         title = title or f"Conversation ({len(s['message_ids'])} messages)"
         _add_agenda(st, s, title, session_msgs)
         told = _disclosures(st, session_msgs)  # (side, time, statement)
-        session_points[s["session_id"]] = [t for _, _, t, _ in told] + [
-            _say(st, b) for b in bullets
+        session_points[s["session_id"]] = [t for side, _, t, _ in told if side == "contact"] + [
+            _say(st, b) for b in bullets if not _owner_said(st, b)
         ]
         about_self = [(ts, t) for side, ts, t, plan in told if side == "contact" and not plan]
+        contact_told[s["session_id"]] = [t for side, _, t, _ in told if side == "contact"]
         if about_self:  # what the contact says about themselves (its best line a session)
             own.append(_self_memory(contact_id, s["session_id"], *about_self[0]))
         st.recent.append(
@@ -415,16 +438,20 @@ def _fold(
         )
     profile = {e["key"]: e for e in st.profile}
     plans = {e["key"]: e for e in st.plans}
+    heard: dict[str, list[tuple[int, str]]] = {}  # session -> (kind rank, statement)
     stated: dict[str, list[str]] = {}
     for m in sorted([*today.memories, *own], key=lambda r: (r["valid_from_us"], r["memory_id"])):
         text = _say(st, m["text"] or "", subject=m["subject"] or "")
         m = {**m, "text": text}
-        stated.setdefault(m["session_id"], []).append(text)
+        if not m["subject_is_owner"]:  # the owner's own statements stay off the contact's page
+            stated.setdefault(m["session_id"], []).append(text)
+            heard.setdefault(m["session_id"], []).append((_KIND_RANK.get(m["kind"], 9), text))
         # a dated or undated plan/event is ongoing; one that sets a single-valued attribute
         # (got a job -> employer, moving -> residence) is also who the person now is
         settled = m["attribute"] and m["event_date"] is None  # "got the job": done, not pending
-        if m["kind"] in PLAN_KINDS and not settled:
-            _apply(plans, m, iso)
+        owners_own = m["subject_is_owner"] and m["event_date"] is None
+        if m["kind"] in PLAN_KINDS and not settled and not owners_own:
+            _apply(plans, m, iso)  # the owner's undated plans are theirs, not this contact's
         if (m["kind"] not in PLAN_KINDS or m["attribute"]) and _about_contact(st, m):
             if m["memory_id"].startswith("self:") and _said_already(profile, text):
                 continue
@@ -436,12 +463,21 @@ def _fold(
             for p in [*stated.get(r["session_id"], []), *session_points[r["session_id"]]]:
                 p = cut_words(p, MAX_POINT_CHARS)
                 n = _norm(p)
-                if p and not any(n in q or q in n for q in seen) and len(points) < TOPIC_POINTS:
+                if (
+                    p
+                    and not any(n in q or q in n for q in seen)
+                    and not _near_duplicate(st, p, points)
+                    and len(points) < TOPIC_POINTS
+                ):
                     seen.add(_norm(p))
                     points.append(p)
             r["points"] = points
     st.recent = sorted(st.recent, key=lambda r: (r["start_us"], r["session_id"]))[-RECENT_TOPICS:]
+    for s in today.sessions:  # its memories about the contact side, then what they told
+        said = [t for _, t in sorted(heard.get(s["session_id"], []), key=lambda p: p[0])]
+        _add_timeline(st, s, [*said, *contact_told.get(s["session_id"], [])], iso)
     st.profile = _keep_recent(profile.values(), MAX_PROFILE_STATE)
+    st.timeline = _keep_timeline(st.timeline)
     st.plans = _keep_recent((e for e in plans.values() if _plan_open(e, day)), MAX_PLAN_STATE)
     st.agenda = sorted(
         sorted(
@@ -689,13 +725,14 @@ def _keep_recent(entries, limit: int) -> list[dict]:
 
 
 def render_markdown(state: DossierState, owner_label: str = "you") -> str:
-    """The dossier page: four sections, every bullet ending with its session citations."""
+    """The dossier page: five sections, every bullet ending with its session citations."""
     day = dt.date.fromisoformat(state.last_updated)
     sections = {
         SECTIONS[0]: _profile_bullets(state, owner_label),
         SECTIONS[1]: _plan_bullets(state, day, owner_label),
         SECTIONS[2]: _pattern_bullets(state, owner_label),
         SECTIONS[3]: _topic_bullets(state, day),
+        SECTIONS[4]: _timeline_bullets(state),
     }
     lines = [f"{TITLE_PREFIX}{_clean(state.name)}", f"{UPDATED_PREFIX}{state.last_updated}"]
     for title, bullets in sections.items():
@@ -726,8 +763,12 @@ def _profile_bullets(state: DossierState, owner_label: str) -> list[str]:
         state.profile,
         key=lambda e: (not e["attribute"], -e["valid_from_us"], e["key"]),
     )[:MAX_PROFILE_BULLETS]
-    out = []
+    out: list[str] = []
+    said: list[str] = []
     for e in ranked:
+        if _near_duplicate(state, e["text"], said):
+            continue  # "... when Maria and Yuki arrive" beside "... when Maria and others arrive"
+        said.append(e["text"])
         notes = []
         if e["attribute"]:
             notes.append(f"since {e['since']}")
@@ -877,6 +918,124 @@ def _us(ts: dt.datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+# -- timeline ----------------------------------------------------------------------------------
+
+
+def _add_timeline(st: DossierState, session: dict, statements: list[str], iso: str) -> None:
+    """A session's first ``TIMELINE_PER_SESSION`` distinct statements about the contact side
+    join the Timeline of its month (events first, as ranked by the caller)."""
+    kept: list[str] = []
+    for text in statements:
+        text = cut_words(text, MAX_POINT_CHARS)
+        if len(kept) == TIMELINE_PER_SESSION:
+            break
+        if not text or _near_duplicate(st, text, kept):
+            continue
+        st.timeline.append(
+            {
+                "period": iso[:7],
+                "date": iso,
+                "session_id": session["session_id"],
+                "start_us": session["start_us"],
+                "rank": len(kept),
+                "text": text,
+            }
+        )
+        kept.append(text)
+
+
+def _keep_timeline(entries: list[dict]) -> list[dict]:
+    """The last ``TIMELINE_PERIODS`` months, each holding its ``TIMELINE_PER_PERIOD`` best
+    entries: every session's first statement before any session's second (so each
+    conversation of a busy month is still there), earlier sessions first. The order is a
+    fixed key of each entry alone, so folding night by night keeps what one run keeps."""
+    periods = sorted({e["period"] for e in entries})[-TIMELINE_PERIODS:]
+    out: list[dict] = []
+    for period in periods:
+        month = sorted(
+            (e for e in entries if e["period"] == period),
+            key=lambda e: (e["rank"], e["start_us"], e["session_id"]),
+        )
+        out += month[:TIMELINE_PER_PERIOD]
+    return sorted(out, key=lambda e: (e["start_us"], e["session_id"], e["rank"]))
+
+
+def _timeline_bullets(state: DossierState) -> list[str]:
+    """One line per kept statement, oldest first, dated by its session, citing it; a
+    statement the Timeline already holds in other words is shown once."""
+    out: list[str] = []
+    said: list[str] = []
+    for e in state.timeline:
+        if _near_duplicate(state, e["text"], said):
+            continue
+        said.append(e["text"])
+        out.append(f"- {e['date']} — {e['text']} {_cite([e['session_id']])}")
+    return out
+
+
+# -- near duplicates ---------------------------------------------------------------------------
+
+_WORD = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u9fff]+")
+_JA_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+# A resolved date and the word it replaced say the same ("on 9 March 2024" / "today").
+_DAY_WORDS = re.compile(
+    rf"\b(?:on\s+)?\d{{1,2}}\s+(?:{MONTH_NAME_PATTERN})\s+\d{{4}}\b"
+    r"|\b(?:today|tonight|tomorrow|yesterday)\b",
+    re.I,
+)
+_SMALL_WORDS = frozenset(
+    "a an the and or but so to of at on in for with is are was were be will would can let s "
+    "then just also really very too".split()
+)
+
+
+def _words(state: DossierState, text: str) -> frozenset[str]:
+    """The words of a statement without the people's names ("Maria and others", "Maria and
+    Yuki" are the same people), dates and small words: what two bullets are compared on."""
+    return _words_of(text, (*state.speakers, state.owner_name, state.contact_id))
+
+
+@functools.lru_cache(maxsize=4096)
+def _words_of(text: str, people: tuple[str, ...]) -> frozenset[str]:
+    names = {"others", "other"}
+    for n in people:
+        names |= set(_WORD.findall((n or "").casefold()))
+    for n in people:  # Japanese names are runs inside words: cut them out first
+        if n and _JA_RUN.search(n):
+            text = text.replace(n, " ")
+    words: list[str] = []
+    for w in _WORD.findall(_DAY_WORDS.sub(" ", text).casefold()):
+        if _JA_RUN.match(w):  # Japanese has no spaces: its character bigrams are the words
+            words += [w] if len(w) == 1 else [w[i : i + 2] for i in range(len(w) - 1)]
+        else:
+            words.append(w)
+    return frozenset(w for w in words if w not in names and w not in _SMALL_WORDS)
+
+
+def _near_duplicate(state: DossierState, text: str, said: list[str]) -> bool:
+    """``text`` says what one of ``said`` says: one's words inside the other's, or a Jaccard
+    overlap of at least ``NEAR_DUPLICATE``."""
+    a = _words(state, text)
+    if not a:
+        return False
+    for other in said:
+        b = _words(state, other)
+        if b and (a <= b or b <= a or len(a & b) / len(a | b) >= NEAR_DUPLICATE):
+            return True
+    return False
+
+
+def _owner_said(state: DossierState, bullet: str) -> bool:
+    """A summary bullet quoting the owner ("背景: Yuki: ...", "Commitment: Yuki: ..."): the
+    owner's own line, kept off the contact's page (a dated commitment of theirs still shows
+    under Ongoing, through its memory or the day's agenda)."""
+    owner = state.owner_name
+    if not owner:
+        return False
+    found = re.match(r"^(?:[^:：]{1,20}[:：]\s*)?(?P<who>[^:：]{1,40})[:：]\s", bullet.strip())
+    return found is not None and found["who"].strip() == owner
+
+
 # -- rows --------------------------------------------------------------------------------------
 
 
@@ -927,7 +1086,7 @@ def _citation(line: str) -> list[str] | None:
 
 
 def missing_sections(markdown: str) -> list[str]:
-    """Required parts absent from a dossier: title, Last Updated, and the four sections."""
+    """Required parts absent from a dossier: title, Last Updated, and the five sections."""
     lines = [ln.rstrip() for ln in markdown.splitlines()]
     missing = []
     if not any(ln.startswith(TITLE_PREFIX) for ln in lines):

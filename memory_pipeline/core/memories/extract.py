@@ -36,10 +36,13 @@ from memory_pipeline.core.common.timelex import (
     WEEKDAY_PATTERN,
 )
 from memory_pipeline.core.memories.rewrite import (
+    en_continuation_ok,
+    en_is_reaction,
     en_resolve_dates,
     en_statement_kind,
     en_third_person,
     ja_statement_kind,
+    ja_strip_lead,
     ja_third_person,
 )
 
@@ -523,8 +526,37 @@ _EN_PLAN_NOT = re.compile(r"\b(?:never|not|n't|n’t|no)\b", re.I)
 _EN_LEAD = re.compile(
     r"^(?:(?i:and|also|oh|oh and|so|well|anyway|anyways|plus|but|yeah|yes|yep|yay|wow|haha+|"
     r"lol|hey|hi|omg|ok|okay|sure|right|btw|guess what|thanks|thank you|by the way|actually|"
-    r"speaking of which|perfect|great|cool|nice|awesome|amazing)[,!:.]?\s+|[A-Z][a-z]+[,!:]\s+)+",
+    r"speaking of which|perfect|great|cool|nice|awesome|amazing)[,!:.]?\s+|[A-Z][a-z]+[,!:]\s+"
+    r"|(?i:you\swon['’]t\sbelieve\s(?:it|this)|guess\swhat|on\sanother\snote|fun\sfact)"
+    r"\s*[-–—:,!]\s*)+",
 )
+# "I'll tell them.": a statement whose object is in another message goes on with nothing.
+_EN_POINTS_BACK = re.compile(r"\b(?:it|them|her|him|that|this|one)\W*$", re.I)
+_EN_THANKS_FOR = re.compile(
+    r"^(?:\W*(?:and|oh|yeah|yes|wow|hey)\W+)*(?:thanks|thank\s+you|thx)\W*(?:so\s+much\W*|a\s+lot\W*)?"
+    r"(?:for|,?\s*\w+\W*\s*for)\b",
+    re.I,
+)
+# "..., I had a mentor too": a reaction or thanks before the comma says nothing; the clause
+# after it, starting with the speaker, is the statement.
+_EN_REACTION_CLAUSE = re.compile(
+    r"^(?P<r>[^,;]{2,60}),\s+(?=(?:I|I['’](?:m|ve|ll)|my|we)\b)", re.I
+)
+# "- pretty cool, huh?", ", right?": a tag question after a statement does not make it one.
+_EN_TAG_QUESTION = re.compile(
+    r"\s*(?:[-–—,]\s*)(?:pretty\s+\w+|right|huh|isn['’]t\s+it|don['’]t\s+you\s+think|"
+    r"you\s+know|can\s+you\s+believe\s+it|crazy|cool)(?:,\s*(?:huh|right|eh))?\s*\?+$",
+    re.I,
+)
+
+
+def _en_statement_part(s: str) -> str:
+    """``s`` without a leading reaction clause or a trailing tag question."""
+    s = _EN_TAG_QUESTION.sub(".", s)
+    m = _EN_REACTION_CLAUSE.match(s)
+    if m is not None and en_is_reaction(m["r"]):
+        s = s[m.end() :]
+    return s
 
 
 def _en_clause_ok(sentence: str, start: int) -> bool:
@@ -705,6 +737,7 @@ _JA_TRIGGER = re.compile(
     r"住ん|引っ越|引越|働い|勤め|転勤|就職|入社|転職|退職|好き|嫌い|苦手|ハマ|はま|飼|持って|予定"
     r"|つもり|結婚|合格|買|彼氏|彼女|夫|妻|旦那|嫁|上司|後輩|先輩|子供|子ども|娘|息子|生まれ|卒業"
     r"|独身|既婚|明日|明後日|あした|来週|週末|曜|日|月|[おこそとのほもよろごぞどぼぽ]う"
+    r"|出身|趣味|好物|ことが多|てみたい"
 )
 _JA_QUESTION = re.compile(
     r"[?？]|(?:か|かな|かね|かしら|っけ|の|ん)[。！!〜ー…w笑]*$|(?:です|ます|でしょう|ません|ました"
@@ -715,7 +748,7 @@ _JA_REACTION = re.compile(
     r"(?:ね|か)|ですって|(?:いらっしゃ|されて|なさって|おられ)|ということ|ってこと"
 )
 _JA_REPORTED = re.compile(
-    r"って(?:言|い)っ|と(?:言|い)っ|らしい|そうです|みたいです|だって|とのこと"
+    r"って(?:言|い)っ|と(?:言|い)っ|らしい|そうです|(?<![てで])みたいです|だって|とのこと"
 )
 _JA_HYPO = re.compile(r"もし|たら|れば|なら(?!ず)|たい(?:です|な|けど|と)|ほしい|欲しい|夢")
 _OTHER_SUBJ = re.compile(
@@ -761,7 +794,19 @@ _JA_NEWJOB = re.compile(
 )
 _JA_PREF = re.compile(
     rf"(?P<obj>{_NOUN_CHUNK})(?:が|も|は)?(?:大|一番|特に|すごく|とても|結構|少々|少し|ちょっと|かなり|本当に|めっちゃ|超)?(?P<p>好き|大好き|嫌い"
-    r"|大嫌い|苦手)(?:です|だ|なんです|なんだ|なの|で(?![しは])|。|！|!|$|、|よ|ね|w|笑|ー)"
+    r"|大嫌い|苦手|大好物|好物)(?:です|だ|なんです|なんだ|なの|で(?![しは])|。|！|!|$|、|よ|ね|w|笑|ー)"
+)
+_JA_FROM = re.compile(
+    rf"(?P<place>{_NOUN_CHUNK})(?:の)?出身(?:です|だ|で|なんです|なので|。|！|!|$)"
+    rf"|生まれ(?:は|も)(?P<born>{_NOUN_CHUNK})(?:で|です|だ|、|。|$)"
+    rf"|(?P<at>{_NOUN_CHUNK})(?:で|に)生まれ(?:ました|た|て|育ち|育った)"
+)
+_JA_PREF_ACT = re.compile(
+    r"(?P<act>[一-龥ぁ-んァ-ヴー々]{1,24}?[うくぐすつぬぶむるた](?:こと|の))(?:が|も|は)"
+    r"(?:大|一番|特に|すごく|とても|本当に)?(?P<p>好き|大好き|嫌い|苦手|趣味)"
+)
+_JA_HOBBY = re.compile(
+    r"趣味は(?P<obj>[^、。！？!?\s]{2,20}?)(?:です|だ|で|かな|とか|、|。|！|!|$)"
 )
 _JA_HOOKED = re.compile(
     rf"(?P<obj>{_NOUN_CHUNK})(?:に|へ)(?:ハマ|はま)って(?:い)?(?:ます|る|ますね|て|て、){_TAIL}"
@@ -903,6 +948,20 @@ def _ja_pref(m: re.Match[str]) -> _Hit | None:
     return _Hit("preference", "", f"{obj}が{m['p']}", 0.75)
 
 
+def _ja_from(m: re.Match[str]) -> _Hit | None:
+    place = _ja_obj(m["place"] or m["born"] or m["at"] or "")
+    if not _ja_specific(place) or place in _NOT_JA_NAMES:
+        return None
+    return _Hit("fact", "hometown", place, 0.8)
+
+
+def _ja_pref_act(m: re.Match[str]) -> _Hit | None:
+    act = _ja_obj(m["act"])
+    if len(act) < 4 or _JA_BAD_PART.search(act):
+        return None  # 「見るのが好き」 says what; 「るのが好き」 is a cut word
+    return _Hit("preference", "", f"{act}が{m['p']}", 0.75)
+
+
 def _ja_event(m: re.Match[str]) -> _Hit | None:
     ev, obj = m["ev"], _ja_obj(m["obj"] or "")
     if not _ja_specific(obj):
@@ -979,7 +1038,17 @@ _JA_RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], _Hit | None]]] 
             else None
         ),
     ),
+    (_JA_PREF_ACT, _ja_pref_act),
     (_JA_PREF, _ja_pref),
+    (
+        _JA_HOBBY,
+        lambda m: (
+            _Hit("preference", "hobby", m["obj"], 0.75)
+            if _ja_specific(m["obj"]) or len(m["obj"]) > 2
+            else None
+        ),
+    ),
+    (_JA_FROM, _ja_from),
 ]
 # Substrings a sentence must contain for a rule to be tried: most sentences skip every regex.
 _NAMED_KEYS = ("結婚", "婚約", "出産", "転勤")
@@ -997,7 +1066,10 @@ _JA_RULE_KEYS: dict[re.Pattern[str], tuple[str, ...]] = {
     _JA_OWN: ("持って",),
     _JA_BOUGHT: ("買", "購入"),
     _JA_HOOKED: ("ハマって", "はまって"),
-    _JA_PREF: ("好き", "嫌い", "苦手"),
+    _JA_PREF: ("好き", "嫌い", "苦手", "好物"),
+    _JA_PREF_ACT: ("ことが", "のが", "ことも", "のも", "ことは", "のは"),
+    _JA_HOBBY: ("趣味は",),
+    _JA_FROM: ("出身", "生まれ"),
 }
 
 # Session-level: "XからYだっけ？" asked about someone who announced a move, answered "そう".
@@ -1029,6 +1101,9 @@ _EN_SUBJECTLESS = re.compile(
     r"Lost|Left|Came|Wrote|Built|Been|Gonna|Going\s+to|Planning\s+(?:to|on)|Working\s+on|"
     r"Looking\s+forward|Thinking\s+(?:of|about))\b)"
     r"(?!\s+(?:by|to\s+you|ages|a\s+while|forever|so\s+long|too\s+long|a\s+long|me|us)\b)"
+    # "Been a busy week", "Gonna be a great night": the dropped subject is "it", not "I".
+    r"(?<!Been(?=\s(?:a|an|the|such|quite|so|really|pretty)\b))"
+    r"(?!(?<=Gonna)\s+be\s+(?:a|an|the|so|such|fun|great|awesome|amazing|epic|tough|hard)\b)"
 )
 
 
@@ -1074,7 +1149,14 @@ def _statement_size(text: str, lang: str, name: str) -> float:
     words = re.findall(r"[A-Za-z]{3,}", text.lower())
     return sum(1 for w in words if w not in _FUNCTION_WORDS and w not in names)
 _EN_ANAPHORA = re.compile(
-    r"^(?:it|it['’]s|that|that['’]s|this|they|they['’]re|these|those|he|she|them|there|so)\b",
+    r"^(?:it|it['’]s|that['’]s|they|they['’]re|he|she|them|there|so)\b"
+    # "This necklace is ...", "These figurines I bought ...": a demonstrative before a noun
+    # names its thing; before a verb ("That was so fun", "This means a lot") it points back.
+    r"|^(?:this|that|these|those)\b"
+    r"(?=\s*(?:[.!,;:]|$)|\s+(?:is|was|are|were|has|had|have|sounds?|looks?|seems?|means?|must|"
+    r"will|would|can|could|makes?|made|really|so|one|kind|sort|part|feels?|felt|gives?|keeps?|"
+    r"helps?|reminds?|brings?|taught|shows?|got|just|all|too|also|always|definitely|totally|"
+    r"sure|truly|actually|did|does|do|stuff|thing|time|moment|way)\b)",
     re.I,
 )
 
@@ -1134,10 +1216,27 @@ def _en_clause_start_ok(s: str) -> bool:
     return not _EN_GENERAL_HYPO.match(s)
 
 
+_JA_COURTESY_WISH = re.compile(r"お願い|聞きたい|知りたい|話したい|伺いたい|教えて")
+_JA_COND = re.compile(r"もし|たら|れば|なら(?!ず)|夢")
+# 「将来、猫を飼ってみたいです」: what the speaker wants is theirs (not a conditional).
+_JA_WISH_END = re.compile(
+    r"(?:たい|たいな|たいです|たいですね|たいと思って(?:い)?(?:ます|る)|たいと思います|たいなと思って(?:い)?ます)"
+    r"[。！!〜ー笑w…]*$"
+)
+
+
 def _ja_statement(s: str) -> _Hit | None:
-    """The general Japanese rule: a declarative sentence about the speaker."""
-    if _JA_REPORTED.search(s) or _JA_HYPO.search(s) or not _ja_first_person_ok(s, len(s)):
+    """The general Japanese rule: a declarative sentence about the speaker (or what they
+    wish for: a preference)."""
+    if _JA_REPORTED.search(s) or not _ja_first_person_ok(s, len(s)):
         return None
+    if _JA_HYPO.search(s):
+        s = ja_strip_lead(s)
+        if _JA_COND.search(s) or not _JA_WISH_END.search(s) or len(s) < 8:
+            return None
+        if _JA_COURTESY_WISH.search(s):
+            return None  # 「よろしくお願いしたいです」
+        return _Hit("preference", "", "", 0.5, general=True)
     kind = ja_statement_kind(s)
     if kind is None or (kind == "plan" and _JA_PLAN_NOT.search(s)):
         return None  # 明日は予定なしです: no plan
@@ -1194,6 +1293,8 @@ class RuleMemoryExtractor:
         sentences = _sentences(cleaned, lang)
         general: list[tuple[_Hit, str, dt.date | None, bool]] = []
         anaphoric = _ja_anaphoric if lang == "ja" else _en_anaphoric
+        last_general = -2  # index of the sentence last added to ``general``
+        context: tuple[int, str] = (-2, "")  # the last sentence that could be an antecedent
         for n, raw in enumerate(sentences):
             if lang == "ja":
                 s = unicodedata.normalize("NFKC", raw)
@@ -1204,14 +1305,31 @@ class RuleMemoryExtractor:
                     hit = _ja_statement(s)
                 date_rx = _DATE_JA
             else:
+                if _EN_THANKS_FOR.match(raw):
+                    continue  # "Thanks for having my back": a courtesy, not a statement
                 s = _EN_LEAD.sub("", raw) if raw[:1] != "I" else raw
-                s = _en_subjectless(s)
+                s = _en_subjectless(_en_statement_part(s))
                 if _EN_QUESTION.search(s):
                     continue
                 hit = _en_rules(s)
                 if hit is None:
                     hit = _en_statement(s)
                 date_rx = _DATE_EN
+                if hit is None and en_continuation_ok(s) and not _en_anaphoric(s):
+                    context = (n, s)  # may name what a following "It ..." points at
+                if (
+                    hit is None
+                    and last_general == n - 1
+                    and en_continuation_ok(s)
+                    and not _EN_POINTS_BACK.search(general[-1][1])
+                ):
+                    # "I went to the beach. The kids had a blast.": the sentence right after a
+                    # statement goes on with it; kept only with it (it leans).
+                    statement = en_resolve_dates(s, today)[0]
+                    statement = en_third_person(statement, msg.sender, other)
+                    general.append((_Hit("fact", "", "", 0.5, general=True), statement, None, True))
+                    last_general = n
+                    continue
             if hit is None:
                 continue
             event_date = None
@@ -1243,7 +1361,14 @@ class RuleMemoryExtractor:
                     event_date = day
                 statement = en_third_person(statement, msg.sender, other) if msg.sender else s
             if hit.general:
-                general.append((hit, statement, event_date, anaphoric(s)))
+                leans = anaphoric(s)
+                if leans and not general and lang == "en" and context[0] == n - 1:
+                    # "Flowers bring joy. They remind me of my wedding.": the sentence before
+                    # says what "they" are; it opens the statement.
+                    ctx = en_third_person(en_resolve_dates(context[1], today)[0], msg.sender, other)
+                    general.append((hit, ctx, None, False))
+                general.append((hit, statement, event_date, leans))
+                last_general = n
                 continue
             statement = _short(statement)
             found.append(

@@ -260,7 +260,7 @@ talking to them. You get the previous dossier, today's rule-built dossier (the f
 their sources) and today's new sessions (summaries and memories). Write today's dossier:
 plain statements (not quotes), upcoming plans with their dates and context, what the
 contact says about themselves in the profile (never other people's news). Keep exactly the
-title line, the "Last Updated:" line and the four sections of the rule-built dossier, in
+title line, the "Last Updated:" line and the five sections of the rule-built dossier, in
 its order, with the same headings. Every content line is a bullet that ends with
 " [sessions: ses_..., ...]" citing only session ids of the rule-built dossier; every session
 id it cites must still be cited. Never add facts the inputs do not state. Answer with the

@@ -20,6 +20,8 @@ import re
 from memory_pipeline.core.common.timelex import MONTH_NAMES, WEEKDAY_NUMBERS, WEEKDAY_PATTERN
 
 __all__ = [
+    "en_continuation_ok",
+    "en_is_reaction",
     "en_resolve_dates",
     "en_statement_kind",
     "en_third_person",
@@ -32,7 +34,7 @@ __all__ = [
 _MODALS = frozenset(
     "can could will would should might must may shall did was were had used ought "
     "cannot can't couldn't won't wouldn't shouldn't didn't wasn't weren't hadn't mightn't "
-    "mustn't".split()
+    "mustn't gonna".split()
 )
 _IRREGULAR_PAST = frozenset(
     """went got made took came saw knew thought told found gave felt left kept began brought
@@ -50,7 +52,15 @@ _ADVERBS = (
     r"literally|all|both|too|officially|eventually|probably|certainly|sort\s+of|kind\s+of)"
 )
 _ES_END = re.compile(r"(?:s|sh|ch|x|z|o)$")
-_IRREG_3RD = {"have": "has", "do": "does", "go": "goes", "am": "is", "be": "is"}
+_IRREG_3RD = {
+    "have": "has",
+    "do": "does",
+    "go": "goes",
+    "am": "is",
+    "be": "is",
+    "wanna": "wants to",
+    "gotta": "has to",
+}
 _NEG_3RD = {
     "don't": "doesn't",
     "don’t": "doesn’t",
@@ -96,6 +106,7 @@ _I_VERB = re.compile(  # not after "and": "Toby and I bond" keeps its plural ver
     rf"(?<!\band\s)\b[Ii]\b(?!{_APOS})(?P<adv>(?:\s+{_ADVERBS})*)\s+(?P<verb>[A-Za-z’']+)"
 )
 _ME = re.compile(r"\b(?:me|myself)\b", re.I)
+_LETS = re.compile(r"\b[Ll]et['’]s\b")
 _MY = re.compile(r"\b(?:my|mine)\b", re.I)
 _WE_CONTRACT = re.compile(rf"\b(?:we{_APOS}re|we{_APOS}ve|we{_APOS}ll|we{_APOS}d)\b", re.I)
 _WE = re.compile(r"\bwe\b", re.I)
@@ -120,6 +131,7 @@ def en_third_person(sentence: str, name: str, other: str | None = None) -> str:
             tail = "m"
         return f"{name} {cont.get(tail, 'is')}"
 
+    s = _LETS.sub(f"{name} and {other or 'others'} will", s)  # "let's": the two of them
     s = _I_CONTRACT.sub(_i_contract, s)
     s = _I_VERB.sub(lambda m: f"{name}{m['adv']} {_third(m['verb'])}", s)
     s = re.sub(r"\b[Ii]\b(?!['’])", name, s)
@@ -235,7 +247,8 @@ _FIRST = re.compile(
 # Courtesies and reactions: about the conversation, not about the speaker's life.
 _REACTION = re.compile(
     r"^(?:I(?:['’]m|\s+am)\s+(?:so\s+|really\s+|very\s+|super\s+|just\s+)*(?:glad|happy|sorry|"
-    r"proud|thrilled|stoked|excited\s+for\s+you|here\s+for\s+you|with\s+you|sure|curious)\b"
+    r"proud|thrilled|stoked|excited\s+for\s+you|(?:always\s+)?here\s+for\s+you|with\s+you|sure|"
+    r"curious)\b"
     r"(?!.*\b(?:my|I)\b)"
     r"|I\s+(?:totally\s+|really\s+|completely\s+|definitely\s+)?(?:agree|know|hope|bet|see|"
     r"understand|get\s+it|appreciate|wish|guess|think\s+so|feel\s+you|hear\s+you|mean|"
@@ -245,6 +258,35 @@ _REACTION = re.compile(
     r"|let\s+me\s+(?:know|see|check|think)\b)",
     re.I,
 )
+# Not about the speaker's life either: a suggestion to the other person ("Let's keep going!"),
+# a promise of courtesy ("I'll keep that in mind"), a photo pointer ("Here's a pic of ..."),
+# "(So) glad ..." — the conversation, not a fact.
+_COURTESY = re.compile(
+    r"^(?:let['’]?s\b|(?:so\s+|really\s+)?glad\b|here['’]?s\s+(?:a|an|the|my|our|some)\b"
+    r"|here\s+(?:is|are)\b|check\s+(?:out|this)\b|take\s+a\s+look\b|look\s+at\s+this\b)"
+    r"|\bI(?:['’]ll|\s+will)\s+(?:definitely\s+|for\s+sure\s+|totally\s+|surely\s+|"
+    r"certainly\s+|also\s+)?(?:keep\s+(?:that|it|this|you|those)|reach\s+out|let\s+you|try|"
+    r"do\s+(?:that|it|my\s+best|the\s+same)|remember\s+(?:that|this|it)|think\s+about\s+(?:it|that)"
+    r"|check\s+(?:it|that)|look\s+into|give\s+it\s+a|take\s+(?:that|your)|keep\s+at\s+it)\b"
+    # catching up: "A lot's happened since we last talked", "Been a wild few days since we chatted"
+    r"|^.{0,50}\bsince\s+(?:we|I)\s+(?:last\s+)?(?:talked|chatted|spoke|caught\s+up)\W*$"
+    r"|^(?:\w+\s+)?(?:works|sounds\s+good)\s+for\s+me\b"
+    # cheering: "We can make a real impact together!", "We can do it!", "Same with me"
+    r"|^we\s+(?:can|will|['’]ll|could)\b(?:.*\btogether\b|\s+do\s+(?:it|this)\b)"
+    r"|^(?:I\s+feel\s+)?(?:the\s+)?same\s+(?:way|here|with\s+me|for\s+me)\b|^I\s+feel\s+the\s+same\b",
+    re.I,
+)
+# "Books help us keep our dreams alive": the first person only as us/our is people in general.
+# "Our dog" is the speaker's; "our dreams" beside "us" is everyone's.
+_PERSONAL_FIRST = re.compile(
+    r"\b(?:I|I['’](?:m|ve|ll|d)|Im|my|me|myself|mine|we|we['’](?:re|ve|ll|d))\b", re.I
+)
+
+
+def _generic_first(s: str) -> bool:
+    """The first person is only "us" (and "our"): people in general, not the speaker."""
+    return not _PERSONAL_FIRST.search(s) and bool(_US.search(s) or not _OUR.search(s))
+
 _ADDRESSEE = re.compile(r"\b(?:you|your|yours|yourself|you['’](?:re|ve|ll|d))\b", re.I)
 _HYPOTHETICAL = re.compile(r"\b(?:would|could|should|might|['’]d)\b", re.I)
 _THIN = re.compile(r"^(?:\W*\w+\W*){0,3}$")
@@ -275,6 +317,8 @@ def en_statement_kind(sentence: str) -> str | None:
     s = sentence.strip()
     if "?" in s or not _FIRST.search(s) or _THIN.match(s) or _REACTION.search(s):
         return None
+    if _COURTESY.search(s) or _generic_first(s):
+        return None  # a suggestion, courtesy or photo pointer; "us" as people in general
     if _ADDRESSEE.search(s) or _HYPOTHETICAL.search(s):
         return None  # about the other person, or what might be: not a fact about the speaker
     if _PLAN.search(s):
@@ -344,14 +388,16 @@ _JA_STATEMENT_END = re.compile(
     r"[。！!〜ー笑w…]*$"
 )
 _JA_COURTESY = re.compile(
-    r"ありがとう|よろしく|宜しく|お願い|すみません|すいません|こんにちは|こんばんは|はじめまして|初めまして"
+    r"ありがとう|おはよう|おめでとう|よろしく|宜しく|お願い|すみません|すいません|こんにちは|こんばんは|はじめまして"
+    r"|初めまして"
     r"|失礼|おやすみ|そうなんですね|そうですね|いいですね|素敵|すごい|凄い|なるほど|分かります|わかります"
     r"|確かに|楽しかった|お疲れ|ですよね|ですね[。！!]*$|思います|でしょう"
 )
 _JA_FRAGMENT = re.compile(r"^(?:って|と|が|は|を|に|で|も|の|よ|ね|し|から|けど)")
 _JA_ACTION_END = re.compile(
     r"(?:ます|ました|ています|ていました|てます|てました|ている|ていた|てる|でいます|でいる|"
-    r"でます|でる|ってきました|てきました|好き|大好き|嫌い|苦手|予定です|つもりです)(?:ね|よ|ねー|よー|けど|んです|んですよ)?"
+    r"でます|でる|ってきました|てきました|好き|大好き|嫌い|苦手|予定です|つもりです|ことが多い(?:です)?"
+    r"|ようにして(?:い)?ます|ようにしている)(?:ね|よ|ねー|よー|けど|んです|んですよ)?"
     r"[。！!〜ー笑w…]*$"
 )
 _JA_PLAN = re.compile(r"予定|つもり|今度|来週|来月|来年|明日|(?:よう|ましょう)と思")
@@ -367,7 +413,9 @@ def ja_statement_kind(sentence: str) -> str | None:
     person (そうなんですね, いいですね) and sentences under 12 characters are skipped.
     """
     s = sentence.strip()
-    if len(s) < 12 or "?" in s or "？" in s or _JA_OTHER_LEAD.search(s):
+    if len(s) < (9 if _JA_ACTION_END.search(s) else 12):  # 「ピアノを弾いています」 is enough
+        return None
+    if "?" in s or "？" in s or _JA_OTHER_LEAD.search(s):
         return None
     if _JA_FRAGMENT.match(s):
         return None  # "ってくらい成長が早い": the tail of a sentence cut at its quote
@@ -382,4 +430,30 @@ def ja_statement_kind(sentence: str) -> str | None:
     if _JA_PAST.search(s):
         return "event"
     return "fact"
+
+
+
+def en_continuation_ok(sentence: str) -> bool:
+    """A sentence with no first person that may go on with the statement before it ("The
+    kids had such a blast."): declarative, not a question, courtesy, reaction, hypothetical
+    or remark to the other person, at least four words."""
+    s = sentence.strip()
+    if "?" in s or _THIN.match(s) or _COURTESY.search(s) or _ADDRESSEE.search(s):
+        return False
+    return not _HYPOTHETICAL.search(s) and not _CONT_REMARK.match(s)
+
+
+# Exclamations about the conversation ("That's so funny!", "Sounds great") go on with nothing.
+_CONT_REMARK = re.compile(
+    r"^(?:that['’]?s|sounds|wow|congrats|thanks|thank|good\s+luck|take\s+care|talk\s+soon|"
+    r"what\s+a|how\s+(?:cool|nice|fun|great|awesome)|cheers|same|nice|great|awesome|cool)\b",
+    re.I,
+)
+
+
+def en_is_reaction(clause: str) -> bool:
+    """The clause is a reaction, thanks or courtesy ("I totally get it", "Thanks so much")."""
+    c = clause.strip()
+    return bool(_REACTION.search(c) or _CONT_REMARK.match(c) or _COURTESY.search(c))
+
 

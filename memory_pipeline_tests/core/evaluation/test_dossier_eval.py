@@ -87,7 +87,7 @@ def test_event_coverage_needs_a_citation_of_the_events_session(locomo_like):
     wrong = f"- Mel signed up for a pottery class [sessions: {ids[1]}]\n"
     versions = {contact: [(dt.date(2023, 5, 1), v1), (dt.date(2023, 5, 20), wrong)]}
     run = de.event_coverage(path, sessions, messages, versions, resamples=200)
-    by = {(s["version"]): s for s in run.summary}
+    by = {(s["version"]): s for s in run.summary if s["gold"] == "locomo_events"}
     assert by["at_session"]["covered"] == 1 and by["at_session"]["items"] == 2
     assert by["final"]["covered"] == 0  # the last page cites the wrong session
     per = {(r["unit"], r["speaker"], r["version"]): r["coverage"] for r in run.rows}
@@ -96,7 +96,42 @@ def test_event_coverage_needs_a_citation_of_the_events_session(locomo_like):
     assert per[("conv-x", "*", "at_session")] == 0.5
     tables = run.tables()
     assert tables["dossier_coverage"].schema == de.COVERAGE_SCHEMA
-    assert tables["dossier_coverage_summary"].num_rows == 2
+    assert tables["dossier_coverage_summary"].num_rows == 4  # the goal's and both speakers'
+
+
+def test_the_goal_scores_the_contact_speakers_events_not_the_owners(tmp_path):
+    """The owner has no dossier (and a contact's page never states the owner's own news):
+    their events count only in locomo_events_all."""
+    data = [
+        {
+            "sample_id": "conv-y",
+            "event_summary": {
+                "events_session_1": {
+                    "Mel": ["Mel registers for a pottery class."],
+                    "A": ["A adopts a puppy."],
+                }
+            },
+        }
+    ]
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    messages = table(
+        msg("2023-05-01 10:00", "I signed up for a pottery class", "Mel", "conv-y", order=0),
+        msg("2023-05-01 10:01", "We adopted a puppy!", "A", "conv-y", order=1),
+    )
+    refs = pa.array(["D1:1", "D1:2"])
+    messages = messages.set_column(
+        messages.schema.get_field_index("source_ref"), "source_ref", refs
+    )
+    sessions = sessionize(messages, 180)
+    (sid,) = sessions.column("session_id").to_pylist()
+    md = f"- Mel signed up for a pottery class [sessions: {sid}]\n"
+    versions = {"conv-y": [(dt.date(2023, 5, 1), md)]}
+    run = de.event_coverage(path, sessions, messages, versions, resamples=100)
+    got = {(s["gold"], s["version"]): (s["covered"], s["items"]) for s in run.summary}
+    assert got[("locomo_events", "final")] == (1, 1)  # Mel's event, on Mel's page
+    assert got[("locomo_events_all", "final")] == (1, 2)  # A's own event is not there
+    assert {i["side"] for i in run.items} == {"contact", "owner"}
 
 
 def test_persona_coverage_scores_each_speakers_final_page(tmp_path):

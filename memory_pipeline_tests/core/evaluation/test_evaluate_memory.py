@@ -329,12 +329,14 @@ def test_locomo_memory_tables(evaluated: tuple[dict, Path]):
 # moved because equal scores break ties by id.
 # Regenerated after issue 11/12's merges (third-person memory statements, query variants,
 # the turn index and the new default embedder): the memory and chunk baselines both moved.
+# Re-pinned after issue 12's extraction rules (continuations, courtesies, "let's"): 193 -> 191
+# memories in the conversation, so the memory search results moved.
 MEMORY_TABLE_DIGESTS = {
-    "memory_summary": (1110, "d4a9473cce79df2ee8f630b2eda82594f5a1a414f8b6505d265c1ec79fb36178"),
-    "memory_diffs": (32, "6c6bb74dbba17493d40daf6b160f8bc57e06792ed4ab8dc91c42f16e44943d15"),
+    "memory_summary": (1110, "cc5f822647d7fd6ef3e64ff6f31bc93b8614035786dfaf850461c2623199e06c"),
+    "memory_diffs": (32, "a8efda2f0155175e2b15b6d2e812aa1cbd6527ed383d8a6a9840cf69c57fa981"),
     "memory_per_question": (
         11100,
-        "8398a32cb4c038e640a951ab50e867cb46d5c2aef73ed5fb0514e06b4230ce35",
+        "53426be9b951dd02a9c7cdda512384c7b66762662c8a7c6790622b701ff58ffb",
     ),
 }
 
@@ -353,7 +355,7 @@ def test_locomo_memory_tables_are_pinned(evaluated: tuple[dict, Path]):
         "memory_timing": None,
         "memory_gold_note": None,
     } == {
-        "memories": 193,
+        "memories": 191,
         "memory_questions": 150,
         "memory_budgets": list(BUDGETS),
         "memory_strategies": list(STRATEGIES),

@@ -181,3 +181,87 @@ def test_a_version_1_state_still_loads_and_folds_on(sample):
     assert back.version == STATE_VERSION and back.agenda == [] and back.counted == []
     assert back.messages_total == states["Sam"].messages_total
     assert render_markdown(back).startswith("# Dossier: Sam\n")
+
+
+def _words(text: str) -> set[str]:
+    """A bullet's words without names, dates and its citation (how near duplicates differ)."""
+    body = re.sub(r"\s\[sessions: [^\]]+\]$", "", text)
+    body = re.sub(r"^ *- (\d{4}-\d{2}-\d{2}( to \d{4}-\d{2}-\d{2})? — )?", "", body)
+    words = set(re.findall(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u9fff]", body.casefold()))
+    return words - {"maria", "yuki", "others", "and", "the", "a", "s"} - set("健太")
+
+
+def test_the_owners_own_statements_stay_off_the_contacts_page(sample):
+    """What Yuki says about herself ("I already downloaded their new album", "I paid 56,680
+    for both of us") is Yuki's, not Maria's: not in the Profile, the Timeline, Recent Topics
+    or as an undated plan. Dated commitments to Maria (Yuki brings food on the 30th) stay."""
+    states, pages, _ = sample
+    md = pages["Maria"]
+    assert "new album" not in md and "56,680" not in md, md
+    for name in (SECTIONS[0], SECTIONS[3], SECTIONS[4]):
+        for ln in section(md, name):
+            assert not re.match(r"^ *- (?:\d{4}-\d{2}-\d{2} — )?Yuki\b", ln), ln
+    undated = [ln for ln in section(md, SECTIONS[1]) if not re.match(r"^- \d{4}-", ln)]
+    assert not any(ln.startswith("- Yuki") for ln in undated), undated
+    assert any("Yuki will bring a bag of food" in ln for ln in section(md, SECTIONS[1]))
+
+
+def test_profile_and_topics_hold_no_near_duplicates(sample):
+    """ "... when Maria and Yuki arrive!" and "... when Maria and others arrive!" (a quote
+    and a memory of the same line), "... on 12 March 2024" and "... today": shown once."""
+    _, pages, _ = sample
+    for contact, md in pages.items():
+        for name in (SECTIONS[0], SECTIONS[4]):
+            seen: list[set[str]] = []
+            for ln in section(md, name):
+                w = _words(ln)
+                assert w and not any(w <= s or s <= w for s in seen), (contact, ln)
+                seen.append(w)
+    assert "\n".join(section(pages["Maria"], SECTIONS[0])).count("Nishiki market for lunch") == 1
+    topics = "\n".join(section(pages["Maria"], SECTIONS[3]))
+    assert topics.count("first wireframes for Komugi Bakery") == 1, topics
+
+
+def test_the_timeline_keeps_what_happened_after_recent_topics_moved_on(sample):
+    """Recent Topics keeps 5 sessions; the Timeline still states (and cites) Maria's news of
+    the first day, once per statement, at most TIMELINE_PER_PERIOD a month."""
+    from memory_pipeline.core.memories.dossier import TIMELINE_PER_PERIOD
+
+    states, pages, sessions = sample
+    md = pages["Maria"]
+    first = states["Maria"].first_session
+    assert first not in "\n".join(section(md, SECTIONS[3]))  # topics moved on
+    timeline = section(md, SECTIONS[4])
+    assert any("Hikari Design" in ln and first in ln for ln in timeline), timeline
+    months: dict[str, int] = {}
+    for ln in timeline:
+        months[ln[2:9]] = months.get(ln[2:9], 0) + 1
+    assert months and max(months.values()) <= TIMELINE_PER_PERIOD
+
+
+def test_the_timeline_state_is_bounded_and_keeps_each_sessions_first_statement():
+    """30 busy months: only the last TIMELINE_PERIODS stay, each with at most
+    TIMELINE_PER_PERIOD entries, every session's first statement before any second one."""
+    from memory_pipeline.core.memories import dossier as ds
+
+    entries = [
+        {
+            "period": f"{2020 + m // 12}-{m % 12 + 1:02d}",
+            "date": f"{2020 + m // 12}-{m % 12 + 1:02d}-01",
+            "session_id": f"ses_{m:04d}{k:016d}",
+            "start_us": m * 100 + k,
+            "rank": r,
+            "text": f"statement {m} {k} {r}",
+        }
+        for m in range(30)
+        for k in range(8)  # 8 sessions a month ...
+        for r in range(3)  # ... of 3 statements each
+    ]
+    kept = ds._keep_timeline(entries)
+    months = sorted({e["period"] for e in kept})
+    assert len(months) == ds.TIMELINE_PERIODS and months[-1] == "2022-06"
+    for m in months:
+        month = [e for e in kept if e["period"] == m]
+        assert len(month) == ds.TIMELINE_PER_PERIOD
+        assert sorted(e["rank"] for e in month) == [0] * 8 + [1] * 4  # firsts, then seconds
+    assert ds._keep_timeline(list(reversed(entries))) == kept  # input order never matters

@@ -88,6 +88,9 @@ def test_japanese_statement_kinds_and_skips() -> None:
         "そうなんですね、すごいです！",
         "どこに住んでいますか？",
         "はい。",
+        "おはようございます。",  # short statements now pass: greetings must not
+        "お疲れ様でございます。",
+        "おめでとうございます！",
     ):
         assert ja_statement_kind(not_one) is None, not_one
 
@@ -161,3 +164,127 @@ def test_an_undated_plan_is_still_a_statement_with_its_context() -> None:
             None,
         )
     ]
+
+
+def _texts(*lines: tuple[str, str]) -> list[str]:
+    """Memory texts of a two-person session, one message per (sender, text)."""
+    t = table(
+        *(
+            msg(f"2023-05-08 10:{k:02d}", text, sender, order=k)
+            for k, (sender, text) in enumerate(lines)
+        )
+    )
+    return [r["text"] for r in extract_memories(sessionize(t, 180), t)[0].to_pylist()]
+
+
+def test_the_sentence_after_a_statement_goes_on_with_it() -> None:
+    texts = _texts(
+        ("Mel", "Oh yeah, we went to the beach on Sunday. The kids had such a blast."),
+        ("Caro", "That sounds lovely!"),
+    )
+    assert texts == ["Mel and others went to the beach on Sunday. The kids had such a blast."]
+
+
+def test_a_demonstrative_before_a_noun_names_its_thing_and_an_antecedent_opens_a_statement() -> (
+    None
+):
+    texts = _texts(
+        ("Mel", "These figurines I bought yesterday remind me of family love."),
+        ("Caro", "Fresh flowers always bring joy. They were an important part of my wedding."),
+    )
+    assert texts == [
+        "These figurines Mel bought on 7 May 2023 remind Mel of family love.",
+        "Fresh flowers always bring joy. They were an important part of Caro's wedding.",
+    ]
+
+
+def test_courtesies_suggestions_and_people_in_general_are_no_memories() -> None:
+    assert (
+        _texts(
+            ("Jon", "Let's keep going and chase our dreams!"),
+            ("Gina", "I'll definitely keep that in mind for the next shop opening."),
+            ("Jon", "Thanks for having my back through all of the studio trouble."),
+            ("Gina", "A lot's happened since we last talked."),
+            ("Jon", "Books can really inspire and help us keep our dreams alive."),
+            ("Gina", "We can make a real impact on the whole community together!"),
+        )
+        == []
+    )
+
+
+def test_a_reaction_clause_or_a_tag_question_does_not_hide_the_statement() -> None:
+    texts = _texts(
+        ("Gina", "I totally get it, I had a mentor too when I was learning how to dance."),
+        ("Jon", "Oh, and BTW, I started my own online clothing store - pretty cool, huh?"),
+    )
+    assert texts == [
+        "Gina had a mentor too when Gina was learning how to dance.",
+        "Jon started Jon's own online clothing store.",
+    ]
+
+
+def test_chat_contractions_and_subjectless_it_sentences() -> None:
+    from memory_pipeline.core.memories.extract import _en_subjectless
+
+    assert en_third_person("I wanna help make a difference", "Caro") == (
+        "Caro wants to help make a difference"
+    )
+    assert en_third_person("I gotta finish my script", "Jo") == "Jo has to finish Jo's script"
+    assert _en_subjectless("Been a busy week at work.") == "Been a busy week at work."
+    assert _en_subjectless("Gonna be a great night of music!") == "Gonna be a great night of music!"
+
+
+def test_lets_is_the_two_of_them_and_a_thin_promise_takes_no_continuation() -> None:
+    assert en_third_person("Let's meet at the Zepp entrance", "Maria", "Yuki") == (
+        "Maria and Yuki will meet at the Zepp entrance"
+    )
+    texts = _texts(
+        ("Maria", "Sure, I'll tell them. The commute is only 25 minutes from the new flat."),
+        ("Yuki", "Nice"),
+    )
+    assert not any("commute" in t and "tell" in t for t in texts), texts
+
+
+def test_japanese_hometown_activity_likes_hobbies_habits_and_wishes() -> None:
+    """Persona-like self-statements the Japanese rules missed: 出身/生まれ (hometown), a liked
+    activity (読むことが好き), 趣味は, 大好物, a habit (ことが多い), a short action
+    (日曜ピアノを弾いてます), a wish (飼ってみたい, not hearsay みたい). Conditionals and
+    courtesies stay out."""
+    from memory_pipeline.core.memories.extract import RuleMemoryExtractor
+
+    lines = [
+        ("EV", "私は関西出身です"),
+        ("AA", "そうなんですね"),
+        ("EV", "本を読むことが好きです"),
+        ("AA", "いいですね"),
+        ("EV", "趣味は読書です"),
+        ("AA", "へえ"),
+        ("EV", "スイカが大好物です"),
+        ("AA", "夏ですね"),
+        ("EV", "休日は寝て過ごすことが多いです"),
+        ("AA", "わかります"),
+        ("EV", "日曜ピアノを弾いてます"),
+        ("AA", "すごい"),
+        ("EV", "将来、猫を飼ってみたいです"),
+        ("AA", "猫いいですね"),
+        ("EV", "もし晴れたら海に行きたいです"),
+        ("AA", "ぜひ"),
+        ("EV", "よろしくお願いしたいです"),
+    ]
+    t = table(
+        *(
+            msg(f"2022-08-06 10:{k:02d}", text, sender, order=k)
+            for k, (sender, text) in enumerate(lines)
+        )
+    )
+    rows = extract_memories(sessionize(t, 180), t)[0].to_pylist()
+    got = {r["text"]: (r["kind"], r["attribute"], r["value"]) for r in rows}
+    assert got["EVは関西出身です"] == ("fact", "hometown", "関西")
+    assert got["EVは、本を読むことが好きです"][0] == "preference"
+    assert got["EVは、趣味は読書です"] == ("preference", "hobby", "読書")
+    assert got["EVは、スイカが大好物です"][0] == "preference"
+    assert "EVは、休日は寝て過ごすことが多いです。" in got
+    assert "EVは、日曜ピアノを弾いています。" in got, got
+    assert got["EVは、将来、猫を飼ってみたいです。"][0] == "preference"
+    assert not any("海に行きたい" in x or "お願い" in x for x in got), got
+    assert RuleMemoryExtractor.method == "rules"
