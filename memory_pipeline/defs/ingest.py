@@ -113,7 +113,12 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
             ensure_salt(cfg.output_dir)
         try:
             result = read_all(
-                cfg.sources, days, cfg.start_date, load_forget_list(cfg.output_dir), cutoff
+                cfg.sources,
+                days,
+                cfg.start_date,
+                load_forget_list(cfg.output_dir),
+                cutoff,
+                cache_dir=cfg.cache_path.parent,  # parsed records of unchanged exports
             )
         except SourceError as exc:
             raise dg.Failure(description=str(exc)) from None

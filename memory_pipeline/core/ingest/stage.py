@@ -10,12 +10,14 @@ import gc
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 
 from memory_pipeline.core.common.dates import count_by, split_by_date
 from memory_pipeline.core.common.forget_list import ForgetList
 from memory_pipeline.core.common.records import Message
+from memory_pipeline.core.ingest.file_cache import cached_records
 from memory_pipeline.core.ingest.normalize import (
     IngestResult,
     audit_table,
@@ -41,14 +43,26 @@ def read_all(
     start_date: dt.date,
     forget: ForgetList | None = None,
     retain_from: dt.date | None = None,
+    cache_dir: Path | None = None,
 ) -> IngestResult:
     """Read every source once and keep the records of ``dates`` (``forget``,
-    ``retain_from``: see ingest)."""
+    ``retain_from``: see ingest). With ``cache_dir`` (the pipeline's cache folder), records
+    of unchanged source files come from the parsed-record cache (core/ingest/file_cache.py)."""
     wanted = sorted(set(dates))
 
     def records():
         for spec in sources:
-            yield from read_source(spec, wanted)
+            if cache_dir is None:
+                yield from read_source(spec, wanted)
+            else:
+                yield from cached_records(
+                    spec,
+                    wanted,
+                    cache_dir=cache_dir,
+                    start_date=start_date,
+                    forget=forget,
+                    retain_from=retain_from,
+                )
 
     with gc_paused():
         return ingest(

@@ -44,6 +44,7 @@ from memory_pipeline.core.common.forget_list import (
 from memory_pipeline.core.common.ids import text_hash
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.indexes.publish import index_root
+from memory_pipeline.core.ingest.file_cache import scrub as scrub_ingest_cache
 from memory_pipeline.core.ingest.normalize import quarantine_table
 from memory_pipeline.core.memories.dossier import contact_file_name
 
@@ -265,6 +266,8 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
     for source, file in sorted(plan.files):
         forget.add("file", file_key(source, file), today)
     save_forget_list(out, forget)
+    # parsed export records (core/ingest/file_cache.py) hold the contact's texts too
+    scrub_ingest_cache(_cache_dir(out, plan.cache_path), forget)
 
     store = TableStore(out)
     moved: Counter[tuple[dt.date, str]] = Counter()  # messages turned into forgotten rows
@@ -313,6 +316,11 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
     for p in plan.dossier_files:
         p.unlink(missing_ok=True)
     return forget
+
+
+def _cache_dir(output_dir: Path, cache_path: Path | None) -> Path:
+    """The pipeline's cache folder (the provider cache's, ``<output>/cache`` by default)."""
+    return cache_path.parent if cache_path is not None else Path(output_dir) / "cache"
 
 
 def drop_derived(output_dir: Path, index_versions: Iterable[Path], rebuilt: Iterable[Path]) -> None:

@@ -24,13 +24,15 @@ from pathlib import Path
 
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common import timeutil
-from memory_pipeline.core.common.forget_list import privacy_dir
+from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_list, privacy_dir
 from memory_pipeline.core.common.ids import text_hash
 from memory_pipeline.core.common.storage import TableStore, write_text_atomic
 from memory_pipeline.core.indexes.publish import index_root
+from memory_pipeline.core.ingest.file_cache import scrub as scrub_ingest_cache
 from memory_pipeline.core.privacy.forget import (
     REBUILT_TABLES,
     ForgetPlan,
+    _cache_dir,
     drop_derived,
     purge_cache,
 )
@@ -146,6 +148,10 @@ def apply_retention(plan: RetentionPlan, *, ran_on: dt.date | None = None) -> di
         for p in plan.dossier_dir.glob("*.md"):
             p.unlink()
     drop_derived(plan.output_dir, plan.index_versions, plan.rebuilt)
+    # parsed export records older than the cutoff become text-free expired rows
+    ensure_salt(plan.output_dir)
+    forget = load_forget_list(plan.output_dir)
+    scrub_ingest_cache(_cache_dir(plan.output_dir, plan.cache_path), forget, plan.cutoff)
     if plan.cache_path is not None and plan.cache_path.is_file():
         # the forget purge matches entries by text hash and by quoted text: reuse it as is
         victims = ForgetPlan("", plan.output_dir, texts=plan.texts, text_hashes=plan.text_hashes)
