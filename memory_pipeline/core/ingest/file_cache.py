@@ -379,9 +379,7 @@ def scrub(cache_dir: Path, forget: ForgetList | None, retain_from: dt.date | Non
                 continue
             if _forget_grew(meta, forget) and meta.get("expired"):
                 raise ValueError("expired rows cannot be re-checked against the forget list")
-            merged_cutoff = max(
-                [d for d in (retain_from, _iso(meta.get("retain_from"))) if d], default=None
-            )
+            merged_cutoff = _later(retain_from, meta)
             table = _rescrub(pq.read_table(path), forget, merged_cutoff)
             _write(path, table, _entry_meta(meta["key"], table, forget, merged_cutoff))
         except (OSError, ValueError, KeyError, pa.ArrowException):
@@ -390,13 +388,16 @@ def scrub(cache_dir: Path, forget: ForgetList | None, retain_from: dt.date | Non
     return changed
 
 
-def _iso(value: str | None) -> dt.date | None:
-    return dt.date.fromisoformat(value) if value else None
+def _later(retain_from: dt.date | None, meta: dict) -> dt.date | None:
+    """The later of ``retain_from`` and the cutoff the entry was scrubbed to (None: none)."""
+    value = meta.get("retain_from")
+    return max(
+        [d for d in (retain_from, dt.date.fromisoformat(value) if value else None) if d],
+        default=None,
+    )
 
 
-def _wanted(
-    table: pa.Table, dates: frozenset[dt.date] | None, start: dt.date
-) -> pa.Table:
+def _wanted(table: pa.Table, dates: frozenset[dt.date] | None, start: dt.date) -> pa.Table:
     """Rows ingest may keep for ``dates`` (a superset: ingest filters again)."""
     if dates is None:
         return table
@@ -453,7 +454,7 @@ def cached_records(
     if meta is not None and _usable(meta, forget, retain_from):
         try:
             if _behind(meta, forget, retain_from):
-                cutoff = max([d for d in (retain_from, _iso(meta.get("retain_from"))) if d])
+                cutoff = _later(retain_from, meta)
                 table = _rescrub(pq.read_table(path), forget, cutoff)
                 _write(path, table, _entry_meta(key, table, forget, cutoff))
             table = pq.read_table(path, filters=_read_filter(wanted, start))
