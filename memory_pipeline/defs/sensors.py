@@ -2,10 +2,12 @@
 starts the rebuild of the memories and dossiers it deleted.
 
 ``source_files`` keeps a cursor over every source file (path, size, mtime, sha256) and a
-digest of each date's records (``core/ingest/watch.py``). A changed date is requested as one
-run of the daily job for that partition, keyed by the date's content digest: the same
-content asks for the same run key, so a re-evaluated tick (or an export touched without
-change) never runs twice. Dates that are no partition yet (today before midnight) wait in
+digest of each date's records (``core/ingest/watch.py``). A changed date D is requested
+together with D-1 and D+1 (sessions of D-1 may run into D, and D+1's first session may
+continue D's last: ``watch.run_ranges``), as one single-run range of the daily job per
+group of overlapping windows, keyed by the changed dates' content digests: the same content
+asks for the same run key, so a re-evaluated tick (or an export touched without change)
+never runs twice. Dates that are no partition yet (today before midnight) wait in
 the cursor; dates before ``start_date`` count as ``start_date`` (as ingest assigns them) and
 dates after ``end_date`` are no partition and are never requested. A configured source path
 that vanished fails the tick with one line naming it, and the cursor stays as it was, so
@@ -23,7 +25,14 @@ import dagster as dg
 
 from memory_pipeline.config import ConfigError
 from memory_pipeline.core.common import tables as T
-from memory_pipeline.core.ingest.watch import SourceMissingError, WatchState, defer, scan
+from memory_pipeline.core.ingest.watch import (
+    SourceMissingError,
+    WatchState,
+    defer,
+    range_digest,
+    run_ranges,
+    scan,
+)
 from memory_pipeline.defs.jobs import range_tags
 from memory_pipeline.defs.partitions import daily_partitions
 from memory_pipeline.defs.resources import PipelineResource
@@ -54,25 +63,28 @@ def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.S
             # a failed tick with one clear line; the cursor is untouched
             raise dg.Failure(description=" ".join(str(exc).split())) from None
         parts = daily_partitions(cfg)
-        requests, later = [], []
-        for day, digest in changes.dates.items():
-            key = day.isoformat()
-            if not parts.has_partition_key(key):
-                if cfg.end_date is None or day <= cfg.end_date:
-                    later.append(day)  # not a partition yet: today, before midnight
-                continue
-            requests.append(
-                dg.RunRequest(
-                    run_key=f"source-{key}-{digest}",
-                    partition_key=key,
-                    tags={"memory_pipeline/trigger": SOURCE_SENSOR},
-                )
+
+        def is_partition(day: dt.date) -> bool:
+            return parts.has_partition_key(day.isoformat())
+
+        later = [
+            day  # not a partition yet: today, before midnight
+            for day in changes.dates
+            if not is_partition(day) and (cfg.end_date is None or day <= cfg.end_date)
+        ]
+        requests = [
+            dg.RunRequest(
+                run_key=f"source-{first}-{last}-{range_digest(changes.dates, days)}",
+                tags={**range_tags(first, last), "memory_pipeline/trigger": SOURCE_SENSOR},
             )
+            for first, last, days in run_ranges(changes.dates, is_partition)
+        ]
         state = defer(changes.state, later)
         context.update_cursor(state.to_json())
         context.log.info(
             f"{SOURCE_SENSOR}: {len(changes.changed_sources)} changed sources, "
-            f"{len(requests)} dates requested, {len(later)} waiting for their partition"
+            f"{len(changes.dates) - len(later)} changed dates in {len(requests)} runs (with "
+            f"their neighbours), {len(later)} waiting for their partition"
         )
         if not requests:
             return dg.SkipReason(
