@@ -24,6 +24,7 @@ from memory_pipeline.core.indexes.publish import (
     representation_table,
     write_lookups,
 )
+from memory_pipeline.core.indexes.token_cache import CachedTokenizer
 from memory_pipeline.core.indexes.turns import build_turn_index
 from memory_pipeline.core.memories.extract import supersede
 from memory_pipeline.core.quality import index_checks
@@ -121,8 +122,6 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
     )
     root = index_root(cfg.output_dir)
     version = new_version(root)
-    with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
-        bm25 = build_bm25(reps, version, cfg.tokenizer, cache=cache)
     embeddings = store.read(T.CHUNK_EMBEDDINGS) if store.dates(T.CHUNK_EMBEDDINGS) else None
     dense = build_dense(embeddings, version, cfg.hnsw_threshold) if embeddings is not None else {}
     sessions = store.read(T.SESSIONS)
@@ -133,9 +132,15 @@ def search_indexes(context: dg.AssetExecutionContext, pipeline: PipelineResource
     pq.write_table(mmeta, version / "message_meta.parquet")
     # the same chunks the BM25 indexes were built from: the version answers on its own
     lookups = write_lookups(version, chunks, messages)
-    # one document per message (core/indexes/turns.py), tokenized as the chunk indexes are
-    raw_tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
-    lookups.update(build_turn_index(version, chunks, messages, raw_tokenizer))
+    with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
+        bm25 = build_bm25(reps, version, cfg.tokenizer, cache=cache)
+        # one document per message (core/indexes/turns.py), tokenized as the chunk indexes
+        # are, through the same token cache (two documents per message: the largest corpus)
+        raw_tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
+        turn_tokenizer = CachedTokenizer(raw_tokenizer, cache)
+        lookups.update(build_turn_index(version, chunks, messages, turn_tokenizer))
+        lookups["turn_tokens_cached"] = turn_tokenizer.hits
+        lookups["turn_tokens_computed"] = turn_tokenizer.misses
     memories = store.read(T.MEMORIES)
     timeline = supersede(memories)
     pq.write_table(timeline, version / "memory_timeline.parquet")
