@@ -327,7 +327,7 @@ def _entry_meta(
         "expired": pc.sum(pc.equal(table["kind"], KIND_EXPIRED).cast(pa.int64())).as_py() or 0,
         "key": key,
         "forget": _forget_hashes(forget),
-        "salt": _salt_id(forget) if forget else "",
+        "salt": _salt_id(forget),  # forgotten and expired refs are salted
         "retain_from": retain_from.isoformat() if retain_from else "",
     }
 

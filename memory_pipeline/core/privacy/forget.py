@@ -16,6 +16,8 @@ still keeps ingest from bringing them back), then:
 - deletes provider-cache entries keyed by the hashes of the contact's chunk texts, summaries
   and embedding texts, and any cached text/JSON payload that quotes one of their messages,
   then checkpoints and VACUUMs so no freed page or WAL frame keeps the text;
+- rewrites the parsed-record cache of the exports (``core/ingest/file_cache.py``) so the
+  contact's records are only their text-free ``forgotten`` rows there too;
 - deletes the contact's dossier ``.md`` file.
 """
 

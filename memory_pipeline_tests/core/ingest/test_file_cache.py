@@ -271,3 +271,16 @@ def test_an_unreadable_entry_is_re_parsed(specs, reads, tmp_path):
     assert_same(plain, tables(specs, DAYS, cache))
     assert len(reads) == n + 2
     assert pc.sum(pq.read_table(entries(cache)[0])["seq"]).as_py() > 0
+
+
+def test_another_salt_re_parses(specs, reads, tmp_path):
+    """Expired rows carry salted refs: a folder with a new salt cannot reuse them."""
+    cache = tmp_path / "cache"
+    cutoff = dt.date(2024, 3, 8)
+    kept = [d for d in DAYS if d >= cutoff]
+    tables(specs, kept, cache, ForgetList(salt=b"s" * 32), cutoff)
+    other = ForgetList(salt=b"t" * 32)
+    n = len(reads)
+    warm = tables(specs, kept, cache, other, cutoff)
+    assert len(reads) == n + 2
+    assert_same(tables(specs, kept, None, other, cutoff), warm)
