@@ -199,7 +199,7 @@ def _forget_hashes(forget: ForgetList | None) -> list[str]:
 def _scrubbed(
     rec: Record, forget: ForgetList | None, retain_from: dt.date | None
 ) -> QuarantineRecord | None:
-    """The text-free row ``rec`` is stored as (kind in ``detail`` order), or None to keep it.
+    """The text-free row ``rec`` is stored as (forgotten or expired), or None: keep ``rec``.
 
     Ingest checks the forget list before retention: the same order here.
     """
@@ -343,11 +343,16 @@ def _rescrub(table: pa.Table, forget: ForgetList | None, retain_from: dt.date | 
         convs, contacts, srcs, files = (
             table[c].to_pylist() for c in ("conversation_id", "contact_id", "source", "source_file")
         )
-        probe = [
-            forget.forgets(QuarantineRecord(s, f, None, "", c or "", None, "", ""))
-            or bool(k and forget.has("contact", k))
-            for c, k, s, f in zip(convs, contacts, srcs, files, strict=True)
-        ]
+        seen: dict[tuple, bool] = {}  # salted hashes per distinct (conversation, contact, file)
+
+        def forgotten(c: str | None, k: str | None, s: str, f: str) -> bool:
+            key = (c, k, s, f)
+            if key not in seen:
+                rec = QuarantineRecord(s, f, None, "", c or "", None, "", "")
+                seen[key] = forget.forgets(rec) or bool(k and forget.has("contact", k))
+            return seen[key]
+
+        probe = [forgotten(*row) for row in zip(convs, contacts, srcs, files, strict=True)]
         hit = pc.or_(hit, pa.array(probe, pa.bool_()))
     hit = pc.and_(hit, live)
     idx = pc.indices_nonzero(hit)
