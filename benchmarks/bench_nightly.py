@@ -16,7 +16,8 @@ rule memories):
   below is conservative.
 - **nightly**: what the nightly schedule runs for D (partitions D-1..D, the same stages),
   then the same refresh, now with the token cache of the full build: only D's new chunks
-  (and D-1's re-chunked ones, if any changed) are tokenized.
+  (and D-1's re-chunked ones, if any changed) and turn documents are tokenized, and ingest
+  reads the parsed records of the unchanged export from ``<output>/cache/ingest``.
 
 D is the busiest day of the corpus (most messages): the worst nightly. Dense vectors are
 off (``[representations] dense = []``) on both sides: the local all-MiniLM-L6-v2 embeds
@@ -164,8 +165,10 @@ def main() -> int:
         f"{json.dumps({k: round(v, 1) for k, v in nightly.items()})}"
     )
     print(
-        f"refresh tokenized {meta.get('tokens_computed')} texts, read {meta.get('tokens_cached')} "
-        f"from the cache; chunks {chunks_full} -> {chunks_all}"
+        f"refresh tokenized {meta.get('tokens_computed')} chunk texts, read "
+        f"{meta.get('tokens_cached')} from the cache; turn documents: "
+        f"{meta.get('turn_tokens_computed')} tokenized, {meta.get('turn_tokens_cached')} cached; "
+        f"chunks {chunks_full} -> {chunks_all}"
     )
     print(
         f"cpu seconds: full {full_cpu:.1f}, nightly {nightly_cpu:.1f} "
@@ -192,6 +195,9 @@ def main() -> int:
                 "target": TARGET_SHARE,
                 "tokens_computed": meta.get("tokens_computed"),
                 "tokens_cached": meta.get("tokens_cached"),
+                "turn_tokens_computed": meta.get("turn_tokens_computed"),
+                "turn_tokens_cached": meta.get("turn_tokens_cached"),
+                "load_average": os.getloadavg()[0],
                 "chunks": chunks_all,
                 "python": sys.version.split()[0],
             },

@@ -145,8 +145,6 @@ def search_indexes(
     )
     root = index_root(cfg.storage_root)
     version = new_version(root)
-    with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
-        bm25 = build_bm25(reps, version, cfg.tokenizer, cache=cache, runner=dask.runner())
     embeddings = store.read(T.CHUNK_EMBEDDINGS) if store.dates(T.CHUNK_EMBEDDINGS) else None
     dense = build_dense(embeddings, version, cfg.hnsw_threshold) if embeddings is not None else {}
     sessions = store.read(T.SESSIONS)
@@ -157,11 +155,15 @@ def search_indexes(
     pq.write_table(mmeta, version / "message_meta.parquet")
     # the same chunks the BM25 indexes were built from: the version answers on its own
     lookups = write_lookups(version, chunks, messages)
-    # one document per message (core/indexes/turns.py), tokenized as the chunk indexes are
-    raw_tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
-    with pipeline.content_cache() as cache:  # each message's tokens: a refresh reads them back
+    with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
+        bm25 = build_bm25(reps, version, cfg.tokenizer, cache=cache, runner=dask.runner())
+        # one document per message (core/indexes/turns.py), tokenized as the chunk indexes
+        # are, through the same token cache (two documents per message: the largest corpus)
+        raw_tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
         turn_tokenizer = CachedTokenizer(raw_tokenizer, cache)
         lookups.update(build_turn_index(version, chunks, messages, turn_tokenizer))
+        lookups["turn_tokens_cached"] = turn_tokenizer.hits
+        lookups["turn_tokens_computed"] = turn_tokenizer.misses
     memories = store.read(T.MEMORIES)
     timeline = supersede(memories)
     pq.write_table(timeline, version / "memory_timeline.parquet")

@@ -124,7 +124,14 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
             forget = load_forget_list(cfg.storage_root)
             shared = getattr(pipeline, "records", None)  # a fan-out source's share, read once
             if shared is None:
-                result = read_all_tables(cfg.sources, days, cfg.start_date, forget, cutoff)
+                result = read_all_tables(
+                    cfg.sources,
+                    days,
+                    cfg.start_date,
+                    forget,
+                    cutoff,
+                    cache_dir=cfg.cache_path.parent,  # parsed records of unchanged exports
+                )
             else:
                 result = _ingest_with(shared, cfg.sources, days, cfg.start_date, forget, cutoff)
         except SourceError as exc:

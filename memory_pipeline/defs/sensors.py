@@ -2,10 +2,15 @@
 starts the rebuild of the memories and dossiers it deleted.
 
 ``source_files`` keeps a cursor over every source file (path, size, mtime, sha256) and a
-digest of each date's records (``core/ingest/watch.py``). A changed date is requested as one
-run of the daily job for that partition, keyed by the date's content digest: the same
-content asks for the same run key, so a re-evaluated tick (or an export touched without
-change) never runs twice. Dates that are no partition yet (today before midnight) wait in
+digest of each date's records (``core/ingest/watch.py``). A changed date D is requested
+together with D-1 and D+1 (sessions of D-1 may run into D, and D+1's first session may
+continue D's last: ``watch.run_ranges``), as one single-run range of the daily job per
+group of overlapping windows, keyed by the changed dates' content digests: the same content
+asks for the same run key, so a re-evaluated tick (or an export touched without change)
+never runs twice. On a first look (no cursor: a new instance, a reset) a date whose
+``raw_messages`` partition was materialized after the newest change of any source file is
+skipped (``watch.not_yet_ingested``): a full ``memory-pipeline run`` is not re-run date by
+date. Dates that are no partition yet (today before midnight) wait in
 the cursor; dates before ``start_date`` count as ``start_date`` (as ingest assigns them) and
 dates after ``end_date`` are no partition and are never requested. A configured source path
 that vanished fails the tick with one line naming it, and the cursor stays as it was, so
@@ -29,6 +34,8 @@ from memory_pipeline.core.ingest.watch import (
     defer,
     newest_change_ns,
     not_yet_ingested,
+    range_digest,
+    run_ranges,
     scan,
 )
 from memory_pipeline.defs.ingest import RAW
@@ -67,25 +74,28 @@ def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.S
             # first look (new instance, reset cursor): skip what an ingest already read
             ingested = _ingested_at(context.instance, list(dates))
             dates = not_yet_ingested(dates, ingested, newest_change_ns(cfg.sources))
-        requests, later = [], []
-        for day, digest in dates.items():
-            key = day.isoformat()
-            if not parts.has_partition_key(key):
-                if cfg.end_date is None or day <= cfg.end_date:
-                    later.append(day)  # not a partition yet: today, before midnight
-                continue
-            requests.append(
-                dg.RunRequest(
-                    run_key=f"source-{key}-{digest}",
-                    partition_key=key,
-                    tags={"memory_pipeline/trigger": SOURCE_SENSOR},
-                )
+
+        def is_partition(day: dt.date) -> bool:
+            return parts.has_partition_key(day.isoformat())
+
+        later = [
+            day  # not a partition yet: today, before midnight
+            for day in dates
+            if not is_partition(day) and (cfg.end_date is None or day <= cfg.end_date)
+        ]
+        requests = [
+            dg.RunRequest(
+                run_key=f"source-{first}-{last}-{range_digest(dates, days)}",
+                tags={**range_tags(first, last), "memory_pipeline/trigger": SOURCE_SENSOR},
             )
+            for first, last, days in run_ranges(dates, is_partition)
+        ]
         state = defer(changes.state, later)
         context.update_cursor(state.to_json())
         context.log.info(
             f"{SOURCE_SENSOR}: {len(changes.changed_sources)} changed sources, "
-            f"{len(requests)} dates requested, {len(later)} waiting for their partition, "
+            f"{len(dates) - len(later)} changed dates in {len(requests)} runs (with their "
+            f"neighbours), {len(later)} waiting for their partition, "
             f"{len(changes.dates) - len(dates)} already ingested"
         )
         if not requests:

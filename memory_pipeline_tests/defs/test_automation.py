@@ -230,6 +230,17 @@ def test_refreshed_assets_declare_freshness_that_warns_after_a_missed_night(tmp_
     ]
 
 
+DAY = dt.timedelta(days=1)
+
+
+def _days(request: dg.RunRequest) -> tuple[dt.date, dt.date]:
+    """The partition range a run request covers."""
+    return (
+        dt.date.fromisoformat(request.tags[RANGE_START]),
+        dt.date.fromisoformat(request.tags[RANGE_END]),
+    )
+
+
 def _sensor(d: Deployment, name: str, cursor: str | None):
     sensor = d.defs.resolve_sensor_def(name)
     # a context manager: the definitions' Dask resource has a per-run lifecycle (a generator)
@@ -246,9 +257,10 @@ def test_dropped_export_requests_exactly_its_date_and_becomes_searchable(tmp_pat
     d = Deployment(corpus(tmp_path), instance)
     assert d.automation() == set()  # the daemon's first tick, before any data
     first = _sensor(d, SOURCE_SENSOR, None)
-    assert sorted(r.partition_key for r in first.run_requests) == [str(D1), str(D2)]
+    # D1 and D2 changed; with their neighbours (sessions cross midnight) one range D1..D3
+    assert [_days(r) for r in first.run_requests] == [(D1, D3)]
     for r in first.run_requests:
-        d.run_job(INGEST_JOB, partition_key=r.partition_key, tags=r.tags)
+        d.run_job(INGEST_JOB, tags=r.tags)
     d.launch(d.automation())
     assert d.finds(ONLY_D2) and not d.finds(ONLY_D3)
 
@@ -261,12 +273,12 @@ def test_dropped_export_requests_exactly_its_date_and_becomes_searchable(tmp_pat
         export("Ren", {D3: [f"the {ONLY_D3} smoothie was great", "where?"]}), encoding="utf-8"
     )
     new = _sensor(d, SOURCE_SENSOR, quiet.cursor)
-    assert [r.partition_key for r in new.run_requests] == [str(D3)]
+    assert [_days(r) for r in new.run_requests] == [(D2, D3 + DAY)]
     # idempotent: the same change seen again (a retried tick) asks for the same run key
     again = _sensor(d, SOURCE_SENSOR, quiet.cursor)
     assert [r.run_key for r in again.run_requests] == [r.run_key for r in new.run_requests]
     [request] = new.run_requests
-    d.run_job(INGEST_JOB, partition_key=request.partition_key, tags=request.tags)
+    d.run_job(INGEST_JOB, tags=request.tags)
     requested = d.automation()
     assert requested == REFRESHED
     d.launch(requested)
@@ -286,22 +298,77 @@ def test_a_first_tick_after_a_full_run_requests_nothing_until_an_export_changes(
     (tmp_path / "exports" / "ren.txt").write_text(
         export("Ren", {D3: [f"the {ONLY_D3} smoothie was great", "where?"]}), encoding="utf-8"
     )
-    assert [r.partition_key for r in _sensor(d, SOURCE_SENSOR, first.cursor).run_requests] == [
-        str(D3)
-    ]
+    # D3 is new: its run covers its neighbours D2..D3+1 (sessions cross midnight)
+    [request] = _sensor(d, SOURCE_SENSOR, first.cursor).run_requests
+    assert _days(request) == (D2, D3 + DAY)
     # a reset cursor after that change: D3 was never ingested, and D1, D2 were ingested
-    # before a file changed, so they are requested again (cheap, and never stale)
-    reset = _sensor(d, SOURCE_SENSOR, None)
-    assert sorted(r.partition_key for r in reset.run_requests) == [str(D1), str(D2), str(D3)]
+    # before a file changed, so they are requested again (cheap, and never stale): their
+    # windows overlap, so one range run D1..D3+1 (D1 is the first partition)
+    [reset] = _sensor(d, SOURCE_SENSOR, None).run_requests
+    assert _days(reset) == (D1, D3 + DAY)
+    # once that run has ingested them, a fresh first look skips every date again
+    d.run_job(INGEST_JOB, tags=reset.tags)
+    assert _sensor(d, SOURCE_SENSOR, None).run_requests == []
 
 
-def test_changed_export_requests_only_the_changed_date(tmp_path):
+def test_changed_export_requests_the_changed_date_and_its_neighbours(tmp_path):
     d = Deployment(corpus(tmp_path), dg.DagsterInstance.ephemeral())
     cursor = _sensor(d, SOURCE_SENSOR, None).cursor
     path = tmp_path / "exports" / "kim.txt"
     text = path.read_text(encoding="utf-8").replace("photos later", "photos tonight")
     path.write_text(text, encoding="utf-8")
-    assert [r.partition_key for r in _sensor(d, SOURCE_SENSOR, cursor).run_requests] == [str(D2)]
+    [request] = _sensor(d, SOURCE_SENSOR, cursor).run_requests
+    assert _days(request) == (D1, D3)  # D2 changed: sessions of D1..D3 read it
+
+
+def _night_owl(days: dict[dt.date, list[tuple[str, str]]]) -> str:
+    lines = ["[LINE] Chat history with Kim", "Saved on: 3/15/2024, 22:10", ""]
+    for day, msgs in days.items():
+        lines.append(f"{day:%a}, {day.month}/{day.day}/{day.year}")
+        lines += [
+            f"{clock}\t{'Kim' if i % 2 == 0 else 'Yuki'}\t{t}" for i, (clock, t) in enumerate(msgs)
+        ]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def test_a_change_on_d_rebuilds_the_sessions_of_d_minus_1_and_d_plus_1(tmp_path, instance):
+    """Messages added on D2 just after midnight (continuing D1's last session) and late on
+    D2 (so D3's first message continues it): sessions of D1 and D3 change, not only D2's.
+    Every message must end up in exactly one stored session."""
+    d = Deployment(corpus(tmp_path), instance)
+    path = tmp_path / "exports" / "kim.txt"
+    before = {
+        D1: [("23:40", "are you still up"), ("23:50", "yes, the late movie")],
+        D2: [("10:00", "good morning")],
+        D3: [("01:00", "cannot sleep either")],
+    }
+    path.write_text(_night_owl(before), encoding="utf-8")
+    for r in _sensor(d, SOURCE_SENSOR, None).run_requests:
+        d.run_job(INGEST_JOB, tags=r.tags)
+    cursor = _sensor(d, SOURCE_SENSOR, None).cursor
+    after = dict(before)
+    after[D2] = [
+        ("00:05", "the ending was strange"),
+        ("10:00", "good morning"),
+        ("23:30", "still awake?"),
+    ]
+    path.write_text(_night_owl(after), encoding="utf-8")
+    [request] = _sensor(d, SOURCE_SENSOR, cursor).run_requests
+    # D2 changed, and D3 (its record moved down the file); with neighbours D1..D3+1
+    assert _days(request) == (D1, D3 + DAY)
+    d.run_job(INGEST_JOB, tags=request.tags)
+    store = d.resource.store
+    messages = set(store.read(T.RAW_MESSAGES)["message_id"].to_pylist())
+    sessions = store.read(T.SESSIONS)
+    in_sessions = [m for ids in sessions["message_ids"].to_pylist() for m in ids]
+    assert len(messages) == 6
+    assert sorted(in_sessions) == sorted(messages)  # none lost, none in two sessions
+    owned = sorted(
+        zip(sessions["local_date"].to_pylist(), sessions["message_count"].to_pylist(), strict=True)
+    )
+    # D1's session took 00:05; D3's 01:00 continues D2's 23:30 session (D3 owns none)
+    assert owned == [(D1, 3), (D2, 1), (D2, 2)]
 
 
 @pytest.mark.parametrize("loaded", [True, False], ids=["config_cached", "config_reloaded"])
@@ -343,9 +410,10 @@ def test_nightly_job_purges_expired_partitions_then_the_rebuild_follows(
     tick = _sensor(d, RETENTION_SENSOR, None)
     [request] = tick.run_requests
     assert request.job_name in (None, MEMORIES_JOB)
-    assert (request.tags["dagster/asset_partition_range_start"], request.tags[
-        "dagster/asset_partition_range_end"
-    ]) == (str(D2), str(D2))
+    assert (
+        request.tags["dagster/asset_partition_range_start"],
+        request.tags["dagster/asset_partition_range_end"],
+    ) == (str(D2), str(D2))
     assert _sensor(d, RETENTION_SENSOR, tick.cursor).run_requests == []
     d.run_job(MEMORIES_JOB, tags=request.tags)
     assert store.dates(T.DOSSIERS) == [D2]

@@ -27,12 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
 from importlib.resources.abc import Traversable
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import bm25s
 import numpy as np
 import pyarrow as pa
+from bm25s import scoring
 from bm25s.tokenization import Tokenized
 
 from memory_pipeline.core.indexes.tokenize import Tokenizer, get_tokenizer
@@ -195,19 +197,80 @@ def build_index(
         raise ValueError(f"method must be one of {METHODS} (postings need it), got {method!r}")
     if isinstance(tokenizer, str):
         tokenizer = get_tokenizer(tokenizer, sample_texts=texts)
-    vocab: dict[str, int] = {}
-    ids = [
-        [vocab.setdefault(t, len(vocab)) for t in toks] for toks in tokenizer.tokenize_many(texts)
-    ]
+    token_lists = tokenizer.tokenize_many(texts)
     retriever = bm25s.BM25(k1=k1, b=b, method=method, backend="numpy")
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        # An empty corpus (or one with no token at all) makes numpy warn about the mean
-        # length; the index is still valid and simply matches nothing.
-        warnings.simplefilter("ignore", RuntimeWarning)
-        retriever.index(
-            Tokenized(ids=ids, vocab=vocab), create_empty_token=False, show_progress=False
-        )
+    if not fast_index(retriever, token_lists):
+        vocab: dict[str, int] = {}
+        ids = [[vocab.setdefault(t, len(vocab)) for t in toks] for toks in token_lists]
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            # An empty corpus (or one with no token at all) makes numpy warn about the mean
+            # length; the index is still valid and simply matches nothing.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            retriever.index(
+                Tokenized(ids=ids, vocab=vocab), create_empty_token=False, show_progress=False
+            )
     return Bm25Index(doc_ids=doc_ids, tokenizer=tokenizer, retriever=retriever)
+
+
+def _vocabulary(token_lists: Sequence[Sequence[str]]) -> tuple[dict[str, int], np.ndarray]:
+    """(token -> id in first-seen order, the flat token ids of every document in order)."""
+    flat = pa.array(list(chain.from_iterable(token_lists)), pa.string()).dictionary_encode()
+    words = flat.dictionary.to_pylist()
+    return dict(zip(words, range(len(words)), strict=True)), flat.indices.to_numpy()
+
+
+def fast_index(retriever: bm25s.BM25, token_lists: Sequence[Sequence[str]]) -> bool:
+    """Fill ``retriever`` as ``retriever.index(Tokenized(...), create_empty_token=False)``
+    would, with whole-corpus numpy instead of bm25s's per-document Python loops (~10x faster
+    on 400k turn documents: a refresh rebuilds every index over the whole corpus).
+
+    The arrays are bm25s's own, bit for bit (tested): the vocabulary in first-seen order,
+    document frequencies, bm25s's idf function per distinct df, its tfc formula in float64
+    on the same operands, scores cast to float32, CSC order (token, then document).
+    False (nothing done) for an empty corpus or a method this does not reproduce.
+    """
+    if retriever.method not in METHODS or retriever.idf_method != retriever.method:
+        return False
+    n_docs = len(token_lists)
+    lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=n_docs)
+    if n_docs == 0 or not lengths.any():
+        return False
+    vocab, flat = _vocabulary(token_lists)
+    n_vocab = len(vocab)
+    doc = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
+    # one key per (token, document): sorted unique keys are the CSC order, counts the tf
+    keys, tf = np.unique(flat.astype(np.int64) * n_docs + doc, return_counts=True)
+    tok, rows = np.divmod(keys, n_docs)
+    df = np.bincount(tok, minlength=n_vocab)
+    idf_fn = scoring._select_idf_scorer(retriever.idf_method)
+    distinct = np.unique(df[df > 0])
+    by_df = dict(
+        zip(distinct.tolist(), (idf_fn(d, N=n_docs) for d in distinct.tolist()), strict=True)
+    )
+    idf = np.zeros(n_vocab, dtype=retriever.dtype)
+    idf[df > 0] = [by_df[d] for d in df[df > 0].tolist()]
+    l_avg = lengths.mean()
+    tfc = scoring._select_tfc_scorer(retriever.method)(
+        tf_array=tf.astype(retriever.dtype),
+        l_d=lengths[rows].astype(np.float64),
+        l_avg=l_avg,
+        k1=retriever.k1,
+        b=retriever.b,
+        delta=retriever.delta,
+    )
+    data = (idf[tok].astype(np.float64) * tfc).astype(retriever.dtype)
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(np.bincount(tok, minlength=n_vocab), out=indptr[1:])
+    retriever.nonoccurrence_array = None
+    retriever.scores = {
+        "data": data,
+        "indices": rows.astype(retriever.int_dtype),
+        "indptr": indptr,
+        "num_docs": n_docs,
+    }
+    retriever.vocab_dict = vocab
+    retriever.unique_token_ids_set = set(vocab.values())
+    return True
 
 
 def query_tokens(index: Bm25Index, query: str) -> list[str]:

@@ -19,7 +19,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -213,3 +213,53 @@ def not_yet_ingested(
     """
     newest = newest_change_ns / 1e9
     return {d: h for d, h in dates.items() if not ingested_at.get(d, float("-inf")) > newest}
+
+
+# Sessions of D are built from raw_messages D-1..D+1 (``RAW_WINDOW`` in defs/sessions.py): a
+# session belongs to the date of its first message and may run past midnight. Changed records
+# on D can therefore lengthen, shorten or split a session *owned by D-1* (one that ran into
+# D), and can make D+1's first session a continuation of D's last one (or stop being one), so
+# D+1's stored sessions would duplicate or lose messages. A changed date re-runs both
+# neighbours (ingest of an unchanged date rewrites the same rows: the cost is the price of
+# correct sessions, and the parsed-record cache keeps it small).
+NEIGHBOURS = (1, 1)  # (days before, days after) a changed date that its change reaches
+
+
+def run_ranges(
+    changed: Iterable[dt.date],
+    is_partition: Callable[[dt.date], bool],
+    neighbours: tuple[int, int] = NEIGHBOURS,
+) -> list[tuple[dt.date, dt.date, list[dt.date]]]:
+    """(first, last, changed dates inside) of the runs that rebuild ``changed`` dates.
+
+    Each changed date that is a partition spans ``neighbours`` days either side, clipped to
+    partitions; windows that overlap or touch merge into one range, so no two requested
+    runs write the same partition (they could run at the same time).
+    """
+    before, after = (dt.timedelta(days=n) for n in neighbours)
+    windows = []
+    for day in sorted(set(changed)):
+        if not is_partition(day):
+            continue
+        lo, hi = day, day
+        while lo > day - before and is_partition(lo - dt.timedelta(days=1)):
+            lo -= dt.timedelta(days=1)
+        while hi < day + after and is_partition(hi + dt.timedelta(days=1)):
+            hi += dt.timedelta(days=1)
+        windows.append((lo, hi, day))
+    out: list[tuple[dt.date, dt.date, list[dt.date]]] = []
+    for lo, hi, day in windows:
+        if out and lo <= out[-1][1] + dt.timedelta(days=1):
+            first, last, days = out[-1]
+            out[-1] = (first, max(last, hi), [*days, day])
+        else:
+            out.append((lo, hi, [day]))
+    return out
+
+
+def range_digest(dates: dict[dt.date, str], days: Iterable[dt.date]) -> str:
+    """One digest over the changed dates of a range and their content (its run key)."""
+    h = hashlib.blake2b(digest_size=8)
+    for day in sorted(days):
+        h.update(f"{day.isoformat()}={dates[day]};".encode())
+    return h.hexdigest()

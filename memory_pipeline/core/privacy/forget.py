@@ -16,6 +16,8 @@ still keeps ingest from bringing them back), then:
 - deletes provider-cache entries keyed by the hashes of the contact's chunk texts, summaries
   and embedding texts, and any cached text/JSON payload that quotes one of their messages,
   then checkpoints and VACUUMs so no freed page or WAL frame keeps the text;
+- rewrites the parsed-record cache of the exports (``core/ingest/file_cache.py``) so the
+  contact's records are only their text-free ``forgotten`` rows there too;
 - deletes the contact's dossier ``.md`` file.
 
 Every scan and deletion of the storage of record goes through ``core/common/fs.py``, so an
@@ -51,6 +53,7 @@ from memory_pipeline.core.common.ids import text_hash
 from memory_pipeline.core.common.owners import owner_store
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.indexes.publish import drop_local_copies, index_root, list_versions
+from memory_pipeline.core.ingest.file_cache import scrub as scrub_ingest_cache
 from memory_pipeline.core.ingest.normalize import quarantine_table
 from memory_pipeline.core.memories.dossier import contact_file_name
 
@@ -286,6 +289,8 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
     for source, file in sorted(plan.files):
         forget.add("file", file_key(source, file), today)
     save_forget_list(out, forget)
+    # parsed export records (core/ingest/file_cache.py) hold the contact's texts too
+    scrub_ingest_cache(_cache_dir(out, plan.cache_path, plan.work_dir), forget)
 
     store = owner_store(plan.work_dir or out, storage=out)
     moved: Counter[tuple[dt.date, str]] = Counter()  # messages turned into forgotten rows
@@ -334,6 +339,16 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
     for p in plan.dossier_files:
         fs.delete_file(p)
     return forget
+
+
+def _cache_dir(
+    output_dir: Location, cache_path: Path | None, work_dir: Path | None = None
+) -> Path:
+    """The pipeline's local cache folder: the provider cache's, else ``<work>/cache`` (the
+    work folder when the data is remote, the output folder itself when it is local)."""
+    if cache_path is not None:
+        return cache_path.parent
+    return Path(work_dir if work_dir is not None else output_dir) / "cache"
 
 
 def drop_derived(

@@ -24,13 +24,15 @@ from pathlib import Path
 
 from memory_pipeline.core.common import fs, timeutil
 from memory_pipeline.core.common import tables as T
-from memory_pipeline.core.common.forget_list import privacy_dir
+from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_list, privacy_dir
 from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.ids import text_hash
 from memory_pipeline.core.common.storage import TableStore, write_text_atomic
 from memory_pipeline.core.indexes.publish import index_root, list_versions
+from memory_pipeline.core.ingest.file_cache import scrub as scrub_ingest_cache
 from memory_pipeline.core.privacy.forget import (
     ForgetPlan,
+    _cache_dir,
     derived_outputs,
     drop_derived,
     purge_cache,
@@ -152,6 +154,12 @@ def apply_retention(plan: RetentionPlan, *, ran_on: dt.date | None = None) -> di
         for rel, _ in fs.list_files(plan.dossier_dir, ".md"):
             fs.delete_file(fs.join(plan.dossier_dir, rel))
     drop_derived(plan.output_dir, plan.index_versions, plan.rebuilt, plan.work_dir)
+    # parsed export records older than the cutoff become text-free expired rows (the cache
+    # is local: under the work folder; the salt and forget list are in the storage root)
+    ensure_salt(plan.output_dir)
+    forget = load_forget_list(plan.output_dir)
+    cache_dir = _cache_dir(plan.output_dir, plan.cache_path, plan.work_dir)
+    scrub_ingest_cache(cache_dir, forget, plan.cutoff)
     if plan.cache_path is not None and plan.cache_path.is_file():
         # the forget purge matches entries by text hash and by quoted text: reuse it as is
         victims = ForgetPlan("", plan.output_dir, texts=plan.texts, text_hashes=plan.text_hashes)

@@ -363,3 +363,45 @@ def test_sql_equals_bm25s_on_realpersonachat(shared_file: Callable[[str], Path])
         "ラーメン",
     ]
     assert check_sql_matches(index, queries, k=10) >= 30
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire"])
+def test_fast_index_is_bm25s_bit_for_bit(method):
+    """The whole-corpus numpy build equals bm25s's own per-document build exactly."""
+    import random
+
+    import bm25s
+    import numpy as np
+    from bm25s.tokenization import Tokenized
+
+    from memory_pipeline.core.indexes.bm25 import fast_index
+
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(800)] + ["東京", "ラーメン", "café"]
+    docs = [
+        [rng.choice(words[: rng.choice([5, 60, len(words)])]) for _ in range(rng.randint(0, 30))]
+        for _ in range(3000)
+    ]
+    ref, fast = (bm25s.BM25(method=method, backend="numpy") for _ in range(2))
+    vocab: dict[str, int] = {}
+    ids = [[vocab.setdefault(w, len(vocab)) for w in d] for d in docs]
+    ref.index(Tokenized(ids=ids, vocab=vocab), create_empty_token=False, show_progress=False)
+    assert fast_index(fast, docs)
+    assert fast.vocab_dict == ref.vocab_dict
+    assert fast.scores["num_docs"] == ref.scores["num_docs"] == 3000
+    for key in ("data", "indices", "indptr"):
+        a, b = np.asarray(ref.scores[key]), np.asarray(fast.scores[key])
+        assert a.dtype == b.dtype and np.array_equal(a, b), key
+    q = ids[11][:3] or [0]
+    assert np.array_equal(ref.get_scores_from_ids(q), fast.get_scores_from_ids(q))
+
+
+def test_fast_index_declines_an_empty_corpus_and_build_index_still_works():
+    import bm25s
+
+    from memory_pipeline.core.indexes.bm25 import fast_index
+
+    assert not fast_index(bm25s.BM25(backend="numpy"), [])
+    assert not fast_index(bm25s.BM25(backend="numpy"), [[], []])
+    index = build_index(["a", "b"], ["", ""], tokenizer="english")
+    assert index.search("anything") == []

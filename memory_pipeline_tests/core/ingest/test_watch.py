@@ -14,6 +14,8 @@ from memory_pipeline.core.ingest.watch import (
     defer,
     newest_change_ns,
     not_yet_ingested,
+    range_digest,
+    run_ranges,
     scan,
 )
 from memory_pipeline_tests.defs.test_automation import D1, D2, D3, export
@@ -89,3 +91,43 @@ def test_the_newest_change_counts_a_copy_that_kept_an_old_mtime(tmp_path: Path):
     assert path.stat().st_mtime_ns == 1_000_000_000
     assert newest_change_ns([spec(tmp_path)]) == path.stat().st_ctime_ns > 1_000_000_000
     assert newest_change_ns([spec(tmp_path / "gone")]) == 0
+
+
+def _days(first: str, last: str) -> set[dt.date]:
+    a, b = dt.date.fromisoformat(first), dt.date.fromisoformat(last)
+    return {a + dt.timedelta(days=i) for i in range((b - a).days + 1)}
+
+
+def test_run_ranges_add_the_neighbours_clip_to_partitions_and_merge():
+    parts = _days("2024-03-01", "2024-03-20")
+
+    def ranges(*changed: str):
+        days = [dt.date.fromisoformat(d) for d in changed]
+        return [
+            (str(a), str(b), [str(d) for d in ds])
+            for a, b, ds in run_ranges(days, parts.__contains__)
+        ]
+
+    assert ranges("2024-03-10") == [("2024-03-09", "2024-03-11", ["2024-03-10"])]
+    # first / last partition: no neighbour outside the partitions
+    assert ranges("2024-03-01") == [("2024-03-01", "2024-03-02", ["2024-03-01"])]
+    assert ranges("2024-03-20") == [("2024-03-19", "2024-03-20", ["2024-03-20"])]
+    # overlapping or touching windows are one run (two runs would write the same partition)
+    assert ranges("2024-03-05", "2024-03-07") == [
+        ("2024-03-04", "2024-03-08", ["2024-03-05", "2024-03-07"])
+    ]
+    assert ranges("2024-03-05", "2024-03-08") == [
+        ("2024-03-04", "2024-03-09", ["2024-03-05", "2024-03-08"])
+    ]
+    assert ranges("2024-03-05", "2024-03-09") == [
+        ("2024-03-04", "2024-03-06", ["2024-03-05"]),
+        ("2024-03-08", "2024-03-10", ["2024-03-09"]),
+    ]
+    # a date that is no partition (today, before midnight) asks for nothing yet
+    assert ranges("2024-03-21") == []
+
+
+def test_range_digest_changes_with_content_only():
+    a = {D1: "x", D2: "y"}
+    assert range_digest(a, [D1, D2]) == range_digest(dict(a), [D2, D1])
+    assert range_digest(a, [D1, D2]) != range_digest({D1: "x", D2: "z"}, [D1, D2])

@@ -1,0 +1,64 @@
+"""Profile (or time) the refresh alone on a bench_nightly work folder: where its seconds go.
+
+Usage (from the repository root), after ``bench_nightly.py --work <folder>``::
+
+    PYTHONPATH=$PWD python benchmarks/profile_refresh.py <folder> [--profile out.prof]
+
+Runs ``search_indexes``, ``storage_report`` and ``warehouse`` once over what the folder holds
+(warm caches: what a nightly refresh costs) and prints the seconds per stage; with
+``--profile`` under cProfile, then the top functions by own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_nightly import REFRESH_STAGES, run_stages  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("work", type=Path)
+    ap.add_argument("--profile", type=Path, default=None)
+    args = ap.parse_args()
+    for k in [k for k in os.environ if k.startswith("MEMORY_PIPELINE_")]:
+        del os.environ[k]
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import dagster as dg
+
+    from memory_pipeline.config import load_config
+    from memory_pipeline.defs.build import build_definitions
+    from memory_pipeline.defs.providers import provider_resources
+    from memory_pipeline.defs.resources import PipelineResource
+    from memory_pipeline.defs.runner import stage_resources
+
+    config = args.work / "memory_pipeline.toml"
+    cfg = load_config(config)
+    defs = build_definitions(cfg, str(config))
+    resources = stage_resources(PipelineResource(config_file=str(config)), provider_resources({}))
+    instance = dg.DagsterInstance.ephemeral()
+    prof = cProfile.Profile() if args.profile else None
+    t0 = time.perf_counter()
+    if prof:
+        prof.enable()
+    seconds = run_stages(defs, resources, instance, REFRESH_STAGES, [])
+    if prof:
+        prof.disable()
+    total = time.perf_counter() - t0
+    print(f"refresh {total:.1f} s {seconds}; load {os.getloadavg()[0]:.1f}")
+    if prof:
+        prof.dump_stats(args.profile)
+        pstats.Stats(str(args.profile)).sort_stats("tottime").print_stats(30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

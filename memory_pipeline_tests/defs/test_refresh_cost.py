@@ -1,0 +1,43 @@
+"""A refresh with nothing new tokenizes nothing: chunk and turn documents come from the cache.
+
+The turn index (two documents per message: the largest corpus a refresh indexes) used to be
+tokenized from scratch on every refresh; now it goes through the token cache like the chunk
+representations, and ingest re-parses no unchanged export (core/ingest/file_cache.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import dagster as dg
+
+from memory_pipeline.core.ingest.file_cache import cache_root
+from memory_pipeline_tests.paths import ROOT
+from memory_pipeline_tests.pipeline_helpers import INDEX_KEYS, INGEST_KEYS, Runner, build_all
+
+DAYS = [dt.date(2024, 3, 1) + dt.timedelta(days=i) for i in range(14)]
+
+
+def _bm25_meta(result: dg.ExecuteInProcessResult) -> dict:
+    [event] = [
+        e
+        for e in result.get_asset_materialization_events()
+        if e.asset_key == dg.AssetKey("bm25_index")
+    ]
+    return {k: v.value for k, v in event.materialization.metadata.items()}
+
+
+def test_a_second_refresh_tokenizes_nothing_and_ingest_reuses_parsed_exports(tmp_path):
+    runner = Runner(ROOT / "memory_pipeline.toml", tmp_path / "out")
+    build_all(runner, DAYS)
+    entries = sorted(cache_root(runner.cfg.cache_path.parent).rglob("*.parquet"))
+    assert len(entries) == len(runner.cfg.sources)  # one parsed-record entry per source
+    stamps = [p.stat().st_mtime_ns for p in entries]
+    again = _bm25_meta(runner.run(INDEX_KEYS, []))
+    assert again["tokens_computed"] == 0 and again["tokens_cached"] > 0
+    assert again["turn_tokens_computed"] == 0
+    assert again["turn_tokens_cached"] >= again["turns"] > 0
+    before = runner.tables()["raw_messages"]
+    runner.run(INGEST_KEYS, DAYS[-2:])  # a nightly ingest: served from the entries
+    assert [p.stat().st_mtime_ns for p in entries] == stamps
+    assert runner.tables()["raw_messages"].equals(before)
