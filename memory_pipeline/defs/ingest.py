@@ -1,14 +1,18 @@
 """raw_messages, quarantine and ingest_audit: one pass over the configured sources."""
 
+import datetime as dt
 import time
 from collections import Counter
+from typing import Any
 
 import dagster as dg
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_list
 from memory_pipeline.core.common.records import SourceError
+from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.ingest.stage import read_all, split_ingest
 from memory_pipeline.core.privacy.retention import retention_cutoff
 from memory_pipeline.core.quality import checks as quality
@@ -47,6 +51,23 @@ KEY_COLUMNS = (
     "local_date",
     "source_ref",
 )
+
+
+def _conversations(_store: TableStore, _day: dt.date, part: pa.Table) -> dict[str, Any]:
+    return {"conversations": pc.count_distinct(part.column("conversation_id")).as_py()}
+
+
+def _reasons(_store: TableStore, _day: dt.date, part: pa.Table) -> dict[str, Any]:
+    return {"by_reason": dict(sorted(Counter(part.column("reason").to_pylist()).items()))}
+
+
+def _audit_counts(_store: TableStore, _day: dt.date, part: pa.Table) -> dict[str, Any]:
+    cols = ("records_read", "ingested", "quarantined")
+    return {c: int(pc.sum(part.column(c)).as_py() or 0) for c in cols}
+
+
+# each partition's own figures (the body's are the range's: range_*, see helpers)
+PER_DAY = {RAW: _conversations, QUARANTINE: _reasons, AUDIT: _audit_counts}
 
 
 def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
@@ -102,7 +123,9 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         group_name="ingest",
         name="ingest",
     )
-    @per_partition({RAW: T.RAW_MESSAGES, QUARANTINE: T.QUARANTINE, AUDIT: T.INGEST_AUDIT})
+    @per_partition(
+        {RAW: T.RAW_MESSAGES, QUARANTINE: T.QUARANTINE, AUDIT: T.INGEST_AUDIT}, PER_DAY
+    )
     def ingest(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
         cutoff = retention_cutoff(cfg.retain_days)
