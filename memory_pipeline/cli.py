@@ -179,21 +179,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     today = retention.today()  # one clock (UTC) for the cutoff and the partition range
     cutoff = retention.retention_cutoff(cfg.retain_days, today)
-    purged = retention.purge_expired(
-        cfg.output_dir,
-        cfg.retain_days,
-        cache_path=cfg.cache_path,
-        dossier_dir=cfg.dossiers_path,
-        on=today,
-    )
-    if purged:
-        print(f"retention: purged {len(purged['dates'])} partitions before {purged['cutoff']}")
     found = discover_dates(cfg.sources, cfg.start_date)
     if cutoff is not None:
         found = [d for d in found if d >= cutoff]
     if not found:
         print("no records in the configured sources: nothing to do")
-        return 0
+        return _purge_only(cfg, root) if cutoff is not None else 0
     first, last = plan_range(cfg, found, today)
     if args.start:
         first = max(first, args.start)
@@ -206,7 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(
             f"nothing to do: no partition with data in {asked} (data: {min(found)} .. {max(found)})"
         )
-        return 0
+        return _purge_only(cfg, root) if cutoff is not None else 0
     later = sum(1 for d in found if d > last)
     print(f"partitions: {first} .. {last} ({(last - first).days + 1} days)")
     if later:
@@ -222,6 +213,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             bar.set_description(stage.name)
 
         def done(run: StageResult) -> bool:
+            purged = _retention_line(run)
+            if purged:
+                tqdm.write(purged)
             for w in run.warned:
                 tqdm.write(f"warning: check {w.asset_key.to_user_string()} {w.check_name}")
             if run.failed:
@@ -270,6 +264,45 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{backfill} (runs, checks, lineage)\n"
         f"Open the UI:  cd {root} && DAGSTER_HOME={home} dg dev   then http://127.0.0.1:3000"
     )
+    return 0
+
+
+def _retention_line(run) -> str | None:
+    """What the retention stage purged, from its materialization; None when nothing."""
+    from memory_pipeline.defs.retention import META_CUTOFF, META_PURGED, RETENTION
+
+    if RETENTION not in run.stage.keys:
+        return None
+    mats = [
+        e.materialization
+        for e in run.result.get_asset_materialization_events()
+        if e.asset_key == RETENTION
+    ]
+    meta = {k: v.value for k, v in mats[0].metadata.items()} if mats else {}
+    if not meta.get(META_PURGED):
+        return None
+    return f"retention: purged {meta[META_PURGED]} partitions before {meta[META_CUTOFF]}"
+
+
+def _purge_only(cfg: PipelineConfig, root: Path) -> int:
+    """Nothing to build, but retention is on: the purge still runs, as the retention asset
+    (one run of ``stage_retention``), so expired data never outlives a run."""
+    import dagster as dg
+
+    from memory_pipeline.defs.build import build_definitions
+    from memory_pipeline.defs.runner import materialize_stages, stages
+
+    [run] = materialize_stages(
+        build_definitions(cfg),
+        stages("retention"),
+        instance=dg.DagsterInstance.get(),
+        raise_on_error=False,
+        code_location=root,
+    )
+    if not run.success:
+        _report_failure(run.result, run.stage.name)
+        return 1
+    print(_retention_line(run) or "retention: nothing expired")
     return 0
 
 

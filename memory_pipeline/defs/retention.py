@@ -1,10 +1,13 @@
-"""retention: the scheduled path's ``[privacy] retain_days`` purge (the CLI purges in ``run``).
+"""retention: the ``[privacy] retain_days`` purge of the nightly job and ``memory-pipeline run``.
 
 Ingest already refuses to write a partition past the cutoff; this asset deletes the ones
 already stored (``core/privacy/retention.py``: partitions, index versions, derived tables,
 warehouse, evaluation, cache entries, dossiers). It runs first in the nightly job (ingest
-depends on it, see ``defs/jobs.py``); the automation conditions then rebuild the indexes and
-the warehouse, and ``defs/sensors.py`` rebuilds the memories and dossiers the purge deleted.
+depends on it, see ``defs/jobs.py``) and as the first stage of ``memory-pipeline run``
+(``defs/runner.py``), so the UI shows when it last ran and what it purged; with retention off
+it is a recorded no-op (``cutoff`` "off"). After the nightly job the automation conditions
+rebuild the indexes and the warehouse, and ``defs/sensors.py`` rebuilds the memories and
+dossiers the purge deleted (``run`` rebuilds them in its own later stages over its range).
 Metadata carries counts and dates only, never text.
 """
 

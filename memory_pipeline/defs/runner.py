@@ -10,8 +10,10 @@ once. It is the only caller of ``dg.materialize`` outside the tests.
 A stage is a set of assets that run together in one run. Partitioned stages take the date
 range: one day is requested as that partition, several days as a single-run backfill (the
 ``dagster/asset_partition_range_*`` tags, see ``defs/jobs.py``), never one run per day.
-Unpartitioned stages (indexes, storage report, evaluation, warehouse) always cover everything
-stored, so they get no range.
+Unpartitioned stages (the retention purge, indexes, storage report, evaluation, warehouse)
+always cover everything stored, so they get no range. The retention stage needs the
+``retention`` asset, which only the code location's definitions (``build_definitions``)
+hold; the test helpers' ``build_assets`` leave it out and never run that stage.
 
 Run history a data engineer can read: every stage runs as its named job ``stage_<name>``
 (also in the code location, so the UI can re-execute it), tagged with the stage and one
@@ -52,6 +54,7 @@ from memory_pipeline.defs.representations import (
     SUMMARIES,
 )
 from memory_pipeline.defs.resources import PipelineResource
+from memory_pipeline.defs.retention import RETENTION
 from memory_pipeline.defs.sessions import SESSIONS
 from memory_pipeline.defs.storage import STORAGE_REPORT
 
@@ -85,8 +88,11 @@ class Stage:
         return "stage_" + re.sub(r"[^A-Za-z0-9_]+", "_", self.name).strip("_")
 
 
-# In dependency order: each stage reads only what the stages before it wrote.
+# In dependency order: each stage reads only what the stages before it wrote. The retention
+# purge comes first, as in the nightly job (ingest depends on it in the code location), so
+# `memory-pipeline run` purges through the asset and the UI shows when it last ran.
 STAGES: tuple[Stage, ...] = (
+    Stage("retention", (RETENTION,), partitioned=False),
     Stage("ingest", (RAW, QUARANTINE, AUDIT)),
     Stage("sessions", (SESSIONS,)),
     Stage("chunks", (CHUNKS,)),
