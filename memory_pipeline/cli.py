@@ -166,6 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.core.ingest.stage import discover_dates
     from memory_pipeline.defs.build import build_definitions
+    from memory_pipeline.defs.retention import TODAY_TAG
     from memory_pipeline.defs.runner import Stage, StageResult, materialize_stages, stages
 
     if args.start and args.end and args.start > args.end:
@@ -184,7 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         found = [d for d in found if d >= cutoff]
     if not found:
         print("no records in the configured sources: nothing to do")
-        return _purge_only(cfg, root) if cutoff is not None else 0
+        return _purge_only(cfg, root, today) if cutoff is not None else 0
     first, last = plan_range(cfg, found, today)
     if args.start:
         first = max(first, args.start)
@@ -197,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(
             f"nothing to do: no partition with data in {asked} (data: {min(found)} .. {max(found)})"
         )
-        return _purge_only(cfg, root) if cutoff is not None else 0
+        return _purge_only(cfg, root, today) if cutoff is not None else 0
     later = sum(1 for d in found if d > last)
     print(f"partitions: {first} .. {last} ({(last - first).days + 1} days)")
     if later:
@@ -233,6 +234,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             on_done=done,
             backfill=True,
             code_location=root,
+            tags={TODAY_TAG: today.isoformat()},  # the purge's day is the range's
         )
     final = runs[-1]
     if not final.success:
@@ -284,12 +286,13 @@ def _retention_line(run) -> str | None:
     return f"retention: purged {meta[META_PURGED]} partitions before {meta[META_CUTOFF]}"
 
 
-def _purge_only(cfg: PipelineConfig, root: Path) -> int:
+def _purge_only(cfg: PipelineConfig, root: Path, today: dt.date) -> int:
     """Nothing to build, but retention is on: the purge still runs, as the retention asset
     (one run of ``stage_retention``), so expired data never outlives a run."""
     import dagster as dg
 
     from memory_pipeline.defs.build import build_definitions
+    from memory_pipeline.defs.retention import TODAY_TAG
     from memory_pipeline.defs.runner import materialize_stages, stages
 
     [run] = materialize_stages(
@@ -298,6 +301,7 @@ def _purge_only(cfg: PipelineConfig, root: Path) -> int:
         instance=dg.DagsterInstance.get(),
         raise_on_error=False,
         code_location=root,
+        tags={TODAY_TAG: today.isoformat()},
     )
     if not run.success:
         _report_failure(run.result, run.stage.name)

@@ -11,6 +11,8 @@ dossiers the purge deleted (``run`` rebuilds them in its own later stages over i
 Metadata carries counts and dates only, never text.
 """
 
+import datetime as dt
+
 import dagster as dg
 
 from memory_pipeline.core.privacy.retention import purge_expired, retention_cutoff
@@ -20,6 +22,18 @@ from memory_pipeline.defs.resources import PipelineResource
 RETENTION = dg.AssetKey("retention")
 META_PURGED = "purged_dates"
 META_CUTOFF = "cutoff"
+# The date `memory-pipeline run` planned its partition range with: the purge uses the same
+# day, so around midnight the cutoff and the range cannot be a day apart.
+TODAY_TAG = "memory_pipeline/today"
+
+
+def planned_day(run: dg.DagsterRun) -> dt.date | None:
+    """The run's ``TODAY_TAG`` date; None (today) for a run without one or a re-execution
+    (it inherits its parent's tags, but purges on the day it runs)."""
+    tag = run.tags.get(TODAY_TAG)
+    if not tag or run.parent_run_id is not None:
+        return None
+    return dt.date.fromisoformat(tag)
 
 
 @dg.asset(
@@ -36,9 +50,14 @@ META_CUTOFF = "cutoff"
 )
 def retention_asset(context: dg.AssetExecutionContext, pipeline: PipelineResource):
     cfg = pipeline.cfg
-    cutoff = retention_cutoff(cfg.retain_days)
+    on = planned_day(context.run)
+    cutoff = retention_cutoff(cfg.retain_days, on)
     entry = purge_expired(
-        cfg.output_dir, cfg.retain_days, cache_path=cfg.cache_path, dossier_dir=cfg.dossiers_path
+        cfg.output_dir,
+        cfg.retain_days,
+        cache_path=cfg.cache_path,
+        dossier_dir=cfg.dossiers_path,
+        on=on,
     )
     purged = entry["dates"] if entry else []
     context.log.info(

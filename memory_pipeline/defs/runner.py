@@ -228,6 +228,7 @@ def materialize_stages(
     backfill: bool = False,
     code_location: Path | None = None,
     invocation: str | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> list[StageResult]:
     """Materialize ``selection`` in order, each stage as one run of its named job, over ``days``.
 
@@ -238,7 +239,8 @@ def materialize_stages(
     after a failed run (``raise_on_error=False``) or when ``on_done`` returns ``False``; the
     last result tells which. Returns one ``StageResult`` per run made, with wall seconds.
 
-    Every run is tagged with its stage and ``invocation`` (a new id unless given).
+    Every run is tagged with its stage and ``invocation`` (a new id unless given), plus
+    ``tags`` (``memory-pipeline run`` passes the day it planned with, for the purge).
     ``backfill=True`` records the call as one asset backfill over the stages' assets and the
     range (status and materialized partitions written when the call ends). ``code_location``
     (the folder of workspace.yaml) stamps runs with that code location's job origin, so the
@@ -253,7 +255,12 @@ def materialize_stages(
     window = sorted(days)
     run_config = quiet_run_config(log_level)
     invocation = invocation or uuid.uuid4().hex[:12]
-    tags = {INVOCATION_TAG: invocation, PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    tags = {
+        **(tags or {}),
+        INVOCATION_TAG: invocation,
+        PID_TAG: str(os.getpid()),
+        HOST_TAG: socket.gethostname(),
+    }
     record = None
     if instance is not None:
         fail_orphaned_runs(instance)
