@@ -487,7 +487,8 @@ def child_asset(args: argparse.Namespace) -> dict[str, Any]:
         failed = [e.check_name for e in res.get_asset_check_evaluations() if not e.passed]
         if not res.success or failed:
             raise SystemExit(f"chunk_embeddings ({run}) failed (checks failed: {failed})")
-        # one materialization event per partition of the range, all with the run's metadata
+        # one materialization event per partition of the range; the run's own figures are
+        # range_* (defs/helpers.py range_metadata)
         mats = res.asset_materializations_for_node("chunk_embeddings")
         meta = {k: getattr(v, "value", v) for k, v in mats[0].metadata.items()}
         meta["partitions_materialized"] = len(mats)
@@ -705,13 +706,14 @@ def report(figs: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
         add(f"   (a)/(b) per round: {per_round}")
     cm, km = cold["metadata"], cached["metadata"]
     add(
-        f"   metadata cold: {cm.get('vectors')} vectors, provider_calls {cm.get('provider_calls')}"
-        f", cache_hits {cm.get('cache_hits')}, truncated {cm.get('truncated')}, asset "
-        f"'seconds' {cm.get('seconds')}"
+        f"   metadata cold: {cm.get('range_vectors')} vectors, provider_calls "
+        f"{cm.get('range_provider_calls')}, cache_hits {cm.get('range_cache_hits')}, "
+        f"truncated {cm.get('range_truncated')}, asset "
+        f"'seconds' {cm.get('range_seconds')}"
     )
     add(
-        f"   metadata cached: provider_calls {km.get('provider_calls')}, cache_hits "
-        f"{km.get('cache_hits')}, asset 'seconds' {km.get('seconds')}; cache file "
+        f"   metadata cached: provider_calls {km.get('range_provider_calls')}, cache_hits "
+        f"{km.get('range_cache_hits')}, asset 'seconds' {km.get('range_seconds')}; cache file "
         f"{asset['cache_bytes'] / 2**20:.1f} MiB"
     )
     add(
@@ -818,8 +820,8 @@ def report(figs: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
         (
             "cached provider_calls",
             "= 0",
-            f"{km.get('provider_calls')}",
-            km.get("provider_calls") == 0 and km.get("cache_hits") == n,
+            f"{km.get('range_provider_calls')}",
+            km.get("range_provider_calls") == 0 and km.get("range_cache_hits") == n,
         ),
         ("same texts embedded", "asset = raw", f"{n:,}", asset["same_texts"]),
         (
@@ -870,7 +872,7 @@ def report(figs: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
         "asset_over_raw_overhead_only": overhead_ratio,
         "asset_over_raw_by_cpu": cpu_ratio,
         "cached_seconds": asset["seconds"]["cached"],
-        "cached_provider_calls": km.get("provider_calls"),
+        "cached_provider_calls": km.get("range_provider_calls"),
         "summary_chunks_per_s": summary_rate,
         "summary_chunks_per_cpu_s": summary_cpu_rate,
         "summary_only_chunks_per_s": rate(m, s["extractive_summary"]),

@@ -185,6 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from memory_pipeline.core.common.storage import TableStore
     from memory_pipeline.core.ingest.stage import discover_dates
     from memory_pipeline.defs.build import build_definitions
+    from memory_pipeline.defs.retention import TODAY_TAG
     from memory_pipeline.defs.runner import Stage, StageResult, materialize_stages, stages
 
     if args.start and args.end and args.start > args.end:
@@ -198,26 +199,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     today = retention.today()  # one clock (UTC) for the cutoff and the partition range
     cutoff = retention.retention_cutoff(cfg.retain_days, today)
-    for folder in _owner_cfgs(cfg):  # every owner's folder, by the same policy
-        purged = retention.purge_expired(
-            folder.storage_root,
-            folder.retain_days,
-            cache_path=folder.cache_path,
-            dossier_dir=folder.dossiers_path,
-            on=today,
-            work_dir=folder.output_dir,
-        )
-        if purged:
-            print(
-                f"retention: purged {len(purged['dates'])} partitions before {purged['cutoff']}"
-                + (f" (owner {folder.owner_id})" if cfg.multi_owner else "")
-            )
     found = discover_dates(cfg.sources, cfg.start_date)
     if cutoff is not None:
         found = [d for d in found if d >= cutoff]
     if not found:
         print("no records in the configured sources: nothing to do")
-        return 0
+        return _purge_only(cfg, root, today) if cutoff is not None else 0
     first, last = plan_range(cfg, found, today)
     if args.start:
         first = max(first, args.start)
@@ -230,7 +217,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(
             f"nothing to do: no partition with data in {asked} (data: {min(found)} .. {max(found)})"
         )
-        return 0
+        return _purge_only(cfg, root, today) if cutoff is not None else 0
     later = sum(1 for d in found if d > last)
     print(f"partitions: {first} .. {last} ({(last - first).days + 1} days)")
     if later:
@@ -246,6 +233,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             bar.set_description(stage.name)
 
         def done(run: StageResult) -> bool:
+            purged = _retention_line(run)
+            if purged:
+                tqdm.write(purged)
             for w in run.warned:
                 tqdm.write(f"warning: check {w.asset_key.to_user_string()} {w.check_name}")
             if run.failed:
@@ -263,6 +253,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             on_done=done,
             backfill=True,
             code_location=root,
+            tags={TODAY_TAG: today.isoformat()},  # the purge's day is the range's
         )
     final = runs[-1]
     if not final.success:
@@ -297,6 +288,47 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{backfill} (runs, checks, lineage)\n"
         f"Open the UI:  cd {root} && DAGSTER_HOME={home} dg dev   then http://127.0.0.1:3000"
     )
+    return 0
+
+
+def _retention_line(run) -> str | None:
+    """What the retention stage purged, from its materialization; None when nothing."""
+    from memory_pipeline.defs.retention import META_CUTOFF, META_PURGED, RETENTION
+
+    if RETENTION not in run.stage.keys:
+        return None
+    mats = [
+        e.materialization
+        for e in run.result.get_asset_materialization_events()
+        if e.asset_key == RETENTION
+    ]
+    meta = {k: v.value for k, v in mats[0].metadata.items()} if mats else {}
+    if not meta.get(META_PURGED):
+        return None
+    return f"retention: purged {meta[META_PURGED]} partitions before {meta[META_CUTOFF]}"
+
+
+def _purge_only(cfg: PipelineConfig, root: Path, today: dt.date) -> int:
+    """Nothing to build, but retention is on: the purge still runs, as the retention asset
+    (one run of ``stage_retention``), so expired data never outlives a run."""
+    import dagster as dg
+
+    from memory_pipeline.defs.build import build_definitions
+    from memory_pipeline.defs.retention import TODAY_TAG
+    from memory_pipeline.defs.runner import materialize_stages, stages
+
+    [run] = materialize_stages(
+        build_definitions(cfg),
+        stages("retention"),
+        instance=dg.DagsterInstance.get(),
+        raise_on_error=False,
+        code_location=root,
+        tags={TODAY_TAG: today.isoformat()},
+    )
+    if not run.success:
+        _report_failure(run.result, run.stage.name)
+        return 1
+    print(_retention_line(run) or "retention: nothing expired")
     return 0
 
 

@@ -34,6 +34,11 @@ def test_run_then_status_then_sql(sample_config: Path, capsys):
     for table in ("raw_messages", "quarantine", "sessions", "chunks", "warehouse.duckdb"):
         assert table in out
     assert "dg dev" in out
+    with dg.DagsterInstance.get() as instance:  # DAGSTER_HOME: the config's folder
+        # retention off: still run (a recorded no-op), so the UI does not say "never"
+        [purge] = instance.fetch_materializations(dg.AssetKey("retention"), limit=5).records
+        assert purge.asset_materialization.metadata["cutoff"].value == "off"
+        assert instance.get_run_by_id(purge.run_id).job_name == "stage_retention"
 
     assert cli.main(["--config", str(sample_config), "status"]) == 0
     status = capsys.readouterr().out
@@ -54,6 +59,50 @@ def test_run_then_status_then_sql(sample_config: Path, capsys):
     before = store.read("chunks").sort_by("chunk_id")
     assert cli.main(["--config", str(sample_config), "run", "--quiet"]) == 0
     assert store.read("chunks").sort_by("chunk_id").equals(before)
+
+
+def test_run_purges_through_the_retention_asset(sample_config: Path, monkeypatch, capsys):
+    """`run` materializes the retention asset as the first run of its backfill, so the UI
+    shows when the purge ran and what it removed (it said "Never materialized" while `run`
+    purged behind Dagster's back)."""
+    from memory_pipeline.core.privacy import retention
+    from memory_pipeline.defs.retention import META_CUTOFF, META_PURGED, RETENTION
+    from memory_pipeline.defs.runner import materialize_stages, stages
+
+    # two days already ingested (ingest alone: cheaper than a first `run`)
+    monkeypatch.setenv("DAGSTER_HOME", str(sample_config.parent))
+    days = [dt.date(2024, 3, 13), dt.date(2024, 3, 14)]
+    with dg.DagsterInstance.get() as instance:
+        [pre] = materialize_stages(
+            build_definitions(load_config(sample_config, env={})),
+            stages("ingest"),
+            days=days,
+            instance=instance,
+            log_level="ERROR",
+        )
+        assert pre.success
+    store = TableStore(sample_config.parent / "data" / "output")
+    assert store.dates("raw_messages") == days
+    monkeypatch.setenv("MEMORY_PIPELINE_RETAIN_DAYS", "10")
+    monkeypatch.setattr(retention, "today", lambda: dt.date(2024, 3, 24))  # keeps 03-14 on
+    argv = ["--config", str(sample_config), "run", "--quiet", "--start", "2024-03-13"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "retention: purged 1 partitions before 2024-03-14" in out
+    assert "partitions: 2024-03-14 .. 2024-03-14" in out
+    assert store.dates("raw_messages") == [dt.date(2024, 3, 14)]
+    with dg.DagsterInstance.get() as instance:
+        [record] = instance.fetch_materializations(RETENTION, limit=10).records
+        meta = record.asset_materialization.metadata
+        assert (meta[META_CUTOFF].value, meta[META_PURGED].value) == ("2024-03-14", 1)
+        run = instance.get_run_by_id(record.run_id)
+        assert run.job_name == "stage_retention"
+        # one backfill per `run`: the purge is its first run, then ingest and the rest
+        backfill = run.tags["dagster/backfill"]
+        runs = instance.get_runs(dg.RunsFilter(tags={"dagster/backfill": backfill}))
+        assert {"stage_retention", "stage_ingest", "stage_warehouse"} <= {r.job_name for r in runs}
+        raw = instance.fetch_materializations(dg.AssetKey("raw_messages"), limit=1).records[0]
+        assert raw.storage_id > record.storage_id  # ingest ran after the purge
 
 
 def test_invalid_config_is_a_clear_error(tmp_path: Path, capsys):

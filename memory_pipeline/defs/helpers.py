@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pyarrow as pa
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluation,
     AssetCheckEvaluationTargetMaterializationData,
@@ -188,7 +189,8 @@ def check_evaluations(
     """One evaluation per partition of the run for each check result of a partitioned run.
 
     A check computed once over a range applies to every partition of it; a result whose
-    metadata lists ``failed_partitions`` (the GX suites) fails only those. The ``Output`` at
+    metadata lists ``failed_partitions`` (the GX suites) fails only those. Its figures are the
+    range's, so they are named ``range_*`` (:func:`range_metadata`). The ``Output`` at
     the end satisfies the check's op output (Dagster requires it when the result is not an
     ``AssetCheckResult``).
     """
@@ -206,13 +208,15 @@ def check_evaluations(
             )
         failed = result.metadata.get("failed_partitions")
         failed_keys = set(failed.value) if failed is not None else None
+        # computed once over the range: its figures say so on every partition's evaluation
+        metadata = range_metadata(result.metadata, keys)
         for partition in keys:
             passed = result.passed or (failed_keys is not None and partition not in failed_keys)
             yield AssetCheckEvaluation(
                 asset_key=result.asset_key,
                 check_name=result.check_name,
                 passed=passed,
-                metadata=result.metadata,
+                metadata=metadata,
                 target_materialization_data=targets[result.asset_key].get(partition),
                 severity=result.severity,
                 description=result.description,
@@ -229,19 +233,33 @@ def _is_partitioned(context: Any) -> bool:
         return False
 
 
+# Per-partition figures of a table asset: (store, day, the day's stored partition) -> metadata.
+PerDay = Callable[[TableStore, dt.date, pa.Table], Mapping[str, Any]]
+RANGE = "range"
+RANGE_PREFIX = "range_"
+# Numbers that are settings of the run (the same on every partition), not counts of the range.
+SETTINGS = frozenset({"gap_minutes", "chunk_size", "chunk_stride", "dim", "window"})
+# Lists that already say which partitions they are about (GX: the failing partitions).
+_SELF_DESCRIBING = frozenset({"failed_partitions"})
+
+
 def partition_events(
     context: dg.AssetExecutionContext,
     store: TableStore,
     tables: Mapping[dg.AssetKey, Table],
     events: Any,
+    per_day: Mapping[dg.AssetKey, PerDay] | None = None,
 ) -> Iterator[Any]:
-    """What a partitioned table asset yields, made readable per partition in the UI.
+    """What a partitioned table asset yields, made truthful per partition in the UI.
 
-    For each ``MaterializeResult``: ``dagster/row_count`` of every partition of the run (read
-    back from storage, so each partition shows its own rows, not the range total), the range
-    total renamed ``range_rows`` when the run covers several days, and its check results
-    turned into per-partition evaluations (:func:`check_evaluations`) after the
-    materialization is recorded. ``events`` is what the asset body returned or yielded.
+    Dagster copies the metadata of a ``MaterializeResult`` of a ranged run onto every
+    partition's materialization, so a range total would show on each day as if it were that
+    day's. For each ``MaterializeResult`` of a partitioned run: every partition's event gets
+    its own ``dagster/row_count`` and the figures of ``per_day[key]`` (both read back from the
+    stored partition), and the body's own figures, computed over the run's range, are renamed
+    ``range_*`` next to a ``range`` entry (:func:`range_metadata`). Check results become
+    per-partition evaluations (:func:`check_evaluations`) after the materialization is
+    recorded. ``events`` is what the asset body returned or yielded.
     """
     if isinstance(events, (dg.MaterializeResult, dg.AssetCheckResult)):
         events = [events]
@@ -259,22 +277,26 @@ def partition_events(
         key = event.asset_key or context.assets_def.key
         table = tables.get(key)
         metadata = dict(event.metadata or {})
-        if table is not None and keys:
+        if keys:
+            day_metadata = (per_day or {}).get(key)
             # one narrow column is enough to count rows (the full read of 100 chunk partitions,
-            # raw_text included, was seconds of a backfill)
-            narrow = table.schema.names[:1] if table.schema is not None else None
+            # raw_text included, was seconds of a backfill); per-day figures read the partition
+            narrow = (
+                table.schema.names[:1]
+                if table is not None and table.schema is not None and day_metadata is None
+                else None
+            )
             for partition in keys:
                 day = dt.date.fromisoformat(partition)
-                context.add_asset_metadata(
-                    {ROW_COUNT: store.read(table, [day], columns=narrow).num_rows},
-                    asset_key=key,
-                    partition_key=partition,
-                )
-            if "rows" in metadata:
-                rows = metadata.pop("rows")
-                if len(keys) > 1:
-                    metadata["range_rows"] = rows
-                    metadata["range"] = f"{keys[0]}..{keys[-1]}"
+                own: dict[str, Any] = {}
+                if table is not None:
+                    part = store.read(table, [day], columns=narrow)
+                    own[ROW_COUNT] = part.num_rows
+                    if day_metadata is not None:
+                        own.update(_json_dicts(day_metadata(store, day, part)))
+                if own:
+                    context.add_asset_metadata(own, asset_key=key, partition_key=partition)
+            metadata = range_metadata(metadata, keys)
         elif "rows" in metadata:
             metadata[ROW_COUNT] = metadata.pop("rows")
         yield dg.MaterializeResult(
@@ -286,8 +308,36 @@ def partition_events(
         yield from check_evaluations(context, event.check_results or [], output_names, blocking)
 
 
+def range_metadata(metadata: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    """The metadata of a partitioned run's event with its range figures named as such.
+
+    Every figure (a number, a count table as JSON, a list of problems) becomes
+    ``range_<key>``, and ``range`` says ``first..last``: it was computed over the whole run,
+    and Dagster repeats it on every partition's event. Text, paths and the run's settings
+    (:data:`SETTINGS`) are true of each partition and keep their names. Readers of these
+    figures read ``range_<key>`` on any partitioned run (one day is a range of one).
+    """
+    out: dict[str, Any] = {}
+    for k, v in metadata.items():
+        keep = (
+            k.startswith(RANGE_PREFIX)
+            or k in SETTINGS
+            or k in _SELF_DESCRIBING
+            or isinstance(v, str | dg.TextMetadataValue | dg.PathMetadataValue)
+        )
+        out[k if keep else RANGE_PREFIX + k] = v
+    if keys:
+        out[RANGE] = f"{keys[0]}..{keys[-1]}"
+    return out
+
+
+def _json_dicts(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: dg.MetadataValue.json(v) if isinstance(v, dict) else v for k, v in metadata.items()}
+
+
 def per_partition(
     tables: Mapping[dg.AssetKey, Table],
+    per_day: Mapping[dg.AssetKey, PerDay] | None = None,
     owners: Callable[[dg.AssetExecutionContext, Any], list[Any]] | None = None,
 ) -> Callable[[Callable], Callable]:
     """Decorator (under ``@dg.asset``) running the asset body once per owner, then applying
@@ -297,7 +347,8 @@ def per_partition(
     results for one owner (``pipeline`` is that owner's :class:`OwnerScope`); with several
     owners their results are merged into one per asset and check (:func:`merge_owner_events`)
     and the per-partition row counts add up every owner's rows. ``owners(context, pipeline)``
-    picks the owners (default: those with messages near the run's days).
+    picks the owners (default: those with messages near the run's days). ``per_day[key]``
+    gives each partition's own figures (see :func:`partition_events`).
     """
 
     def wrap(fn: Callable) -> Callable:
@@ -311,7 +362,7 @@ def per_partition(
             if not pipeline.cfg.multi_owner:
                 scope = scopes[0]
                 yield from partition_events(
-                    context, scope.store, tables, fn(context, scope, *args, **kw)
+                    context, scope.store, tables, fn(context, scope, *args, **kw), per_day
                 )
                 return
 
@@ -321,7 +372,7 @@ def per_partition(
             results = map_owners(body, scopes)
             merged = merge_owner_events(context, [s.owner_id for s in scopes], results)
             yield from partition_events(
-                context, _OwnersReader([s.store for s in scopes]), tables, merged
+                context, _OwnersReader([s.store for s in scopes]), tables, merged, per_day
             )
 
         return wrapper

@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any
 
 import dagster as dg
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from memory_pipeline.config import OwnerSpec, fan_out_owner_id
@@ -13,6 +14,7 @@ from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_list
 from memory_pipeline.core.common.owners import fan_out_by_speaker
 from memory_pipeline.core.common.records import Message, SourceError
+from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.ingest.normalize import ingest as normalize_ingest
 from memory_pipeline.core.ingest.sources import read_source
 from memory_pipeline.core.ingest.stage import gc_paused, read_all_tables, split_ingest
@@ -53,6 +55,23 @@ KEY_COLUMNS = (
     "local_date",
     "source_ref",
 )
+
+
+def _conversations(_store: TableStore, _day: dt.date, part: pa.Table) -> dict[str, Any]:
+    return {"conversations": pc.count_distinct(part.column("conversation_id")).as_py()}
+
+
+def _reasons(_store: TableStore, _day: dt.date, part: pa.Table) -> dict[str, Any]:
+    return {"by_reason": dict(sorted(Counter(part.column("reason").to_pylist()).items()))}
+
+
+def _audit_counts(_store: TableStore, _day: dt.date, part: pa.Table) -> dict[str, Any]:
+    cols = ("records_read", "ingested", "quarantined")
+    return {c: int(pc.sum(part.column(c)).as_py() or 0) for c in cols}
+
+
+# each partition's own figures (the body's are the range's: range_*, see helpers)
+PER_DAY = {RAW: _conversations, QUARANTINE: _reasons, AUDIT: _audit_counts}
 
 
 def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
@@ -110,6 +129,7 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
     )
     @per_partition(
         {RAW: T.RAW_MESSAGES, QUARANTINE: T.QUARANTINE, AUDIT: T.INGEST_AUDIT},
+        PER_DAY,
         owners=ingest_owners,
     )
     def ingest(context: dg.AssetExecutionContext, pipeline: PipelineResource):

@@ -72,6 +72,20 @@ def build_memory_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.Asse
 # --------------------------------------------------------------------------- memories
 
 
+def _memory_counts(store: TableStore, day: dt.date, part: pa.Table) -> dict[str, Any]:
+    """The partition's own figures (calls, cache hits and seconds are the run's range's)."""
+    return {
+        "rejected": store.read(T.MEMORY_REJECTS, [day]).num_rows,
+        "sessions": store.read(T.SESSIONS, [day]).num_rows,
+        "by_kind": {str(k): v for k, v in sorted(count_by_kind(part).items())},
+    }
+
+
+def _dossier_counts(_store: TableStore, _day: dt.date, part: pa.Table) -> dict[str, Any]:
+    """The partition's dossier versions are one per contact updated that day."""
+    return {"contacts_updated": len(set(part.column("contact_id").to_pylist()))}
+
+
 def _memories_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
     @dg.asset(
         **table_asset(T.MEMORIES),
@@ -98,7 +112,7 @@ def _memories_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinit
         ],
         **INFO,
     )
-    @per_partition({MEMORIES: T.MEMORIES})
+    @per_partition({MEMORIES: T.MEMORIES}, {MEMORIES: _memory_counts})
     def memories(
         context: dg.AssetExecutionContext,
         pipeline: PipelineResource,
@@ -216,7 +230,7 @@ def _dossiers_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinit
         ],
         **INFO,
     )
-    @per_partition({DOSSIERS: T.DOSSIERS})
+    @per_partition({DOSSIERS: T.DOSSIERS}, {DOSSIERS: _dossier_counts})
     def dossiers(
         context: dg.AssetExecutionContext,
         pipeline: PipelineResource,

@@ -83,6 +83,14 @@ def build_representation_assets(
 # --------------------------------------------------------------------------- chunk_summaries
 
 
+def _summary_counts(_store: TableStore, _day: dt.date, part: pa.Table) -> dict[str, Any]:
+    """The partition's own figures (provider calls are only known for the run's range)."""
+    return {
+        "errors": part.num_rows - part.column("error").null_count,
+        "redactions": int(pc.sum(part.column("redactions")).as_py() or 0),
+    }
+
+
 def _summaries_asset(common: dict[str, Any], parts: dg.PartitionsDefinition) -> dg.AssetsDefinition:
     @dg.asset(
         **table_asset(T.CHUNK_SUMMARIES),
@@ -107,7 +115,7 @@ def _summaries_asset(common: dict[str, Any], parts: dg.PartitionsDefinition) -> 
         ],
         **common,
     )
-    @per_partition({SUMMARIES: T.CHUNK_SUMMARIES})
+    @per_partition({SUMMARIES: T.CHUNK_SUMMARIES}, {SUMMARIES: _summary_counts})
     def chunk_summaries(
         context: dg.AssetExecutionContext,
         pipeline: PipelineResource,
@@ -259,6 +267,14 @@ def _enrichment_asset(
 # --------------------------------------------------------------------------- chunk_embeddings
 
 
+def _vector_counts(_store: TableStore, _day: dt.date, part: pa.Table) -> dict[str, Any]:
+    """The partition's own figures (cache hits and provider calls are the run's range's)."""
+    return {
+        "truncated": int(pc.sum(part.column("truncated")).as_py() or 0),
+        "errors": part.num_rows - part.column("error").null_count,
+    }
+
+
 def _embeddings_asset(
     common: dict[str, Any], parts: dg.PartitionsDefinition
 ) -> dg.AssetsDefinition:
@@ -278,7 +294,7 @@ def _embeddings_asset(
         ],
         **common,
     )
-    @per_partition({EMBEDDINGS: T.CHUNK_EMBEDDINGS})
+    @per_partition({EMBEDDINGS: T.CHUNK_EMBEDDINGS}, {EMBEDDINGS: _vector_counts})
     def chunk_embeddings(
         context: dg.AssetExecutionContext,
         pipeline: PipelineResource,

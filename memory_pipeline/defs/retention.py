@@ -1,12 +1,17 @@
-"""retention: the scheduled path's ``[privacy] retain_days`` purge (the CLI purges in ``run``).
+"""retention: the ``[privacy] retain_days`` purge of the nightly job and ``memory-pipeline run``.
 
 Ingest already refuses to write a partition past the cutoff; this asset deletes the ones
 already stored (``core/privacy/retention.py``: partitions, index versions, derived tables,
 warehouse, evaluation, cache entries, dossiers). It runs first in the nightly job (ingest
-depends on it, see ``defs/jobs.py``); the automation conditions then rebuild the indexes and
-the warehouse, and ``defs/sensors.py`` rebuilds the memories and dossiers the purge deleted.
+depends on it, see ``defs/jobs.py``) and as the first stage of ``memory-pipeline run``
+(``defs/runner.py``), so the UI shows when it last ran and what it purged; with retention off
+it is a recorded no-op (``cutoff`` "off"). After the nightly job the automation conditions
+rebuild the indexes and the warehouse, and ``defs/sensors.py`` rebuilds the memories and
+dossiers the purge deleted (``run`` rebuilds them in its own later stages over its range).
 Metadata carries counts and dates only, never text.
 """
+
+import datetime as dt
 
 import dagster as dg
 
@@ -17,6 +22,18 @@ from memory_pipeline.defs.resources import PipelineResource
 RETENTION = dg.AssetKey("retention")
 META_PURGED = "purged_dates"
 META_CUTOFF = "cutoff"
+# The date `memory-pipeline run` planned its partition range with: the purge uses the same
+# day, so around midnight the cutoff and the range cannot be a day apart.
+TODAY_TAG = "memory_pipeline/today"
+
+
+def planned_day(run: dg.DagsterRun) -> dt.date | None:
+    """The run's ``TODAY_TAG`` date; None (today) for a run without one or a re-execution
+    (it inherits its parent's tags, but purges on the day it runs)."""
+    tag = run.tags.get(TODAY_TAG)
+    if not tag or run.parent_run_id is not None:
+        return None
+    return dt.date.fromisoformat(tag)
 
 
 @dg.asset(
@@ -34,13 +51,15 @@ META_CUTOFF = "cutoff"
 @per_owner(name="retention")  # every owner's folder is purged by the same policy
 def retention_asset(context: dg.AssetExecutionContext, pipeline: PipelineResource):
     cfg = pipeline.cfg
-    cutoff = retention_cutoff(cfg.retain_days)
+    on = planned_day(context.run)
+    cutoff = retention_cutoff(cfg.retain_days, on)
     entry = purge_expired(
         cfg.storage_root,
         cfg.retain_days,
         cache_path=cfg.cache_path,
         dossier_dir=cfg.dossiers_path,
         work_dir=cfg.output_dir,
+        on=on,
     )
     purged = entry["dates"] if entry else []
     context.log.info(

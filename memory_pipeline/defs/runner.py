@@ -10,8 +10,10 @@ once. It is the only caller of ``dg.materialize`` outside the tests.
 A stage is a set of assets that run together in one run. Partitioned stages take the date
 range: one day is requested as that partition, several days as a single-run backfill (the
 ``dagster/asset_partition_range_*`` tags, see ``defs/jobs.py``), never one run per day.
-Unpartitioned stages (indexes, storage report, evaluation, warehouse) always cover everything
-stored, so they get no range.
+Unpartitioned stages (the retention purge, indexes, storage report, evaluation, warehouse)
+always cover everything stored, so they get no range. The retention stage needs the
+``retention`` asset, which only the code location's definitions (``build_definitions``)
+hold; the test helpers' ``build_assets`` leave it out and never run that stage.
 
 Run history a data engineer can read: every stage runs as its named job ``stage_<name>``
 (also in the code location, so the UI can re-execute it), tagged with the stage and one
@@ -52,6 +54,7 @@ from memory_pipeline.defs.representations import (
     SUMMARIES,
 )
 from memory_pipeline.defs.resources import PipelineResource
+from memory_pipeline.defs.retention import RETENTION
 from memory_pipeline.defs.sessions import SESSIONS
 from memory_pipeline.defs.storage import STORAGE_REPORT
 
@@ -85,8 +88,11 @@ class Stage:
         return "stage_" + re.sub(r"[^A-Za-z0-9_]+", "_", self.name).strip("_")
 
 
-# In dependency order: each stage reads only what the stages before it wrote.
+# In dependency order: each stage reads only what the stages before it wrote. The retention
+# purge comes first, as in the nightly job (ingest depends on it in the code location), so
+# `memory-pipeline run` purges through the asset and the UI shows when it last ran.
 STAGES: tuple[Stage, ...] = (
+    Stage("retention", (RETENTION,), partitioned=False),
     Stage("ingest", (RAW, QUARANTINE, AUDIT)),
     Stage("sessions", (SESSIONS,)),
     Stage("chunks", (CHUNKS,)),
@@ -222,6 +228,7 @@ def materialize_stages(
     backfill: bool = False,
     code_location: Path | None = None,
     invocation: str | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> list[StageResult]:
     """Materialize ``selection`` in order, each stage as one run of its named job, over ``days``.
 
@@ -232,7 +239,8 @@ def materialize_stages(
     after a failed run (``raise_on_error=False``) or when ``on_done`` returns ``False``; the
     last result tells which. Returns one ``StageResult`` per run made, with wall seconds.
 
-    Every run is tagged with its stage and ``invocation`` (a new id unless given).
+    Every run is tagged with its stage and ``invocation`` (a new id unless given), plus
+    ``tags`` (``memory-pipeline run`` passes the day it planned with, for the purge).
     ``backfill=True`` records the call as one asset backfill over the stages' assets and the
     range (status and materialized partitions written when the call ends). ``code_location``
     (the folder of workspace.yaml) stamps runs with that code location's job origin, so the
@@ -247,7 +255,12 @@ def materialize_stages(
     window = sorted(days)
     run_config = quiet_run_config(log_level)
     invocation = invocation or uuid.uuid4().hex[:12]
-    tags = {INVOCATION_TAG: invocation, PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    tags = {
+        **(tags or {}),
+        INVOCATION_TAG: invocation,
+        PID_TAG: str(os.getpid()),
+        HOST_TAG: socket.gethostname(),
+    }
     record = None
     if instance is not None:
         fail_orphaned_runs(instance)

@@ -1,10 +1,15 @@
 """sessions: conversations split at inactivity gaps; owned by the date they start on."""
 
+import datetime as dt
+from typing import Any
+
 import dagster as dg
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.dates import DAY
+from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.core.sessions.stage import build_sessions
 from memory_pipeline.defs.helpers import (
@@ -28,6 +33,12 @@ CHECK_SESSION_IDS_UNIQUE = "session_ids_unique"
 
 # Sessions of D need the day before (continuation?) and the day after (past midnight?).
 RAW_WINDOW = raw_window(start_offset=-1, end_offset=1)
+
+
+def _crossing_midnight(_store: TableStore, _day: dt.date, part: pa.Table) -> dict[str, Any]:
+    """The partition's sessions that end on a later date than they start."""
+    ends_later = pc.not_equal(part.column("local_date"), part.column("end_local_date"))
+    return {"crossing_midnight": pc.sum(ends_later).as_py() or 0}
 
 
 def build_sessions_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
@@ -63,7 +74,7 @@ def build_sessions_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDe
             "memory_pipeline.core.sessions",
         ),
     )
-    @per_partition({SESSIONS: T.SESSIONS})
+    @per_partition({SESSIONS: T.SESSIONS}, {SESSIONS: _crossing_midnight})
     def sessions(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(context.partition_keys)

@@ -61,7 +61,7 @@ def build(runner: Runner, days=DAYS):
 
 
 def metadata(result, key: str) -> dict:
-    """A range run records one event per partition, all with the run's metadata."""
+    """A range run records one event per partition; the run's own figures are range_*."""
     event = next(
         e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == key
     )
@@ -104,11 +104,11 @@ def test_offline_defaults(sample: Path, tmp_path: Path):
     # a fresh cache: only a piece whose text another representation already embedded (an
     # excerpt piece equal to a raw_text piece) can be a hit
     repeats = vectors.num_rows - len(set(vectors.column("text_hash").to_pylist()))
-    assert meta["provider_calls"] > 0 and meta["cache_hits"] <= repeats
+    assert meta["range_provider_calls"] > 0 and meta["range_cache_hits"] <= repeats
     # re-materializing unchanged partitions makes zero provider calls
     again = runner.run(["chunk_embeddings"], DAYS)
     meta = metadata(again, "chunk_embeddings")
-    assert meta["provider_calls"] == 0 and meta["cache_hits"] == vectors.num_rows
+    assert meta["range_provider_calls"] == 0 and meta["range_cache_hits"] == vectors.num_rows
     assert runner.store.read("chunk_embeddings").equals(vectors)
 
 

@@ -106,6 +106,67 @@ def test_each_partition_shows_its_own_row_count(history):
         assert len(set(counts.values())) > 1  # a range total would be one value
 
 
+def _partition_metadata(instance: dg.DagsterInstance, table: T.Table) -> dict[str, dict]:
+    """partition -> the metadata of its materialization event in the instance."""
+    records = instance.fetch_materializations(dg.AssetKey(table.asset), limit=100).records
+    return {
+        r.asset_materialization.partition: {
+            k: v.value for k, v in r.asset_materialization.metadata.items()
+        }
+        for r in records
+    }
+
+
+def test_each_partition_event_carries_its_own_figures(history):
+    """A 14-day single-run backfill: each day's event has that day's figures; what only the
+    range knows is named range_* (a range total repeated on every day misleads)."""
+    runner, instance, _ = history
+    raw = _partition_metadata(instance, T.RAW_MESSAGES)
+    audit = _partition_metadata(instance, T.INGEST_AUDIT)
+    sessions = _partition_metadata(instance, T.SESSIONS)
+    keys = [d.isoformat() for d in DAYS]
+    assert sorted(raw) == sorted(audit) == sorted(sessions) == keys
+    for day in DAYS:
+        key = day.isoformat()
+        messages = runner.store.read(T.RAW_MESSAGES, [day])
+        assert raw[key]["conversations"] == len(set(messages.column("conversation_id").to_pylist()))
+        read = sum(runner.store.read(T.INGEST_AUDIT, [day]).column("records_read").to_pylist())
+        assert audit[key]["records_read"] == read
+        assert audit[key]["ingested"] == messages.num_rows == raw[key][ROW_COUNT]
+        stored = runner.store.read(T.SESSIONS, [day])
+        starts, ends = (stored.column(c).to_pylist() for c in ("local_date", "end_local_date"))
+        crossing = sum(a != b for a, b in zip(starts, ends, strict=True))
+        assert sessions[key]["crossing_midnight"] == crossing
+    # partitions differ, and each shows its own (a range total would be one value)
+    assert len({m["conversations"] for m in raw.values()}) > 1
+    assert len({m["crossing_midnight"] for m in sessions.values()}) > 1
+    # the range's own figures: named as such, next to the range they cover
+    total = runner.store.read(T.RAW_MESSAGES, DAYS)
+    for m in raw.values():
+        assert m["range"] == f"{DAYS[0]}..{DAYS[-1]}"
+        assert m["range_rows"] == total.num_rows and m["range_partitions"] == len(DAYS)
+        assert m["range_conversations"] == len(set(total.column("conversation_id").to_pylist()))
+        assert not {"rows", "partitions"} & set(m)
+    crossing_total = sum(m["crossing_midnight"] for m in sessions.values())
+    assert {m["range_crossing_midnight"] for m in sessions.values()} == {crossing_total}
+    assert {m["gap_minutes"] for m in sessions.values()} == {runner.cfg.session_gap_minutes}
+
+
+def test_check_figures_of_a_range_are_named_range(history):
+    """A check computed once over the range reports its figures as the range's on every
+    partition's evaluation (the UI showed the range's chunk count on each day)."""
+    _, instance, _ = history
+    key = dg.AssetCheckKey(dg.AssetKey("sessions"), "sessions_ordered_and_gap_respecting")
+    records = instance.event_log_storage.get_asset_check_execution_history(key, limit=100)
+    assert len(records) == len(DAYS)
+    for record in records:
+        evaluation = record.event.dagster_event.event_specific_data
+        meta = evaluation.metadata
+        assert meta["range"].value == f"{DAYS[0]}..{DAYS[-1]}"
+        figures = [k for k, v in meta.items() if isinstance(v.value, int | float | dict | list)]
+        assert figures and all(k.startswith("range_") for k in figures), figures
+
+
 def test_checks_are_recorded_per_partition_and_pass(history):
     _, instance, _ = history
     keys = [d.isoformat() for d in DAYS]

@@ -17,7 +17,7 @@ import pytest
 from memory_pipeline import cli
 from memory_pipeline.config import load_config
 from memory_pipeline.core.evaluation.evalsets import generate_time_queries
-from memory_pipeline.defs.build import build_assets
+from memory_pipeline.defs.build import scheduled_assets
 from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
 from memory_pipeline.defs.runner import (
     STAGE_NAMES,
@@ -34,8 +34,9 @@ LOCOMO = FIXTURES / "locomo" / "locomo_mini.json"
 
 
 def _assets_by_key() -> dict[dg.AssetKey, dg.AssetsDefinition]:
+    """The code location's assets (with the retention purge that ingest depends on)."""
     cfg = load_config(ROOT / "memory_pipeline.toml", env={})
-    return {key: a for a in build_assets(cfg) for key in a.keys}
+    return {key: a for a in scheduled_assets(cfg) for key in a.keys}
 
 
 def test_every_asset_is_in_exactly_one_stage_in_dependency_order():

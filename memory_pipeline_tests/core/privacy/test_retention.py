@@ -51,7 +51,11 @@ class _Planned(Exception):
 @pytest.mark.usefixtures("tokyo_local_zone")
 def test_run_plans_its_range_and_the_cutoff_on_one_clock(monkeypatch, tmp_path):
     """At 23:59:59 UTC (next morning in Tokyo) the purge, the cutoff and the partition
-    range all see the same UTC date."""
+    range all see the same UTC date, also when midnight passes between the planning and the
+    purge (the retention asset's run purges on the day `run` planned with)."""
+    from memory_pipeline.defs import retention as retention_asset
+    from memory_pipeline.defs import runner
+
     instant = dt.datetime(2024, 3, 20, 23, 59, 59, tzinfo=dt.UTC)
     _at(monkeypatch, instant)
     seen: dict[str, object] = {}
@@ -61,13 +65,26 @@ def test_run_plans_its_range_and_the_cutoff_on_one_clock(monkeypatch, tmp_path):
         seen["cutoff"] = retention.retention_cutoff(retain_days, on)
         return None
 
+    real_plan = cli.plan_range
+
     def plan(cfg, found, today):
         seen["range_today"] = today
         seen["found"] = found
+        _at(monkeypatch, instant + dt.timedelta(seconds=2))  # midnight passes
+        return real_plan(cfg, found, today)
+
+    real_materialize = runner.materialize_stages
+
+    def retention_only(defs, selection, **kw):
+        """The run's first stage only (the purge), then stop: nothing is built."""
+        kw.update(backfill=False, on_start=None, on_done=None)
+        [run] = real_materialize(defs, [s for s in selection if s.name == "retention"], **kw)
+        seen["purged_by"] = run.result.dagster_run.job_name
         raise _Planned
 
-    monkeypatch.setattr(retention, "purge_expired", purge)
+    monkeypatch.setattr(retention_asset, "purge_expired", purge)
     monkeypatch.setattr(cli, "plan_range", plan)
+    monkeypatch.setattr(runner, "materialize_stages", retention_only)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     monkeypatch.setenv("MEMORY_PIPELINE_RETAIN_DAYS", "10")
     config = tmp_path / "memory_pipeline.toml"
@@ -80,7 +97,27 @@ def test_run_plans_its_range_and_the_cutoff_on_one_clock(monkeypatch, tmp_path):
         cli.main(["--config", str(config), "run", "--quiet"])
     utc_day = dt.date(2024, 3, 20)
     assert dt.datetime.fromtimestamp(instant.timestamp()).date() == dt.date(2024, 3, 21)
+    assert seen["purged_by"] == "stage_retention"
+    assert retention.today() == utc_day + dt.timedelta(days=1)  # the clock moved on
     assert seen["purge_on"] == seen["range_today"] == utc_day
     assert seen["cutoff"] == utc_day - dt.timedelta(days=10)
     # the dates handed to the planner are the ones on or after that same cutoff
     assert seen["found"] and min(seen["found"]) >= seen["cutoff"]
+
+
+def test_the_purge_day_is_the_planned_one_except_on_a_re_execution():
+    """A UI re-execution inherits its parent's tags; it purges on the day it runs."""
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from memory_pipeline.defs.retention import TODAY_TAG, planned_day
+
+    planned = DagsterRun(job_name="stage_retention", tags={TODAY_TAG: "2024-03-20"})
+    assert planned_day(planned) == dt.date(2024, 3, 20)
+    again = DagsterRun(
+        job_name="stage_retention",
+        tags=planned.tags,
+        parent_run_id=planned.run_id,
+        root_run_id=planned.run_id,
+    )
+    assert planned_day(again) is None
+    assert planned_day(DagsterRun(job_name="memory_pipeline_daily")) is None
