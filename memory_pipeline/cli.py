@@ -781,8 +781,18 @@ def cmd_eval_jsquad(args: argparse.Namespace) -> int:
     except J.JsquadFormatError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from memory_pipeline.core.represent.providers.factory import MissingExtra
+
     t0 = time.perf_counter()
-    embedders = {m: make_embedder("local", m) for m in models}
+    embedders = {}
+    for m in models:
+        try:
+            embedders[m] = make_embedder("local", m)
+        except MissingExtra as exc:
+            if args.models:  # asked for by name: a one-line error, not a traceback
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+            print(f"skipped {m}: {exc}")  # the default list compares what is installed
     rows = J.run_jsquad(
         paragraphs, questions, embedders, resamples=args.resamples, seed=args.seed
     )
