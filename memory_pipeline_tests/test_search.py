@@ -592,4 +592,8 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
             assert [
                 [(h.message_id, h.score) for h in c.highlights] for c in got.chunks
             ] == [[(h.message_id, h.score) for h in c.highlights] for c in want.chunks], q
-        assert ann.dense_ranked(q, rep, None, 50) == base.dense_ranked(q, rep, None, 50)
+        # same chunks in the same order; scores equal up to float rounding (the rescoring of
+        # the HNSW candidates is a smaller matrix product, summed in another order)
+        got, want = ann.dense_ranked(q, rep, None, 50), base.dense_ranked(q, rep, None, 50)
+        assert [cid for cid, _ in got] == [cid for cid, _ in want], q
+        assert np.allclose([s for _, s in got], [s for _, s in want], rtol=0, atol=1e-6), q

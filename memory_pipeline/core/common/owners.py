@@ -204,11 +204,12 @@ class OwnerStore(TableStore):
             files = [(None, self.path(t))] if self.has(t) else []
         else:
             wanted = self.dates(t) if days is None else sorted(set(days))
-            files = [(d, p) for d in wanted if (p := self.path(t, d)).is_file()]
+            files = [(d, self.path(t, d)) for d in wanted if self.has(t, d)]
         parts = []
         for day, path in files:
-            if OWNER_COLUMN in pq.read_schema(path).names:
-                stamp = pq.read_table(path, columns=[OWNER_COLUMN]).column(0)
+            where, at = fs.resolve(path)  # a local file or an s3:// object
+            if OWNER_COLUMN in pq.read_schema(at, filesystem=where).names:
+                stamp = pq.read_table(at, columns=[OWNER_COLUMN], filesystem=where).column(0)
                 bad = len(stamp) - (pc.sum(pc.equal(stamp, self.owner_id)).as_py() or 0)
                 if bad:
                     raise OwnerMismatch(
