@@ -238,7 +238,9 @@ PerDay = Callable[[TableStore, dt.date, pa.Table], Mapping[str, Any]]
 RANGE = "range"
 RANGE_PREFIX = "range_"
 # Numbers that are settings of the run (the same on every partition), not counts of the range.
-SETTINGS = frozenset({"gap_minutes", "chunk_size", "chunk_stride", "dim", "window"})
+SETTINGS = frozenset(
+    {"gap_minutes", "chunk_size", "chunk_stride", "dim", "window", "dask_workers"}
+)
 # Lists that already say which partitions they are about (GX: the failing partitions).
 _SELF_DESCRIBING = frozenset({"failed_partitions"})
 
