@@ -208,18 +208,21 @@ class OwnerStore(TableStore):
         parts = []
         for day, path in files:
             where, at = fs.resolve(path)  # a local file or an s3:// object
-            if OWNER_COLUMN in pq.read_schema(at, filesystem=where).names:
-                stamp = pq.read_table(at, columns=[OWNER_COLUMN], filesystem=where).column(0)
-                bad = len(stamp) - (pc.sum(pc.equal(stamp, self.owner_id)).as_py() or 0)
-                if bad:
-                    raise OwnerMismatch(
-                        f"table {t.name!r} under {self.root}: {bad} rows do not belong to "
-                        f"owner {self.owner_id!r}"
-                    )
-            part = super().read(t, None if day is None else [day], columns)
-            if OWNER_COLUMN in part.column_names:
-                part = part.drop_columns([OWNER_COLUMN])
-            parts.append(part)
+            on = None if day is None else [day]
+            if OWNER_COLUMN not in pq.read_schema(at, filesystem=where).names:
+                parts.append(super().read(t, on, columns))  # written before owners existed
+                continue
+            # one read of the file, its stamp included (not a second read for the stamp)
+            wanted = None if columns is None else [*columns, OWNER_COLUMN]
+            part = super().read(_stamped(t), on, wanted)
+            stamp = part.column(OWNER_COLUMN)
+            bad = len(stamp) - (pc.sum(pc.equal(stamp, self.owner_id)).as_py() or 0)
+            if bad:
+                raise OwnerMismatch(
+                    f"table {t.name!r} under {self.root}: {bad} rows do not belong to "
+                    f"owner {self.owner_id!r}"
+                )
+            parts.append(part.drop_columns([OWNER_COLUMN]))
         if not parts:
             return super().read(t, [] if t.partitioned else None, columns)
         if len(parts) == 1:
