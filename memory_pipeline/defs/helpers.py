@@ -7,9 +7,12 @@ asset only names the check and hands its ``(passed, metadata)`` result here, so 
 reports metadata the same way and no module imports another's private helpers.
 """
 
+import dataclasses
 import datetime as dt
 import functools
 import hashlib
+import inspect
+import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -22,6 +25,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
 
+from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.owners import (
     input_fingerprint,
     map_owners,
@@ -31,6 +35,8 @@ from memory_pipeline.core.common.owners import (
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.common.tables import Table
 from memory_pipeline.core.quality.checks import Result
+from memory_pipeline.defs.compute import RESOURCE_KEY as DASK_KEY
+from memory_pipeline.defs.compute import DaskResource
 
 COLUMN_SCHEMA = "dagster/column_schema"
 
@@ -236,10 +242,11 @@ def _is_partitioned(context: Any) -> bool:
 # Per-partition figures of a table asset: (store, day, the day's stored partition) -> metadata.
 PerDay = Callable[[TableStore, dt.date, pa.Table], Mapping[str, Any]]
 RANGE = "range"
+OWNER_WORKERS = "owner_workers"  # a multi-owner run: Dask workers its owners ran on (0: here)
 RANGE_PREFIX = "range_"
 # Numbers that are settings of the run (the same on every partition), not counts of the range.
 SETTINGS = frozenset(
-    {"gap_minutes", "chunk_size", "chunk_stride", "dim", "window", "dask_workers"}
+    {"gap_minutes", "chunk_size", "chunk_stride", "dim", "window", "dask_workers", "owner_workers"}
 )
 # Lists that already say which partitions they are about (GX: the failing partitions).
 _SELF_DESCRIBING = frozenset({"failed_partitions"})
@@ -347,15 +354,18 @@ def per_partition(
 
     The body keeps returning or yielding plain ``MaterializeResult``s with embedded check
     results for one owner (``pipeline`` is that owner's :class:`OwnerScope`); with several
-    owners their results are merged into one per asset and check (:func:`merge_owner_events`)
-    and the per-partition row counts add up every owner's rows. ``owners(context, pipeline)``
-    picks the owners (default: those with messages near the run's days). ``per_day[key]``
-    gives each partition's own figures (see :func:`partition_events`).
+    owners each body runs through :func:`run_owner_task` (serially, or one owner per Dask
+    task when the ``dask`` resource has a cluster), its events come back as plain data and
+    are merged into one per asset and check (:func:`merge_owner_events`); the per-partition
+    row counts add up every owner's rows. ``owners(context, pipeline)`` picks the owners
+    (default: those with messages near the run's days). ``per_day[key]`` gives each
+    partition's own figures (see :func:`partition_events`).
     """
 
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def wrapper(context: dg.AssetExecutionContext, pipeline: Any, *args: Any, **kw: Any):
+            dask = _dask_of(fn, kw)
             if owners is not None:
                 scopes = owners(context, pipeline)
             else:
@@ -367,17 +377,19 @@ def per_partition(
                     context, scope.store, tables, fn(context, scope, *args, **kw), per_day
                 )
                 return
-
-            def body(scope: Any) -> list[Any]:
-                return _events(fn(_OwnerContext(context, scope.days), scope, *args, **kw))
-
-            results = map_owners(body, scopes)
-            merged = merge_owner_events(context, [s.owner_id for s in scopes], results)
+            done = _run_owners(context, fn, scopes, args, kw, dask)
+            results = [r.events for r in done]
+            merged = merge_owner_events(
+                context,
+                [s.owner_id for s in scopes],
+                results,
+                extra={OWNER_WORKERS: _owner_workers(dask, scopes)},
+            )
             yield from partition_events(
                 context, _OwnersReader([s.store for s in scopes]), tables, merged, per_day
             )
 
-        return wrapper
+        return _with_dask(wrapper, fn)
 
     return wrap
 
@@ -386,7 +398,8 @@ def per_owner(
     fingerprint: Callable[[Any], str | None] | None = None, name: str | None = None
 ) -> Callable[[Callable], Callable]:
     """Decorator (under ``@dg.asset``) for an unpartitioned asset: the body runs once per
-    owner and the results are merged (:func:`merge_owner_events`).
+    owner (:func:`run_owner_task`, serially or on the Dask cluster) and the results are
+    merged (:func:`merge_owner_events`).
 
     ``fingerprint(scope)`` hashes what the asset reads for an owner (None: build anyway); an
     owner whose fingerprint equals the one saved after its last successful build is skipped,
@@ -399,28 +412,16 @@ def per_owner(
 
         @functools.wraps(fn)
         def wrapper(context: dg.AssetExecutionContext, pipeline: Any, *args: Any, **kw: Any):
+            dask = _dask_of(fn, kw)
             scopes = pipeline.owner_scopes()
             if not pipeline.cfg.multi_owner:
                 yield from _events(fn(context, scopes[0], *args, **kw))
                 return
-            skipped: list[str] = []
-
-            def body(scope: Any) -> list[Any] | None:
-                folder = scope.cfg.output_dir
-                fp = fingerprint(scope) if fingerprint is not None else None
-                if fp is not None and fp == stored_fingerprint(folder, asset_name):
-                    skipped.append(scope.owner_id)
-                    return None
-                events = _events(fn(context, scope, *args, **kw))
-                if fingerprint is not None and all(r.passed for r in _check_results(events)):
-                    # after a first build the output exists: fingerprint what it was built from
-                    fp = fp if fp is not None else fingerprint(scope)
-                    if fp is not None:
-                        save_fingerprint(folder, asset_name, fp)
-                return events
-
-            results = map_owners(body, scopes)
-            built = [(s.owner_id, r) for s, r in zip(scopes, results, strict=True) if r is not None]
+            done = _run_owners(
+                context, fn, scopes, args, kw, dask, fingerprint=fingerprint, asset=asset_name
+            )
+            built = [(r.owner_id, r.events) for r in done if not r.skipped]
+            skipped = [r.owner_id for r in done if r.skipped]
             context.log.info(
                 f"{asset_name}: {len(built)} owners built, {len(skipped)} unchanged (skipped)"
             )
@@ -428,12 +429,342 @@ def per_owner(
                 context,
                 [oid for oid, _ in built],
                 [r for _, r in built],
-                extra={"owners_skipped": len(skipped)},
+                extra={
+                    "owners_skipped": len(skipped),
+                    OWNER_WORKERS: _owner_workers(dask, scopes),
+                },
             )
 
-        return wrapper
+        return _with_dask(wrapper, fn)
 
     return wrap
+
+
+# ----------------------------------------------------------------------------- owner tasks
+#
+# What crosses to a Dask worker is plain data only: the body (a function, pickled by value),
+# the owner's scope (its configuration and store: paths and settings), the resources the body
+# takes (configured values), and a WorkerEnv with what the run's process set up that a
+# spawned worker lacks (the S3 endpoint and credentials, the local-copy folder). What comes
+# back is an OwnerResult: log lines and the body's events as plain tuples; the run's process
+# rebuilds the Dagster events from them. No Dagster context or event object is shipped.
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerEnv:
+    """What a worker needs set up before it runs an owner's body, as plain values."""
+
+    s3: fs.S3Options | None = None  # endpoint and credentials of an s3:// output
+    cache_dir: str | None = None  # $MEMORY_PIPELINE_CACHE_DIR of the run (local copies)
+
+    @classmethod
+    def of_this_process(cls, remote: bool) -> "WorkerEnv":
+        return cls(fs.s3_options() if remote else None, os.environ.get(fs.CACHE_ENV) or None)
+
+    def apply(self) -> None:
+        if self.s3 is not None:
+            fs.configure_s3(self.s3)
+        if self.cache_dir:
+            os.environ[fs.CACHE_ENV] = self.cache_dir
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInfo:
+    """The run, as a body may ask for it (``context.run``: its id, tags and parent)."""
+
+    run_id: str
+    tags: Mapping[str, str]
+    parent_run_id: str | None = None
+
+
+@dataclasses.dataclass
+class OwnerTask:
+    """One owner's body with everything it needs, picklable (see the section comment)."""
+
+    fn: Callable
+    scope: Any
+    partition_keys: list[str] | None
+    run: RunInfo
+    args: tuple = ()
+    kw: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    env: WorkerEnv = WorkerEnv()
+    fingerprint: Callable[[Any], str | None] | None = None  # per_owner: skip when unchanged
+    asset: str | None = None  # per_owner: the name its fingerprint is saved under
+
+
+@dataclasses.dataclass
+class OwnerResult:
+    """What one owner's body returned, as plain data (built back into events by the run)."""
+
+    owner_id: str
+    events: list[Any]  # plain tuples (_to_plain); the run's process rebuilds them
+    logs: list[tuple[str, str]]  # (level, message), logged by the run's process
+    skipped: bool = False  # per_owner: the inputs were unchanged, nothing built
+
+
+class _Log:
+    """``context.log`` for a body: lines go live to ``sink`` (in the run's process) or are
+    kept to be logged by the run's process (on a worker)."""
+
+    def __init__(self, sink: Any = None) -> None:
+        self.sink = sink
+        self.lines: list[tuple[str, str]] = []
+
+    def _emit(self, level: str, msg: str) -> None:
+        if self.sink is not None:
+            getattr(self.sink, level)(msg)
+        else:
+            self.lines.append((level, str(msg)))
+
+    def debug(self, msg: str) -> None:
+        self._emit("debug", msg)
+
+    def info(self, msg: str) -> None:
+        self._emit("info", msg)
+
+    def warning(self, msg: str) -> None:
+        self._emit("warning", msg)
+
+    def error(self, msg: str) -> None:
+        self._emit("error", msg)
+
+
+class _TaskContext:
+    """The asset context as one owner's body sees it, made of plain values: the run's
+    partition keys narrowed to the owner's days, ``log`` and ``run`` (id, tags, parent).
+    Any other attribute raises, so a body that needs more says so instead of reaching the
+    run's process from a worker."""
+
+    def __init__(self, task: OwnerTask, log: _Log) -> None:
+        self._keys = task.partition_keys
+        self.log = log
+        self.run = task.run
+
+    @property
+    def partition_keys(self) -> list[str]:
+        return list(self._keys or [])
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+
+def run_owner_task(task: OwnerTask, sink: Any = None) -> OwnerResult:
+    """One owner's body, run here or on a worker: plain task in, plain result out.
+
+    ``per_owner`` tasks carry a fingerprint: an owner whose inputs are unchanged since its
+    last successful build is skipped, and the fingerprint is saved after a build whose
+    checks all passed (on the worker: the owner's folder is the worker's to write)."""
+    task.env.apply()
+    log = _Log(sink)
+    scope = task.scope
+    folder = scope.cfg.output_dir
+    fp = None
+    if task.fingerprint is not None:
+        fp = task.fingerprint(scope)
+        if fp is not None and fp == stored_fingerprint(folder, task.asset):
+            return OwnerResult(scope.owner_id, [], log.lines, skipped=True)
+    kw = {k: _built(v) for k, v in task.kw.items()}
+    events = _events(task.fn(_TaskContext(task, log), scope, *task.args, **kw))
+    if task.fingerprint is not None and all(r.passed for r in _check_results(events)):
+        # after a first build the output exists: fingerprint what it was built from
+        fp = fp if fp is not None else task.fingerprint(scope)
+        if fp is not None:
+            save_fingerprint(folder, task.asset, fp)
+    return OwnerResult(scope.owner_id, [_to_plain(e) for e in events], log.lines)
+
+
+def _run_owners(
+    context: dg.AssetExecutionContext,
+    fn: Callable,
+    scopes: Sequence[Any],
+    args: tuple,
+    kw: Mapping[str, Any],
+    dask: DaskResource | None,
+    *,
+    fingerprint: Callable[[Any], str | None] | None = None,
+    asset: str | None = None,
+) -> list[OwnerResult]:
+    """Every owner's body through :func:`map_owners`, results with their events rebuilt.
+
+    With a cluster and two owners or more, each owner is one Dask task and its body runs
+    its own batches serially (a task on a worker has no client of its own; one owner per
+    core is the coarse unit). With one owner, or no cluster, the bodies run here one after
+    another, and a lone owner's body keeps the cluster for its batches (embedding, BM25).
+    """
+    ship = _ships(dask, scopes)
+    runner = dask.runner() if ship else None  # no cluster started for a lone owner
+    if ship:
+        kw = {k: _shipped_resource(v) for k, v in kw.items()}
+    run = context.run
+    info = RunInfo(run.run_id, dict(run.tags), run.parent_run_id)
+    remote = any(fs.is_remote(s.cfg.storage_root) for s in scopes)
+    env = WorkerEnv.of_this_process(remote)
+    run_keys = list(context.partition_keys) if _is_partitioned(context) else None
+
+    def keys(scope: Any) -> list[str] | None:  # the run's days this owner takes part in
+        if run_keys is None or scope.days is None:
+            return run_keys
+        return [d.isoformat() for d in scope.days]
+
+    tasks = [
+        OwnerTask(fn, s, keys(s), info, tuple(args), dict(kw), env, fingerprint, asset)
+        for s in scopes
+    ]
+    if ship:
+        done = map_owners(run_owner_task, tasks, runner)
+        for r in done:
+            for level, msg in r.logs:
+                getattr(context.log, level)(msg)
+    else:
+        done = map_owners(functools.partial(run_owner_task, sink=context.log), tasks)
+    for r in done:
+        r.events = [_from_plain(e) for e in r.events]
+    return done
+
+
+def _ships(dask: DaskResource | None, scopes: Sequence[Any]) -> bool:
+    """Whether the owners go to the cluster: one is there and there are two owners or more."""
+    return dask is not None and dask.enabled and len(scopes) >= 2
+
+
+def _owner_workers(dask: DaskResource | None, scopes: Sequence[Any]) -> int:
+    """The ``owner_workers`` figure: Dask workers the owners were mapped over (0: here)."""
+    return dask.workers() if _ships(dask, scopes) else 0
+
+
+def _dask_of(fn: Callable, kw: dict[str, Any]) -> DaskResource | None:
+    """The run's ``dask`` resource; popped from ``kw`` when only the wrapper asked for it."""
+    if DASK_KEY in inspect.signature(fn).parameters:
+        return kw.get(DASK_KEY)
+    return kw.pop(DASK_KEY, None)
+
+
+def _with_dask(wrapper: Callable, fn: Callable) -> Callable:
+    """``wrapper`` with a ``dask`` resource parameter added to the signature Dagster reads,
+    so every per-owner asset can ship its owners to the cluster without its body asking."""
+    sig = inspect.signature(fn)
+    if DASK_KEY not in sig.parameters:
+        extra = inspect.Parameter(
+            DASK_KEY, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=DaskResource
+        )
+        wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])
+    return wrapper
+
+
+def _shipped_resource(value: Any) -> Any:
+    """What a worker gets for one of the body's resources: its class and configured values.
+
+    A resource object does not travel well: inside a run it holds the run's init context
+    (loggers) and maybe a loaded model, and Dagster's config types do not unpickle. So the
+    worker gets a :class:`_ResourceSpec` and builds a fresh resource from it (it loads what
+    it needs). The ``dask`` resource becomes the serial runner."""
+    if isinstance(value, DaskResource):
+        return _SERIAL_DASK
+    if isinstance(value, dg.ConfigurableResource):
+        fields = {k: _shipped_resource(getattr(value, k)) for k in type(value).model_fields}
+        return _ResourceSpec(type(value), fields)
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class _ResourceSpec:
+    """A configurable resource as plain data: its class (by reference) and field values."""
+
+    cls: type
+    fields: Mapping[str, Any]
+
+    def build(self) -> Any:
+        return self.cls(**{k: _built(v) for k, v in self.fields.items()})
+
+
+def _built(value: Any) -> Any:
+    return value.build() if isinstance(value, _ResourceSpec) else value
+
+
+class _SerialDask:
+    """The ``dask`` resource a body gets on a worker: no cluster (its batches run there)."""
+
+    enabled = False
+
+    def runner(self) -> None:
+        return None
+
+    def workers(self) -> int:
+        return 1
+
+
+_SERIAL_DASK = _SerialDask()
+
+
+# Events as plain tuples: ("mat", key path, metadata, checks, data_version, tags) and
+# ("check", key path, name, passed, severity, metadata, description). Metadata keeps Python
+# scalars, dicts and lists as they are; a MetadataValue travels as its serdes JSON text.
+_MV = "__metadata_value__"
+
+
+def _plain_meta(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    from dagster._serdes import serialize_value
+
+    out: dict[str, Any] = {}
+    for k, v in (metadata or {}).items():
+        out[k] = {_MV: serialize_value(v)} if isinstance(v, dg.MetadataValue) else v
+    return out
+
+
+def _event_meta(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    from dagster._serdes import deserialize_value
+
+    return {
+        k: deserialize_value(v[_MV]) if isinstance(v, dict) and set(v) == {_MV} else v
+        for k, v in metadata.items()
+    }
+
+
+def _key(key: dg.AssetKey | None) -> tuple[str, ...] | None:
+    return None if key is None else tuple(key.path)
+
+
+def _plain_check(c: dg.AssetCheckResult) -> tuple:
+    return (
+        "check", _key(c.asset_key), c.check_name, bool(c.passed), c.severity.value,
+        _plain_meta(c.metadata), c.description,
+    )
+
+
+def _to_plain(event: Any) -> tuple:
+    """A body's event as plain data (what leaves a worker)."""
+    if isinstance(event, dg.MaterializeResult):
+        dv = event.data_version.value if event.data_version is not None else None
+        checks = [_plain_check(c) for c in event.check_results or []]
+        tags = dict(event.tags) if event.tags else None
+        return ("mat", _key(event.asset_key), _plain_meta(event.metadata), checks, dv, tags)
+    if isinstance(event, dg.AssetCheckResult):
+        return _plain_check(event)
+    raise TypeError(f"an owner's body may return MaterializeResult/AssetCheckResult, "
+                    f"got {type(event).__name__}")
+
+
+def _from_plain(plain: tuple) -> Any:
+    """The Dagster event a plain tuple of :func:`_to_plain` stands for (in the run)."""
+    if plain[0] == "check":
+        _, key, name, passed, severity, metadata, description = plain
+        return dg.AssetCheckResult(
+            asset_key=None if key is None else dg.AssetKey(list(key)),
+            check_name=name,
+            passed=passed,
+            severity=dg.AssetCheckSeverity(severity),
+            metadata=_event_meta(metadata),
+            description=description,
+        )
+    _, key, metadata, checks, dv, tags = plain
+    return dg.MaterializeResult(
+        asset_key=None if key is None else dg.AssetKey(list(key)),
+        metadata=_event_meta(metadata),
+        check_results=[_from_plain(c) for c in checks],
+        data_version=None if dv is None else dg.DataVersion(dv),
+        tags=tags,
+    )
 
 
 def inputs_fingerprint(
@@ -449,22 +780,6 @@ def inputs_fingerprint(
         return None if more is None else input_fingerprint(scope.store, tables, more)
 
     return fingerprint
-
-
-class _OwnerContext:
-    """The asset context as one owner's body sees it: the run's partition keys narrowed to
-    the days the owner takes part in; everything else is the run's context."""
-
-    def __init__(self, context: dg.AssetExecutionContext, days: list[dt.date] | None) -> None:
-        self._context = context
-        self._keys = None if days is None else [d.isoformat() for d in days]
-
-    @property
-    def partition_keys(self) -> list[str]:
-        return list(self._context.partition_keys) if self._keys is None else self._keys
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._context, name)
 
 
 class _OwnersReader:

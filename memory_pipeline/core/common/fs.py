@@ -67,6 +67,12 @@ def configure_s3(options: S3Options) -> None:
             _OPTIONS, _S3 = options, None
 
 
+def s3_options() -> S3Options:
+    """The options ``configure_s3`` last set: what a worker process is handed so it reaches
+    the same store (a spawned worker does not share this process's configuration)."""
+    return _OPTIONS
+
+
 def _s3() -> pafs.S3FileSystem:
     global _S3
     with _LOCK:

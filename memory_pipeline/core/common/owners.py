@@ -13,8 +13,8 @@ of leaking into a search.
 
 Owners are data, not Dagster partitions (Dagster advises at most ~100,000 partitions per
 asset; owner x date would not scale to a million owners): a date partition's run loops over
-the owners with input near that date, through :func:`map_owners`, a plain map that a
-distributed map (Dask) can replace.
+the owners with input near that date, through :func:`map_owners`, a plain map that runs
+serially or ships each owner to a Dask worker (:mod:`~memory_pipeline.core.common.parallel`).
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from memory_pipeline.core.common import fs
+from memory_pipeline.core.common.parallel import map_tasks
 from memory_pipeline.core.common.records import QuarantineRecord, Record
 from memory_pipeline.core.common.storage import TableRef, TableStore, write_text_atomic
 from memory_pipeline.core.common.tables import Table, table
@@ -230,13 +231,17 @@ class OwnerStore(TableStore):
         return pa.concat_tables(parts, promote_options="permissive")
 
 
-def map_owners(fn: Callable[[T], R], owners: Sequence[T]) -> list[R]:
-    """``[fn(o) for o in owners]``: the one place the per-owner loop runs.
+def map_owners(fn: Callable[[T], R], owners: Sequence[T], runner: Any = None) -> list[R]:
+    """``[fn(o) for o in owners]``, in this process or on a Dask cluster: the one place the
+    per-owner loop runs.
 
-    Kept a plain map on purpose: the per-owner body shares nothing with the others, so a
-    distributed map (``distributed.Client.map``) can replace this without touching a stage.
+    ``runner`` is :func:`~memory_pipeline.core.common.parallel.map_tasks`'s: None (serial) or
+    a ``distributed.Client``. The per-owner body shares nothing with the others, so shipping
+    each owner to a worker changes only where it runs; results come back in ``owners``
+    order. ``fn`` and each owner must pickle and ``fn`` must return plain data (the shell
+    builds its events from it), since both cross a process boundary on a cluster.
     """
-    return [fn(o) for o in owners]
+    return map_tasks(fn, owners, runner)
 
 
 # ----------------------------------------------------------------------------- fingerprints
