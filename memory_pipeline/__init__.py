@@ -58,7 +58,7 @@ def owner_output_dir(
     from memory_pipeline.core.common.owners import resolve_owner_dir
 
     root = Path(output_dir) if output_dir else load_config(config).output_dir
-    return resolve_owner_dir(root, owner)
+    return Path(resolve_owner_dir(root, owner))
 
 
 def searcher(
@@ -73,19 +73,17 @@ def searcher(
     """
     from memory_pipeline.config import load_config, object_store_options
     from memory_pipeline.core.common import fs
-    from memory_pipeline.core.common.owners import resolve_owner_dir, valid_owner_id
+    from memory_pipeline.core.common.owners import resolve_owner_dir
     from memory_pipeline.core.indexes.publish import current_version
     from memory_pipeline.core.retrieval.searcher import IndexNotBuilt, Searcher
 
     out = fs.normalize(os.fspath(output_dir)) if output_dir else load_config(config).storage_root
     if fs.is_remote(out):  # s3://: endpoint and credentials from the AWS_* variables
         fs.configure_s3(object_store_options())
-        if owner is not None:  # a multi-owner deployment on object storage: their prefix
-            if not valid_owner_id(owner):
-                raise ValueError(f"invalid owner id {owner!r}")
-            out = fs.join(out, "owners", owner)
     else:
-        out = resolve_owner_dir(Path(out).resolve(), owner)
+        out = Path(out).resolve()
+    # the owner's folder or s3:// prefix; with several owners ``owner`` is required
+    out = resolve_owner_dir(out, owner)
     version = current_version(out)
     if version is None:
         raise IndexNotBuilt(

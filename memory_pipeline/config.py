@@ -19,6 +19,7 @@ from typing import Any
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.owners import (
     DEFAULT_OWNER_ID,
+    OwnerError,
     owner_dir,
     owner_slug,
     read_marker,
@@ -751,11 +752,15 @@ def owner_config(cfg: PipelineConfig, owner: str | None) -> PipelineConfig:
     """The configuration of ``owner`` (their folder for every output), or ``cfg`` itself in a
     single-owner deployment; raises ``OwnerError`` (a ValueError listing the owners) when
     ``owner`` is missing among several or unknown."""
-    folder = resolve_owner_dir(cfg.output_dir, owner)
-    if folder == cfg.output_dir or owner is None:
+    root = cfg.storage_root  # a local folder, or the s3:// prefix (its owners/ listed there)
+    mine = cfg.owner_id if cfg.output_uri and not cfg.multi_owner else None
+    folder = resolve_owner_dir(root, owner, owner_id=mine)
+    if folder == root or owner is None:
+        if owner is not None and cfg.multi_owner:  # no owner built yet
+            raise OwnerError(f"unknown owner {owner!r} in {root}: no owner has outputs yet")
         return cfg
     spec = next((s for s in cfg.owner_specs() if s.id == owner), None)
     if spec is None:
-        marker = read_marker(folder) or {}
+        marker = read_marker(owner_dir(cfg.output_dir, owner)) or {}
         spec = OwnerSpec(owner, str(marker.get("owner") or owner))
     return cfg.for_owner(spec)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.indexes import publish as P
 from memory_pipeline.core.retrieval.searcher import Searcher
-from memory_pipeline.defs.resources import OBJECT_STORE_ENV, ObjectStoreResource
+from memory_pipeline.defs.resources import ObjectStoreResource
 from memory_pipeline_tests.defs.test_forget_pipeline import (
     CONTACT,
     DAYS,
@@ -38,39 +37,7 @@ from memory_pipeline_tests.defs.test_forget_pipeline import (
     scan,
 )
 from memory_pipeline_tests.pipeline_helpers import Runner
-from memory_pipeline_tests.s3_server import CutProxy, S3Server
-
-_ENV = {**{v: None for v in OBJECT_STORE_ENV.values()}, fs.CACHE_ENV: None}
-
-
-@pytest.fixture(scope="session")
-def s3(tmp_path_factory) -> S3Server:
-    """moto's S3 server for the session; the AWS_* variables point at it (the CLI, the API
-    and ``ObjectStoreResource.from_env`` read them) and local copies go to a tmp folder.
-    Always stopped, and the environment restored."""
-    saved = {k: os.environ.get(k) for k in _ENV}
-    server = S3Server.start()
-    try:
-        opts = server.options()
-        os.environ.update(
-            {
-                "AWS_ENDPOINT_URL": opts.endpoint_url or "",
-                "AWS_ACCESS_KEY_ID": opts.access_key_id or "",
-                "AWS_SECRET_ACCESS_KEY": opts.secret_access_key or "",
-                "AWS_REGION": opts.region or "",
-                fs.CACHE_ENV: str(tmp_path_factory.mktemp("s3_local_copies")),
-            }
-        )
-        fs.configure_s3(opts)
-        yield server
-    finally:
-        server.stop()
-        fs.configure_s3(fs.S3Options())
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+from memory_pipeline_tests.s3_server import CutProxy, S3Server  # s3: conftest.py
 
 
 @pytest.fixture

@@ -348,15 +348,27 @@ def _listing(ids: Sequence[str]) -> str:
     return shown + (f", … ({len(ids)} in all)" if len(ids) > 10 else "")
 
 
-def resolve_owner_dir(output_dir: Path, owner: str | None) -> Path:
-    """The folder the API reads for ``owner`` in the deployment at ``output_dir``.
+def remote_owner_ids(root: str) -> list[str]:
+    """The owners of a deployment on object storage: the ``owners/<id>/`` prefixes under
+    ``root`` (no marker there: markers live in the local working folder), sorted."""
+    return [n for n in fs.list_dirs(fs.join(root, OWNERS_DIR)) if valid_owner_id(n)]
 
-    Several owners on disk: ``owner`` is required (the error lists them) and must be one of
-    them; one owner (the single-owner layout): ``owner`` may be omitted or name that owner.
-    Never a folder outside ``owners/``: the id is checked against the folders present.
+
+def resolve_owner_dir(
+    output_dir: Path | str, owner: str | None, *, owner_id: str | None = None
+) -> Path | str:
+    """The folder (or ``s3://`` prefix) the API reads for ``owner`` in the deployment at
+    ``output_dir``, a local folder or an ``s3://bucket/prefix``.
+
+    Several owners present: ``owner`` is required (the error lists them) and must be one of
+    them; one owner (the single-owner layout): ``owner`` may be omitted or name that owner
+    (its marker's id locally; ``owner_id`` when the caller knows it, e.g. from the config).
+    Never a folder outside ``owners/``: the id is checked against the owners present. On
+    object storage the owners are the prefixes under ``owners/`` (one listing call).
     """
-    root = Path(output_dir)
-    ids = discover_owner_ids(root)
+    remote = fs.is_remote(output_dir)
+    root: Path | str = fs.normalize(output_dir) if remote else Path(output_dir)
+    ids = remote_owner_ids(str(root)) if remote else discover_owner_ids(Path(root))
     if ids:
         if owner is None:
             raise OwnerError(
@@ -364,9 +376,13 @@ def resolve_owner_dir(output_dir: Path, owner: str | None) -> Path:
             )
         if owner not in ids:
             raise OwnerError(f"unknown owner {owner!r} in {root}; owners: {_listing(ids)}")
-        return owners_root(root) / owner
+        return fs.join(root, OWNERS_DIR, owner) if remote else owners_root(Path(root)) / owner
     if owner is not None:
-        mine = str((read_marker(root) or {}).get("owner_id") or DEFAULT_OWNER_ID)
-        if owner != mine:
+        if not valid_owner_id(owner):
+            raise OwnerError(f"invalid owner id {owner!r}: lowercase slug [a-z0-9][a-z0-9_-]*")
+        mine = owner_id
+        if mine is None and not remote:
+            mine = str((read_marker(Path(root)) or {}).get("owner_id") or DEFAULT_OWNER_ID)
+        if mine is not None and owner != mine:
             raise OwnerError(f"unknown owner {owner!r}: {root} holds one owner, {mine!r}")
     return root
