@@ -4,6 +4,12 @@ the retrievers, write tables (Parquet + DuckDB views) and the HTML/Markdown repo
 This is ``memory-pipeline eval``. The Dagster ``evaluation`` asset only scores the index it
 sits on; a benchmark needs a corpus of its own, built here by ``defs.runner`` beside, never
 inside, a pipeline run.
+
+Single-owner by design: the corpus is a configuration written here (``CORPUS_CONFIG``: one
+owner, a local ``output`` folder, the environment ignored), so the deployment's owners, its
+``s3://`` output and its Dask settings are never read or written. Per-owner evaluation of a
+multi-owner deployment is the ``evaluation`` asset, which runs for every owner whose
+sessions changed (``per_owner``; reports in each owner's ``eval/``).
 """
 
 from __future__ import annotations

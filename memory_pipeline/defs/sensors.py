@@ -16,6 +16,10 @@ dates after ``end_date`` are no partition and are never requested. A configured 
 that vanished fails the tick with one line naming it, and the cursor stays as it was, so
 nothing is re-requested when it returns.
 
+Many owners: the sensor watches every owner's sources (``watched_sources``) and requests
+dates, not owners (owners are data: the run picks the owners with records on its days);
+the retention rebuild covers the days any owner still has (``stored_days``).
+
 The runs it starts update partitions; the automation conditions (``defs/automation.py``)
 then rebuild the indexes and the warehouse, so the new messages become searchable.
 """
@@ -26,7 +30,7 @@ import datetime as dt
 
 import dagster as dg
 
-from memory_pipeline.config import ConfigError
+from memory_pipeline.config import ConfigError, PipelineConfig, SourceSpec
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.ingest.watch import (
     SourceMissingError,
@@ -64,7 +68,8 @@ def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.S
         try:
             # the configuration itself refuses a missing source path when it is (re)loaded
             cfg = pipeline.cfg
-            changes = scan(cfg.sources, cfg.start_date, previous)
+            sources = watched_sources(cfg)
+            changes = scan(sources, cfg.start_date, previous)
         except (SourceMissingError, ConfigError) as exc:
             # a failed tick with one clear line; the cursor is untouched
             raise dg.Failure(description=" ".join(str(exc).split())) from None
@@ -73,7 +78,7 @@ def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.S
         if not previous.files and not previous.dates:
             # first look (new instance, reset cursor): skip what an ingest already read
             ingested = _ingested_at(context.instance, list(dates))
-            dates = not_yet_ingested(dates, ingested, newest_change_ns(cfg.sources))
+            dates = not_yet_ingested(dates, ingested, newest_change_ns(sources))
 
         def is_partition(day: dt.date) -> bool:
             return parts.has_partition_key(day.isoformat())
@@ -126,8 +131,7 @@ def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.S
         purged = meta.get(META_PURGED)
         if purged is None or not purged.value:
             return dg.SkipReason("the last retention run purged nothing")
-        store = pipeline.store
-        days = store.dates(T.RAW_MESSAGES)
+        days = stored_days(pipeline)
         first = dt.date.fromisoformat(str(meta[META_CUTOFF].value))
         kept = [d for d in days if d >= first]
         if not kept:
@@ -138,6 +142,27 @@ def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.S
         )
 
     return [source_files, rebuild_after_retention]
+
+
+def watched_sources(cfg: PipelineConfig) -> list[SourceSpec]:
+    """Every source whose files can start a run: the configuration's sources (fan-out
+    corpora, listed owners' and nested ``[[owners.sources]]`` ones) and, defensively, any
+    owner's source not among them.
+    Dates are the deployment's partitions, owners are data: a changed file of any owner
+    requests its dates, and the run then works on the owners with records those days."""
+    out = {s.name: s for s in cfg.sources}
+    for spec in cfg.owners:
+        for source in spec.sources:
+            out.setdefault(source.name, source)
+    return list(out.values())
+
+
+def stored_days(pipeline: PipelineResource) -> list[dt.date]:
+    """The days with ingested messages, over every owner (one owner: its store)."""
+    days: set[dt.date] = set()
+    for scope in pipeline.owner_scopes():
+        days.update(scope.store.dates(T.RAW_MESSAGES))
+    return sorted(days)
 
 
 def _ingested_at(instance: dg.DagsterInstance, days: list[dt.date]) -> dict[dt.date, float]:
