@@ -30,12 +30,13 @@ retention, a removed forget entry, another salt) cannot give the records back an
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
 import sys
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields
 from pathlib import Path
 
@@ -517,6 +518,7 @@ def cached_tables(
     forget: ForgetList | None = None,
     retain_from: dt.date | None = None,
     stats: dict | None = None,
+    writes: list[Callable[[], None]] | None = None,
 ) -> SourceTables:
     """:func:`cached_records` in columns, for the columnar ingest (``ingest_tables``).
 
@@ -528,7 +530,11 @@ def cached_tables(
     file per source, scrubbed the same way), so either path can serve what the other wrote:
     a columnar-filled entry numbers the messages first and the reader's quarantine records
     after them, an order ingest does not depend on (quarantine is sorted, read counts are
-    counted, duplicates are decided among messages only)."""
+    counted, duplicates are decided among messages only).
+
+    ``writes`` (optional): a miss appends the entry's write to it instead of writing, so
+    the caller can write while it ingests (read_all_tables does, on a thread); the entry
+    must then be written before anything else reads this cache."""
     wanted = None if dates is None else frozenset(dates)
     if _COLUMNS is None or spec.kind not in READERS or not spec.path.exists():
         return _uncached_tables(spec, wanted)  # raises the reader's own error, if any
@@ -545,8 +551,12 @@ def cached_tables(
                 table = _rescrub(table, forget, retain_from)
         else:
             table = _to_table(enumerate(read_source(spec, None)), forget, retain_from)
-        meta = _entry_meta(key, table, forget, retain_from)
-        _store(path, key, table, {**meta, META_COLUMNAR: columnar})
+        meta = {**_entry_meta(key, table, forget, retain_from), META_COLUMNAR: columnar}
+        fill = functools.partial(_store, path, key, table, meta)
+        if writes is None:
+            fill()
+        else:
+            writes.append(fill)
     table = _wanted(table, wanted, start).sort_by("seq")
     return _tables(table, start, columnar)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import gc
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,7 @@ def read_all_tables(
     and a cold build fills the cache from the source's columnar reader (same content as the
     row reader, tested), so neither builds one object per message."""
     wanted = sorted(set(dates))
+    fills: list = []  # cache entries to write: on a thread, while the ingest runs
     if cache_dir is None:
         tables = [read_source_tables(spec, wanted) for spec in sources]
     else:
@@ -116,12 +118,22 @@ def read_all_tables(
                 start_date=start_date,
                 forget=forget,
                 retain_from=retain_from,
+                writes=fills,
             )
             for spec in sources
         ]
-    return ingest_tables(
-        tables, start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
-    )
+    if not fills:
+        return ingest_tables(
+            tables, start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
+        )
+    # Parquet encoding releases the GIL: a cold build writes its cache entry while it ingests
+    with ThreadPoolExecutor(1) as pool:
+        written = pool.submit(lambda: [fill() for fill in fills])
+        result = ingest_tables(
+            tables, start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
+        )
+        written.result()  # a failed cache write fails the read, as when written in line
+    return result
 
 
 @contextmanager
