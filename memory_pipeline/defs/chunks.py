@@ -6,6 +6,8 @@ from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.core.sessions.stage import build_chunks
 from memory_pipeline.defs.helpers import (
+    WRITTEN,
+    Written,
     asset_info,
     asset_key,
     check_result,
@@ -14,7 +16,7 @@ from memory_pipeline.defs.helpers import (
     table_asset,
     table_path,
 )
-from memory_pipeline.defs.ingest import RAW
+from memory_pipeline.defs.ingest import RAW, ReadMemo, concat, write_partitions
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import GROUP, SESSIONS
@@ -57,11 +59,12 @@ def build_chunks_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefi
     def chunks(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(context.partition_keys)
-        per_day = build_chunks(store, days, cfg.chunk_size, cfg.chunk_stride)
-        for day, table in per_day.items():
-            store.write(T.CHUNKS, table, day)
-        written = store.read(T.CHUNKS, days)
-        sessions = store.read(T.SESSIONS, days)
+        reads = ReadMemo(store)  # the check's sessions are the ones build_chunks read
+        per_day = build_chunks(reads, days, cfg.chunk_size, cfg.chunk_stride)
+        write_partitions(store, [(T.CHUNKS, day, table) for day, table in per_day.items()])
+        # checked as written (atomic writes of these very tables), not read back
+        written = concat(T.CHUNKS, list(per_day.values()))
+        sessions = reads.read(T.SESSIONS, days)
         context.log.info(f"chunks: {written.num_rows} chunks in {len(days)} partitions")
         yield dg.MaterializeResult(
             metadata={
@@ -69,6 +72,7 @@ def build_chunks_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefi
                 "chunk_size": cfg.chunk_size,
                 "chunk_stride": cfg.chunk_stride,
                 "path": table_path(store, T.CHUNKS),
+                WRITTEN: Written(per_day),
             },
             check_results=[
                 check_result(

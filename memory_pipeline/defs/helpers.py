@@ -250,6 +250,25 @@ SETTINGS = frozenset(
 )
 # Lists that already say which partitions they are about (GX: the failing partitions).
 _SELF_DESCRIBING = frozenset({"failed_partitions"})
+# Metadata key under which a body may hand over the partitions it just wrote (a
+# :class:`Written`): the per-partition figures then come from memory, not a read per file.
+WRITTEN = "memory_pipeline/written"
+
+
+class Written(dict):
+    """``{day: table}`` a body wrote, for :func:`partition_events` (a dict, so Dagster takes
+    it as metadata, but never recorded: it is popped before the event is made; equal only to
+    itself, so merging several owners' metadata drops it and the figures are read from the
+    owners' stores)."""
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def parts(self) -> dict[dt.date, pa.Table]:
+        return dict(self)
 
 
 def partition_events(
@@ -263,12 +282,13 @@ def partition_events(
 
     Dagster copies the metadata of a ``MaterializeResult`` of a ranged run onto every
     partition's materialization, so a range total would show on each day as if it were that
-    day's. For each ``MaterializeResult`` of a partitioned run: every partition's event gets
-    its own ``dagster/row_count`` and the figures of ``per_day[key]`` (both read back from the
-    stored partition), and the body's own figures, computed over the run's range, are renamed
-    ``range_*`` next to a ``range`` entry (:func:`range_metadata`). Check results become
-    per-partition evaluations (:func:`check_evaluations`) after the materialization is
-    recorded. ``events`` is what the asset body returned or yielded.
+    day's. For each ``MaterializeResult`` of a partitioned run: every partition's event gets its
+    own ``dagster/row_count`` and the figures of ``per_day[key]`` (both from the stored
+    partition, or from the body's :data:`WRITTEN` partitions when it hands them over), and the
+    body's own figures, computed over the run's range, are renamed ``range_*`` next to a
+    ``range`` entry (:func:`range_metadata`). Check results become per-partition evaluations
+    (:func:`check_evaluations`) after the materialization is recorded. ``events`` is what the
+    asset body returned or yielded.
     """
     if isinstance(events, (dg.MaterializeResult, dg.AssetCheckResult)):
         events = [events]
@@ -286,6 +306,8 @@ def partition_events(
         key = event.asset_key or context.assets_def.key
         table = tables.get(key)
         metadata = dict(event.metadata or {})
+        written = metadata.pop(WRITTEN, None)
+        parts = written.parts if isinstance(written, Written) else {}
         if keys:
             day_metadata = (per_day or {}).get(key)
             # one narrow column is enough to count rows (the full read of 100 chunk partitions,
@@ -299,7 +321,9 @@ def partition_events(
                 day = dt.date.fromisoformat(partition)
                 own: dict[str, Any] = {}
                 if table is not None:
-                    part = store.read(table, [day], columns=narrow)
+                    part = parts.get(day)
+                    if part is None:
+                        part = store.read(table, [day], columns=narrow)
                     own[ROW_COUNT] = part.num_rows
                     if day_metadata is not None:
                         own.update(_json_dicts(day_metadata(store, day, part)))

@@ -3,6 +3,7 @@
 import datetime as dt
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dagster as dg
@@ -21,6 +22,8 @@ from memory_pipeline.core.ingest.stage import gc_paused, read_all_tables, split_
 from memory_pipeline.core.privacy.retention import retention_cutoff
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.defs.helpers import (
+    WRITTEN,
+    Written,
     asset_info,
     asset_key,
     check_result,
@@ -72,6 +75,51 @@ def _audit_counts(_store: TableStore, _day: dt.date, part: pa.Table) -> dict[str
 
 # each partition's own figures (the body's are the range's: range_*, see helpers)
 PER_DAY = {RAW: _conversations, QUARANTINE: _reasons, AUDIT: _audit_counts}
+TABLES = {RAW: T.RAW_MESSAGES, QUARANTINE: T.QUARANTINE, AUDIT: T.INGEST_AUDIT}
+WRITE_THREADS = 2  # Parquet encoding releases the GIL: two writers on the 2-core target
+
+
+def write_partitions(store: Any, writes: list[tuple[Any, dt.date, pa.Table]]) -> None:
+    """Write ``(table, day, data)`` partitions, a few at a time (each write is atomic and to
+    its own file, so the order does not matter); the first failure is raised."""
+    if len(writes) < 2:
+        for name, day, data in writes:
+            store.write(name, data, day)
+        return
+    with ThreadPoolExecutor(WRITE_THREADS) as pool:
+        for future in [pool.submit(store.write, name, data, day) for name, day, data in writes]:
+            future.result()
+
+
+class ReadMemo:
+    """A store whose reads of the same partitions (and columns) are read once: a body's check
+    reads what its core stage read, not the files again. Everything else is the store's."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self._reads: dict[tuple, pa.Table] = {}
+
+    def read(self, name: Any, days: Any = None, columns: list[str] | None = None) -> pa.Table:
+        key = (
+            getattr(name, "name", name),
+            None if days is None else tuple(sorted(set(days))),
+            None if columns is None else tuple(columns),
+        )
+        if key not in self._reads:
+            self._reads[key] = self._store.read(name, days, columns=columns)
+        return self._reads[key]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def concat(table: Any, parts: list[pa.Table]) -> pa.Table:
+    """The partitions as one table in the registry schema (what a read of them gives)."""
+    schema = table.schema
+    parts = [p.select(schema.names).cast(schema) for p in parts] if schema is not None else parts
+    if not parts:
+        return schema.empty_table() if schema is not None else pa.table({})
+    return pa.concat_tables(parts)
 
 
 def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
@@ -128,7 +176,7 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         name="ingest",
     )
     @per_partition(
-        {RAW: T.RAW_MESSAGES, QUARANTINE: T.QUARANTINE, AUDIT: T.INGEST_AUDIT},
+        TABLES,
         PER_DAY,
         owners=ingest_owners,
     )
@@ -159,16 +207,18 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         per_day = split_ingest(result, days)
         if cfg.root_dir is not None:  # one owner of many: only days with records are theirs
             per_day = _owned_days(store, per_day)
-        for i, (day, tables) in enumerate(per_day.items(), 1):
-            store.write(T.RAW_MESSAGES, tables.messages, day)
-            store.write(T.QUARANTINE, tables.quarantine, day)
-            store.write(T.INGEST_AUDIT, tables.audit, day)
-            if i % 25 == 0:
-                context.log.info(f"ingest: wrote {i}/{len(per_day)} partitions")
-        # Checks read back what was written: they verify the storage, not our memory.
-        messages = store.read(T.RAW_MESSAGES, days)
-        quarantine = store.read(T.QUARANTINE, days)
-        audit = store.read(T.INGEST_AUDIT, days)
+        # Checks and per-partition figures run on the tables as written (the writes are
+        # atomic and cast to the registry schema first): no read of 300 files back.
+        written = {
+            name: {day: getattr(tables, attr) for day, tables in per_day.items()}
+            for name, attr in ((RAW, "messages"), (QUARANTINE, "quarantine"), (AUDIT, "audit"))
+        }
+        write_partitions(
+            store, [(TABLES[k], d, t) for k, p in written.items() for d, t in p.items()]
+        )
+        messages, quarantine, audit = (
+            concat(TABLES[k], list(written[k].values())) for k in (RAW, QUARANTINE, AUDIT)
+        )
         reasons = Counter(quarantine.column("reason").to_pylist())
         context.log.info(
             f"ingest: {len(days)} partitions, {messages.num_rows} messages, "
@@ -200,6 +250,7 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
                 "partitions": len(days),
                 "conversations": pc.count_distinct(messages.column("conversation_id")).as_py(),
                 "path": table_path(store, T.RAW_MESSAGES),
+                WRITTEN: Written(written[RAW]),
             },
         )
         yield dg.MaterializeResult(
@@ -208,6 +259,7 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
                 "rows": quarantine.num_rows,
                 "by_reason": dg.MetadataValue.json(dict(sorted(reasons.items()))),
                 "path": table_path(store, T.QUARANTINE),
+                WRITTEN: Written(written[QUARANTINE]),
             },
         )
         yield dg.MaterializeResult(
@@ -216,6 +268,7 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
                 "records_read": int(pc.sum(audit.column("records_read")).as_py() or 0),
                 "ingested": messages.num_rows,
                 "quarantined": quarantine.num_rows,
+                WRITTEN: Written(written[AUDIT]),
             },
         )
         yield from checks

@@ -13,6 +13,8 @@ from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.core.sessions.stage import build_sessions
 from memory_pipeline.defs.helpers import (
+    WRITTEN,
+    Written,
     asset_info,
     asset_key,
     check_result,
@@ -21,7 +23,7 @@ from memory_pipeline.defs.helpers import (
     table_asset,
     table_path,
 )
-from memory_pipeline.defs.ingest import RAW
+from memory_pipeline.defs.ingest import RAW, ReadMemo, concat, write_partitions
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.resources import PipelineResource
 
@@ -78,11 +80,12 @@ def build_sessions_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDe
     def sessions(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
         days = keys_to_dates(context.partition_keys)
-        per_day = build_sessions(store, days, cfg.session_gap_minutes)
-        for day, table in per_day.items():
-            store.write(T.SESSIONS, table, day)
-        written = store.read(T.SESSIONS, days)
-        window = store.read(T.RAW_MESSAGES, [days[0] - DAY, *days, days[-1] + DAY])
+        reads = ReadMemo(store)  # the check's window is the one build_sessions read
+        per_day = build_sessions(reads, days, cfg.session_gap_minutes)
+        write_partitions(store, [(T.SESSIONS, day, table) for day, table in per_day.items()])
+        # checked as written (atomic writes of these very tables), not read back
+        written = concat(T.SESSIONS, list(per_day.values()))
+        window = reads.read(T.RAW_MESSAGES, [days[0] - DAY, *days, days[-1] + DAY])
         crossing = (
             pc.sum(
                 pc.not_equal(written.column("local_date"), written.column("end_local_date"))
@@ -96,6 +99,7 @@ def build_sessions_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDe
                 "crossing_midnight": crossing,
                 "gap_minutes": cfg.session_gap_minutes,
                 "path": table_path(store, T.SESSIONS),
+                WRITTEN: Written(per_day),
             },
             check_results=[
                 check_result(

@@ -30,12 +30,13 @@ retention, a removed forget entry, another salt) cannot give the records back an
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
 import sys
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields
 from pathlib import Path
 
@@ -47,13 +48,15 @@ from memory_pipeline.core.common import records as R
 from memory_pipeline.core.common.forget_list import ForgetList, forgotten_row
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
 from memory_pipeline.core.ingest import normalize
-from memory_pipeline.core.ingest.sources import READERS, SourceSpec, read_source
+from memory_pipeline.core.ingest.sources import READERS, TABLE_READERS, SourceSpec, read_source
+from memory_pipeline.core.ingest.sources.base import CANDIDATES, SourceTables
 
 __all__ = [
     "CACHE_DIR",
     "FORMAT",
     "cache_root",
     "cached_records",
+    "cached_tables",
     "entry_key",
     "scrub",
     "source_fingerprint",
@@ -61,6 +64,8 @@ __all__ = [
 
 CACHE_DIR = "ingest"
 FORMAT = 1
+# the entry's meta says which reader filled it (the columnar one, or the row reader)
+META_COLUMNAR = "columnar"
 KIND_MESSAGE, KIND_QUARANTINE, KIND_FORGOTTEN, KIND_EXPIRED = "m", "q", "f", "e"
 _META = b"memory_pipeline.file_cache"
 _CHUNK = 1 << 20
@@ -427,6 +432,50 @@ def _read_filter(dates: frozenset[dt.date] | None, start: dt.date) -> pc.Express
     return expr
 
 
+def _lookup(
+    spec: SourceSpec,
+    wanted: frozenset[dt.date] | None,
+    cache_dir: Path,
+    start: dt.date,
+    forget: ForgetList | None,
+    retain_from: dt.date | None,
+    stats: dict | None,
+) -> tuple[str, Path, pa.Table | None, dict | None]:
+    """(key, entry path, the entry's rows for ``wanted`` or None on a miss, its meta).
+
+    An entry that is behind the forget list / cutoff is scrubbed in place first."""
+    key = entry_key(spec)
+    path = _source_dir(cache_dir, spec) / f"{key}.parquet"
+    meta = _meta(path) if path.is_file() else None
+    table = None
+    if meta is not None and _usable(meta, forget, retain_from):
+        try:
+            if _behind(meta, forget, retain_from):
+                cutoff = _later(retain_from, meta)
+                table = _rescrub(pq.read_table(path), forget, cutoff)
+                meta = {**_entry_meta(key, table, forget, cutoff), **_reader_meta(meta)}
+                _write(path, table, meta)
+            table = pq.read_table(path, filters=_read_filter(wanted, start))
+        except (OSError, pa.ArrowException):
+            table = None
+    if stats is not None:
+        hit = "hits" if table is not None else "misses"
+        stats[hit] = stats.get(hit, 0) + 1
+    return key, path, table, meta
+
+
+def _reader_meta(meta: dict | None) -> dict:
+    return {META_COLUMNAR: bool(meta.get(META_COLUMNAR))} if meta else {}
+
+
+def _store(path: Path, key: str, table: pa.Table, meta: dict) -> None:
+    """Write a fresh entry and delete the older versions of this source's entry."""
+    _write(path, table, meta)
+    for old in path.parent.glob("*.parquet"):  # an older version of this source's files
+        if old != path:
+            old.unlink(missing_ok=True)
+
+
 def cached_records(
     spec: SourceSpec,
     dates: Iterable[dt.date] | None,
@@ -450,30 +499,108 @@ def cached_records(
     if spec.kind not in READERS or not spec.path.exists():
         yield from read_source(spec, wanted)  # raises the reader's own error
         return
-    key = entry_key(spec)
-    folder = _source_dir(cache_dir, spec)
-    path = folder / f"{key}.parquet"
-    meta = _meta(path) if path.is_file() else None
-    table = None
     start = start_date if retain_from is None else max(start_date, retain_from)
-    if meta is not None and _usable(meta, forget, retain_from):
-        try:
-            if _behind(meta, forget, retain_from):
-                cutoff = _later(retain_from, meta)
-                table = _rescrub(pq.read_table(path), forget, cutoff)
-                _write(path, table, _entry_meta(key, table, forget, cutoff))
-            table = pq.read_table(path, filters=_read_filter(wanted, start))
-        except (OSError, pa.ArrowException):
-            table = None
-    if stats is not None:
-        stats["hits" if table is not None else "misses"] = (
-            stats.get("hits" if table is not None else "misses", 0) + 1
-        )
+    key, path, table, _ = _lookup(spec, wanted, cache_dir, start, forget, retain_from, stats)
     if table is None:
         table = _to_table(enumerate(read_source(spec, None)), forget, retain_from)
-        _write(path, table, _entry_meta(key, table, forget, retain_from))
-        for old in folder.glob("*.parquet"):  # an older version of this source's files
-            if old != path:
-                old.unlink(missing_ok=True)
+        meta = _entry_meta(key, table, forget, retain_from)
+        _store(path, key, table, {**meta, META_COLUMNAR: False})
     table = _wanted(table, wanted, start).sort_by("seq")
     yield from _records(table, start)
+
+
+def cached_tables(
+    spec: SourceSpec,
+    dates: Iterable[dt.date] | None,
+    *,
+    cache_dir: Path,
+    start_date: dt.date,
+    forget: ForgetList | None = None,
+    retain_from: dt.date | None = None,
+    stats: dict | None = None,
+    writes: list[Callable[[], None]] | None = None,
+) -> SourceTables:
+    """:func:`cached_records` in columns, for the columnar ingest (``ingest_tables``).
+
+    Why: the record cache made a cold full build parse with the row reader (one object per
+    utterance, then back to columns: most of a cold Dagster ingest). Here a miss fills the
+    entry from the source's columnar reader when it has one and the file is clean (else the
+    row reader), and a hit is served as Arrow columns: no ``Message`` object either way, only
+    the few quarantine rows become records. The entry format is the record cache's (one
+    file per source, scrubbed the same way), so either path can serve what the other wrote:
+    a columnar-filled entry numbers the messages first and the reader's quarantine records
+    after them, an order ingest does not depend on (quarantine is sorted, read counts are
+    counted, duplicates are decided among messages only).
+
+    ``writes`` (optional): a miss appends the entry's write to it instead of writing, so
+    the caller can write while it ingests (read_all_tables does, on a thread); the entry
+    must then be written before anything else reads this cache."""
+    wanted = None if dates is None else frozenset(dates)
+    if _COLUMNS is None or spec.kind not in READERS or not spec.path.exists():
+        return _uncached_tables(spec, wanted)  # raises the reader's own error, if any
+    start = start_date if retain_from is None else max(start_date, retain_from)
+    key, path, table, meta = _lookup(spec, wanted, cache_dir, start, forget, retain_from, stats)
+    columnar = bool(meta and meta.get(META_COLUMNAR))
+    if table is None:
+        reader = TABLE_READERS.get(spec.kind)
+        source = reader(spec) if reader is not None else None
+        columnar = source is not None
+        if source is not None:
+            table = _from_tables(source)
+            if forget or retain_from is not None:
+                table = _rescrub(table, forget, retain_from)
+        else:
+            table = _to_table(enumerate(read_source(spec, None)), forget, retain_from)
+        meta = {**_entry_meta(key, table, forget, retain_from), META_COLUMNAR: columnar}
+        fill = functools.partial(_store, path, key, table, meta)
+        if writes is None:
+            fill()
+        else:
+            writes.append(fill)
+    table = _wanted(table, wanted, start).sort_by("seq")
+    return _tables(table, start, columnar)
+
+
+def _uncached_tables(spec: SourceSpec, wanted: frozenset[dt.date] | None) -> SourceTables:
+    """What stage.read_source_tables gives (kept here: stage imports this module)."""
+    reader = TABLE_READERS.get(spec.kind)
+    if reader is not None and spec.path.exists():
+        tables = reader(spec)
+        if tables is not None:
+            return tables
+    from memory_pipeline.core.ingest.columnar import records_to_tables
+
+    return records_to_tables(read_source(spec, wanted))
+
+
+def _from_tables(source: SourceTables) -> pa.Table:
+    """A columnar reader's output as entry rows: its messages (seq in table order), then its
+    quarantine records; nothing scrubbed yet (:func:`_rescrub` does that)."""
+    assert _COLUMNS is not None
+    schema = pa.schema(list(_COLUMNS.items()))
+    msgs = source.messages
+    n = msgs.num_rows
+    cols: dict[str, pa.Array | pa.ChunkedArray] = {
+        "seq": pa.array(range(n), pa.int64()),
+        "kind": pa.array([KIND_MESSAGE] * n, pa.string()),
+        "day": pc.cast(msgs.column("local_ts"), pa.date32()),
+    }
+    for name, typ in _COLUMNS.items():
+        if name not in cols:
+            cols[name] = (
+                msgs.column(name).cast(typ) if name in msgs.schema.names else pa.nulls(n, typ)
+            )
+    table = pa.table({name: cols[name] for name in schema.names}, schema=schema)
+    if not source.quarantine:
+        return table
+    quarantine = _to_table(enumerate(source.quarantine, n), None, None)
+    return pa.concat_tables([table, quarantine])
+
+
+def _tables(table: pa.Table, start: dt.date, columnar: bool) -> SourceTables:
+    """Entry rows (in seq order) as ``SourceTables``: messages stay columns."""
+    is_msg = pc.equal(table["kind"], KIND_MESSAGE)
+    messages = table.filter(is_msg).select(CANDIDATES.names).cast(CANDIDATES)
+    rest = table.filter(pc.invert(is_msg))
+    quarantine = list(_records(rest, start)) if rest.num_rows else []
+    return SourceTables(messages, quarantine, columnar=columnar)

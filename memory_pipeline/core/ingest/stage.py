@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import gc
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from memory_pipeline.core.ingest.columnar import (
     ingest_tables,
     records_to_tables,
 )
-from memory_pipeline.core.ingest.file_cache import cached_records
+from memory_pipeline.core.ingest.file_cache import cached_records, cached_tables
 from memory_pipeline.core.ingest.normalize import (
     IngestResult,
     audit_table,
@@ -99,32 +100,40 @@ def read_all_tables(
     """:func:`read_all` in columns (core/ingest/columnar.py): the same tables, and what the
     ingest asset runs. ``split_ingest`` takes its result like read_all's.
 
-    With ``cache_dir`` (the pipeline's local cache folder), each source's records come from
-    the parsed-record cache (core/ingest/file_cache.py) as :func:`read_all` takes them, then
-    go into columns: a nightly run of a few days reads only those days' cached rows instead
-    of re-parsing whole exports. The cache stores the row reader's records, so this path
-    skips a source's columnar reader (same content either way, tested)."""
+    With ``cache_dir`` (the pipeline's local cache folder), each source comes from the
+    parsed-record cache (core/ingest/file_cache.py) as columns (``cached_tables``): a nightly
+    run of a few days reads only those days' cached rows instead of re-parsing whole exports,
+    and a cold build fills the cache from the source's columnar reader (same content as the
+    row reader, tested), so neither builds one object per message."""
     wanted = sorted(set(dates))
+    fills: list = []  # cache entries to write: on a thread, while the ingest runs
     if cache_dir is None:
         tables = [read_source_tables(spec, wanted) for spec in sources]
     else:
-        with gc_paused():
-            tables = [
-                records_to_tables(
-                    cached_records(
-                        spec,
-                        wanted,
-                        cache_dir=cache_dir,
-                        start_date=start_date,
-                        forget=forget,
-                        retain_from=retain_from,
-                    )
-                )
-                for spec in sources
-            ]
-    return ingest_tables(
-        tables, start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
-    )
+        tables = [
+            cached_tables(
+                spec,
+                wanted,
+                cache_dir=cache_dir,
+                start_date=start_date,
+                forget=forget,
+                retain_from=retain_from,
+                writes=fills,
+            )
+            for spec in sources
+        ]
+    if not fills:
+        return ingest_tables(
+            tables, start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
+        )
+    # Parquet encoding releases the GIL: a cold build writes its cache entry while it ingests
+    with ThreadPoolExecutor(1) as pool:
+        written = pool.submit(lambda: [fill() for fill in fills])
+        result = ingest_tables(
+            tables, start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
+        )
+        written.result()  # a failed cache write fails the read, as when written in line
+    return result
 
 
 @contextmanager
