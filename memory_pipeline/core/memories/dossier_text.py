@@ -348,6 +348,16 @@ _I_DID = re.compile(
     re.I,
 )
 _PLAN_EN = re.compile(r"\b(?:I'll|I’ll|I'm going to|I’m going to|planning|plan to|will)\b", re.I)
+# A life change a statement names (what a person lists when asked what happened to them).
+LIFE_EVENT = re.compile(
+    r"\b(?:passed away|died|born|married|engaged|divorc\w*|adopt\w*|moved|started|opened|"
+    r"launched|joined|bought|lost|quit|graduat\w*|won|finished|signed|promoted|accepted|"
+    r"got (?:married|engaged|hired|promoted|accepted|into)|got (?:a |the |my )?(?:new |first )?"
+    r"(?:job|promotion|degree|licen[cs]e|place|house|apartment|car|dog|puppy|cat)|"
+    r"hired|injur\w*|broke)\b"
+    r"|始め|決まっ|結婚|婚約|引っ越|転職|入社|退職|卒業|入学|生まれ|亡くな|合格|買っ|付き合",
+    re.I,
+)
 _EVENT_JA = re.compile(
     r"(?:した|しました|始めた|始めました|行った|行きました|買った|決まった|予定|つもり|です|ている|てます)"
 )
