@@ -24,6 +24,7 @@ from memory_pipeline.core.common.timelex import (
     WEEKDAY_ABBREVIATIONS,
     WEEKDAY_PATTERN,
 )
+from memory_pipeline.core.memories.rewrite import LY_ADVERB
 
 __all__ = [
     "booked_items",
@@ -84,7 +85,8 @@ _EN_SWAPS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\b[Yy]ou\b", "{L}"),
     )
 )
-_I_VERB = re.compile(r"\bI\s+(?P<verb>[a-z]+)\b")
+# "I generally play": the -ly adverb stays and the verb after it agrees; "I didn't" is whole.
+_I_VERB = re.compile(rf"\bI(?P<adv>\s+{LY_ADVERB})?\s+(?P<verb>[a-z]+)\b(?!['’])")
 _I_ALONE = re.compile(r"\bI\b")
 # After a name, these stay as they are ("Maria can", "Maria got"); others take -s.
 _NO_S = frozenset(
@@ -116,7 +118,9 @@ def _third_person_verb(verb: str) -> str:
 
 
 def _english(text: str, speaker: str, listener: str) -> str:
-    text = _I_VERB.sub(lambda m: f"{{S}} {_third_person_verb(m['verb'])}", text)
+    text = _I_VERB.sub(
+        lambda m: f"{{S}}{m['adv'] or ''} {_third_person_verb(m['verb'])}", text
+    )
     for pattern, repl in _EN_SWAPS:
         text = pattern.sub(repl, text)
     text = _I_ALONE.sub("{S}", text)
