@@ -467,6 +467,7 @@ def _fold(
             seen: set[str] = set()
             points = []
             for p in [*stated.get(r["session_id"], []), *session_points[r["session_id"]]]:
+                p = _ja_point(st, p)
                 p = cut_words(p, MAX_POINT_CHARS)
                 n = _norm(p)
                 if (
@@ -494,6 +495,35 @@ def _fold(
     )
     st.last_updated = iso
     return st
+
+
+_JA_FILLER_SENTENCE = re.compile(
+    r"^(?:じゃあ|では|うん|おけ|了解|助かる|ありがとう)[^。！!]{0,6}[。！!]\s*"
+)
+_JA_OPEN_QUESTION = re.compile(r"(?:何|どう|いつ|どこ|誰|どれ)[^。！!]*(?:思う|かな|の)$")
+_JA_NO_PREDICATE = re.compile(r"[\d時分〜~ー]$")
+
+
+def _ja_point(st: DossierState, text: str) -> str:
+    """A Japanese point as a statement: a filler sentence after the name is dropped
+    (健太は、じゃあそれで。13日に… -> 健太は13日に…); a question without its mark (何がいいと
+    思う) or a line with no predicate (健太は10時〜17時) is no statement ("" = not shown)."""
+    if not _JA_RUN.search(text):
+        return text
+    names = sorted((n for n in (*st.speakers, st.contact_id) if n), key=len, reverse=True)
+    name = next((n for n in names if text.startswith(n)), "")
+    head = ""
+    body = text
+    if name:
+        found = re.match(rf"{re.escape(name)}(?:は|が|も)?[、,]?", text)
+        head, body = text[: found.end()], text[found.end() :]
+    rest = _JA_FILLER_SENTENCE.sub("", body)
+    if not rest.strip() or _JA_OPEN_QUESTION.search(rest) or _JA_NO_PREDICATE.search(rest):
+        return ""
+    if rest == body:
+        return text
+    head = head.rstrip("、,")
+    return (head if head.endswith(("は", "が", "も")) or not head else head + "は") + rest
 
 
 def _timeline_rank(m: dict) -> tuple[bool, int]:
@@ -774,7 +804,7 @@ def _entry_sessions(entry: dict) -> list[str]:
 def _profile_bullets(state: DossierState, owner_label: str) -> list[str]:
     """Single-valued attributes first (the key context), then the rest, most recent first."""
     ranked = sorted(
-        state.profile,
+        (e for e in state.profile if _profile_line_ok(state, e["text"])),
         key=lambda e: (not e["attribute"], -e["valid_from_us"], e["key"]),
     )[:MAX_PROFILE_BULLETS]
     out: list[str] = []
@@ -793,6 +823,19 @@ def _profile_bullets(state: DossierState, owner_label: str) -> list[str]:
         who = _who(e, state, owner_label)
         out.append(f"- {who}{e['text']}{note} {_cite(_entry_sessions(e))}")
     return out
+
+
+# Logistics, not who someone is: a clock time or a price ("From 15:00", "18,500 yen", "19時").
+_LOGISTICS = re.compile(r"\b\d{1,2}:\d{2}\b|\d{1,2}時|\d[\d,]*\s*(?:yen\b|円)|[$¥€£]\s?\d", re.I)
+
+
+def _profile_line_ok(state: DossierState, text: str) -> bool:
+    """A profile line states who the person is: it opens with them (their name, as subject
+    or possessor) and carries no logistics. Shown only (the state keeps every entry), so
+    the fold is unchanged; trip times and prices stay under Ongoing and the Timeline."""
+    if _LOGISTICS.search(text):
+        return False
+    return any(n and text.startswith(n) for n in (*state.speakers, state.contact_id))
 
 
 def _plan_bullets(state: DossierState, day: dt.date, owner_label: str) -> list[str]:
@@ -940,7 +983,7 @@ def _add_timeline(st: DossierState, session: dict, statements: list[str], iso: s
     join the Timeline of its month (events first, as ranked by the caller)."""
     kept: list[str] = []
     for text in statements:
-        text = cut_words(_lead(text), MAX_POINT_CHARS)
+        text = cut_words(_lead(_ja_point(st, text)), MAX_POINT_CHARS)
         if len(kept) == TIMELINE_PER_SESSION:
             break
         if not text or _near_duplicate(st, text, kept):

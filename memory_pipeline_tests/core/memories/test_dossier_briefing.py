@@ -53,6 +53,11 @@ def sample():
     return states, pages, sessions
 
 
+def md_count(md: str, text: str) -> int:
+    """How many bullets of a page hold ``text``."""
+    return sum(1 for ln in md.splitlines() if ln.lstrip().startswith("- ") and text in ln)
+
+
 def section(md: str, name: str) -> list[str]:
     lines = md.splitlines()
     out = []
@@ -217,7 +222,9 @@ def test_profile_and_topics_hold_no_near_duplicates(sample):
                 w = _words(ln)
                 assert w and not any(w <= s or s <= w for s in seen), (contact, ln)
                 seen.append(w)
-    assert "\n".join(section(pages["Maria"], SECTIONS[0])).count("Nishiki market for lunch") == 1
+    # the Nishiki lunch is trip logistics, no longer a profile line (see the logistics test);
+    # where a page states a line, it states it once
+    assert md_count(pages["Maria"], "Nishiki market for lunch") <= 1
     topics = "\n".join(section(pages["Maria"], SECTIONS[3]))
     assert topics.count("first wireframes for Komugi Bakery") == 1, topics
 
@@ -300,3 +307,27 @@ def test_key_events_come_first_in_a_sessions_timeline():
     ja = mem("fact", "健太は4月から大阪に転勤が決まった。")
     ranked = sorted([idea, loss, dated, ja], key=_timeline_rank)
     assert ranked[-1] is idea
+
+
+def test_the_profile_says_who_the_person_is_not_trip_logistics(sample):
+    """Profile lines are statements with the person as subject, without clock times or
+    prices: the Kyoto check-in time, the ryokan's price and the shelter's start time are
+    logistics (Ongoing / Timeline keep them), in both languages."""
+    _, pages, _ = sample
+    maria = "\n".join(section(pages["Maria"], SECTIONS[0]))
+    for logistics in ("From 15:00", "Happy Tails", "18,500 yen", "Nishiki market for lunch"):
+        assert logistics not in maria, maria
+    assert "Hikari Design" in maria and "Ms. Tanaka" in maria
+    kenta = "\n".join(section(pages["健太"], SECTIONS[0]))
+    assert "42,000円" not in kenta and "武蔵小杉" in kenta, kenta
+
+
+def test_japanese_topic_points_are_statements_not_fragments(sample):
+    """A Recent Topics point is a statement: not a bare time range (健太は10時〜17時), not a
+    question without its mark (何がいいと思う), not opened by a filler (じゃあそれで。)."""
+    _, pages, _ = sample
+    topics = "\n".join(section(pages["健太"], SECTIONS[3]))
+    assert "健太は10時〜17時 [" not in topics, topics
+    assert "何がいいと思う" not in topics, topics
+    assert "じゃあそれで" not in topics, topics
+    assert "送別会は渋谷" in topics, topics  # a statement with its time stays
