@@ -35,10 +35,11 @@ Policies (documented here because the page is their only trace):
   time is the gap from the last message of one side to the next message of the other side in
   the same session, kept in fixed buckets so a median needs no samples.
 - Timeline = each session's first ``TIMELINE_PER_SESSION`` distinct statements about the
-  contact side (its memories, events first, then what the contact told), at most
-  ``TIMELINE_PER_PERIOD`` a month (every session's first before any second) over the last
-  ``TIMELINE_PERIODS`` months: what happened stays on the page after Recent Topics moves on,
-  and the page stops growing.
+  contact side (its memories, key events first: a named life change or a resolved date, then
+  by kind; then what the contact told), each as its lead sentence, at most
+  ``TIMELINE_CHARS_PER_PERIOD`` characters a month (every session's first before any second)
+  over the last ``TIMELINE_PERIODS`` months: what happened stays on the page after Recent
+  Topics moves on, and the page stops growing.
 - The owner's own statements stay off a contact's page: the owner's memories and summary
   quotes are not profile, topic points or Timeline entries, and their undated plans are not
   Ongoing; a dated plan of the owner's (a commitment to the contact) stays under Ongoing.
@@ -69,6 +70,7 @@ import pyarrow.compute as pc
 from memory_pipeline.core.common.schema import DOSSIERS
 from memory_pipeline.core.common.timelex import MONTH_NAME_PATTERN
 from memory_pipeline.core.memories.dossier_text import (
+    LIFE_EVENT,
     MIN_DISCLOSURE,
     booked_items,
     cut_words,
@@ -102,8 +104,11 @@ DISCLOSURES_PER_SIDE = 2  # what each side said about themselves, per session
 MAX_AGENDA_STATE = 100
 BOOKED_WINDOW = 3  # a booking counts for a day mentioned within this many messages of it
 MAX_PATTERN_CITES = 40  # pattern bullets cite at most the latest this many counted sessions
-TIMELINE_PER_SESSION = 3  # what a session adds to the Timeline: its first statements ...
-TIMELINE_PER_PERIOD = 12  # ... at most this many a month (each session's first ones first)
+TIMELINE_PER_SESSION = 5  # what a session adds to the Timeline: its key statements ...
+# ... at most this many characters a month (each session's first ones first): the bound the
+# page had as 12 lines of up to MAX_POINT_CHARS, kept as characters
+TIMELINE_CHARS_PER_PERIOD = 12 * MAX_POINT_CHARS
+TIMELINE_LEAD_WORDS = 6  # a Timeline line is a statement's lead sentence(s) of this many words
 TIMELINE_PERIODS = 24  # months kept: the page covers two years and stops growing
 _KIND_RANK = {"event": 0, "plan": 1, "fact": 2, "relationship": 3, "possession": 4, "preference": 5}
 NEAR_DUPLICATE = 0.8  # word-set overlap (Jaccard) at which two statements say the same
@@ -364,6 +369,7 @@ def _memories(memories: pa.Table, sessions: dict[str, dict]) -> list[dict]:
         "text",
         "valid_from",
         "event_date",
+        *(["confidence"] if "confidence" in memories.column_names else []),
     ]
     unique: dict[str, dict] = {}
     for r in memories.select(cols).to_pylist():
@@ -445,7 +451,7 @@ def _fold(
         m = {**m, "text": text}
         if not m["subject_is_owner"]:  # the owner's own statements stay off the contact's page
             stated.setdefault(m["session_id"], []).append(text)
-            heard.setdefault(m["session_id"], []).append((_KIND_RANK.get(m["kind"], 9), text))
+            heard.setdefault(m["session_id"], []).append((_timeline_rank(m), text))
         # a dated or undated plan/event is ongoing; one that sets a single-valued attribute
         # (got a job -> employer, moving -> residence) is also who the person now is
         settled = m["attribute"] and m["event_date"] is None  # "got the job": done, not pending
@@ -461,6 +467,7 @@ def _fold(
             seen: set[str] = set()
             points = []
             for p in [*stated.get(r["session_id"], []), *session_points[r["session_id"]]]:
+                p = _ja_point(st, p)
                 p = cut_words(p, MAX_POINT_CHARS)
                 n = _norm(p)
                 if (
@@ -488,6 +495,43 @@ def _fold(
     )
     st.last_updated = iso
     return st
+
+
+_JA_FILLER_SENTENCE = re.compile(
+    r"^(?:じゃあ|では|うん|おけ|了解|助かる|ありがとう)[^。！!]{0,6}[。！!]\s*"
+)
+_JA_OPEN_QUESTION = re.compile(r"(?:何|どう|いつ|どこ|誰|どれ)[^。！!]*(?:思う|かな|の)$")
+_JA_NO_PREDICATE = re.compile(r"[\d時分〜~ー]$")
+
+
+def _ja_point(st: DossierState, text: str) -> str:
+    """A Japanese point as a statement: a filler sentence after the name is dropped
+    (健太は、じゃあそれで。13日に… -> 健太は13日に…); a question without its mark (何がいいと
+    思う) or a line with no predicate (健太は10時〜17時) is no statement ("" = not shown)."""
+    if not _JA_RUN.search(text):
+        return text
+    names = sorted((n for n in (*st.speakers, st.contact_id) if n), key=len, reverse=True)
+    name = next((n for n in names if text.startswith(n)), "")
+    head = ""
+    body = text
+    if name:
+        found = re.match(rf"{re.escape(name)}(?:は|が|も)?[、,]?", text)
+        head, body = text[: found.end()], text[found.end() :]
+    rest = _JA_FILLER_SENTENCE.sub("", body)
+    if not rest.strip() or _JA_OPEN_QUESTION.search(rest) or _JA_NO_PREDICATE.search(rest):
+        return ""
+    if rest == body:
+        return text
+    head = head.rstrip("、,")
+    return (head if head.endswith(("は", "が", "も")) or not head else head + "は") + rest
+
+
+def _timeline_rank(m: dict) -> tuple[bool, int]:
+    """Timeline order inside a session: key events first (a life change the statement names,
+    or a resolved date), then by kind (events, plans, facts, ...). Why: a session says many
+    things; the Timeline keeps the few a person would list when asked what happened."""
+    key = bool(LIFE_EVENT.search(m["text"] or "")) or m["event_date"] is not None
+    return (not key, _KIND_RANK.get(m["kind"], 9))
 
 
 def _disclosures(st: DossierState, messages: list[_Msg]) -> list[tuple[str, int, str, bool]]:
@@ -760,7 +804,7 @@ def _entry_sessions(entry: dict) -> list[str]:
 def _profile_bullets(state: DossierState, owner_label: str) -> list[str]:
     """Single-valued attributes first (the key context), then the rest, most recent first."""
     ranked = sorted(
-        state.profile,
+        (e for e in state.profile if _profile_line_ok(state, e["text"])),
         key=lambda e: (not e["attribute"], -e["valid_from_us"], e["key"]),
     )[:MAX_PROFILE_BULLETS]
     out: list[str] = []
@@ -779,6 +823,19 @@ def _profile_bullets(state: DossierState, owner_label: str) -> list[str]:
         who = _who(e, state, owner_label)
         out.append(f"- {who}{e['text']}{note} {_cite(_entry_sessions(e))}")
     return out
+
+
+# Logistics, not who someone is: a clock time or a price ("From 15:00", "18,500 yen", "19時").
+_LOGISTICS = re.compile(r"\b\d{1,2}:\d{2}\b|\d{1,2}時|\d[\d,]*\s*(?:yen\b|円)|[$¥€£]\s?\d", re.I)
+
+
+def _profile_line_ok(state: DossierState, text: str) -> bool:
+    """A profile line states who the person is: it opens with them (their name, as subject
+    or possessor) and carries no logistics. Shown only (the state keeps every entry), so
+    the fold is unchanged; trip times and prices stay under Ongoing and the Timeline."""
+    if _LOGISTICS.search(text):
+        return False
+    return any(n and text.startswith(n) for n in (*state.speakers, state.contact_id))
 
 
 def _plan_bullets(state: DossierState, day: dt.date, owner_label: str) -> list[str]:
@@ -926,7 +983,7 @@ def _add_timeline(st: DossierState, session: dict, statements: list[str], iso: s
     join the Timeline of its month (events first, as ranked by the caller)."""
     kept: list[str] = []
     for text in statements:
-        text = cut_words(text, MAX_POINT_CHARS)
+        text = cut_words(_lead(_ja_point(st, text)), MAX_POINT_CHARS)
         if len(kept) == TIMELINE_PER_SESSION:
             break
         if not text or _near_duplicate(st, text, kept):
@@ -944,10 +1001,27 @@ def _add_timeline(st: DossierState, session: dict, statements: list[str], iso: s
         kept.append(text)
 
 
+def _lead(text: str) -> str:
+    """The sentence of a statement that states its event, so a Timeline line is one compact
+    sentence: the first sentence naming a life change, else the first sentences up to
+    ``TIMELINE_LEAD_WORDS`` words (a Japanese statement: its first sentence)."""
+    parts = sentences_of(text)
+    for part in parts:
+        if LIFE_EVENT.search(part) and len(part.split()) >= TIMELINE_LEAD_WORDS:
+            return part
+    lead = ""
+    for part in parts:
+        lead = f"{lead} {part}".strip()
+        if len(lead.split()) >= TIMELINE_LEAD_WORDS or _JA_RUN.search(lead):
+            break
+    return lead or text
+
+
 def _keep_timeline(entries: list[dict]) -> list[dict]:
-    """The last ``TIMELINE_PERIODS`` months, each holding its ``TIMELINE_PER_PERIOD`` best
-    entries: every session's first statement before any session's second (so each
-    conversation of a busy month is still there), earlier sessions first. The order is a
+    """The last ``TIMELINE_PERIODS`` months, each holding its best entries up to
+    ``TIMELINE_CHARS_PER_PERIOD`` characters: every session's first statement before any
+    session's second (so each conversation of a busy month is still there), earlier sessions
+    first. The order is a
     fixed key of each entry alone, so folding night by night keeps what one run keeps."""
     periods = sorted({e["period"] for e in entries})[-TIMELINE_PERIODS:]
     out: list[dict] = []
@@ -956,7 +1030,12 @@ def _keep_timeline(entries: list[dict]) -> list[dict]:
             (e for e in entries if e["period"] == period),
             key=lambda e: (e["rank"], e["start_us"], e["session_id"]),
         )
-        out += month[:TIMELINE_PER_PERIOD]
+        used = 0
+        for e in month:  # a character budget: compact lines let more of a month's events in
+            if used + len(e["text"]) > TIMELINE_CHARS_PER_PERIOD:
+                break
+            used += len(e["text"])
+            out.append(e)
     return sorted(out, key=lambda e: (e["start_us"], e["session_id"], e["rank"]))
 
 

@@ -24,6 +24,7 @@ from memory_pipeline.core.common.timelex import (
     WEEKDAY_ABBREVIATIONS,
     WEEKDAY_PATTERN,
 )
+from memory_pipeline.core.memories.rewrite import LY_ADVERB
 
 __all__ = [
     "booked_items",
@@ -84,7 +85,8 @@ _EN_SWAPS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\b[Yy]ou\b", "{L}"),
     )
 )
-_I_VERB = re.compile(r"\bI\s+(?P<verb>[a-z]+)\b")
+# "I generally play": the -ly adverb stays and the verb after it agrees; "I didn't" is whole.
+_I_VERB = re.compile(rf"\bI(?P<adv>\s+{LY_ADVERB})?\s+(?P<verb>[a-z]+)\b(?!['’])")
 _I_ALONE = re.compile(r"\bI\b")
 # After a name, these stay as they are ("Maria can", "Maria got"); others take -s.
 _NO_S = frozenset(
@@ -116,7 +118,9 @@ def _third_person_verb(verb: str) -> str:
 
 
 def _english(text: str, speaker: str, listener: str) -> str:
-    text = _I_VERB.sub(lambda m: f"{{S}} {_third_person_verb(m['verb'])}", text)
+    text = _I_VERB.sub(
+        lambda m: f"{{S}}{m['adv'] or ''} {_third_person_verb(m['verb'])}", text
+    )
     for pattern, repl in _EN_SWAPS:
         text = pattern.sub(repl, text)
     text = _I_ALONE.sub("{S}", text)
@@ -348,6 +352,16 @@ _I_DID = re.compile(
     re.I,
 )
 _PLAN_EN = re.compile(r"\b(?:I'll|I’ll|I'm going to|I’m going to|planning|plan to|will)\b", re.I)
+# A life change a statement names (what a person lists when asked what happened to them).
+LIFE_EVENT = re.compile(
+    r"\b(?:passed away|died|born|married|engaged|divorc\w*|adopt\w*|moved|started|opened|"
+    r"launched|joined|bought|lost|quit|graduat\w*|won|finished|signed|promoted|accepted|"
+    r"got (?:married|engaged|hired|promoted|accepted|into)|got (?:a |the |my )?(?:new |first )?"
+    r"(?:job|promotion|degree|licen[cs]e|place|house|apartment|car|dog|puppy|cat)|"
+    r"hired|injur\w*|broke)\b"
+    r"|始め|決まっ|結婚|婚約|引っ越|転職|入社|退職|卒業|入学|生まれ|亡くな|合格|買っ|付き合",
+    re.I,
+)
 _EVENT_JA = re.compile(
     r"(?:した|しました|始めた|始めました|行った|行きました|買った|決まった|予定|つもり|です|ている|てます)"
 )

@@ -45,11 +45,17 @@ _IRREGULAR_PAST = frozenset(
     hid slid struck stuck dug sold hung dealt dreamt learnt burnt spelt sprang sank shrank stank
     began undertook overcame rebuilt""".split()
 )
+# Any other -ly word before the verb is an adverb ("I slowly formed", "I generally don't"),
+# except the verbs that end in -ly.
+LY_ADVERB = (
+    r"(?!(?:apply|reply|rely|supply|comply|imply|multiply|ally|bully|rally|fly)\b)[a-z]{2,}ly"
+)
 _ADVERBS = (
     r"(?:really|just|also|still|always|never|usually|often|sometimes|recently|finally|actually|"
     r"totally|absolutely|definitely|truly|honestly|already|even|especially|mostly|only|now|"
     r"currently|genuinely|personally|seriously|kinda|sorta|constantly|regularly|rarely|"
-    r"literally|all|both|too|officially|eventually|probably|certainly|sort\s+of|kind\s+of)"
+    r"literally|all|both|too|officially|eventually|probably|certainly|sort\s+of|kind\s+of|"
+    rf"{LY_ADVERB})"
 )
 _ES_END = re.compile(r"(?:s|sh|ch|x|z|o)$")
 _IRREG_3RD = {

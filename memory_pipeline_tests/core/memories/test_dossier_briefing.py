@@ -53,6 +53,11 @@ def sample():
     return states, pages, sessions
 
 
+def md_count(md: str, text: str) -> int:
+    """How many bullets of a page hold ``text``."""
+    return sum(1 for ln in md.splitlines() if ln.lstrip().startswith("- ") and text in ln)
+
+
 def section(md: str, name: str) -> list[str]:
     lines = md.splitlines()
     out = []
@@ -217,15 +222,18 @@ def test_profile_and_topics_hold_no_near_duplicates(sample):
                 w = _words(ln)
                 assert w and not any(w <= s or s <= w for s in seen), (contact, ln)
                 seen.append(w)
-    assert "\n".join(section(pages["Maria"], SECTIONS[0])).count("Nishiki market for lunch") == 1
+    # the Nishiki lunch is trip logistics, no longer a profile line (see the logistics test);
+    # where a page states a line, it states it once
+    assert md_count(pages["Maria"], "Nishiki market for lunch") <= 1
     topics = "\n".join(section(pages["Maria"], SECTIONS[3]))
     assert topics.count("first wireframes for Komugi Bakery") == 1, topics
 
 
 def test_the_timeline_keeps_what_happened_after_recent_topics_moved_on(sample):
     """Recent Topics keeps 5 sessions; the Timeline still states (and cites) Maria's news of
-    the first day, once per statement, at most TIMELINE_PER_PERIOD a month."""
-    from memory_pipeline.core.memories.dossier import TIMELINE_PER_PERIOD
+    the first day, once per statement, at most TIMELINE_CHARS_PER_PERIOD characters a
+    month."""
+    from memory_pipeline.core.memories.dossier import TIMELINE_CHARS_PER_PERIOD
 
     states, pages, sessions = sample
     md = pages["Maria"]
@@ -234,14 +242,16 @@ def test_the_timeline_keeps_what_happened_after_recent_topics_moved_on(sample):
     timeline = section(md, SECTIONS[4])
     assert any("Hikari Design" in ln and first in ln for ln in timeline), timeline
     months: dict[str, int] = {}
-    for ln in timeline:
-        months[ln[2:9]] = months.get(ln[2:9], 0) + 1
-    assert months and max(months.values()) <= TIMELINE_PER_PERIOD
+    for ln in timeline:  # "- 2024-03-01 — <text> [sessions: …]"
+        text = ln.split(" — ", 1)[1].rsplit(" [sessions: ", 1)[0]
+        months[ln[2:9]] = months.get(ln[2:9], 0) + len(text)
+    assert months and max(months.values()) <= TIMELINE_CHARS_PER_PERIOD
 
 
 def test_the_timeline_state_is_bounded_and_keeps_each_sessions_first_statement():
     """30 busy months: only the last TIMELINE_PERIODS stay, each with at most
-    TIMELINE_PER_PERIOD entries, every session's first statement before any second one."""
+    TIMELINE_CHARS_PER_PERIOD characters of entries, every session's first statement before
+    any second one."""
     from memory_pipeline.core.memories import dossier as ds
 
     entries = [
@@ -251,7 +261,7 @@ def test_the_timeline_state_is_bounded_and_keeps_each_sessions_first_statement()
             "session_id": f"ses_{m:04d}{k:016d}",
             "start_us": m * 100 + k,
             "rank": r,
-            "text": f"statement {m} {k} {r}",
+            "text": f"statement {m} {k} {r} " + "x" * 140,  # ~155 characters each
         }
         for m in range(30)
         for k in range(8)  # 8 sessions a month ...
@@ -262,6 +272,62 @@ def test_the_timeline_state_is_bounded_and_keeps_each_sessions_first_statement()
     assert len(months) == ds.TIMELINE_PERIODS and months[-1] == "2022-06"
     for m in months:
         month = [e for e in kept if e["period"] == m]
-        assert len(month) == ds.TIMELINE_PER_PERIOD
-        assert sorted(e["rank"] for e in month) == [0] * 8 + [1] * 4  # firsts, then seconds
+        used = sum(len(e["text"]) for e in month)
+        assert used <= ds.TIMELINE_CHARS_PER_PERIOD < used + 160  # full: no other one fits
+        ranks = sorted(e["rank"] for e in month)
+        assert ranks[:8] == [0] * 8 and len(ranks) > 8  # every first, then seconds
     assert ds._keep_timeline(list(reversed(entries))) == kept  # input order never matters
+
+
+def test_a_timeline_line_is_the_sentence_that_states_the_event_in_both_languages():
+    """The Timeline states a statement's life change in one sentence (the yoga, not the busy
+    week before it); without one, the first sentence; Japanese: the first sentence."""
+    from memory_pipeline.core.memories.dossier import _lead
+
+    busy = "Maria has been busy volunteering at the shelter and keeping fit."
+    yoga = "Maria just started doing aerial yoga, it's great."
+    assert _lead(f"{busy} {yoga}") == yoga
+    walk = "Maria walked to the park near the river. It was sunny."
+    assert _lead(walk) == "Maria walked to the park near the river."
+    ja = "健太は来月から大阪に転勤が決まった。ちょっと寂しいけど頑張る。"
+    assert _lead(ja) == "健太は来月から大阪に転勤が決まった。"
+
+
+def test_key_events_come_first_in_a_sessions_timeline():
+    """A named life change (grandma passed away) or a dated statement goes before a plain
+    event of the same session, whatever its kind."""
+    from memory_pipeline.core.memories.dossier import _timeline_rank
+
+    def mem(kind, text, day=None):
+        return {"kind": kind, "text": text, "event_date": day}
+
+    loss = mem("relationship", "Maria's grandma passed away and it's been really hard.")
+    idea = mem("event", "Maria got the idea from that trip to England.")
+    dated = mem("fact", "Maria ran 5 km on 3 May 2023.", dt.date(2023, 5, 3))
+    ja = mem("fact", "健太は4月から大阪に転勤が決まった。")
+    ranked = sorted([idea, loss, dated, ja], key=_timeline_rank)
+    assert ranked[-1] is idea
+
+
+def test_the_profile_says_who_the_person_is_not_trip_logistics(sample):
+    """Profile lines are statements with the person as subject, without clock times or
+    prices: the Kyoto check-in time, the ryokan's price and the shelter's start time are
+    logistics (Ongoing / Timeline keep them), in both languages."""
+    _, pages, _ = sample
+    maria = "\n".join(section(pages["Maria"], SECTIONS[0]))
+    for logistics in ("From 15:00", "Happy Tails", "18,500 yen", "Nishiki market for lunch"):
+        assert logistics not in maria, maria
+    assert "Hikari Design" in maria and "Ms. Tanaka" in maria
+    kenta = "\n".join(section(pages["健太"], SECTIONS[0]))
+    assert "42,000円" not in kenta and "武蔵小杉" in kenta, kenta
+
+
+def test_japanese_topic_points_are_statements_not_fragments(sample):
+    """A Recent Topics point is a statement: not a bare time range (健太は10時〜17時), not a
+    question without its mark (何がいいと思う), not opened by a filler (じゃあそれで。)."""
+    _, pages, _ = sample
+    topics = "\n".join(section(pages["健太"], SECTIONS[3]))
+    assert "健太は10時〜17時 [" not in topics, topics
+    assert "何がいいと思う" not in topics, topics
+    assert "じゃあそれで" not in topics, topics
+    assert "送別会は渋谷" in topics, topics  # a statement with its time stays

@@ -288,3 +288,22 @@ def test_japanese_hometown_activity_likes_hobbies_habits_and_wishes() -> None:
     assert got["EVは、将来、猫を飼ってみたいです。"][0] == "preference"
     assert not any("海に行きたい" in x or "お願い" in x for x in got), got
     assert RuleMemoryExtractor.method == "rules"
+
+
+def test_an_ly_adverb_is_no_verb_in_either_rewriter() -> None:
+    """"I slowly formed", "I generally don't": the adverb stays, the verb agrees ("slowlies"
+    and "generallies" were written); "I didn't" stays whole in the dossier's rewriter too
+    ("didns't"). "I apply" / "I reply" are verbs ending in -ly and still agree."""
+    from memory_pipeline.core.memories.dossier_text import statement
+
+    assert en_third_person("I slowly formed connections", "Maria") == (
+        "Maria slowly formed connections"
+    )
+    assert en_third_person("I generally don't get competitive", "Nate") == (
+        "Nate generally doesn't get competitive"
+    )
+    assert en_third_person("I apply for jobs", "Jo") == "Jo applies for jobs"
+    said = statement("Nate: I didn't do too great, I generally play well", subject="",
+                     owner="Joanna", contact="Nate", speakers=["Nate"])
+    assert "didns" not in said and "generallies" not in said, said
+    assert "Nate generally plays well" in said, said
