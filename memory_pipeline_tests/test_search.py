@@ -601,3 +601,53 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
         top = [cid for cid, _ in want[:10]]
         assert len(set(top) & {cid for cid, _ in got[:10]}) >= 9, q
         assert abs(dict(got)[top[0]] - exact[top[0]]) <= 1e-6, q
+
+
+def test_filtered_dense_and_time_mask_equal_the_full_scan_and_the_loop(built: Runner):
+    """The filtered dense search scores only the kept rows; it must rank exactly as the
+    full scan with the filtered-out chunks at -inf. The vectorized time mask must equal the
+    per-session ``matches_all`` loop it replaced, on the sample's sessions."""
+    from memory_pipeline.core.retrieval.searcher import Searcher
+    from memory_pipeline.core.retrieval.timeexpr import matches_all, parse_query
+
+    s = Searcher(built.store.root)
+    rep = SearchConfig().dense_rep
+    matrix, pos = s.dense_matrix(rep)
+    rng = np.random.default_rng(7)
+    for q in ["dog shelter", "Where did we go hiking", "週末に何をした？"]:
+        v = s.embed_query(q, rep)
+        full = np.maximum.reduceat(np.asarray(matrix @ v, np.float64), s._dense_starts[rep])
+        chunk_rows = pos[s._dense_starts[rep]]
+        for share in (0.1, 0.3, 0.45):
+            mask = rng.random(len(s.chunk_ids)) < share
+            got = s.dense_ranked(q, rep, mask, 20)
+            keep = mask[chunk_rows]
+            want_rows = chunk_rows[keep][np.argsort(-full[keep], kind="stable")][:20]
+            assert [c for c, _ in got] == [s.chunk_ids[r] for r in want_rows], (q, share)
+            assert np.allclose([sc for _, sc in got], np.sort(full[keep])[::-1][:20], atol=1e-6)
+        assert s.dense_ranked(q, rep, np.zeros(len(s.chunk_ids), bool), 5) == []
+    now = dt.datetime(2024, 3, 13, 12, 0)
+    rows = list(s._session_rows.values())
+    tried = 0
+    for q in ["先週の火曜日に何を話した？", "yesterday evening", "in the morning", "last week",
+              "what did we talk about in the first session?"]:  # fmt: skip
+        parsed = parse_query(q, now=now, speakers=s.known_speakers)
+        mask, _ = s.time_mask(parsed, 0.0)
+        if mask is None:
+            continue
+        tried += 1
+        allowed = {
+            r["session_id"]
+            for r in rows
+            if any(
+                matches_all(
+                    parsed.filters,
+                    local_ts=ts,
+                    session_index=r["session_index"],
+                    n_sessions=r["sessions_in_conversation"],
+                )
+                for ts in (r["start_local_ts"], r["end_local_ts"])
+            )
+        }
+        assert mask.tolist() == [sid in allowed for sid in s.session_of], q
+    assert tried >= 3

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index, postings
 from memory_pipeline.core.indexes.bm25_text import DEFAULT_PREFIX, bm25_raw_texts
+from memory_pipeline.core.indexes.ivf import build_ivf, save_ivf
 from memory_pipeline.core.indexes.token_cache import CachedTokenizer
 from memory_pipeline.core.indexes.tokenize import ParallelTokenizer, get_tokenizer
 from memory_pipeline.core.represent.cache import ContentCache
@@ -286,7 +288,8 @@ def build_bm25(
 
 def build_dense(embeddings: pa.Table, folder: Path, hnsw_threshold: int = 50_000) -> dict:
     """Per representation: an (n, dim) float32 matrix in (chunk_id, piece) order (exact
-    search), and an HNSW index (usearch) when n >= ``hnsw_threshold``. Rows with a provider
+    search), and an approximate index (``ivf.py``) when n >= ``hnsw_threshold`` (the setting
+    keeps its name from the HNSW graph it replaced). Rows with a provider
     error are left out. A chunk whose text exceeded the model window has one row per piece
     (its id repeats in ``<rep>.ids.json``; search scores it by its best piece). The metadata
     records provider, model, dimension and, for a packaged local model, its window, so
@@ -312,13 +315,11 @@ def build_dense(embeddings: pa.Table, folder: Path, hnsw_threshold: int = 50_000
         np.save(dense / f"{rep}.npy", matrix)
         ids = part.column("chunk_id").to_pylist()
         (dense / f"{rep}.ids.json").write_text(json.dumps(ids), encoding="utf-8")
-        hnsw = matrix.shape[0] >= hnsw_threshold
-        if hnsw:
-            from usearch.index import Index
-
-            index = Index(ndim=dim, metric="ip", dtype="f32")
-            index.add(np.arange(matrix.shape[0]), matrix)
-            index.save(str(dense / f"{rep}.usearch"))
+        ann = None
+        if matrix.shape[0] >= hnsw_threshold:  # too big to scan per query: an IVF index
+            t0 = time.perf_counter()
+            ann = save_ivf(build_ivf(matrix), dense, rep)
+            stats[f"{rep}_ann_build_s"] = round(time.perf_counter() - t0, 3)
         provider = part.column("provider")[0].as_py()
         model = part.column("model")[0].as_py()
         info = local_model_info(model) if provider == "local" else None
@@ -331,7 +332,8 @@ def build_dense(embeddings: pa.Table, folder: Path, hnsw_threshold: int = 50_000
             "provider": provider,
             "model": model,
             "window": info[1] if info else None,
-            "hnsw": hnsw,
+            "hnsw": False,  # versions before the IVF index had a usearch graph here
+            "ann": ann,
         }
         stats[f"{rep}_vectors"] = int(matrix.shape[0])
     (dense / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
