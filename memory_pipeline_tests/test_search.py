@@ -651,3 +651,42 @@ def test_filtered_dense_and_time_mask_equal_the_full_scan_and_the_loop(built: Ru
         }
         assert mask.tolist() == [sid in allowed for sid in s.session_of], q
     assert tried >= 3
+
+
+def test_ivf_dense_path_scores_exactly_and_equals_the_scan_with_every_list(built: Runner, tmp_path):
+    """A version given an IVF index (as a build above ``hnsw_threshold`` makes) ranks dense
+    through it: every score is the exact max-sim of the pieces it scored (never above the
+    exact one), and with every list probed the ranking is the exact scan's."""
+    import json as _json
+    import shutil
+
+    from memory_pipeline.core.indexes.ivf import build_ivf, save_ivf
+    from memory_pipeline.core.retrieval.searcher import Searcher
+
+    out = tmp_path / "ivf"
+    shutil.copytree(built.store.root, out)
+    dense = current_version(out) / "dense"
+    meta = _json.loads((dense / "meta.json").read_text())
+    for rep in meta:
+        meta[rep]["ann"] = save_ivf(build_ivf(np.load(dense / f"{rep}.npy")), dense, rep)
+    (dense / "meta.json").write_text(_json.dumps(meta))
+    base, ivf = Searcher(built.store.root), Searcher(out)
+    rep = SearchConfig().dense_rep
+    index = ivf.ivf(rep)
+    assert index is not None and base.ivf(rep) is None
+    assert 1 < index.nprobe or len(index.centroids) == 1
+    default = index.nprobe
+    for q in ["dog shelter", "Where did we go hiking last weekend", "先週の火曜日に何を話した？"]:
+        want = base.dense_ranked(q, rep, None, 30)
+        got = ivf.dense_ranked(q, rep, None, 30)
+        exact = dict(base.dense_ranked(q, rep, None, len(base.chunk_ids)))
+        assert got and all(s <= exact[c] + 1e-6 for c, s in got), q
+        index.nprobe = len(index.centroids)  # every list: the exact answer
+        every = ivf.dense_ranked(q, rep, None, 30)
+        index.nprobe = default
+        assert [c for c, _ in every] == [c for c, _ in want], q
+        assert np.allclose([s for _, s in every], [s for _, s in want], atol=1e-6), q
+        # a filtered search stays exact (the index knows nothing of the filter)
+        mask = np.zeros(len(base.chunk_ids), bool)
+        mask[::2] = True
+        assert ivf.dense_ranked(q, rep, mask, 10) == base.dense_ranked(q, rep, mask, 10)
