@@ -33,6 +33,14 @@ no process holds the whole set), exact top-10 of ``--synthetic-queries`` queries
 default f32,i8; metric ip and usearch's default graph parameters, as ``build_dense``): build
 time, per-query latency (one query per call), batch throughput, recall@10, peak RSS.
 
+Part **default** (``--only default``): a full RealPersonaChat build with the default embedder
+(``--vectors random`` for timing, ``sliced`` for real vectors on a ``--limit`` subset), then
+the default search (p50/p95 wall and CPU, query embedding apart, inclusive clocks per
+component), then ``ann_check``: the approximate dense index (the build's, or one built here
+when the index is below ``hnsw_threshold``) against the exact scan: chunk recall@10 and
+@candidates, and the default search's turns / chunks / sessions with the index vs without.
+The ANN build time is in the ``build_dense`` stats (``<rep>_ann_build_s``).
+
 Figures go to benchmarks/results/retrieval.json (git-ignored); a run with ``--only`` keeps the
 other part's figures from the previous file (each part records when it ran).
 """
@@ -1017,20 +1025,39 @@ def ann_check(searcher: Any, queries: list, args: argparse.Namespace) -> dict[st
         return {}
     matrix, pos = searcher.dense_matrix(rep)
     out: dict[str, Any] = {"vectors": int(len(pos))}
-    ivf = searcher.ivf(rep)
-    if ivf is None:
+    ivf, graph = searcher.ivf(rep), searcher.hnsw(rep)
+    if ivf is None and graph is None:  # below the threshold: build what build_dense would
         t: dict[str, float] = {}
         with timed(t, "build"):
-            ivf = build_ivf(matrix)
+            if args.ann == "ivf":
+                ivf = build_ivf(matrix)
+            else:
+                from usearch.index import Index
+
+                from memory_pipeline.core.indexes import publish
+
+                graph = Index(
+                    ndim=matrix.shape[1],
+                    metric="ip",
+                    dtype=publish.HNSW_DTYPE,
+                    connectivity=publish.HNSW_CONNECTIVITY,
+                    expansion_add=publish.HNSW_EXPANSION_ADD,
+                )
+                graph.add(np.arange(len(matrix)), np.asarray(matrix))
         out["built_here_s"] = t
-    out.update(lists=len(ivf.centroids), nprobe=ivf.nprobe)
+    if ivf is not None:
+        out.update(kind="ivf", lists=len(ivf.centroids), nprobe=ivf.nprobe)
+        approx = functools.partial(searcher._dense_ivf, ivf, pos)
+    else:
+        out.update(kind="hnsw", dtype=str(graph.dtype), size=len(graph))
+        approx = functools.partial(searcher._dense_ann, graph, matrix, pos)
     n = DEFAULT.candidates
     everything = np.ones(len(searcher.chunk_ids), dtype=bool)  # all-true: the exact scan
     r10, rn, same, ann_s, exact_s = [], [], 0, [], []
     for _, q in queries:
         v = searcher.embed_query(q, rep)
         t0 = time.perf_counter()
-        a = searcher._dense_ivf(ivf, pos, v, n)
+        a = approx(v, n)
         t1 = time.perf_counter()
         e = searcher.dense_ranked(q, rep, everything, n)
         ann_s.append(t1 - t0)
@@ -1054,7 +1081,7 @@ def ann_check(searcher: Any, queries: list, args: argparse.Namespace) -> dict[st
     results = []
     for use in (True, False):
         searcher._ivf[rep] = ivf if use else None
-        searcher._hnsw[rep] = None
+        searcher._hnsw[rep] = graph if use else None
         results.append([ranking_of(searcher.search(q, k=args.k)) for _, q in queries])
     searcher._ivf, searcher._hnsw = saved_ivf, saved_hnsw
     for part in ("turns", "chunks", "sessions"):
@@ -1064,7 +1091,7 @@ def ann_check(searcher: Any, queries: list, args: argparse.Namespace) -> dict[st
             np.mean([len(set(x[part]) & set(y[part])) / max(len(y[part]), 1)
                      for x, y in zip(*results, strict=True)])
         )  # fmt: skip
-    say(f"  dense IVF vs exact scan ({len(queries):,} queries): {json.dumps(out)}")
+    say(f"  dense ANN vs exact scan ({len(queries):,} queries): {json.dumps(out)}")
     return out
 
 
@@ -1520,6 +1547,12 @@ def main(argv: list[str] | None = None) -> None:
         "the model's real piece layout (timing only: a full RealPersonaChat encode takes hours), "
         "or the model's vectors of those character-sliced pieces (real vectors, no recursive "
         "SentencePiece splitting: the ANN recall check on a --limit subset)",
+    )
+    p.add_argument(
+        "--ann",
+        choices=["hnsw", "ivf"],
+        default="hnsw",
+        help="default part: the approximate index ann_check builds below the threshold",
     )
     p.add_argument("--keep", type=Path, default=None, help="default part: build into this dir")
     p.add_argument(

@@ -551,8 +551,9 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
     import json as _json
     import shutil
 
-    from usearch.index import Index
+    from usearch.index import Index, ScalarKind
 
+    from memory_pipeline.core.indexes.publish import _save_hnsw
     from memory_pipeline.core.indexes.turns import MESSAGE_TOKENS, TURN_FOLDER
     from memory_pipeline.core.retrieval.searcher import Searcher
 
@@ -565,12 +566,10 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
     shutil.copytree(built.store.root, ann_out)
     dense = current_version(ann_out) / "dense"
     meta = _json.loads((dense / "meta.json").read_text())
-    for rep in meta:
-        matrix = np.load(dense / f"{rep}.npy")
-        index = Index(ndim=matrix.shape[1], metric="ip", dtype="f32")
-        index.add(np.arange(len(matrix)), matrix)
-        index.save(str(dense / f"{rep}.usearch"))
+    for rep in meta:  # the graph build_dense makes (int8, re-scored exactly)
+        meta[rep]["ann"] = _save_hnsw(np.load(dense / f"{rep}.npy"), dense / f"{rep}.usearch")
         meta[rep]["hnsw"] = True
+        assert Index.restore(str(dense / f"{rep}.usearch")).dtype == ScalarKind.I8
     (dense / "meta.json").write_text(_json.dumps(meta))
     slow, ann = Searcher(no_tokens), Searcher(ann_out)
     assert slow.turn_index.message_tokens is None
