@@ -15,6 +15,7 @@ from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.indexes.bm25 import Bm25Index
 from memory_pipeline.core.indexes.metadata import message_metadata, session_metadata
+from memory_pipeline.core.indexes.parts import parts_root
 from memory_pipeline.core.indexes.publish import (
     SESSION_LOOKUP,
     build_bm25,
@@ -161,7 +162,10 @@ def search_indexes(
         # are, through the same token cache (two documents per message: the largest corpus)
         raw_tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
         turn_tokenizer = CachedTokenizer(raw_tokenizer, cache)
-        lookups.update(build_turn_index(version, chunks, messages, turn_tokenizer))
+        # token lists per chunk partition, cached by content (core/indexes/parts.py): a
+        # refresh converts only changed partitions; forget / retention delete the folder
+        parts = parts_root(cfg.cache_path.parent)
+        lookups.update(build_turn_index(version, chunks, messages, turn_tokenizer, parts=parts))
         lookups["turn_tokens_cached"] = turn_tokenizer.hits
         lookups["turn_tokens_computed"] = turn_tokenizer.misses
     memories = store.read(T.MEMORIES)

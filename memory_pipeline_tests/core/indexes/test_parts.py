@@ -1,0 +1,184 @@
+"""Per-partition token parts: any build order gives the files a full rebuild writes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from memory_pipeline.core.indexes import parts as P
+from memory_pipeline.core.indexes.tokenize import get_tokenizer
+from memory_pipeline.core.indexes.turns import MESSAGE_TOKENS, TURN_FOLDER, build_turn_index
+
+WORDS = "puppy beagle breed coffee 東京 引っ越し café ΟΔΟΣ yen 4,500 rain walk ＢＢＱ".split()
+
+
+def _corpus(seed: int, days: int = 6, sessions_per_day: int = 3):
+    """Chunks over ``days`` partitions (overlapping windows, a missing message, an empty
+    text, a missing sender, tz-aware times) and their messages, in shuffled row order."""
+    rng = random.Random(seed)
+    chunk_rows, msg_rows = [], []
+    base = dt.datetime(2024, 3, 1, 22, 0, tzinfo=dt.UTC)
+    for d in range(days):
+        for s in range(sessions_per_day):
+            sid = f"s{rng.randrange(10**6):06d}-{d}-{s}"
+            n = rng.randrange(1, 9)
+            mids = [f"msg-{sid}-{k}" for k in range(n)]
+            for k, m in enumerate(mids):
+                text = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(0, 6)))
+                sender = rng.choice(["Ann", "Bob", None, "Σίσυφος"])
+                ts = base + dt.timedelta(days=d, minutes=7 * k)
+                msg_rows.append({"message_id": m, "sender": sender, "local_ts": ts, "text": text})
+            if rng.random() < 0.2:
+                mids = mids + ["ghost-" + sid]  # a message no table row holds
+            window, stride = 4, 3
+            for c, lo in enumerate(range(0, max(len(mids) - 1, 1), stride)):
+                chunk_rows.append(
+                    {
+                        "chunk_id": f"c{rng.randrange(10**9):09d}",
+                        "session_id": sid,
+                        "chunk_index": c,
+                        "message_ids": mids[lo : lo + window],
+                        "local_date": dt.date(2024, 3, 1) + dt.timedelta(days=d),
+                    }
+                )
+    rng.shuffle(chunk_rows)
+    rng.shuffle(msg_rows)
+    chunks = pa.Table.from_pylist(chunk_rows)
+    messages = pa.Table.from_pylist(
+        msg_rows,
+        schema=pa.schema(
+            [
+                ("message_id", pa.string()),
+                ("sender", pa.string()),
+                ("local_ts", pa.timestamp("us", tz="Asia/Tokyo")),
+                ("text", pa.string()),
+            ]
+        ),
+    )
+    return chunks, messages
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file of a turn index folder (the npz as its arrays: zip entries carry times)."""
+    out = {}
+    for p in sorted((folder / TURN_FOLDER).rglob("*")):
+        if p.is_file() and p.name != MESSAGE_TOKENS:
+            out[str(p.relative_to(folder))] = p.read_bytes()
+    with np.load(folder / TURN_FOLDER / MESSAGE_TOKENS) as z:
+        out["indptr"], out["ids"] = z["indptr"].tobytes(), z["ids"].tobytes()
+    return out
+
+
+class _Counting:
+    """A tokenizer that counts the texts it is asked to tokenize."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.params, self.texts = inner, inner.name, inner.params, 0
+
+    def tokenize(self, text):
+        return self.inner.tokenize(text)
+
+    def tokenize_many(self, texts):
+        texts = list(texts)
+        self.texts += len(texts)
+        return self.inner.tokenize_many(texts)
+
+
+def test_parts_build_equals_the_per_document_build_byte_for_byte(tmp_path):
+    for seed in range(3):
+        chunks, messages = _corpus(seed)
+        for name in ("english", "cjk_bigram"):
+            for context in (1, 2):
+                tok = get_tokenizer(name)
+                full, inc = (
+                    tmp_path / f"f{seed}{name}{context}",
+                    tmp_path / f"i{seed}{name}{context}",
+                )
+                want = build_turn_index(full, chunks, messages, tok, context)
+                got = build_turn_index(inc, chunks, messages, tok, context, parts=tmp_path / "p")
+                assert got["turn_parts"] == 6
+                assert {k: got[k] for k in want} == want
+                assert _files(inc) == _files(full), (seed, name, context)
+
+
+def test_any_build_order_equals_a_full_rebuild_and_only_changed_parts_are_tokenized(tmp_path):
+    chunks, messages = _corpus(7)
+    tok = _Counting(get_tokenizer("english"))
+    parts = tmp_path / "parts"
+    dates = sorted(set(chunks["local_date"].to_pylist()))
+    # build day by day, in reverse order: each refresh sees a growing corpus
+    for k in range(len(dates)):
+        wanted = set(dates[len(dates) - 1 - k :])
+        sub = chunks.filter(pa.array([d in wanted for d in chunks["local_date"].to_pylist()]))
+        build_turn_index(tmp_path / f"v{k}", sub, messages, tok, parts=parts)
+    build_turn_index(tmp_path / "full", chunks, messages, get_tokenizer("english"))
+    assert _files(tmp_path / f"v{len(dates) - 1}") == _files(tmp_path / "full")
+    # a warm refresh tokenizes nothing; a changed partition only its own texts
+    tok.texts = 0
+    stats = build_turn_index(tmp_path / "warm", chunks, messages, tok, parts=parts)
+    assert tok.texts == 0 and stats["turn_parts_computed"] == 0
+    changed = messages.set_column(
+        3,
+        "text",
+        pa.array(
+            [
+                t + " rain" if m.startswith(f"msg-{_a_session(chunks, dates[2])}") else t
+                for m, t in zip(
+                    messages["message_id"].to_pylist(), messages["text"].to_pylist(), strict=True
+                )
+            ]
+        ),
+    )
+    stats = build_turn_index(tmp_path / "edit", chunks, changed, tok, parts=parts)
+    assert stats["turn_parts_computed"] == 1 and stats["turn_parts_pruned"] == 1
+    assert 0 < tok.texts < messages.num_rows
+    build_turn_index(tmp_path / "edit_full", chunks, changed, get_tokenizer("english"))
+    assert _files(tmp_path / "edit") == _files(tmp_path / "edit_full")
+    assert len(list((parts / TURN_FOLDER).glob("*.arrow"))) == len(dates)
+
+
+def _a_session(chunks: pa.Table, day: dt.date) -> str:
+    rows = [r for r in chunks.to_pylist() if r["local_date"] == day]
+    return rows[0]["session_id"]
+
+
+def test_a_message_in_two_partitions_takes_the_per_document_path(tmp_path):
+    chunks, messages = _corpus(3, days=2)
+    rows = chunks.to_pylist()
+    day0 = [r for r in rows if r["local_date"] == dt.date(2024, 3, 1)]
+    day1 = [r for r in rows if r["local_date"] == dt.date(2024, 3, 2)]
+    day1[0]["message_ids"] = day1[0]["message_ids"] + [day0[0]["message_ids"][0]]
+    chunks = pa.Table.from_pylist(rows, schema=chunks.schema)
+    tok = get_tokenizer("english")
+    got = build_turn_index(tmp_path / "i", chunks, messages, tok, parts=tmp_path / "p")
+    want = build_turn_index(tmp_path / "f", chunks, messages, tok)
+    assert "turn_parts" not in got and got == want
+    assert _files(tmp_path / "i") == _files(tmp_path / "f")
+
+
+def test_drop_parts_removes_every_file_or_the_purged_dates(tmp_path):
+    chunks, messages = _corpus(1)
+    tok = get_tokenizer("english")
+    root = P.parts_root(tmp_path)
+    build_turn_index(tmp_path / "v", chunks, messages, tok, parts=root)
+    names = sorted(p.name for p in root.rglob("*.arrow"))
+    assert [n[:10] for n in names] == [f"2024-03-0{d}" for d in range(1, 7)]
+    # retention: the partitions before the cutoff, not the others
+    assert P.drop_parts(tmp_path, before=dt.date(2024, 3, 3)) == 2
+    assert sorted(p.name for p in root.rglob("*.arrow")) == names[2:]
+    # forget: everything
+    assert P.drop_parts(tmp_path) == 4
+    assert not root.exists()
+    assert P.drop_parts(tmp_path) == 0
+
+
+def test_gather_ranges_and_first_seen_ids():
+    assert P.gather_ranges(np.array([5, 0, 2]), np.array([2, 0, 3])).tolist() == [5, 6, 2, 3, 4]
+    words = pa.array(["a", "b", "c", "d"])
+    vocab, rank = P.first_seen_ids(np.array([2, 0, 2, 3]), words)
+    assert vocab == {"c": 0, "a": 1, "d": 2}
+    assert rank.tolist() == [1, -1, 0, 2]
