@@ -156,15 +156,18 @@ def search_indexes(
     pq.write_table(mmeta, version / "message_meta.parquet")
     # the same chunks the BM25 indexes were built from: the version answers on its own
     lookups = write_lookups(version, chunks, messages)
+    # token lists per chunk partition, cached by content (core/indexes/parts.py): a
+    # refresh converts only changed partitions; forget / retention delete them
+    parts = parts_root(cfg.cache_path.parent)
+    days = chunks.sort_by("chunk_id").column("local_date").to_pylist()  # reps' order
     with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
-        bm25 = build_bm25(reps, version, cfg.tokenizer, cache=cache, runner=dask.runner())
+        bm25 = build_bm25(
+            reps, version, cfg.tokenizer, cache=cache, runner=dask.runner(), parts=parts, days=days
+        )
         # one document per message (core/indexes/turns.py), tokenized as the chunk indexes
         # are, through the same token cache (two documents per message: the largest corpus)
         raw_tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
         turn_tokenizer = CachedTokenizer(raw_tokenizer, cache)
-        # token lists per chunk partition, cached by content (core/indexes/parts.py): a
-        # refresh converts only changed partitions; forget / retention delete the folder
-        parts = parts_root(cfg.cache_path.parent)
         lookups.update(build_turn_index(version, chunks, messages, turn_tokenizer, parts=parts))
         lookups["turn_tokens_cached"] = turn_tokenizer.hits
         lookups["turn_tokens_computed"] = turn_tokenizer.misses

@@ -182,3 +182,52 @@ def test_gather_ranges_and_first_seen_ids():
     vocab, rank = P.first_seen_ids(np.array([2, 0, 2, 3]), words)
     assert vocab == {"c": 0, "a": 1, "d": 2}
     assert rank.tolist() == [1, -1, 0, 2]
+
+
+def _reps(seed: int, n: int = 60, days: int = 5):
+    """Chunk representations (chunk_id order) and each chunk's partition date."""
+    rng = random.Random(seed)
+    ids = sorted(f"chk_{rng.randrange(16**10):010x}" for _ in range(n))
+
+    def text():
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randrange(0, 12)))
+
+    reps = {r: (ids, [text() for _ in ids]) for r in ("raw_text", "summary", "embedding_text")}
+    day = [dt.date(2024, 3, 1) + dt.timedelta(days=rng.randrange(days)) for _ in ids]
+    return reps, day
+
+
+def _bm25_files(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def _subset(reps, day, keep):
+    rows = [i for i, d in enumerate(day) if d in keep]
+    sub = {r: ([ids[i] for i in rows], [t[i] for i in rows]) for r, (ids, t) in reps.items()}
+    return sub, [day[i] for i in rows]
+
+
+def test_chunk_indexes_from_parts_equal_the_per_document_build(tmp_path):
+    from memory_pipeline.core.indexes.publish import build_bm25
+
+    reps, day = _reps(11)
+    parts = tmp_path / "parts"
+    dates = sorted(set(day))
+    # grow the corpus one partition at a time, newest first
+    for k in range(1, len(dates) + 1):
+        sub, sub_day = _subset(reps, day, set(dates[-k:]))
+        got = build_bm25(sub, tmp_path / f"inc{k}", "english", parts=parts, days=sub_day)
+        assert got.stats["chunk_parts"] == k and got.stats["chunk_parts_computed"] == 1
+    want = build_bm25(reps, tmp_path / "full", "english")
+    assert _bm25_files(tmp_path / f"inc{len(dates)}") == _bm25_files(tmp_path / "full")
+    assert got.postings.equals(want.postings)
+    assert {k: got.stats[k] for k in want.stats} == want.stats
+    # a changed summary recomputes its partition only, and still equals a full rebuild
+    ids, texts = reps["summary"]
+    changed = dict(reps, summary=(ids, [texts[0] + " coffee coffee"] + texts[1:]))
+    got = build_bm25(changed, tmp_path / "edit", "english", parts=parts, days=day)
+    assert got.stats["chunk_parts_computed"] == 1 and got.stats["chunk_parts_pruned"] == 1
+    build_bm25(changed, tmp_path / "edit_full", "english")
+    assert _bm25_files(tmp_path / "edit") == _bm25_files(tmp_path / "edit_full")
