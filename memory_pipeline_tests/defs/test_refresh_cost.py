@@ -11,6 +11,7 @@ import datetime as dt
 
 import dagster as dg
 
+from memory_pipeline.core.indexes.parts import parts_root
 from memory_pipeline.core.ingest.file_cache import cache_root
 from memory_pipeline_tests.paths import ROOT
 from memory_pipeline_tests.pipeline_helpers import INDEX_KEYS, INGEST_KEYS, Runner, build_all
@@ -34,9 +35,16 @@ def test_a_second_refresh_tokenizes_nothing_and_ingest_reuses_parsed_exports(tmp
     assert len(entries) == len(runner.cfg.sources)  # one parsed-record entry per source
     stamps = [p.stat().st_mtime_ns for p in entries]
     again = _bm25_meta(runner.run(INDEX_KEYS, []))
-    assert again["tokens_computed"] == 0 and again["tokens_cached"] > 0
+    assert again["tokens_computed"] == 0
     assert again["turn_tokens_computed"] == 0
-    assert again["turn_tokens_cached"] >= again["turns"] > 0
+    # every partition's token lists come from its part file (core/indexes/parts.py), and
+    # none was rewritten or pruned
+    parts = sorted(parts_root(runner.cfg.cache_path.parent).rglob("*.arrow"))
+    assert again["turn_tokens_cached"] == 0 and again["tokens_cached"] == 0
+    assert again["turn_parts"] == again["chunk_parts"] > 0
+    assert again["turn_parts_computed"] == again["chunk_parts_computed"] == 0
+    assert again["turn_parts_pruned"] == again["chunk_parts_pruned"] == 0
+    assert len(parts) == again["turn_parts"] + again["chunk_parts"]
     before = runner.tables()["raw_messages"]
     runner.run(INGEST_KEYS, DAYS[-2:])  # a nightly ingest: served from the entries
     assert [p.stat().st_mtime_ns for p in entries] == stamps
