@@ -272,12 +272,14 @@ def load_turn_indexes(version: Path, reps: Sequence[str] = TURN_REPS) -> dict[st
     return {r: Bm25Index.load(folder / r, mmap=True) for r in reps if (folder / r).is_dir()}
 
 
-def _message_columns(messages: pa.Table) -> tuple[dict[str, int], pa.Array, pa.Array]:
-    """(message_id -> row, each row's ``turn`` head, each row's text) over ``messages``, as
-    :func:`turn_token_lists` derives them (the last row wins for a repeated id)."""
+def _message_columns(messages: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array] | None:
+    """(message ids, each row's ``turn`` head, each row's text) over ``messages``, as
+    :func:`turn_token_lists` derives them; None when an id repeats (the per-document path
+    then decides which row wins)."""
     cols = messages.select(["message_id", "sender", "local_ts", "text"])
-    ids = cols.column("message_id").to_pylist()
-    row_of = dict(zip(ids, range(len(ids)), strict=True))
+    ids = pc.cast(cols.column("message_id"), pa.string()).combine_chunks()
+    if pc.count_distinct(ids, mode="all").as_py() != len(ids):
+        return None
     ts = cols.column("local_ts")
     if pa.types.is_timestamp(ts.type) and ts.type.tz is not None:
         ts = pc.local_timestamp(ts)
@@ -285,46 +287,56 @@ def _message_columns(messages: pa.Table) -> tuple[dict[str, int], pa.Array, pa.A
     sender = pc.cast(cols.column("sender"), pa.string()).fill_null("")
     head = pc.binary_join_element_wise(pc.binary_join_element_wise(sender, day, " "), "", ":")
     text = pc.cast(cols.column("text"), pa.string()).fill_null("")
-    return row_of, head.combine_chunks(), text.combine_chunks()
+    return ids, head.combine_chunks(), text.combine_chunks()
 
 
 def _turn_part(
     day: object,
     chunks: pa.Table,
-    columns: tuple[dict[str, int], pa.Array, pa.Array],
+    columns: tuple[pa.Array, pa.Array, pa.Array],
     tokenizer: Tokenizer,
     folder: Path,
 ) -> tuple[pa.Table, str, bool]:
     """One partition's turn rows (session, message, position, session length, own tokens,
     head tokens), read from ``folder`` by content key or computed and stored; (table, key,
-    computed)."""
+    computed). The key hashes the chunks' ids, sessions, windows and every listed message's
+    head and text, so a hit needs no layout (what the rows are derived from)."""
     from memory_pipeline.core.indexes import parts as P
 
-    row_of, heads_all, texts_all = columns
-    layout = turn_layout(chunks.sort_by("chunk_id"))
-    rows = pa.array([row_of.get(m) for m in layout.message_ids], pa.int64())
-    heads = heads_all.take(rows).fill_null(_prefix("", ""))
-    texts = texts_all.take(rows).fill_null("")
-    sessions = pa.array(layout.session_ids, pa.string())
-    mids = pa.array(layout.message_ids, pa.string())
-    position = pa.array(layout.position, pa.int32())
-    length = pa.array(layout.session_length, pa.int32())
+    ids, heads_all, texts_all = columns
+    chunks = chunks.sort_by("chunk_id")
+    lists = chunks.column("message_ids").combine_chunks()
+    flat = pc.cast(pc.list_flatten(lists), pa.string())
+    rows = pc.index_in(flat, value_set=ids)
     identity = {"kind": "turn", "tokenizer": tokenizer.name, "params": tokenizer.params}
-    key = P.part_key(day, P.digest(identity, [sessions, mids, position, length, heads, texts]))
+    content = [
+        chunks.column("chunk_id"),
+        chunks.column("session_id"),
+        pc.cast(chunks.column("chunk_index"), pa.int64()),
+        pc.list_value_length(lists),
+        flat,
+        heads_all.take(rows),
+        texts_all.take(rows),
+    ]
+    key = P.part_key(day, P.digest(identity, content))
     table = P.read_part(folder, key)
     if table is not None:
         return table, key, False
-    text_list, head_list = texts.to_pylist(), heads.to_pylist()
+    layout = turn_layout(chunks)
+    mids = pa.array(layout.message_ids, pa.string())
+    rows = pc.index_in(mids, value_set=ids)
+    head_list = heads_all.take(rows).fill_null(_prefix("", "")).to_pylist()
+    text_list = texts_all.take(rows).fill_null("").to_pylist()
     unique_texts = list(dict.fromkeys(text_list))
     text_tokens = dict(zip(unique_texts, tokenizer.tokenize_many(unique_texts), strict=True))
     unique_heads = list(dict.fromkeys(head_list))
     head_tokens = dict(zip(unique_heads, tokenizer.tokenize_many(unique_heads), strict=True))
     table = pa.table(
         {
-            "session_id": sessions,
+            "session_id": pa.array(layout.session_ids, pa.string()),
             "message_id": mids,
-            "position": position,
-            "session_length": length,
+            "position": pa.array(layout.position, pa.int32()),
+            "session_length": pa.array(layout.session_length, pa.int32()),
             "own": P.token_list_array([text_tokens[t] for t in text_list]),
             "head": P.token_list_array([head_tokens[h] for h in head_list]),
         }
@@ -356,6 +368,8 @@ def _build_from_parts(
 
     folder = Path(folder) / TURN_FOLDER
     columns = _message_columns(messages)
+    if columns is None:
+        return None
     built = [_turn_part(d, c, columns, tokenizer, folder) for d, c in P.by_partition(chunks)]
     tables = [t for t, _, _ in built if t.num_rows]
     if not tables:
