@@ -2,7 +2,10 @@
 
 Unpartitioned: BM25 weights depend on the whole corpus, so the indexes are rebuilt over all
 chunk partitions (not appended). One op builds a new index version and publishes it
-atomically, so the three always describe the same snapshot.
+atomically, so the three always describe the same snapshot. The per-document work (token
+lists of chunks and turns) is kept per chunk partition by content hash
+(``core/indexes/parts.py``), so a refresh after a new day converts that day only and
+assembles the rest from arrays: the same files as a build from scratch.
 """
 
 from pathlib import Path

@@ -18,6 +18,8 @@ still keeps ingest from bringing them back), then:
   then checkpoints and VACUUMs so no freed page or WAL frame keeps the text;
 - rewrites the parsed-record cache of the exports (``core/ingest/file_cache.py``) so the
   contact's records are only their text-free ``forgotten`` rows there too;
+- deletes the index's per-partition token parts (``core/indexes/parts.py``, under the
+  cache folder): the next index build recomputes them from the cleaned tables;
 - deletes the contact's dossier ``.md`` file.
 
 Every scan and deletion of the storage of record goes through ``core/common/fs.py``, so an

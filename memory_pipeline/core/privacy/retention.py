@@ -6,7 +6,8 @@ removes one contact's rows from every partition, retention removes whole date pa
 (every date-partitioned table of ``T.REGISTRY``, dates < cutoff), then, exactly as forget
 does, deletes every index version, the unpartitioned derived tables, the warehouse and the
 evaluation folder (the run that follows rebuilds them from what is left) and the
-provider-cache entries derived from the purged texts. Ingest drops records older than the
+provider-cache entries derived from the purged texts, and the purged dates' index token
+parts (``core/indexes/parts.py``). Ingest drops records older than the
 cutoff as text-free ``expired`` rows (``core/ingest/normalize.py``), so re-running over the
 same exports never brings a purged date back.
 
