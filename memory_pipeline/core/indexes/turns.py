@@ -357,10 +357,10 @@ def _build_from_parts(
     exactly from parts, or nothing to index; the caller takes the per-document path).
 
     The global layout is every session in id order, so sorting the concatenated parts by
-    (session, position) gives it back when no session and no message spans two partitions
-    (checked). Documents are then ranges of one dictionary-encoded token array: ``turn`` =
-    head + own tokens, ``turn_ctx`` = the neighbours' own tokens, as turn_token_lists
-    concatenates them."""
+    (session, position) gives it back when no session spans two partitions (checked; a
+    message two partitions list is kept once, as turn_layout keeps it). Documents are then
+    ranges of one dictionary-encoded token array: ``turn`` = head + own tokens,
+    ``turn_ctx`` = the neighbours' own tokens, as turn_token_lists concatenates them."""
     import bm25s
 
     from memory_pipeline.core.indexes import parts as P
@@ -376,15 +376,32 @@ def _build_from_parts(
         return None
     n_sessions = sum(pc.count_distinct(t.column("session_id")).as_py() for t in tables)
     table = pa.concat_tables(tables)
-    n = table.num_rows
-    if (
-        pc.count_distinct(table.column("message_id")).as_py() != n
-        or pc.count_distinct(table.column("session_id")).as_py() != n_sessions
-    ):
-        return None
+    if pc.count_distinct(table.column("session_id")).as_py() != n_sessions:
+        return None  # a session cut into two partitions: no part holds its whole layout
     table = table.take(
         pc.sort_indices(table, [("session_id", "ascending"), ("position", "ascending")])
     )
+    # A message listed by sessions of two partitions (a session re-cut across midnight
+    # while the other partition was not rebuilt) stays in the first session by id, as in
+    # turn_layout; positions and lengths are then recounted over what each session keeps.
+    codes_m = table.column("message_id").combine_chunks().dictionary_encode().indices
+    _, first_seen = np.unique(codes_m.to_numpy(zero_copy_only=False), return_index=True)
+    dropped = table.num_rows - len(first_seen)
+    if dropped:
+        keep = np.zeros(table.num_rows, dtype=bool)
+        keep[first_seen] = True
+        table = table.filter(pa.array(keep))
+    n = table.num_rows
+    sess = table.column("session_id").combine_chunks()
+    new_session = np.ones(n, dtype=bool)
+    if n > 1:
+        new_session[1:] = pc.not_equal(sess.slice(1), sess.slice(0, n - 1)).to_numpy(
+            zero_copy_only=False
+        )
+    starts_at = np.flatnonzero(new_session)
+    group = np.cumsum(new_session) - 1
+    position = np.arange(n, dtype=np.int64) - starts_at[group]
+    session_length = np.diff(np.append(starts_at, n))[group]
     own = table.column("own").combine_chunks()
     head = table.column("head").combine_chunks()
     own_len = pc.list_value_length(own).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -404,8 +421,8 @@ def _build_from_parts(
     docs = {"turn": (codes[P.gather_ranges(starts, lens)], head_len + own_len)}
     # turn_ctx: the own tokens of the neighbours in [i - context, i + context], same session
     i = np.arange(n, dtype=np.int64)
-    first = i - table.column("position").to_numpy().astype(np.int64)
-    end = first + table.column("session_length").to_numpy().astype(np.int64)
+    first = i - position
+    end = first + session_length
     offsets = [d for d in range(-context, context + 1) if d != 0]
     seg_start = np.zeros((n, len(offsets)), dtype=np.int64)
     seg_len = np.zeros((n, len(offsets)), dtype=np.int64)
@@ -445,4 +462,5 @@ def _build_from_parts(
     stats["turn_parts"] = len(keys)
     stats["turn_parts_computed"] = sum(1 for _, _, c in built if c)
     stats["turn_parts_pruned"] = P.prune(folder, keys)
+    stats["turn_duplicates_dropped"] = dropped
     return stats

@@ -146,17 +146,45 @@ def _a_session(chunks: pa.Table, day: dt.date) -> str:
     return rows[0]["session_id"]
 
 
-def test_a_message_in_two_partitions_takes_the_per_document_path(tmp_path):
-    chunks, messages = _corpus(3, days=2)
+def test_a_message_two_partitions_list_is_kept_once_as_the_full_build_keeps_it(tmp_path):
+    """A session re-cut across midnight while the next day was not rebuilt: both days'
+    chunks list the messages after midnight. The first session by id keeps them."""
+    chunks, messages = _corpus(3, days=3)
     rows = chunks.to_pylist()
-    day0 = [r for r in rows if r["local_date"] == dt.date(2024, 3, 1)]
-    day1 = [r for r in rows if r["local_date"] == dt.date(2024, 3, 2)]
-    day1[0]["message_ids"] = day1[0]["message_ids"] + [day0[0]["message_ids"][0]]
+    by_day = {}
+    for r in rows:
+        by_day.setdefault(r["local_date"], []).append(r)
+    days = sorted(by_day)
+    # messages of a day-0 and a day-2 chunk also listed by a day-1 chunk, in the middle
+    donor0, donor2 = by_day[days[0]][0]["message_ids"], by_day[days[2]][0]["message_ids"]
+    host = by_day[days[1]][0]
+    host["message_ids"] = donor0[:1] + host["message_ids"] + donor2[-2:]
+    chunks = pa.Table.from_pylist(rows, schema=chunks.schema)
+    tok = get_tokenizer("english")
+    for context in (1, 2):
+        got = build_turn_index(
+            tmp_path / f"i{context}", chunks, messages, tok, context, tmp_path / "p"
+        )
+        want = build_turn_index(tmp_path / f"f{context}", chunks, messages, tok, context)
+        assert got["turn_duplicates_dropped"] == 3
+        assert {k: got[k] for k in want} == want
+        assert _files(tmp_path / f"i{context}") == _files(tmp_path / f"f{context}")
+
+
+def test_a_session_in_two_partitions_takes_the_per_document_path(tmp_path):
+    chunks, messages = _corpus(4, days=2)
+    rows = chunks.to_pylist()
+    first = min(r["session_id"] for r in rows)
+    moved = [r for r in rows if r["session_id"] != first][0]
+    moved["session_id"] = first  # now cut into both partitions (if not already the same day)
+    moved["chunk_index"] = 99
     chunks = pa.Table.from_pylist(rows, schema=chunks.schema)
     tok = get_tokenizer("english")
     got = build_turn_index(tmp_path / "i", chunks, messages, tok, parts=tmp_path / "p")
     want = build_turn_index(tmp_path / "f", chunks, messages, tok)
-    assert "turn_parts" not in got and got == want
+    spans = len({r["local_date"] for r in rows if r["session_id"] == first}) > 1
+    assert ("turn_parts" not in got) == spans
+    assert {k: got[k] for k in want} == want
     assert _files(tmp_path / "i") == _files(tmp_path / "f")
 
 
