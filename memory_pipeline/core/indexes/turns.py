@@ -272,6 +272,9 @@ def load_turn_indexes(version: Path, reps: Sequence[str] = TURN_REPS) -> dict[st
     return {r: Bm25Index.load(folder / r, mmap=True) for r in reps if (folder / r).is_dir()}
 
 
+_ROWS = "__message_rows"  # a column the parts path adds to its chunks
+
+
 def _message_columns(messages: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array] | None:
     """(message ids, each row's ``turn`` head, each row's text) over ``messages``, as
     :func:`turn_token_lists` derives them; None when an id repeats (the per-document path
@@ -303,11 +306,11 @@ def _turn_part(
     head and text, so a hit needs no layout (what the rows are derived from)."""
     from memory_pipeline.core.indexes import parts as P
 
-    ids, heads_all, texts_all = columns
+    _, heads_all, texts_all = columns
     chunks = chunks.sort_by("chunk_id")
     lists = chunks.column("message_ids").combine_chunks()
     flat = pc.cast(pc.list_flatten(lists), pa.string())
-    rows = pc.index_in(flat, value_set=ids)
+    rows = pc.list_flatten(chunks.column(_ROWS))  # each listed message's row in messages
     identity = {"kind": "turn", "tokenizer": tokenizer.name, "params": tokenizer.params}
     content = [
         chunks.column("chunk_id"),
@@ -324,7 +327,8 @@ def _turn_part(
         return table, key, False
     layout = turn_layout(chunks)
     mids = pa.array(layout.message_ids, pa.string())
-    rows = pc.index_in(mids, value_set=ids)
+    row_of = dict(zip(flat.to_pylist(), rows.to_pylist(), strict=True))
+    rows = pa.array([row_of[m] for m in layout.message_ids], pa.int64())
     head_list = heads_all.take(rows).fill_null(_prefix("", "")).to_pylist()
     text_list = texts_all.take(rows).fill_null("").to_pylist()
     unique_texts = list(dict.fromkeys(text_list))
@@ -370,6 +374,14 @@ def _build_from_parts(
     columns = _message_columns(messages)
     if columns is None:
         return None
+    # every listed message's row, looked up once (a lookup per partition rebuilt the hash
+    # of all message ids each time: most of a warm refresh)
+    lists = chunks.column("message_ids").combine_chunks()
+    lengths = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    rows = pc.index_in(pc.cast(pc.list_flatten(lists), pa.string()), value_set=columns[0])
+    chunks = chunks.append_column(_ROWS, pa.ListArray.from_arrays(pa.array(offsets), rows))
     built = [_turn_part(d, c, columns, tokenizer, folder) for d, c in P.by_partition(chunks)]
     tables = [t for t, _, _ in built if t.num_rows]
     if not tables:
