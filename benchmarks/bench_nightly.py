@@ -17,7 +17,9 @@ rule memories):
 - **nightly**: what the nightly schedule runs for D (partitions D-1..D, the same stages),
   then the same refresh, now with the token cache of the full build: only D's new chunks
   (and D-1's re-chunked ones, if any changed) and turn documents are tokenized, and ingest
-  reads the parsed records of the unchanged export from ``<output>/cache/ingest``.
+  reads the parsed records of the unchanged export from ``<output>/cache/ingest``; the
+  indexes are assembled from the per-partition token parts of ``<output>/cache/index_parts``
+  (``core/indexes/parts.py``), recomputed for D-1 and D only.
 
 D is the busiest day of the corpus (most messages): the worst nightly. Dense vectors are
 off (``[representations] dense = []``) on both sides: the local all-MiniLM-L6-v2 embeds
