@@ -17,7 +17,9 @@ rule memories):
 - **nightly**: what the nightly schedule runs for D (partitions D-1..D, the same stages),
   then the same refresh, now with the token cache of the full build: only D's new chunks
   (and D-1's re-chunked ones, if any changed) and turn documents are tokenized, and ingest
-  reads the parsed records of the unchanged export from ``<output>/cache/ingest``.
+  reads the parsed records of the unchanged export from ``<output>/cache/ingest``; the
+  indexes are assembled from the per-partition token parts of ``<output>/cache/index_parts``
+  (``core/indexes/parts.py``), recomputed for D-1 and D only.
 
 D is the busiest day of the corpus (most messages): the worst nightly. Dense vectors are
 off (``[representations] dense = []``) on both sides: the local all-MiniLM-L6-v2 embeds
@@ -74,6 +76,24 @@ dense = []
     return path
 
 
+def subset(data: Path, dest: Path, n: int) -> Path:
+    """The first ``n`` dialogue lines of ``data`` (and its interlocutors) under ``dest``."""
+    import gzip
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    with (
+        gzip.open(data / "dialogues.jsonl.gz", "rt", encoding="utf-8") as src,
+        gzip.open(dest / "dialogues.jsonl.gz", "wt", encoding="utf-8") as out,
+    ):
+        for k, line in enumerate(src):
+            if k >= n:
+                break
+            out.write(line)
+    shutil.copyfile(data / "interlocutors.json", dest / "interlocutors.json")
+    return dest
+
+
 def busiest_day(cfg) -> tuple[dt.date, int]:
     from memory_pipeline.core.common.records import Message
     from memory_pipeline.core.ingest.sources import read_source
@@ -106,6 +126,12 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--json", type=Path, default=DEFAULT_JSON)
     ap.add_argument("--work", type=Path, default=None, help="output folder (default: a tmp dir)")
+    ap.add_argument(
+        "--dialogues",
+        type=int,
+        default=None,
+        help="only the first N dialogues (a copy in the work folder): quick iterations",
+    )
     args = ap.parse_args()
     for k in [k for k in os.environ if k.startswith("MEMORY_PIPELINE_")]:
         del os.environ[k]
@@ -122,7 +148,10 @@ def main() -> int:
 
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_nightly_"))
     work.mkdir(parents=True, exist_ok=True)
-    config = write_config(work, args.data.resolve())
+    data = args.data.resolve()
+    if args.dialogues is not None:
+        data = subset(data, work / "data", args.dialogues)
+    config = write_config(work, data)
     cfg = load_config(config)
     day, day_messages = busiest_day(cfg)
     prev = day - dt.timedelta(days=1)
@@ -183,6 +212,7 @@ def main() -> int:
     args.json.write_text(
         json.dumps(
             {
+                "dialogues": args.dialogues,
                 "day": day.isoformat(),
                 "day_messages": day_messages,
                 "full_seconds": full_total,

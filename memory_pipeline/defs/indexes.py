@@ -2,7 +2,10 @@
 
 Unpartitioned: BM25 weights depend on the whole corpus, so the indexes are rebuilt over all
 chunk partitions (not appended). One op builds a new index version and publishes it
-atomically, so the three always describe the same snapshot.
+atomically, so the three always describe the same snapshot. The per-document work (token
+lists of chunks and turns) is kept per chunk partition by content hash
+(``core/indexes/parts.py``), so a refresh after a new day converts that day only and
+assembles the rest from arrays: the same files as a build from scratch.
 """
 
 from pathlib import Path
@@ -15,6 +18,7 @@ from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.indexes.bm25 import Bm25Index
 from memory_pipeline.core.indexes.metadata import message_metadata, session_metadata
+from memory_pipeline.core.indexes.parts import parts_root
 from memory_pipeline.core.indexes.publish import (
     SESSION_LOOKUP,
     build_bm25,
@@ -155,13 +159,19 @@ def search_indexes(
     pq.write_table(mmeta, version / "message_meta.parquet")
     # the same chunks the BM25 indexes were built from: the version answers on its own
     lookups = write_lookups(version, chunks, messages)
+    # token lists per chunk partition, cached by content (core/indexes/parts.py): a
+    # refresh converts only changed partitions; forget / retention delete them
+    parts = parts_root(cfg.cache_path.parent)
+    days = chunks.sort_by("chunk_id").column("local_date").to_pylist()  # reps' order
     with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
-        bm25 = build_bm25(reps, version, cfg.tokenizer, cache=cache, runner=dask.runner())
+        bm25 = build_bm25(
+            reps, version, cfg.tokenizer, cache=cache, runner=dask.runner(), parts=parts, days=days
+        )
         # one document per message (core/indexes/turns.py), tokenized as the chunk indexes
         # are, through the same token cache (two documents per message: the largest corpus)
         raw_tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
         turn_tokenizer = CachedTokenizer(raw_tokenizer, cache)
-        lookups.update(build_turn_index(version, chunks, messages, turn_tokenizer))
+        lookups.update(build_turn_index(version, chunks, messages, turn_tokenizer, parts=parts))
         lookups["turn_tokens_cached"] = turn_tokenizer.hits
         lookups["turn_tokens_computed"] = turn_tokenizer.misses
     memories = store.read(T.MEMORIES)

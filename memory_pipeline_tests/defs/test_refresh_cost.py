@@ -11,6 +11,7 @@ import datetime as dt
 
 import dagster as dg
 
+from memory_pipeline.core.indexes.parts import parts_root
 from memory_pipeline.core.ingest.file_cache import cache_root
 from memory_pipeline_tests.paths import ROOT
 from memory_pipeline_tests.pipeline_helpers import INDEX_KEYS, INGEST_KEYS, Runner, build_all
@@ -34,10 +35,60 @@ def test_a_second_refresh_tokenizes_nothing_and_ingest_reuses_parsed_exports(tmp
     assert len(entries) == len(runner.cfg.sources)  # one parsed-record entry per source
     stamps = [p.stat().st_mtime_ns for p in entries]
     again = _bm25_meta(runner.run(INDEX_KEYS, []))
-    assert again["tokens_computed"] == 0 and again["tokens_cached"] > 0
+    assert again["tokens_computed"] == 0
     assert again["turn_tokens_computed"] == 0
-    assert again["turn_tokens_cached"] >= again["turns"] > 0
+    # every partition's token lists come from its part file (core/indexes/parts.py), and
+    # none was rewritten or pruned
+    parts = sorted(parts_root(runner.cfg.cache_path.parent).rglob("*.arrow"))
+    assert again["turn_tokens_cached"] == 0 and again["tokens_cached"] == 0
+    assert again["turn_parts"] == again["chunk_parts"] > 0
+    assert again["turn_parts_computed"] == again["chunk_parts_computed"] == 0
+    assert again["turn_parts_pruned"] == again["chunk_parts_pruned"] == 0
+    assert len(parts) == again["turn_parts"] + again["chunk_parts"]
     before = runner.tables()["raw_messages"]
     runner.run(INGEST_KEYS, DAYS[-2:])  # a nightly ingest: served from the entries
     assert [p.stat().st_mtime_ns for p in entries] == stamps
     assert runner.tables()["raw_messages"].equals(before)
+
+
+def _index_files(runner: Runner) -> dict[str, bytes]:
+    """The published BM25 and turn index files (the npz as arrays: zip entries carry times)."""
+    import numpy as np
+
+    from memory_pipeline.core.indexes.publish import current_version
+    from memory_pipeline.core.indexes.turns import MESSAGE_TOKENS
+
+    version = current_version(runner.cfg.storage_root)
+    out = {}
+    for sub in ("bm25", "turns"):
+        for p in sorted((version / sub).rglob("*")):
+            if p.is_file() and p.name != MESSAGE_TOKENS:
+                out[str(p.relative_to(version))] = p.read_bytes()
+    with np.load(version / "turns" / MESSAGE_TOKENS) as z:
+        out["indptr"], out["ids"] = z["indptr"].tobytes(), z["ids"].tobytes()
+    out["postings"] = (version / "bm25_postings.parquet").read_bytes()
+    return out
+
+
+def test_nightly_refreshes_publish_the_files_of_a_full_rebuild(tmp_path):
+    """Any build order equals a full rebuild: nightly runs over D-1..D, each followed by the
+    refresh (which reuses the parts of every other day), publish the very index files of one
+    build over every day; so does a refresh that must recompute every part (after forget).
+    That parts equal the per-document build is tested in core/indexes/test_parts.py."""
+    full = Runner(ROOT / "memory_pipeline.toml", tmp_path / "full")
+    build_all(full, DAYS)
+    nightly = Runner(ROOT / "memory_pipeline.toml", tmp_path / "nightly")
+    build_all(nightly, DAYS[:10])
+    for i in range(10, len(DAYS)):
+        build_all(nightly, DAYS[i - 1 : i + 1])
+    meta = _bm25_meta(nightly.run(INDEX_KEYS, []))
+    assert meta["turn_parts_computed"] == meta["chunk_parts_computed"] == 0
+    files = _index_files(nightly)
+    assert files == _index_files(full)
+    # the same files without any part: drop them and refresh again
+    import shutil
+
+    shutil.rmtree(parts_root(full.cfg.cache_path.parent))
+    meta = _bm25_meta(full.run(INDEX_KEYS, []))
+    assert meta["turn_parts_computed"] == meta["turn_parts"] > 0
+    assert _index_files(full) == files

@@ -236,6 +236,23 @@ def fast_index(retriever: bm25s.BM25, token_lists: Sequence[Sequence[str]]) -> b
     if n_docs == 0 or not lengths.any():
         return False
     vocab, flat = _vocabulary(token_lists)
+    return fast_index_ids(retriever, vocab, flat, lengths)
+
+
+def fast_index_ids(
+    retriever: bm25s.BM25, vocab: dict[str, int], flat: np.ndarray, lengths: np.ndarray
+) -> bool:
+    """:func:`fast_index` from token ids: ``vocab`` (token -> id, ids ``0..n-1`` in
+    first-seen order), ``flat`` (every document's token ids, documents in order) and
+    ``lengths`` (tokens per document). For callers that assemble token ids from cached
+    arrays (``core/indexes/parts.py``) instead of holding one Python list per document;
+    the same arrays as ``fast_index`` on the equivalent token lists, bit for bit."""
+    if retriever.method not in METHODS or retriever.idf_method != retriever.method:
+        return False
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n_docs = len(lengths)
+    if n_docs == 0 or not lengths.any():
+        return False
     n_vocab = len(vocab)
     doc = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
     # one key per (token, document): sorted unique keys are the CSC order, counts the tf

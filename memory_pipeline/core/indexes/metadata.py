@@ -4,6 +4,7 @@ time-aware queries filter on (published with the search index).
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -40,38 +41,45 @@ def session_metadata(sessions: pa.Table) -> pa.Table:
 
 def message_metadata(messages: pa.Table, sessions: pa.Table, session_meta: pa.Table) -> pa.Table:
     """Per message: its session, session index, response index (position in the session),
-    speaker and calendar fields (Alonso et al.'s metadata for time filters)."""
-    sid_of: dict[str, str] = {}
-    pos_of: dict[str, int] = {}
-    for sid, ids in zip(
-        sessions.column("session_id").to_pylist(),
-        sessions.column("message_ids").to_pylist(),
-        strict=True,
-    ):
-        for i, m in enumerate(ids, 1):
-            sid_of[m] = sid
-            pos_of[m] = i
-    index_of = dict(
-        zip(
-            session_meta.column("session_id").to_pylist(),
-            session_meta.column("session_index").to_pylist(),
-            strict=True,
-        )
+    speaker and calendar fields (Alonso et al.'s metadata for time filters).
+
+    Whole-column Arrow work (no Python object per message: a refresh rebuilds this over
+    every message). A message listed by two sessions takes the last one, as a dict would."""
+    lists = sessions.column("message_ids").combine_chunks()
+    flat_ids = pc.cast(pc.list_flatten(lists), pa.string())
+    parent = pc.list_parent_indices(lists)
+    starts = pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    starts = np.cumsum(starts) - starts
+    parent_np = parent.to_numpy(zero_copy_only=False).astype(np.int64)
+    position = np.arange(len(flat_ids), dtype=np.int64) - starts[parent_np] + 1
+    # last occurrence wins: look up in the reversed arrays
+    rev = pa.array(np.arange(len(flat_ids) - 1, -1, -1, dtype=np.int64))
+    mids = pc.cast(messages.column("message_id"), pa.string())
+    at = pc.index_in(mids, value_set=flat_ids.take(rev))
+    at_np = at.to_numpy(zero_copy_only=False)  # float with NaN for nulls
+    found = pc.is_valid(at).to_numpy(zero_copy_only=False)
+    row = np.where(found, len(flat_ids) - 1 - np.nan_to_num(at_np, nan=0).astype(np.int64), 0)
+    session_of_row = sessions.column("session_id").combine_chunks()
+    sids = session_of_row.take(pa.array(parent_np[row] if len(flat_ids) else row, mask=~found))
+    resp = pa.array(position[row] if len(flat_ids) else row, pa.int32(), mask=~found)
+    meta_ids = session_meta.column("session_id")
+    meta_rev = pa.array(np.arange(len(meta_ids) - 1, -1, -1, dtype=np.int64))
+    at_meta = pc.index_in(sids, value_set=meta_ids.take(meta_rev))
+    session_index = session_meta.column("session_index").take(
+        pc.subtract(len(meta_ids) - 1, at_meta)
     )
-    mids = messages.column("message_id").to_pylist()
-    stamps = messages.column("local_ts").to_pylist()
-    sids = [sid_of.get(m) for m in mids]
+    stamps = messages.column("local_ts")
     return pa.table(
         {
-            "message_id": mids,
-            "session_id": sids,
-            "session_index": pa.array([index_of.get(s) for s in sids], pa.int32()),
-            "response_index": pa.array([pos_of.get(m) for m in mids], pa.int32()),
+            "message_id": pc.cast(mids, pa.string()),
+            "session_id": pc.cast(sids, pa.string()),
+            "session_index": pc.cast(session_index, pa.int32()),
+            "response_index": resp,
             "speaker": messages.column("sender"),
             "local_date": messages.column("local_date"),
-            "local_time": pc.strftime(messages.column("local_ts"), format="%H:%M"),
-            "day_name": [WEEKDAY_NAMES[s.weekday()] for s in stamps],
-            "iso_week": pa.array([s.isocalendar()[1] for s in stamps], pa.int32()),
+            "local_time": pc.strftime(stamps, format="%H:%M"),
+            "day_name": pa.array(WEEKDAY_NAMES, pa.string()).take(pc.day_of_week(stamps)),
+            "iso_week": pc.cast(pc.iso_week(stamps), pa.int32()),
             "conversation_id": messages.column("conversation_id"),
             "source_ref": messages.column("source_ref"),
         }

@@ -20,6 +20,7 @@ cannot make index N point at rows of N+1.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -241,6 +242,8 @@ def build_bm25(
     tokenizer: str = "auto",
     cache: ContentCache | None = None,
     runner: object = None,
+    parts: Path | None = None,
+    days: Sequence[object] | None = None,
 ) -> Bm25Build:
     """One bm25s index per representation in ``folder/bm25/<rep>``, plus their postings.
 
@@ -250,6 +253,11 @@ def build_bm25(
     day tokenizes that day's chunks, not the corpus. With a ``runner`` (a Dask client,
     ``core/common/parallel.py``) the texts to tokenize go to the cluster in batches; the
     cache and the files stay here.
+
+    With ``parts`` (a folder) and ``days`` (each document's partition, aligned with the ids
+    every representation shares), each partition's token lists are kept as one part file
+    by content hash (``parts.py``) and the matrices are built from their token ids: the same
+    index files, and a refresh reads back, converts and tokenizes only changed partitions.
     """
     raw_texts = reps["raw_text"][1]
     tok = (
@@ -260,8 +268,13 @@ def build_bm25(
     work = ParallelTokenizer(tok, runner) if runner is not None else tok
     cached = CachedTokenizer(work, cache) if cache is not None else None
     tables, stats = [], {"tokenizer": tok.name}
+    prebuilt = (
+        _bm25_from_parts(reps, days, cached or work, Path(parts) / "chunks", stats)
+        if parts is not None and days is not None
+        else {}
+    )
     for rep, (ids, texts) in reps.items():
-        index = build_index(ids, texts, tokenizer=cached or work)
+        index = prebuilt.get(rep) or build_index(ids, texts, tokenizer=cached or work)
         index.tokenizer = tok  # the index answers queries with the plain tokenizer
         index.save(folder / "bm25" / rep)
         post = postings(index)
@@ -284,6 +297,76 @@ def build_bm25(
         stats["tokens_cached"] = cached.hits
         stats["tokens_computed"] = cached.misses
     return Bm25Build(table, stats)
+
+
+def _bm25_from_parts(
+    reps: dict[str, tuple[list[str], list[str]]],
+    days: Sequence[object],
+    tokenizer: object,
+    folder: Path,
+    stats: dict,
+) -> dict[str, Bm25Index]:
+    """The representations' indexes from per-partition part files ({} when the inputs are
+    not one id list shared by every representation, or an index has no token: the caller
+    then builds per document)."""
+    import bm25s
+
+    from memory_pipeline.core.indexes import parts as P
+    from memory_pipeline.core.indexes.bm25 import fast_index_ids
+
+    names = list(reps)
+    ids = reps[names[0]][0]
+    if (
+        len(days) != len(ids)
+        or len(set(ids)) != len(ids)
+        or any(reps[r][0] != ids for r in names)
+        or not ids
+    ):
+        return {}
+    table = pa.table(
+        {"chunk_id": pa.array(ids, pa.string())}
+        | {r: pa.array(reps[r][1], pa.string()) for r in names}
+    )
+    day_col = pa.array([d.isoformat() if d is not None else None for d in days], pa.string())
+    identity = {"kind": "chunks", "tokenizer": tokenizer.name, "params": tokenizer.params}
+    built, keys, computed = [], [], 0
+    for label, rows in P.by_partition(table.append_column("day", day_col), "day"):
+        day = dt.date.fromisoformat(label) if label is not None else None
+        key = P.part_key(
+            day, P.digest([identity, names], [rows.column(c) for c in table.column_names])
+        )
+        part = P.read_part(folder, key)
+        if part is None:
+            part = pa.table(
+                {"chunk_id": rows.column("chunk_id")}
+                | {
+                    r: P.token_list_array(tokenizer.tokenize_many(rows.column(r).to_pylist()))
+                    for r in names
+                }
+            )
+            P.write_part(folder, key, part)
+            computed += 1
+        built.append(part)
+        keys.append(key)
+    whole = pa.concat_tables(built)
+    whole = whole.take(pc.sort_indices(whole, [("chunk_id", "ascending")]))
+    if whole.column("chunk_id").to_pylist() != ids:
+        return {}
+    out = {}
+    for r in names:
+        lists = whole.column(r).combine_chunks()
+        encoded = pc.list_flatten(lists).dictionary_encode()
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        vocab, rank = P.first_seen_ids(codes, encoded.dictionary)
+        lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
+        retriever = bm25s.BM25(k1=1.5, b=0.75, method="lucene", backend="numpy")
+        if not fast_index_ids(retriever, vocab, rank[codes], lengths):
+            return {}
+        out[r] = Bm25Index(doc_ids=list(ids), tokenizer=tokenizer, retriever=retriever)
+    stats["chunk_parts"] = len(keys)
+    stats["chunk_parts_computed"] = computed
+    stats["chunk_parts_pruned"] = P.prune(folder, keys)
+    return out
 
 
 # The HNSW graph over the piece vectors: int8 in the graph, exact float32 re-scoring of what

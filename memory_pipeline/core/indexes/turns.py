@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index
 from memory_pipeline.core.indexes.tokenize import Tokenizer
@@ -199,6 +200,7 @@ def build_turn_index(
     messages: pa.Table,
     tokenizer: Tokenizer,
     context: int = CONTEXT,
+    parts: Path | None = None,
 ) -> dict:
     """Write ``version/turns/{turn,turn_ctx}`` (bm25s), the messages' own tokens and
     ``turns.json``; returns stats.
@@ -206,7 +208,19 @@ def build_turn_index(
     ``chunks`` must be the chunk lookup as written (chunk_id order), ``tokenizer`` the one
     the chunk indexes use (or a ``CachedTokenizer`` around it), so a query is tokenized once
     for every granularity. The message tokens (ids in the ``turn`` vocabulary, CSR arrays)
-    let search score highlights without tokenizing messages per query."""
+    let search score highlights without tokenizing messages per query.
+
+    With ``parts`` (a folder), each chunk partition's token lists are cached there by
+    content hash and the index is assembled from them (:func:`_build_from_parts`): the same
+    files, and a refresh tokenizes and converts only changed partitions. Inputs the parts
+    cannot reproduce exactly (a message in sessions of two partitions) take the path below.
+    """
+    if context < 0:
+        raise ValueError(f"context must be >= 0, got {context}")
+    if parts is not None:
+        stats = _build_from_parts(Path(version), chunks, messages, tokenizer, context, parts)
+        if stats is not None:
+            return stats
     layout = turn_layout(chunks.sort_by("chunk_id"))
     lists, own = turn_token_lists(layout, messages, tokenizer, context)
     folder = Path(version) / TURN_FOLDER
@@ -256,3 +270,209 @@ def load_turn_indexes(version: Path, reps: Sequence[str] = TURN_REPS) -> dict[st
     if meta.get("format") != TURN_FORMAT:
         return {}
     return {r: Bm25Index.load(folder / r, mmap=True) for r in reps if (folder / r).is_dir()}
+
+
+_ROWS = "__message_rows"  # a column the parts path adds to its chunks
+
+
+def _message_columns(messages: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array] | None:
+    """(message ids, each row's ``turn`` head, each row's text) over ``messages``, as
+    :func:`turn_token_lists` derives them; None when an id repeats (the per-document path
+    then decides which row wins)."""
+    cols = messages.select(["message_id", "sender", "local_ts", "text"])
+    ids = pc.cast(cols.column("message_id"), pa.string()).combine_chunks()
+    if pc.count_distinct(ids, mode="all").as_py() != len(ids):
+        return None
+    ts = cols.column("local_ts")
+    if pa.types.is_timestamp(ts.type) and ts.type.tz is not None:
+        ts = pc.local_timestamp(ts)
+    day = pc.cast(pc.cast(ts, pa.date32()), pa.string()).fill_null("")
+    sender = pc.cast(cols.column("sender"), pa.string()).fill_null("")
+    head = pc.binary_join_element_wise(pc.binary_join_element_wise(sender, day, " "), "", ":")
+    text = pc.cast(cols.column("text"), pa.string()).fill_null("")
+    return ids, head.combine_chunks(), text.combine_chunks()
+
+
+def _turn_part(
+    day: object,
+    chunks: pa.Table,
+    columns: tuple[pa.Array, pa.Array, pa.Array],
+    tokenizer: Tokenizer,
+    folder: Path,
+) -> tuple[pa.Table, str, bool]:
+    """One partition's turn rows (session, message, position, session length, own tokens,
+    head tokens), read from ``folder`` by content key or computed and stored; (table, key,
+    computed). The key hashes the chunks' ids, sessions, windows and every listed message's
+    head and text, so a hit needs no layout (what the rows are derived from)."""
+    from memory_pipeline.core.indexes import parts as P
+
+    _, heads_all, texts_all = columns
+    chunks = chunks.sort_by("chunk_id")
+    lists = chunks.column("message_ids").combine_chunks()
+    flat = pc.cast(pc.list_flatten(lists), pa.string())
+    rows = pc.list_flatten(chunks.column(_ROWS))  # each listed message's row in messages
+    identity = {"kind": "turn", "tokenizer": tokenizer.name, "params": tokenizer.params}
+    content = [
+        chunks.column("chunk_id"),
+        chunks.column("session_id"),
+        pc.cast(chunks.column("chunk_index"), pa.int64()),
+        pc.list_value_length(lists),
+        flat,
+        heads_all.take(rows),
+        texts_all.take(rows),
+    ]
+    key = P.part_key(day, P.digest(identity, content))
+    table = P.read_part(folder, key)
+    if table is not None:
+        return table, key, False
+    layout = turn_layout(chunks)
+    mids = pa.array(layout.message_ids, pa.string())
+    row_of = dict(zip(flat.to_pylist(), rows.to_pylist(), strict=True))
+    rows = pa.array([row_of[m] for m in layout.message_ids], pa.int64())
+    head_list = heads_all.take(rows).fill_null(_prefix("", "")).to_pylist()
+    text_list = texts_all.take(rows).fill_null("").to_pylist()
+    unique_texts = list(dict.fromkeys(text_list))
+    text_tokens = dict(zip(unique_texts, tokenizer.tokenize_many(unique_texts), strict=True))
+    unique_heads = list(dict.fromkeys(head_list))
+    head_tokens = dict(zip(unique_heads, tokenizer.tokenize_many(unique_heads), strict=True))
+    table = pa.table(
+        {
+            "session_id": pa.array(layout.session_ids, pa.string()),
+            "message_id": mids,
+            "position": pa.array(layout.position, pa.int32()),
+            "session_length": pa.array(layout.session_length, pa.int32()),
+            "own": P.token_list_array([text_tokens[t] for t in text_list]),
+            "head": P.token_list_array([head_tokens[h] for h in head_list]),
+        }
+    )
+    P.write_part(folder, key, table)
+    return table, key, True
+
+
+def _build_from_parts(
+    version: Path,
+    chunks: pa.Table,
+    messages: pa.Table,
+    tokenizer: Tokenizer,
+    context: int,
+    folder: Path,
+) -> dict | None:
+    """:func:`build_turn_index` from per-partition part files (None: not reproducible
+    exactly from parts, or nothing to index; the caller takes the per-document path).
+
+    The global layout is every session in id order, so sorting the concatenated parts by
+    (session, position) gives it back when no session spans two partitions (checked; a
+    message two partitions list is kept once, as turn_layout keeps it). Documents are then
+    ranges of one dictionary-encoded token array: ``turn`` = head + own tokens,
+    ``turn_ctx`` = the neighbours' own tokens, as turn_token_lists concatenates them."""
+    import bm25s
+
+    from memory_pipeline.core.indexes import parts as P
+    from memory_pipeline.core.indexes.bm25 import fast_index_ids
+
+    folder = Path(folder) / TURN_FOLDER
+    columns = _message_columns(messages)
+    if columns is None:
+        return None
+    # every listed message's row, looked up once (a lookup per partition rebuilt the hash
+    # of all message ids each time: most of a warm refresh)
+    lists = chunks.column("message_ids").combine_chunks()
+    lengths = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    rows = pc.index_in(pc.cast(pc.list_flatten(lists), pa.string()), value_set=columns[0])
+    chunks = chunks.append_column(_ROWS, pa.ListArray.from_arrays(pa.array(offsets), rows))
+    built = [_turn_part(d, c, columns, tokenizer, folder) for d, c in P.by_partition(chunks)]
+    tables = [t for t, _, _ in built if t.num_rows]
+    if not tables:
+        return None
+    n_sessions = sum(pc.count_distinct(t.column("session_id")).as_py() for t in tables)
+    table = pa.concat_tables(tables)
+    if pc.count_distinct(table.column("session_id")).as_py() != n_sessions:
+        return None  # a session cut into two partitions: no part holds its whole layout
+    table = table.take(
+        pc.sort_indices(table, [("session_id", "ascending"), ("position", "ascending")])
+    )
+    # A message listed by sessions of two partitions (a session re-cut across midnight
+    # while the other partition was not rebuilt) stays in the first session by id, as in
+    # turn_layout; positions and lengths are then recounted over what each session keeps.
+    codes_m = table.column("message_id").combine_chunks().dictionary_encode().indices
+    _, first_seen = np.unique(codes_m.to_numpy(zero_copy_only=False), return_index=True)
+    dropped = table.num_rows - len(first_seen)
+    if dropped:
+        keep = np.zeros(table.num_rows, dtype=bool)
+        keep[first_seen] = True
+        table = table.filter(pa.array(keep))
+    n = table.num_rows
+    sess = table.column("session_id").combine_chunks()
+    new_session = np.ones(n, dtype=bool)
+    if n > 1:
+        new_session[1:] = pc.not_equal(sess.slice(1), sess.slice(0, n - 1)).to_numpy(
+            zero_copy_only=False
+        )
+    starts_at = np.flatnonzero(new_session)
+    group = np.cumsum(new_session) - 1
+    position = np.arange(n, dtype=np.int64) - starts_at[group]
+    session_length = np.diff(np.append(starts_at, n))[group]
+    own = table.column("own").combine_chunks()
+    head = table.column("head").combine_chunks()
+    own_len = pc.list_value_length(own).to_numpy(zero_copy_only=False).astype(np.int64)
+    head_len = pc.list_value_length(head).to_numpy(zero_copy_only=False).astype(np.int64)
+    own_off = np.cumsum(own_len) - own_len
+    head_off = np.cumsum(head_len) - head_len
+    own_values = pc.list_flatten(own)
+    n_own = len(own_values)
+    encoded = pa.concat_arrays([own_values, pc.list_flatten(head)]).dictionary_encode()
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    words = encoded.dictionary
+    # turn: head then own tokens
+    starts = np.empty(2 * n, dtype=np.int64)
+    lens = np.empty(2 * n, dtype=np.int64)
+    starts[0::2], starts[1::2] = n_own + head_off, own_off
+    lens[0::2], lens[1::2] = head_len, own_len
+    docs = {"turn": (codes[P.gather_ranges(starts, lens)], head_len + own_len)}
+    # turn_ctx: the own tokens of the neighbours in [i - context, i + context], same session
+    i = np.arange(n, dtype=np.int64)
+    first = i - position
+    end = first + session_length
+    offsets = [d for d in range(-context, context + 1) if d != 0]
+    seg_start = np.zeros((n, len(offsets)), dtype=np.int64)
+    seg_len = np.zeros((n, len(offsets)), dtype=np.int64)
+    for k, d in enumerate(offsets):
+        x = i + d
+        ok = (x >= first) & (x < end)
+        xs = np.clip(x, 0, n - 1)
+        seg_start[:, k] = own_off[xs]
+        seg_len[:, k] = np.where(ok, own_len[xs], 0)
+    docs["turn_ctx"] = (
+        codes[P.gather_ranges(seg_start.ravel(), seg_len.ravel())],
+        seg_len.sum(axis=1),
+    )
+    doc_ids = table.column("message_id").to_pylist()
+    out = Path(version) / TURN_FOLDER
+    stats: dict = {"turns": n, "turn_context": context}
+    indexes = {}
+    for rep in TURN_REPS:
+        flat, lengths = docs[rep]
+        vocab, rank = P.first_seen_ids(flat, words)
+        retriever = bm25s.BM25(k1=1.5, b=0.75, method="lucene", backend="numpy")
+        if not fast_index_ids(retriever, vocab, rank[flat], lengths):
+            return None  # an index without tokens: the per-document path handles it
+        indexes[rep] = (Bm25Index(doc_ids=doc_ids, tokenizer=tokenizer, retriever=retriever), rank)
+    out.mkdir(parents=True, exist_ok=True)
+    for rep, (idx, rank) in indexes.items():
+        idx.save(out / rep)
+        stats[f"{rep}_vocabulary"] = len(idx.vocab)
+        if rep == "turn":
+            indptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(own_len, out=indptr[1:])
+            ids = rank[codes[:n_own]].astype(np.int32)
+            np.savez(out / MESSAGE_TOKENS, indptr=indptr, ids=ids)
+    meta = {"format": TURN_FORMAT, "context": context, "turns": n}
+    (out / TURN_META).write_text(json.dumps(meta), encoding="utf-8")
+    keys = [k for _, k, _ in built]
+    stats["turn_parts"] = len(keys)
+    stats["turn_parts_computed"] = sum(1 for _, _, c in built if c)
+    stats["turn_parts_pruned"] = P.prune(folder, keys)
+    stats["turn_duplicates_dropped"] = dropped
+    return stats

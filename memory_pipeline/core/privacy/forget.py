@@ -18,6 +18,8 @@ still keeps ingest from bringing them back), then:
   then checkpoints and VACUUMs so no freed page or WAL frame keeps the text;
 - rewrites the parsed-record cache of the exports (``core/ingest/file_cache.py``) so the
   contact's records are only their text-free ``forgotten`` rows there too;
+- deletes the index's per-partition token parts (``core/indexes/parts.py``, under the
+  cache folder): the next index build recomputes them from the cleaned tables;
 - deletes the contact's dossier ``.md`` file.
 
 Every scan and deletion of the storage of record goes through ``core/common/fs.py``, so an
@@ -52,6 +54,7 @@ from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.ids import text_hash
 from memory_pipeline.core.common.owners import owner_store
 from memory_pipeline.core.common.storage import TableStore
+from memory_pipeline.core.indexes.parts import drop_parts
 from memory_pipeline.core.indexes.publish import drop_local_copies, index_root, list_versions
 from memory_pipeline.core.ingest.file_cache import scrub as scrub_ingest_cache
 from memory_pipeline.core.ingest.normalize import quarantine_table
@@ -291,6 +294,8 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
     save_forget_list(out, forget)
     # parsed export records (core/ingest/file_cache.py) hold the contact's texts too
     scrub_ingest_cache(_cache_dir(out, plan.cache_path, plan.work_dir), forget)
+    # so do the index's per-partition token parts (core/indexes/parts.py): a cache, rebuilt
+    drop_parts(_cache_dir(out, plan.cache_path, plan.work_dir))
 
     store = owner_store(plan.work_dir or out, storage=out)
     moved: Counter[tuple[dt.date, str]] = Counter()  # messages turned into forgotten rows
@@ -341,9 +346,7 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
     return forget
 
 
-def _cache_dir(
-    output_dir: Location, cache_path: Path | None, work_dir: Path | None = None
-) -> Path:
+def _cache_dir(output_dir: Location, cache_path: Path | None, work_dir: Path | None = None) -> Path:
     """The pipeline's local cache folder: the provider cache's, else ``<work>/cache`` (the
     work folder when the data is remote, the output folder itself when it is local)."""
     if cache_path is not None:

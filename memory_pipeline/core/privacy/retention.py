@@ -6,7 +6,8 @@ removes one contact's rows from every partition, retention removes whole date pa
 (every date-partitioned table of ``T.REGISTRY``, dates < cutoff), then, exactly as forget
 does, deletes every index version, the unpartitioned derived tables, the warehouse and the
 evaluation folder (the run that follows rebuilds them from what is left) and the
-provider-cache entries derived from the purged texts. Ingest drops records older than the
+provider-cache entries derived from the purged texts, and the purged dates' index token
+parts (``core/indexes/parts.py``). Ingest drops records older than the
 cutoff as text-free ``expired`` rows (``core/ingest/normalize.py``), so re-running over the
 same exports never brings a purged date back.
 
@@ -28,6 +29,7 @@ from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_lis
 from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.ids import text_hash
 from memory_pipeline.core.common.storage import TableStore, write_text_atomic
+from memory_pipeline.core.indexes.parts import drop_parts
 from memory_pipeline.core.indexes.publish import index_root, list_versions
 from memory_pipeline.core.ingest.file_cache import scrub as scrub_ingest_cache
 from memory_pipeline.core.privacy.forget import (
@@ -160,6 +162,8 @@ def apply_retention(plan: RetentionPlan, *, ran_on: dt.date | None = None) -> di
     forget = load_forget_list(plan.output_dir)
     cache_dir = _cache_dir(plan.output_dir, plan.cache_path, plan.work_dir)
     scrub_ingest_cache(cache_dir, forget, plan.cutoff)
+    # the index's token parts of purged partitions hold their words (rebuilt on refresh)
+    drop_parts(cache_dir, before=plan.cutoff)
     if plan.cache_path is not None and plan.cache_path.is_file():
         # the forget purge matches entries by text hash and by quoted text: reuse it as is
         victims = ForgetPlan("", plan.output_dir, texts=plan.texts, text_hashes=plan.text_hashes)
