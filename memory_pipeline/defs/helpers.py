@@ -374,7 +374,7 @@ def per_partition(
             results = map_owners(body, scopes)
             merged = merge_owner_events(context, [s.owner_id for s in scopes], results)
             yield from partition_events(
-                context, _OwnersReader([s.store for s in scopes]), tables, merged, per_day
+                context, _OwnersReader(scopes), tables, merged, per_day
             )
 
         return wrapper
@@ -468,24 +468,35 @@ class _OwnerContext:
 
 
 class _OwnersReader:
-    """Reads one table over several owners' stores (row counts of a partition in the UI)."""
+    """Reads one table over several owners' stores (row counts of a partition in the UI).
 
-    def __init__(self, stores: Sequence[TableStore]) -> None:
-        self.stores = list(stores)
+    Only the owners that took part in a day are asked about it (``OwnerScope.days``; None:
+    every day): on object storage each question is a request, and a run over 233 owners
+    and 100 days asked 23,300 per table. A day no owner wrote reads as the table's empty
+    schema (the per-day figures read its columns), not as a table without columns."""
+
+    def __init__(self, scopes: Sequence[Any]) -> None:
+        self.scopes = [(s.store, None if s.days is None else set(s.days)) for s in scopes]
 
     def read(
         self, name: Any, days: Iterable[dt.date] | None = None, columns: list[str] | None = None
     ) -> Any:
-        import pyarrow as pa
+        from memory_pipeline.core.common.tables import table
 
         days = None if days is None else list(days)
         parts = [
-            s.read(name, days, columns=columns)
-            for s in self.stores
-            if days is None or _has(s, name, days)
+            store.read(name, days, columns=columns)
+            for store, took_part in self.scopes
+            if days is None
+            or ((took_part is None or not took_part.isdisjoint(days)) and _has(store, name, days))
         ]
         if not parts:
-            return pa.table({})
+            schema = table(name).schema
+            if schema is None:
+                return pa.table({})
+            if columns is not None:
+                schema = pa.schema([schema.field(c) for c in columns])
+            return schema.empty_table()
         return pa.concat_tables(parts, promote_options="permissive")
 
 
