@@ -294,7 +294,9 @@ def partition_events(
                 if table is not None:
                     part = store.read(table, [day], columns=narrow)
                     own[ROW_COUNT] = part.num_rows
-                    if day_metadata is not None:
+                    # a schema-less table (chunk_embeddings) that no owner wrote that day
+                    # reads as a table without columns: it has no per-day figures
+                    if day_metadata is not None and part.num_columns:
                         own.update(_json_dicts(day_metadata(store, day, part)))
                 if own:
                     context.add_asset_metadata(own, asset_key=key, partition_key=partition)
