@@ -390,13 +390,15 @@ def _owner_cfgs(cfg: PipelineConfig) -> list[PipelineConfig]:
 
 def print_owners_summary(cfg: PipelineConfig, span, timings: dict[str, float]) -> None:
     """A multi-owner run: rows per table over every owner, and where each owner's are."""
-    from memory_pipeline.core.common.owners import owner_store, owners_root
+    from memory_pipeline.core.common.owners import OWNERS_DIR, owner_store, owners_root
 
     days = [span[0] + dt.timedelta(days=i) for i in range((span[1] - span[0]).days + 1)]
     owners = _owner_cfgs(cfg)
-    stores = [owner_store(o.output_dir) for o in owners]
+    # an s3:// output: the marker is in the local working folder, the tables on the store
+    stores = [owner_store(o.output_dir, o.storage_root) for o in owners]
     width = max(len(t) for t in SUMMARY_TABLES)
-    print(f"\n{len(owners)} owners under {owners_root(cfg.output_dir)}/<owner_id>/")
+    where = fs.join(cfg.storage_root, OWNERS_DIR) if cfg.output_uri else owners_root(cfg.output_dir)
+    print(f"\n{len(owners)} owners under {where}/<owner_id>/")
     print(f"{'table':<{width}}  {'rows':>9}  path")
     for table in SUMMARY_TABLES:
         n = sum(s.read(table, days).num_rows for s in stores)
