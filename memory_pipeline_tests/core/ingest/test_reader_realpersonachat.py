@@ -425,10 +425,10 @@ def test_missing_file_in_directory(tmp_path: Path) -> None:
     ("content", "match"),
     [
         (b"plain text, not gzip\n", "not a readable gzip"),
-        (gzip.compress(b"hello\nworld\n"), "not RealPersonaChat JSON lines"),
-        (gzip.compress(b'[1, 2]\n{"a": 1}\n'), "not RealPersonaChat JSON lines"),
-        (gzip.compress(b""), "not RealPersonaChat JSON lines"),
-        (gzip.compress(JSONL.read_bytes())[:-30], "not a readable gzip"),  # truncated
+        (gzip.compress(b"hello\nworld\n", mtime=0), "not RealPersonaChat JSON lines"),
+        (gzip.compress(b'[1, 2]\n{"a": 1}\n', mtime=0), "not RealPersonaChat JSON lines"),
+        (gzip.compress(b"", mtime=0), "not RealPersonaChat JSON lines"),
+        (gzip.compress(JSONL.read_bytes(), mtime=0)[:-30], "not a readable gzip"),  # truncated
     ],
 )
 def test_unreadable_input_raises(tmp_path: Path, content: bytes, match: str) -> None:
