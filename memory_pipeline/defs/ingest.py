@@ -210,8 +210,9 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         # Checks and per-partition figures run on the tables as written (the writes are
         # atomic and cast to the registry schema first): no read of 300 files back.
         written = {
-            name: {day: getattr(tables, attr) for day, tables in per_day.items()}
-            for name, attr in ((RAW, "messages"), (QUARANTINE, "quarantine"), (AUDIT, "audit"))
+            RAW: {day: t.messages for day, t in per_day.items()},
+            QUARANTINE: {day: t.quarantine for day, t in per_day.items()},
+            AUDIT: {day: t.audit for day, t in per_day.items()},
         }
         write_partitions(
             store, [(TABLES[k], d, t) for k, p in written.items() for d, t in p.items()]

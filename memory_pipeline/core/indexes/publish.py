@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.representations import REPRESENTATIONS
+from memory_pipeline.core.common.tables import CHUNKS
 from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index, postings
 from memory_pipeline.core.indexes.bm25_text import DEFAULT_PREFIX, bm25_raw_texts
 from memory_pipeline.core.indexes.ivf import build_ivf, save_ivf
@@ -269,7 +270,7 @@ def build_bm25(
     cached = CachedTokenizer(work, cache) if cache is not None else None
     tables, stats = [], {"tokenizer": tok.name}
     prebuilt = (
-        _bm25_from_parts(reps, days, cached or work, Path(parts) / "chunks", stats)
+        _bm25_from_parts(reps, days, cached or work, Path(parts) / CHUNKS.name, stats)
         if parts is not None and days is not None
         else {}
     )
@@ -328,7 +329,7 @@ def _bm25_from_parts(
         | {r: pa.array(reps[r][1], pa.string()) for r in names}
     )
     day_col = pa.array([d.isoformat() if d is not None else None for d in days], pa.string())
-    identity = {"kind": "chunks", "tokenizer": tokenizer.name, "params": tokenizer.params}
+    identity = {"kind": CHUNKS.name, "tokenizer": tokenizer.name, "params": tokenizer.params}
     built, keys, computed = [], [], 0
     for label, rows in P.by_partition(table.append_column("day", day_col), "day"):
         day = dt.date.fromisoformat(label) if label is not None else None
