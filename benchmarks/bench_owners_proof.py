@@ -43,6 +43,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -328,7 +329,8 @@ def isolation_checks(s3: Any, prefix: str, config: Path) -> dict[str, Any]:
     2. ``objects``: every other object (JSON, markdown, index arrays): a JSON document's
        ``owner_id`` / ``id`` keys (anywhere in it) must be A; ``owner.json`` must name A;
     3. ``search``: ``memory_pipeline.search(owner=A)`` for a term taken from A's own chunks
-       (a message text of A's first chunk) must return hits, and every hit's
+       (a message text, see ``_term``: no time expression, >= 3 tokens) must return hits,
+       and every hit's
        ``(chunk_id, contact_id)`` must be a chunk of A's table. A dialogue is in both its
        speakers' memories with the same chunk ids, but the contact differs (for A the other
        speaker, for B it is A), so a hit from B's index would fail the check.
@@ -421,8 +423,9 @@ def isolation_checks(s3: Any, prefix: str, config: Path) -> dict[str, Any]:
             continue
         own = set(zip(chunks.column("chunk_id").to_pylist(),
                       chunks.column("contact_id").to_pylist(), strict=True))
-        term = _term(chunks.column("raw_text").to_pylist())
         try:
+            term = _owner_term(memory_pipeline.searcher(config, None, oid),
+                               chunks.column("raw_text").to_pylist())
             hits = memory_pipeline.search(term, 10, config=config, owner=oid).chunks
         except Exception as exc:  # noqa: BLE001 - a failed owner is counted, the loop goes on
             fail("search", oid, f"{type(exc).__name__}: {str(exc)[:120]}")
@@ -448,14 +451,51 @@ def _concat(a: Any, b: Any) -> Any:
     return pa.concat_tables([a, b])
 
 
-def _term(texts: list[str]) -> str:
-    """A query from the owner's own words: the longest line of their first chunk, cut to 40
-    characters (raw_text is ``[local time] sender: text`` lines)."""
-    lines = [
-        ln.split("] ", 1)[-1].split(": ", 1)[-1].strip() for ln in (texts[0] or "").splitlines()
-    ]
-    best = max(lines, key=len, default="") or texts[0]
-    return best[:40]
+def _owner_term(searcher: Any, texts: list[str]) -> str:
+    """``_term`` with the owner's published index: its BM25 tokenizer, and the search's
+    own query parser (speakers and "now" as ``search`` sets them) for time expressions."""
+    import datetime as dt
+
+    from memory_pipeline.core.retrieval.searcher import DEFAULT
+    from memory_pipeline.core.retrieval.timeexpr import parse_query
+
+    now = searcher.latest or dt.datetime.now()  # as Searcher.search resolves "now"
+
+    def has_time(text: str) -> bool:
+        parsed = parse_query(text, now=now, speakers=searcher.known_speakers)
+        return bool(parsed.filters)
+
+    return _term(texts, searcher.bm25[DEFAULT.bm25_rep].tokenizer.tokenize, has_time)
+
+
+MIN_PROBE_TOKENS = 3  # content tokens a probe line needs (particles, one-word replies miss)
+PROBE_CHARS = 40
+
+
+def _term(
+    texts: list[str], tokenize: Callable[[str], list[str]], has_time: Callable[[str], bool]
+) -> str:
+    """A query from the owner's own words: the longest message line, cut to 40 characters,
+    of their first chunk that has it (``raw_text`` is ``[local time] sender: text`` lines)
+    with >= ``MIN_PROBE_TOKENS`` tokens (``tokenize``: the index's) and no time expression
+    (``has_time``: the search's own query parser). Why: ``search`` turns a time phrase
+    into a hard filter (「夜」 hours 18-4, 「8年前」 the year 2014), so a line that merely
+    mentions a time finds nothing when the owner's sessions are elsewhere in time - in the
+    60-owner run that was the whole miss for two owners. When no line qualifies, the
+    longest line of the first chunk (the probe may then fail, honestly)."""
+    fallback = ""
+    for i, text in enumerate(texts):
+        lines = [
+            ln.split("] ", 1)[-1].split(": ", 1)[-1].strip()[:PROBE_CHARS]
+            for ln in (text or "").splitlines()
+        ]
+        lines.sort(key=len, reverse=True)  # stable: the first of equally long lines wins
+        if i == 0:
+            fallback = (lines[0] if lines else "") or (text or "")[:PROBE_CHARS]
+        for line in lines:
+            if len(tokenize(line)) >= MIN_PROBE_TOKENS and not has_time(line):
+                return line
+    return fallback
 
 
 # --------------------------------------------------------------------------- main
