@@ -689,3 +689,20 @@ def test_ivf_dense_path_scores_exactly_and_equals_the_scan_with_every_list(built
         mask = np.zeros(len(base.chunk_ids), bool)
         mask[::2] = True
         assert ivf.dense_ranked(q, rep, mask, 10) == base.dense_ranked(q, rep, mask, 10)
+
+
+def test_a_hard_time_filter_that_matches_no_session_says_so(built: Runner):
+    """An empty answer explains itself: the sample runs in March 2024, so a question about
+    2019 keeps nothing, and the note names the filter; a date inside the sample adds no such
+    note."""
+    empty = memory_pipeline.search(
+        "what did Maria say about the dog shelter in 2019?", k=3, output_dir=built.store.root
+    )
+    assert empty.chunks == []
+    assert any(n.startswith("time filter matched no session: ") for n in empty.notes)
+    assert any("2019" in n for n in empty.notes if n.startswith("time filter matched"))
+    inside = memory_pipeline.search(
+        "what did Maria say about the dog shelter in March 2024?", k=3, output_dir=built.store.root
+    )
+    assert inside.chunks
+    assert not any(n.startswith("time filter matched no session") for n in inside.notes)

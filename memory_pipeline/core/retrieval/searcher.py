@@ -547,12 +547,15 @@ class Searcher:
         self, parsed: ParsedQuery, min_confidence: float = HARD_FILTER_CONFIDENCE
     ) -> tuple[np.ndarray | None, list[str]]:
         """Chunks of the sessions matching every filter of at least ``min_confidence``
-        (None: no such filter), and a note per softer filter left as content."""
+        (None: no such filter), a note per softer filter left as content, and a note when
+        the hard filters match no session at all (the result is then empty by design)."""
         hard = [f for f in parsed.filters if f.confidence >= min_confidence]
         notes = [f"soft filter ignored: {f.text!r}" for f in parsed.filters if f not in hard]
         if not hard:
             return None, notes
         ok = self.session_times.allowed(hard)
+        if not ok.any():  # an empty answer says why: the filter, not the content, ruled out all
+            notes.append("time filter matched no session: " + ", ".join(repr(f.text) for f in hard))
         # row -1 (a chunk whose session the metadata lacks) reads the appended False
         return np.append(ok, False)[self.chunk_session_row], notes
 
