@@ -7,6 +7,9 @@ Usage (from the repository root)::
     /work/venv/bin/python benchmarks/bench_ingest.py --limit 500  # quick run: 500 dialogues
     /work/venv/bin/python benchmarks/bench_ingest.py --repeat 3   # best of 3 rounds
     /work/venv/bin/python benchmarks/bench_ingest.py --profile    # cProfile of the core path
+    /work/venv/bin/python benchmarks/bench_ingest.py --instance postgres --event-batch-sizes 0,100
+        # Dagster on a fresh PostgreSQL database (127.0.0.1:5432, trust), once per
+        # DAGSTER_EVENT_BATCH_SIZE, side by side in each round
 
 Every dialogue is read (the source has no owner: benchmark mode), timezone Asia/Tokyo, daily
 partitions 2022-07-29..2022-11-05. Each round runs three subprocesses (sql, core, dagster), so
@@ -28,6 +31,14 @@ their peak RSS figures are separate:
   (ingest multi-asset, then sessions, then chunks), each as one single-run backfill over the
   whole range (range tags), ephemeral instance, console logger at ERROR, into a temporary
   output folder. The asset checks run as part of each materialization, as in production.
+  ``--instance postgres``: the instance of deploy/postgres/dagster.yaml on a database created
+  for the child and dropped after it (``DAGSTER_PG_*``, default 127.0.0.1:5432, user postgres,
+  trust auth). ``--event-batch-sizes 0,100`` runs the Dagster child once per value of
+  ``DAGSTER_EVENT_BATCH_SIZE`` (0: Dagster's default, one write per event; only the Postgres
+  event log writes a batch in one statement, and only for materializations/observations). The
+  first value is the ``dagster`` row of the report; every variant's run events are counted per
+  type and its materialized partitions listed, outside the timed region, so a variant that
+  loses events shows. The Postgres server's own CPU is in another process: not in the cpu s.
 
 Core and Dagster must give the same messages, quarantine, sessions and chunks (counts and a
 digest of the sorted ids); the SQL peer's ids are md5s, so it is compared by counts, by the
@@ -51,6 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from importlib.metadata import version
 from pathlib import Path
@@ -377,9 +389,63 @@ def child_core(
     }
 
 
-def child_dagster(config: Path, out_dir: Path) -> dict[str, Any]:
-    t0 = time.perf_counter()
+PG_HOST = os.environ.get("DAGSTER_PG_HOST", "127.0.0.1")
+PG_PORT = int(os.environ.get("DAGSTER_PG_PORT", "5432"))
+PG_USER = os.environ.get("DAGSTER_PG_USER", "postgres")
+# run events counted per variant: the planned and stored materializations and the checks
+AUDITED_EVENTS = (
+    "ASSET_MATERIALIZATION_PLANNED",
+    "ASSET_MATERIALIZATION",
+    "ASSET_CHECK_EVALUATION_PLANNED",
+    "ASSET_CHECK_EVALUATION",
+)
+
+
+def pg_admin() -> Any:
+    import psycopg2
+
+    con = psycopg2.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres")
+    con.autocommit = True
+    return con
+
+
+def make_instance(kind: str, pg_db: str | None, workdir: Path) -> Any:
+    """The child's Dagster instance: ephemeral, or deploy/postgres/dagster.yaml on ``pg_db``
+    (its relative artifact folders land in ``workdir``)."""
     import dagster as dg
+
+    if kind == "ephemeral":
+        return dg.DagsterInstance.ephemeral()
+    os.environ.update(
+        DAGSTER_PG_HOST=PG_HOST,
+        DAGSTER_PG_PORT=str(PG_PORT),
+        DAGSTER_PG_USER=PG_USER,
+        DAGSTER_PG_PASSWORD=os.environ.get("DAGSTER_PG_PASSWORD", "unused-with-trust-auth"),
+        DAGSTER_PG_DB=str(pg_db),
+    )
+    os.chdir(workdir)
+    return dg.DagsterInstance.from_config(str(REPO / "deploy" / "postgres"))
+
+
+def audit_events(instance: Any, run_ids: list[str], asset_keys: list[Any]) -> dict[str, Any]:
+    """What the UI reads back: the runs' events per type and each asset's materialized
+    partitions (counted after the timed region)."""
+    import dagster as dg
+
+    counts: dict[str, int] = {}
+    for name in AUDITED_EVENTS:
+        kind = dg.DagsterEventType[name]
+        counts[name] = sum(len(instance.all_logs(run_id, of_type=kind)) for run_id in run_ids)
+    partitions = {
+        key.to_user_string(): len(instance.get_materialized_partitions(key)) for key in asset_keys
+    }
+    return {"events": counts, "materialized_partitions": partitions}
+
+
+def child_dagster(
+    config: Path, out_dir: Path, instance_kind: str = "ephemeral", pg_db: str | None = None
+) -> dict[str, Any]:
+    t0 = time.perf_counter()
 
     from memory_pipeline.core.common import tables as T
     from memory_pipeline.core.common.storage import TableStore
@@ -392,9 +458,11 @@ def child_dagster(config: Path, out_dir: Path) -> dict[str, Any]:
     cfg = pipeline.cfg
     check_config(cfg)
     assets = build_assets(cfg)
-    instance = dg.DagsterInstance.ephemeral()
+    instance = make_instance(instance_kind, pg_db, out_dir.parent)
     days = days_of_range()
     setup = time.perf_counter() - t0
+    run_ids: list[str] = []
+    asset_keys: list[Any] = []
 
     walls: dict[str, float] = {}
     checks: dict[str, int] = {}
@@ -412,14 +480,22 @@ def child_dagster(config: Path, out_dir: Path) -> dict[str, Any]:
         if not run.success or failed:
             raise SystemExit(f"dagster stage {stage.name} failed (checks failed: {failed})")
         checks[stage.name] = len(run.checks)
+        run_ids.append(run.result.run_id)
+        asset_keys.extend(stage.keys)
     add_up(walls, "total", list(DAGSTER_STAGES))
+    audit = audit_events(instance, run_ids, asset_keys)
+    instance_class = type(instance.event_log_storage).__name__
+    instance.dispose()
     store = TableStore(out_dir)
-    audit = store.read(T.INGEST_AUDIT)
+    ingest_audit = store.read(T.INGEST_AUDIT)
     return {
         "setup_s": setup,
-        "records_read": sum(audit.column("records_read").to_pylist()),
+        "records_read": sum(ingest_audit.column("records_read").to_pylist()),
         "stages_s": walls,
         "checks_passed": checks,
+        "event_log_storage": instance_class,
+        "event_batch_size": os.environ.get("DAGSTER_EVENT_BATCH_SIZE", ""),
+        **audit,
         "peak_rss_mib": peak_rss_mib(),
         "result": summarize(
             store.read(T.RAW_MESSAGES),
@@ -438,7 +514,7 @@ def child_main(args: argparse.Namespace) -> None:
     elif args.child == "sql":
         data = child_sql(args.data, out_dir, args.limit)
     else:
-        data = child_dagster(Path(args.config), out_dir)
+        data = child_dagster(Path(args.config), out_dir, args.instance, args.pg_db)
     Path(args.result).write_text(json.dumps(data, default=str), encoding="utf-8")
 
 
@@ -446,11 +522,18 @@ def child_main(args: argparse.Namespace) -> None:
 
 
 def run_child(
-    mode: str, config: Path, workdir: Path, profile: Path | None = None, extra: list[str] = ()
+    mode: str,
+    config: Path,
+    workdir: Path,
+    profile: Path | None = None,
+    extra: list[str] = (),
+    env_set: dict[str, str] | None = None,
+    label: str | None = None,
 ) -> dict:
     """Run one measurement in a fresh interpreter; its own peak RSS comes from wait4."""
-    result = workdir / f"{mode}.json"
-    log = workdir / f"{mode}.log"
+    label = label or mode
+    result = workdir / f"{label}.json"
+    log = workdir / f"{label}.log"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", mode]
     cmd += ["--config", str(config), "--workdir", str(workdir), "--result", str(result)]
     cmd += list(extra)
@@ -459,6 +542,7 @@ def run_child(
     # config.py reads MEMORY_PIPELINE_* overrides: the benchmark must not inherit any
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_PIPELINE_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.update(env_set or {})
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     with log.open("wb") as fh:
@@ -483,8 +567,48 @@ def run_round(args: argparse.Namespace) -> tuple[dict | None, dict, dict]:
         extra = ["--data", str(args.data)]
         sql = run_child("sql", config, work, extra=extra) if args.limit is None else None
         core = run_child("core", config, work, extra=["--record-path"] if args.record_path else [])
-        dagster = run_child("dagster", config, work)
+        variants = [run_dagster(args, config, work, size) for size in args.event_batch_sizes]
+    dagster = variants[0]
+    dagster["variants"] = [{k: v[k] for k in VARIANT_KEYS if k in v} for v in variants]
     return sql, core, dagster
+
+
+VARIANT_KEYS = (
+    "label",
+    "event_batch_size",
+    "event_log_storage",
+    "stages_s",
+    "events",
+    "materialized_partitions",
+    "checks_passed",
+    "loadavg_1min",
+    "peak_rss_wait4_mib",
+    "result",
+)
+
+
+def run_dagster(args: argparse.Namespace, config: Path, work: Path, batch_size: int) -> dict:
+    """One Dagster child with ``DAGSTER_EVENT_BATCH_SIZE=batch_size``; on Postgres, on a
+    database of its own, created before and dropped after (like the Postgres tests)."""
+    label = f"dagster_{args.instance}_batch{batch_size}"
+    extra = ["--instance", args.instance]
+    admin = name = None
+    if args.instance == "postgres":
+        name = f"mp_bench_{uuid.uuid4().hex[:10]}"
+        admin = pg_admin()
+        with admin.cursor() as cur:
+            cur.execute(f'CREATE DATABASE "{name}"')
+        extra += ["--pg-db", name]
+    try:
+        env = {"DAGSTER_EVENT_BATCH_SIZE": str(batch_size)}
+        data = run_child("dagster", config, work, extra=extra, env_set=env, label=label)
+    finally:
+        if admin is not None:
+            with admin.cursor() as cur:
+                cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.close()
+    data["label"] = label
+    return data
 
 
 def verify(sql: dict | None, core: dict, dagster: dict, full: bool) -> list[tuple[str, bool, str]]:
@@ -587,7 +711,10 @@ def report(
     line("  stages.build_sessions + write", st, "sessions")
     line("  stages.build_chunks + write", st, "chunks")
     line("  total", st, "total")
-    add("dagster.materialize, ephemeral instance, one single-run backfill per stage")
+    add(
+        f"dagster.materialize, {args.instance} instance, DAGSTER_EVENT_BATCH_SIZE="
+        f"{args.event_batch_sizes[0]}, one single-run backfill per stage"
+    )
     setup = f"{dag['setup_s']:.2f}"
     add(row.format("  setup: import dagster, build_assets (not counted)", setup, "", ""))
     line("  ingest multi-asset (+5 checks)", dg_s, "ingest")
@@ -604,6 +731,8 @@ def report(
         f"{', '.join(f'{r:.2f}' for r in dag_ratios)})   dagster / core store-based: "
         f"{dg_s['total'] / st['total']:.2f}x   (by cpu s: {cpu_mem:.2f}x)"
     )
+    variant_rows = variants_report(rounds)
+    out.extend(variant_rows["lines"])
     sql_ratios = [
         c["in_memory_s"]["total"] / q["stages_s"]["total"] for q, c, _ in rounds if q is not None
     ]
@@ -695,9 +824,58 @@ def report(
         "dagster_over_core_cpu": cpu_mem,
         "targets": {name: {"goal": g, "measured": m, "pass": ok} for name, g, m, ok in targets},
         "results_identical": same,
+        "dagster_variants": variant_rows["figures"],
         "best": {"sql": sql, "core": core, "dagster": dag},
         "rounds": [{"sql": q, "core": c, "dagster": d} for q, c, d in rounds],
     }
+
+
+def variants_report(rounds: list[tuple[dict | None, dict, dict]]) -> dict[str, Any]:
+    """The Dagster variants (one per event batch size) side by side: per round, each one's
+    wall and CPU over the same round's in-memory core, and the events it stored."""
+    lines = ["", "dagster variants, per round (cpu/core = dagster cpu s / core in-memory cpu s):"]
+    head = "{:<34}{:>8}{:>8}{:>10}{:>10}  {}"
+    lines.append(head.format("variant", "wall s", "cpu s", "wall/core", "cpu/core", "events"))
+    figures: list[dict[str, Any]] = []
+    reference = None
+    for i, (_, core, dag) in enumerate(rounds):
+        mem = core["in_memory_s"]
+        for v in dag["variants"]:
+            st = v["stages_s"]
+            wall_r, cpu_r = st["total"] / mem["total"], st["total" + CPU] / mem["total" + CPU]
+            events = "/".join(str(v["events"][k]) for k in AUDITED_EVENTS)
+            seen = (v["events"], v["materialized_partitions"], v["result"])
+            reference = seen if reference is None else reference
+            same = "same" if seen == reference else "DIFFERENT"
+            label = f"r{i + 1} {v['label']}"
+            lines.append(
+                head.format(
+                    label,
+                    f"{st['total']:.2f}",
+                    f"{st['total' + CPU]:.2f}",
+                    f"{wall_r:.2f}x",
+                    f"{cpu_r:.2f}x",
+                    f"{events} ({same})",
+                )
+            )
+            figures.append(
+                {
+                    "round": i + 1,
+                    "label": v["label"],
+                    "wall_s": st["total"],
+                    "cpu_s": st["total" + CPU],
+                    "wall_over_core": wall_r,
+                    "cpu_over_core": cpu_r,
+                    "events": v["events"],
+                    "materialized_partitions": v["materialized_partitions"],
+                    "same_events_and_results": seen == reference,
+                }
+            )
+    lines.append("events: " + " / ".join(AUDITED_EVENTS) + " (of the 3 runs)")
+    if reference is not None:
+        parts = ", ".join(f"{k} {n}" for k, n in reference[1].items())
+        lines.append(f"materialized partitions: {parts}")
+    return {"lines": lines, "figures": figures}
 
 
 def profile_core(args: argparse.Namespace) -> None:
@@ -731,7 +909,20 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="also time the row-based path (stage.read_all) and compare its tables",
     )
+    p.add_argument(
+        "--instance",
+        choices=["ephemeral", "postgres"],
+        default="ephemeral",
+        help="Dagster instance: ephemeral, or a fresh PostgreSQL database per Dagster child",
+    )
+    p.add_argument(
+        "--event-batch-sizes",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[0],
+        help="DAGSTER_EVENT_BATCH_SIZE values, one Dagster child each per round (e.g. 0,100)",
+    )
     p.add_argument("--child", choices=["sql", "core", "dagster"], help=argparse.SUPPRESS)
+    p.add_argument("--pg-db", help=argparse.SUPPRESS)
     p.add_argument("--config", help=argparse.SUPPRESS)
     p.add_argument("--workdir", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)

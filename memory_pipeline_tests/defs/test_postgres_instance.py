@@ -90,3 +90,67 @@ def test_materialize_sample_on_postgres_instance(pg_database, tmp_path, monkeypa
                 "SELECT count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'"
             )
             assert cur.fetchone()[0] == 5 * 14  # 5 partitioned tables x 14 days
+
+
+def test_event_batching_default_yields_to_the_environment(monkeypatch):
+    """The runner's default applies only while it runs and never over an operator's value."""
+    from memory_pipeline.defs.runner import EVENT_BATCH_ENV, EVENT_BATCH_SIZE, event_batching
+
+    monkeypatch.delenv(EVENT_BATCH_ENV, raising=False)
+    with event_batching() as size:
+        assert os.environ[EVENT_BATCH_ENV] == size == str(EVENT_BATCH_SIZE)
+    assert EVENT_BATCH_ENV not in os.environ
+    monkeypatch.setenv(EVENT_BATCH_ENV, "0")
+    with event_batching() as size:
+        assert size == "0"
+    assert os.environ[EVENT_BATCH_ENV] == "0"
+
+
+@pytest.mark.postgres
+def test_batched_events_all_stored_on_postgres(pg_database, tmp_path, monkeypatch):
+    """With the runner's default batching, the Postgres event log gets its materializations
+    in batches, and every per-partition materialization and check result is still stored."""
+    from dagster_postgres.event_log.event_log import PostgresEventLogStorage
+
+    from memory_pipeline.defs.runner import EVENT_BATCH_ENV
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(EVENT_BATCH_ENV, raising=False)
+    for key, value in {
+        "DAGSTER_PG_HOST": HOST,
+        "DAGSTER_PG_PORT": str(PORT),
+        "DAGSTER_PG_USER": USER,
+        "DAGSTER_PG_PASSWORD": os.environ.get("DAGSTER_PG_PASSWORD", "unused-with-trust-auth"),
+        "DAGSTER_PG_DB": pg_database,
+    }.items():
+        monkeypatch.setenv(key, value)
+    batches: list[tuple[str | None, int]] = []
+    original = PostgresEventLogStorage.store_event_batch
+
+    def spy(self, events):
+        batches.append((os.environ.get(EVENT_BATCH_ENV), len(events)))
+        return original(self, events)
+
+    monkeypatch.setattr(PostgresEventLogStorage, "store_event_batch", spy)
+    instance = dg.DagsterInstance.from_config(str(ROOT / "deploy" / "postgres"))
+    try:
+        runner = Runner(ROOT / "memory_pipeline.toml", tmp_path / "out")
+        days = [dt.date(2024, 3, 1) + dt.timedelta(days=i) for i in range(14)]
+        result = runner.run(INGEST_KEYS, days, instance=instance)
+        assert EVENT_BATCH_ENV not in os.environ  # the default is scoped to the run
+        # one batch per partitioned output at least, each of the 14 partitions' events
+        assert batches and all(env == "100" for env, _ in batches)
+        assert sum(n for _, n in batches) >= len(INGEST_KEYS) * len(days)
+        run_id = result.run_id
+        stored = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+        emitted = result.get_asset_materialization_events()
+        assert len(stored) == len(emitted) == len(INGEST_KEYS) * len(days)
+        checks = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+        assert len(checks) == len(list(result.get_asset_check_evaluations())) > 0
+        for key in INGEST_KEYS:
+            asset = dg.AssetKey(key)
+            assert instance.get_materialized_partitions(asset) == {d.isoformat() for d in days}
+            latest = instance.get_latest_materialization_event(asset)
+            assert latest is not None and latest.run_id == run_id
+    finally:
+        instance.dispose()
