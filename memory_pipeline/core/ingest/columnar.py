@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from memory_pipeline.core.common import records as R
 from memory_pipeline.core.common.forget_list import ForgetList, forgotten_row, salted_hash
-from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
+from memory_pipeline.core.common.records import Message, QuarantineRecord, Record, gc_paused
 from memory_pipeline.core.common.schema import MESSAGES
 from memory_pipeline.core.ingest.normalize import (
     _SEP,
@@ -39,6 +39,7 @@ from memory_pipeline.core.ingest.normalize import (
     ingest,
     validate,
 )
+from memory_pipeline.core.ingest.sources import TABLE_READERS, SourceSpec, read_source
 from memory_pipeline.core.ingest.sources.base import CANDIDATES, SourceTables
 
 _EPOCH = dt.date(1970, 1, 1)
@@ -313,3 +314,15 @@ def ingest_tables(
     ).combine_chunks()
     quarantine.sort(key=_quarantine_sort_key)
     return out
+
+
+def read_source_tables(spec: SourceSpec, dates: Iterable[dt.date] | None = None) -> SourceTables:
+    """One source's records as columns: its columnar reader when it has one and the file is
+    clean, else its row reader's records converted (same content either way)."""
+    table_reader = TABLE_READERS.get(spec.kind)
+    if table_reader is not None and spec.path.exists():
+        tables = table_reader(spec)
+        if tables is not None:
+            return tables
+    with gc_paused():
+        return records_to_tables(read_source(spec, dates))

@@ -48,6 +48,7 @@ from memory_pipeline.core.common import records as R
 from memory_pipeline.core.common.forget_list import ForgetList, forgotten_row
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
 from memory_pipeline.core.ingest import normalize
+from memory_pipeline.core.ingest.columnar import read_source_tables
 from memory_pipeline.core.ingest.sources import READERS, TABLE_READERS, SourceSpec, read_source
 from memory_pipeline.core.ingest.sources.base import CANDIDATES, SourceTables
 
@@ -537,7 +538,7 @@ def cached_tables(
     must then be written before anything else reads this cache."""
     wanted = None if dates is None else frozenset(dates)
     if _COLUMNS is None or spec.kind not in READERS or not spec.path.exists():
-        return _uncached_tables(spec, wanted)  # raises the reader's own error, if any
+        return read_source_tables(spec, wanted)  # raises the reader's own error, if any
     start = start_date if retain_from is None else max(start_date, retain_from)
     key, path, table, meta = _lookup(spec, wanted, cache_dir, start, forget, retain_from, stats)
     columnar = bool(meta and meta.get(META_COLUMNAR))
@@ -559,18 +560,6 @@ def cached_tables(
             writes.append(fill)
     table = _wanted(table, wanted, start).sort_by("seq")
     return _tables(table, start, columnar)
-
-
-def _uncached_tables(spec: SourceSpec, wanted: frozenset[dt.date] | None) -> SourceTables:
-    """What stage.read_source_tables gives (kept here: stage imports this module)."""
-    reader = TABLE_READERS.get(spec.kind)
-    if reader is not None and spec.path.exists():
-        tables = reader(spec)
-        if tables is not None:
-            return tables
-    from memory_pipeline.core.ingest.columnar import records_to_tables
-
-    return records_to_tables(read_source(spec, wanted))
 
 
 def _from_tables(source: SourceTables) -> pa.Table:

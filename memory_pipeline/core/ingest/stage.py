@@ -6,10 +6,8 @@ Used by the Dagster ``raw_messages`` asset, the CLI's planning and the benchmark
 from __future__ import annotations
 
 import datetime as dt
-import gc
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,11 +16,11 @@ import pyarrow.compute as pc
 
 from memory_pipeline.core.common.dates import count_by, split_by_date
 from memory_pipeline.core.common.forget_list import ForgetList
+from memory_pipeline.core.common.records import gc_paused
 from memory_pipeline.core.ingest.columnar import (
-    SourceTables,
     TableIngestResult,
     ingest_tables,
-    records_to_tables,
+    read_source_tables,
 )
 from memory_pipeline.core.ingest.file_cache import cached_records, cached_tables
 from memory_pipeline.core.ingest.normalize import (
@@ -32,7 +30,7 @@ from memory_pipeline.core.ingest.normalize import (
     messages_table,
     quarantine_table,
 )
-from memory_pipeline.core.ingest.sources import TABLE_READERS, SourceSpec, read_source
+from memory_pipeline.core.ingest.sources import SourceSpec, read_source
 
 
 @dataclass
@@ -75,18 +73,6 @@ def read_all(
         return ingest(
             records(), start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
         )
-
-
-def read_source_tables(spec: SourceSpec, dates: Iterable[dt.date] | None = None) -> SourceTables:
-    """One source's records as columns: its columnar reader when it has one and the file is
-    clean, else its row reader's records converted (same content either way)."""
-    table_reader = TABLE_READERS.get(spec.kind)
-    if table_reader is not None and spec.path.exists():
-        tables = table_reader(spec)
-        if tables is not None:
-            return tables
-    with gc_paused():
-        return records_to_tables(read_source(spec, dates))
 
 
 def read_all_tables(
@@ -134,24 +120,6 @@ def read_all_tables(
         )
         written.result()  # a failed cache write fails the read, as when written in line
     return result
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while building ~10^6 acyclic record objects.
-
-    Measured on RealPersonaChat: the collector's repeated full passes over the live records
-    cost ~1.3 s of 7.7 s. Freezing afterwards keeps later passes from re-scanning the
-    survivors; they are still freed by reference counting.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
 
 
 def split_ingest(
