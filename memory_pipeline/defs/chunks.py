@@ -3,6 +3,7 @@
 import dagster as dg
 
 from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common.storage import ReadMemo, concat, write_partitions
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.core.sessions.stage import build_chunks
 from memory_pipeline.defs.helpers import (
@@ -16,7 +17,7 @@ from memory_pipeline.defs.helpers import (
     table_asset,
     table_path,
 )
-from memory_pipeline.defs.ingest import RAW, ReadMemo, concat, write_partitions
+from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import GROUP, SESSIONS

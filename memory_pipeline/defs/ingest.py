@@ -3,7 +3,6 @@
 import datetime as dt
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dagster as dg
@@ -15,7 +14,7 @@ from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_list
 from memory_pipeline.core.common.owners import fan_out_by_speaker
 from memory_pipeline.core.common.records import Message, SourceError
-from memory_pipeline.core.common.storage import TableStore
+from memory_pipeline.core.common.storage import TableStore, concat, write_partitions
 from memory_pipeline.core.ingest.normalize import ingest as normalize_ingest
 from memory_pipeline.core.ingest.sources import read_source
 from memory_pipeline.core.ingest.stage import gc_paused, read_all_tables, split_ingest
@@ -76,50 +75,6 @@ def _audit_counts(_store: TableStore, _day: dt.date, part: pa.Table) -> dict[str
 # each partition's own figures (the body's are the range's: range_*, see helpers)
 PER_DAY = {RAW: _conversations, QUARANTINE: _reasons, AUDIT: _audit_counts}
 TABLES = {RAW: T.RAW_MESSAGES, QUARANTINE: T.QUARANTINE, AUDIT: T.INGEST_AUDIT}
-WRITE_THREADS = 2  # Parquet encoding releases the GIL: two writers on the 2-core target
-
-
-def write_partitions(store: Any, writes: list[tuple[Any, dt.date, pa.Table]]) -> None:
-    """Write ``(table, day, data)`` partitions, a few at a time (each write is atomic and to
-    its own file, so the order does not matter); the first failure is raised."""
-    if len(writes) < 2:
-        for name, day, data in writes:
-            store.write(name, data, day)
-        return
-    with ThreadPoolExecutor(WRITE_THREADS) as pool:
-        for future in [pool.submit(store.write, name, data, day) for name, day, data in writes]:
-            future.result()
-
-
-class ReadMemo:
-    """A store whose reads of the same partitions (and columns) are read once: a body's check
-    reads what its core stage read, not the files again. Everything else is the store's."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-        self._reads: dict[tuple, pa.Table] = {}
-
-    def read(self, name: Any, days: Any = None, columns: list[str] | None = None) -> pa.Table:
-        key = (
-            getattr(name, "name", name),
-            None if days is None else tuple(sorted(set(days))),
-            None if columns is None else tuple(columns),
-        )
-        if key not in self._reads:
-            self._reads[key] = self._store.read(name, days, columns=columns)
-        return self._reads[key]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-
-def concat(table: Any, parts: list[pa.Table]) -> pa.Table:
-    """The partitions as one table in the registry schema (what a read of them gives)."""
-    schema = table.schema
-    parts = [p.select(schema.names).cast(schema) for p in parts] if schema is not None else parts
-    if not parts:
-        return schema.empty_table() if schema is not None else pa.table({})
-    return pa.concat_tables(parts)
 
 
 def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.dates import DAY
-from memory_pipeline.core.common.storage import TableStore
+from memory_pipeline.core.common.storage import ReadMemo, TableStore, concat, write_partitions
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.core.sessions.stage import build_sessions
 from memory_pipeline.defs.helpers import (
@@ -23,7 +23,7 @@ from memory_pipeline.defs.helpers import (
     table_asset,
     table_path,
 )
-from memory_pipeline.defs.ingest import RAW, ReadMemo, concat, write_partitions
+from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.resources import PipelineResource
 

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,6 +27,7 @@ from memory_pipeline.core.common.tables import Table, table
 
 UNPARTITIONED = "all"
 REMOTE_READERS = 8  # concurrent object reads of one table (latency-bound, not CPU-bound)
+WRITE_THREADS = 2  # Parquet encoding releases the GIL: two writers on the 2-core target
 # A table as callers name it: a registry constant (``tables.SESSIONS``) or its name.
 TableRef = str | Table
 
@@ -140,18 +142,65 @@ class TableStore:
                     f"table {str(name)!r} has no data under {self.table_dir(name)}"
                 )
             return schema.empty_table()
-        return (
-            pa.concat_tables(parts)
-            if schema is None
-            # select first: a file may carry more columns (OwnerStore's owner_id)
-            else pa.concat_tables([t.select(schema.names).cast(schema) for t in parts])
-        )
+        return _conformed(schema, parts)
 
     def _read_file(self, path: Location, columns: list[str] | None) -> pa.Table:
         if not self.remote:
             return pq.read_table(path, columns=columns)
         filesystem, key = fs.resolve(path)
         return pq.read_table(key, columns=columns, filesystem=filesystem)
+
+
+def _conformed(schema: pa.Schema | None, parts: list[pa.Table]) -> pa.Table:
+    """Non-empty ``parts`` as one table in ``schema`` (None: as they are)."""
+    if schema is None:
+        return pa.concat_tables(parts)
+    # select first: a file may carry more columns (OwnerStore's owner_id)
+    return pa.concat_tables([t.select(schema.names).cast(schema) for t in parts])
+
+
+def concat(name: TableRef, parts: list[pa.Table]) -> pa.Table:
+    """In-memory partitions as one table in the registry schema: what a read of them gives
+    once written (a check runs on the tables it just wrote, not on a read of the files)."""
+    schema = table(name).schema
+    if not parts:
+        return schema.empty_table() if schema is not None else pa.table({})
+    return _conformed(schema, parts)
+
+
+def write_partitions(store: Any, writes: list[tuple[TableRef, dt.date, pa.Table]]) -> None:
+    """Write ``(table, day, data)`` partitions through ``store`` (a TableStore or an owner's
+    store), a few at a time: each write is atomic and to its own file, so the order does not
+    matter; the first failure is raised."""
+    if len(writes) < 2:
+        for name, day, data in writes:
+            store.write(name, data, day)
+        return
+    with ThreadPoolExecutor(WRITE_THREADS) as pool:
+        for future in [pool.submit(store.write, name, data, day) for name, day, data in writes]:
+            future.result()
+
+
+class ReadMemo:
+    """A store whose reads of the same partitions (and columns) are read once: a body's check
+    reads what its core stage read, not the files again. Everything else is the store's."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self._reads: dict[tuple, pa.Table] = {}
+
+    def read(self, name: Any, days: Any = None, columns: list[str] | None = None) -> pa.Table:
+        key = (
+            getattr(name, "name", name),
+            None if days is None else tuple(sorted(set(days))),
+            None if columns is None else tuple(columns),
+        )
+        if key not in self._reads:
+            self._reads[key] = self._store.read(name, days, columns=columns)
+        return self._reads[key]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
 
 
 def write_text_atomic(path: Location, text: str) -> None:
