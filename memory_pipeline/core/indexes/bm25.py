@@ -52,6 +52,9 @@ __all__ = [
 ]
 
 METHODS = ("lucene", "robertson", "atire")
+# The BM25 parameters every index of the project is built with (build_index's defaults, and
+# the token-id paths of parts.py / turns.py, which must build the same files).
+K1, B, METHOD = 1.5, 0.75, "lucene"
 FORMAT_VERSION = 1
 META_FILE = "memory_pipeline_bm25.json"
 DOC_IDS_FILE = "doc_ids.json"
@@ -178,9 +181,9 @@ def build_index(
     doc_ids: Sequence[str],
     texts: Sequence[str],
     tokenizer: Tokenizer | str = "auto",
-    k1: float = 1.5,
-    b: float = 0.75,
-    method: str = "lucene",
+    k1: float = K1,
+    b: float = B,
+    method: str = METHOD,
 ) -> Bm25Index:
     """Tokenize ``texts`` with ``tokenizer`` (a name, ``"auto"`` samples ``texts``) and index.
 
@@ -198,7 +201,7 @@ def build_index(
     if isinstance(tokenizer, str):
         tokenizer = get_tokenizer(tokenizer, sample_texts=texts)
     token_lists = tokenizer.tokenize_many(texts)
-    retriever = bm25s.BM25(k1=k1, b=b, method=method, backend="numpy")
+    retriever = new_retriever(k1, b, method)
     if not fast_index(retriever, token_lists):
         vocab: dict[str, int] = {}
         ids = [[vocab.setdefault(t, len(vocab)) for t in toks] for toks in token_lists]
@@ -210,6 +213,11 @@ def build_index(
                 Tokenized(ids=ids, vocab=vocab), create_empty_token=False, show_progress=False
             )
     return Bm25Index(doc_ids=doc_ids, tokenizer=tokenizer, retriever=retriever)
+
+
+def new_retriever(k1: float = K1, b: float = B, method: str = METHOD) -> bm25s.BM25:
+    """An empty bm25s retriever with the project's parameters (numpy backend)."""
+    return bm25s.BM25(k1=k1, b=b, method=method, backend="numpy")
 
 
 def _vocabulary(token_lists: Sequence[Sequence[str]]) -> tuple[dict[str, int], np.ndarray]:

@@ -310,10 +310,8 @@ def _bm25_from_parts(
     """The representations' indexes from per-partition part files ({} when the inputs are
     not one id list shared by every representation, or an index has no token: the caller
     then builds per document)."""
-    import bm25s
-
     from memory_pipeline.core.indexes import parts as P
-    from memory_pipeline.core.indexes.bm25 import fast_index_ids
+    from memory_pipeline.core.indexes.bm25 import fast_index_ids, new_retriever
 
     names = list(reps)
     ids = reps[names[0]][0]
@@ -360,7 +358,7 @@ def _bm25_from_parts(
         codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         vocab, rank = P.first_seen_ids(codes, encoded.dictionary)
         lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
-        retriever = bm25s.BM25(k1=1.5, b=0.75, method="lucene", backend="numpy")
+        retriever = new_retriever()
         if not fast_index_ids(retriever, vocab, rank[codes], lengths):
             return {}
         out[r] = Bm25Index(doc_ids=list(ids), tokenizer=tokenizer, retriever=retriever)

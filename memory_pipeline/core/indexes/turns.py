@@ -365,10 +365,8 @@ def _build_from_parts(
     message two partitions list is kept once, as turn_layout keeps it). Documents are then
     ranges of one dictionary-encoded token array: ``turn`` = head + own tokens,
     ``turn_ctx`` = the neighbours' own tokens, as turn_token_lists concatenates them."""
-    import bm25s
-
     from memory_pipeline.core.indexes import parts as P
-    from memory_pipeline.core.indexes.bm25 import fast_index_ids
+    from memory_pipeline.core.indexes.bm25 import fast_index_ids, new_retriever
 
     folder = Path(folder) / TURN_FOLDER
     columns = _message_columns(messages)
@@ -455,7 +453,7 @@ def _build_from_parts(
     for rep in TURN_REPS:
         flat, lengths = docs[rep]
         vocab, rank = P.first_seen_ids(flat, words)
-        retriever = bm25s.BM25(k1=1.5, b=0.75, method="lucene", backend="numpy")
+        retriever = new_retriever()
         if not fast_index_ids(retriever, vocab, rank[flat], lengths):
             return None  # an index without tokens: the per-document path handles it
         indexes[rep] = (Bm25Index(doc_ids=doc_ids, tokenizer=tokenizer, retriever=retriever), rank)
