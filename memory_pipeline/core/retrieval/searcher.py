@@ -469,13 +469,8 @@ class Searcher:
         rows, scores = index.search(q)
         if rows.size == 0:
             return []
-        scores = np.asarray(scores, dtype=np.float64)
-        chunk = pos[rows]
-        # max per chunk: sort by (chunk, -score) and keep each chunk's first row
-        order = np.lexsort((-scores, chunk))
-        chunk, scores = chunk[order], scores[order]
-        first = np.r_[True, chunk[1:] != chunk[:-1]]
-        return _top(_Names(self.chunk_ids, chunk[first]), scores[first], n, positive_only=False)
+        chunk, best = _best_per_chunk(pos[rows], np.asarray(scores, dtype=np.float64))
+        return _top(_Names(self.chunk_ids, chunk), best, n, positive_only=False)
 
     def dense_ranked(self, query: str, rep: str, mask: np.ndarray | None, n: int) -> Ranked:
         if rep not in self.dense_meta:
@@ -526,12 +521,8 @@ class Searcher:
         if keys.size == 0:
             return []
         scores = np.asarray(matrix[keys] @ q, dtype=np.float64)
-        chunk = pos[keys]
-        # max per chunk: sort by (chunk, -score) and keep each chunk's first row
-        order = np.lexsort((-scores, chunk))
-        first = np.r_[True, chunk[order][1:] != chunk[order][:-1]]
-        rows, best = chunk[order][first], scores[order][first]
-        return _top([self.chunk_ids[r] for r in rows.tolist()], best, n, positive_only=False)
+        chunk, best = _best_per_chunk(pos[keys], scores)
+        return _top(_Names(self.chunk_ids, chunk), best, n, positive_only=False)
 
     # -- filters ----------------------------------------------------------------------------
     def scope_mask(self, contact: str | None, conversation: str | None) -> np.ndarray | None:
@@ -811,6 +802,15 @@ class Searcher:
 def turn_weights(config: SearchConfig) -> TurnWeights:
     """The granularity-fusion weights of ``config``."""
     return TurnWeights(config.turn_self, config.turn_ctx, config.turn_chunk, config.lift)
+
+
+def _best_per_chunk(chunk: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each chunk of ``chunk`` (pieces in any order) once, with its best piece's score: sort
+    by (chunk, -score) and keep each chunk's first row (chunks ascending)."""
+    order = np.lexsort((-scores, chunk))
+    chunk, scores = chunk[order], scores[order]
+    first = np.r_[True, chunk[1:] != chunk[:-1]]
+    return chunk[first], scores[first]
 
 
 class _Names:
