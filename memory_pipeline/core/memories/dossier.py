@@ -73,9 +73,11 @@ from memory_pipeline.core.memories.dossier_text import (
     LIFE_EVENT,
     MIN_DISCLOSURE,
     booked_items,
+    compact_event,
     cut_words,
     disclosure_score,
     find_dates,
+    information_value,
     is_question,
     sentences_of,
     statement,
@@ -979,33 +981,36 @@ def _us(ts: dt.datetime) -> int:
 
 
 def _add_timeline(st: DossierState, session: dict, statements: list[str], iso: str) -> None:
-    """A session's first ``TIMELINE_PER_SESSION`` distinct statements about the contact side
-    join the Timeline of its month (events first, as ranked by the caller)."""
-    kept: list[str] = []
+    """A session's ``TIMELINE_PER_SESSION`` most informative distinct statements about the
+    contact side join the Timeline of its month (``information_value``; ties keep the
+    caller's order: key events first, then by kind, then what the contact told)."""
+    names = (*st.speakers, st.owner_name, st.contact_id)
+    leads: list[str] = []
     for text in statements:
-        text = cut_words(_lead(_ja_point(st, text)), MAX_POINT_CHARS)
-        if len(kept) == TIMELINE_PER_SESSION:
-            break
-        if not text or _near_duplicate(st, text, kept):
-            continue
+        text = cut_words(_lead(_ja_point(st, text), names), MAX_POINT_CHARS)
+        if text and not _near_duplicate(st, text, leads):
+            leads.append(text)
+    ranked = sorted(range(len(leads)), key=lambda i: (-information_value(leads[i], names), i))
+    for rank, i in enumerate(ranked[:TIMELINE_PER_SESSION]):
         st.timeline.append(
             {
                 "period": iso[:7],
                 "date": iso,
                 "session_id": session["session_id"],
                 "start_us": session["start_us"],
-                "rank": len(kept),
-                "text": text,
+                "rank": rank,
+                "text": leads[i],
             }
         )
-        kept.append(text)
 
 
-def _lead(text: str) -> str:
+def _lead(text: str, names: tuple[str, ...] = ()) -> str:
     """The sentence of a statement that states its event, so a Timeline line is one compact
     sentence: the first sentence naming a life change, else the first sentences up to
-    ``TIMELINE_LEAD_WORDS`` words (a Japanese statement: its first sentence)."""
-    parts = sentences_of(text)
+    ``TIMELINE_LEAD_WORDS`` words (a Japanese statement: its first sentence); each sentence
+    as the clause that states what happened (``compact_event``: no opener, no closing
+    feeling)."""
+    parts = [compact_event(p, names) for p in sentences_of(text)]
     for part in parts:
         if LIFE_EVENT.search(part) and len(part.split()) >= TIMELINE_LEAD_WORDS:
             return part

@@ -28,9 +28,11 @@ from memory_pipeline.core.memories.rewrite import LY_ADVERB
 
 __all__ = [
     "booked_items",
+    "compact_event",
     "cut_words",
     "disclosure_score",
     "find_dates",
+    "information_value",
     "is_question",
     "sentences_of",
     "statement",
@@ -118,9 +120,7 @@ def _third_person_verb(verb: str) -> str:
 
 
 def _english(text: str, speaker: str, listener: str) -> str:
-    text = _I_VERB.sub(
-        lambda m: f"{{S}}{m['adv'] or ''} {_third_person_verb(m['verb'])}", text
-    )
+    text = _I_VERB.sub(lambda m: f"{{S}}{m['adv'] or ''} {_third_person_verb(m['verb'])}", text)
     for pattern, repl in _EN_SWAPS:
         text = pattern.sub(repl, text)
     text = _I_ALONE.sub("{S}", text)
@@ -134,8 +134,10 @@ def _japanese(text: str, speaker: str, listener: str) -> str:
         text = re.sub(rf"^{re.escape(listener)}[、,!！\s]+", "", text)
     text = _JA_FIRST.sub(lambda m: speaker + (m["p"] or ""), text, count=1)
     sentences = [s for s in re.split(r"(?<=[。！!])", text) if s.strip()]
-    body = "".join(_FINAL_JA.sub("", s) + ("。" if i < len(sentences) - 1 else "")
-                   for i, s in enumerate(sentences))
+    body = "".join(
+        _FINAL_JA.sub("", s) + ("。" if i < len(sentences) - 1 else "")
+        for i, s in enumerate(sentences)
+    )
     body = body.strip() or text.strip()
     if speaker and speaker not in body:
         body = f"{speaker}は{body}"
@@ -201,9 +203,7 @@ _EN_DAY = (
 )
 _JA_DAY = r"(?:(?P<jm>\d{1,2})月)?(?P<jd>\d{1,2})日(?!間|分|前|後|ぶり)"
 _DAY = re.compile(rf"{_EN_DAY}|{_JA_DAY}", re.I)
-_WEEKDAYS = (
-    rf"(?:\s*(?:{WEEKDAY_PATTERN}|{'|'.join(WEEKDAY_ABBREVIATIONS)})\.?\s*)?"
-)
+_WEEKDAYS = rf"(?:\s*(?:{WEEKDAY_PATTERN}|{'|'.join(WEEKDAY_ABBREVIATIONS)})\.?\s*)?"
 _RANGE_SEP = re.compile(
     r"^\s*(?:\([^)]{0,8}\)|（[^）]{0,8}）)?\s*(?:to|until|till|through|-|–|〜|~|から)\s*", re.I
 )
@@ -266,9 +266,7 @@ def find_dates(text: str, today: dt.date) -> list[tuple[dt.date, dt.date]]:
 
 
 _BOOKED_EN = (
-    re.compile(
-        r"\b(?:booked|reserved)\s+(?:the\s+|a\s+|our\s+|my\s+)?(?P<x>[A-Za-z][\w-]*)", re.I
-    ),
+    re.compile(r"\b(?:booked|reserved)\s+(?:the\s+|a\s+|our\s+|my\s+)?(?P<x>[A-Za-z][\w-]*)", re.I),
     re.compile(r"\b(?P<x>[A-Za-z][\w-]*)\s+(?:is\s+|are\s+)?(?:booked|reserved)\b", re.I),
 )
 _BOOKED_JA = re.compile(
@@ -398,3 +396,86 @@ def sentences_of(text: str) -> list[str]:
 
 
 MIN_DISCLOSURE = 6  # below this a sentence says too little about its speaker to keep
+
+
+# -- compact event lines -------------------------------------------------------------------
+
+# A discourse opener before what happened ("As for Maria, ...", "On a different note, ...",
+# "Check it out, ..."): it says how the news was told, not the news.
+_OPENER_EN = re.compile(
+    r"^(?:as for \w+|besides that|on a different note|by the way|btw|actually|anyway|plus|also|"
+    r"so|oh|woah|whoa|wow|hey|man|look at that|check it out|guess what|good news|great news|"
+    r"big news|crazy thing happened|(?:here's|here is) something [\w ]{0,40})"
+    r"(?:\s+[A-Z][a-z]+)?\s*(?:,|!|--+|\s[-–—]\s?|-\s|—)\s*",
+    re.I,
+)
+# A clause split off by a dash: "<how it was> - <what happened>", "<what happened> - <feeling>".
+_DASH = re.compile(r"\s*(?:--+|\s[-–—]\s|—|(?<=\w)-\s)\s*")
+# A closing feeling after the event: ", and it was awesome!", "- it was so rewarding!".
+_FEELING_TAIL = re.compile(
+    r"(?:,?\s+and|,)\s+it(?:'s| was| is| has been| felt)\s+(?:\w+\s+){0,3}\w+[!.]*$", re.I
+)
+_SPECIFIC = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][\w'’]*|\d")
+
+
+def _specific_words(text: str, names: tuple[str, ...]) -> int:
+    """Names (capitalized words past the first), numbers and dates, the people named aside."""
+    people = {w for n in names for w in re.findall(r"\w+", n)} | {"I"}
+    found = [m.group(0) for m in _SPECIFIC.finditer(text.strip())]
+    return sum(1 for w in found if re.sub(r"['’]s$", "", w) not in people)
+
+
+def compact_event(sentence: str, names: tuple[str, ...] = ()) -> str:
+    """An English sentence as the clause that states what happened: a discourse opener
+    ("As for Maria, ", "Good news - ") and a short clause of feeling before or after a dash
+    ("Nate has been doing great - Nate won ...", "... at a shelter - it was so rewarding!")
+    are dropped, so the line is shorter and carries the event. Why: a Timeline line is read
+    at a glance, and its month holds a fixed number of characters. A clause is dropped only
+    when it names nothing (no name, number or life change) and what stays has 5+ words (a
+    dropped head is at most 6 words, and the clause kept after it names its person);
+    Japanese is returned as is."""
+    s = sentence.strip()
+    if _JA.search(s):
+        return s
+    rest = _OPENER_EN.sub("", s, count=1).lstrip("-–— ")
+    if len(rest.split()) >= 5:
+        s = rest[:1].upper() + rest[1:]
+    parts = [p for p in _DASH.split(s) if p.strip()]
+    if len(parts) == 2:
+        head, tail = parts
+        told = any(n and n in tail for n in names)  # the tail says who did what
+        if _plain(head, names) and len(head.split()) <= 6 and told and len(tail.split()) >= 5:
+            s = tail[:1].upper() + tail[1:]
+        elif _plain(tail, names) and len(tail.split()) <= 6 and len(head.split()) >= 5:
+            s = head.rstrip(" ,;:") + ("" if head.rstrip()[-1:] in ".!?" else ".")
+    tail = _FEELING_TAIL.search(s)
+    if tail and len(s[: tail.start()].split()) >= 5:
+        s = s[: tail.start()].rstrip(" ,;:") + "."
+    return s
+
+
+def _plain(clause: str, names: tuple[str, ...]) -> bool:
+    """A clause that names nothing: no name, number or date, and no life change."""
+    return not _specific_words(clause, names) and not LIFE_EVENT.search(clause)
+
+
+_VAGUE_START = re.compile(r"^(?:it|that|this|those|these|they|there|here)\b(?:'s|’s)?", re.I)
+
+
+def information_value(text: str, names: tuple[str, ...] = ()) -> int:
+    """How much a statement tells a reader who was not there: names, numbers and dates
+    (2 each), a named life change (4) and its distinct content words (up to 12); a line that
+    opens on a pronoun ("That's why ...", "It was ...") or names no one of the people says
+    less (-4). Why: a session says more than its Timeline keeps, and the kept lines should be
+    the ones a person would list when asked what happened. Japanese: 0, so the caller's
+    order stands (key events first, then by kind): these signals are English ones, and a
+    length or life-change score lost a RealPersonaChat persona statement (0.276 -> 0.271)."""
+    if _JA.search(text):
+        return 0
+    life = 4 if LIFE_EVENT.search(text) else 0
+    people = {w.casefold() for n in names for w in re.findall(r"\w+", n)}
+    words = {w.casefold() for w in re.findall(r"[A-Za-z][\w'’-]*", text) if len(w) >= 4}
+    content = len({w for w in words if re.sub(r"['’]s$", "", w) not in people})
+    named = any(n and n in text for n in names)
+    vague = 4 if _VAGUE_START.match(text.strip()) or (names and not named) else 0
+    return 2 * _specific_words(text, names) + life + min(content, 12) - vague

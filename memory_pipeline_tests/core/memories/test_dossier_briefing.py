@@ -281,12 +281,13 @@ def test_the_timeline_state_is_bounded_and_keeps_each_sessions_first_statement()
 
 def test_a_timeline_line_is_the_sentence_that_states_the_event_in_both_languages():
     """The Timeline states a statement's life change in one sentence (the yoga, not the busy
-    week before it); without one, the first sentence; Japanese: the first sentence."""
+    week before it, nor how it felt); without one, the first sentence; Japanese: the first
+    sentence."""
     from memory_pipeline.core.memories.dossier import _lead
 
     busy = "Maria has been busy volunteering at the shelter and keeping fit."
     yoga = "Maria just started doing aerial yoga, it's great."
-    assert _lead(f"{busy} {yoga}") == yoga
+    assert _lead(f"{busy} {yoga}") == "Maria just started doing aerial yoga."  # no ", it's great"
     walk = "Maria walked to the park near the river. It was sunny."
     assert _lead(walk) == "Maria walked to the park near the river."
     ja = "健太は来月から大阪に転勤が決まった。ちょっと寂しいけど頑張る。"
@@ -331,3 +332,84 @@ def test_japanese_topic_points_are_statements_not_fragments(sample):
     assert "何がいいと思う" not in topics, topics
     assert "じゃあそれで" not in topics, topics
     assert "送別会は渋谷" in topics, topics  # a statement with its time stays
+
+
+NAMES = ("Nate", "Joanna", "Andrew", "Melanie", "Maria", "John")
+
+
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        (  # a discourse opener is how the news was told, not the news
+            "On a different note, exciting things are happening--John is exploring "
+            "endorsement opportunities.",
+            "John is exploring endorsement opportunities.",
+        ),
+        (
+            "As for Maria, Maria has been volunteering at a homeless shelter and it's "
+            "really rewarding.",
+            "Maria has been volunteering at a homeless shelter.",
+        ),
+        (  # a short clause of feeling before the dash, and a closing feeling
+            "Nate has been doing great - Nate won a really big video game tournament "
+            "the week of 26 September 2022 and it was awesome!",
+            "Nate won a really big video game tournament the week of 26 September 2022.",
+        ),
+        (
+            "Andrew's GF and Andrew just had a great experience volunteering at a pet "
+            "shelter on Monday - it was so rewarding!",
+            "Andrew's GF and Andrew just had a great experience volunteering at a pet "
+            "shelter on Monday.",
+        ),
+        (
+            "Woah Joanna, Nate won an international tournament on 21 August 2022!",
+            "Nate won an international tournament on 21 August 2022!",
+        ),
+        (  # a clause after the dash that says something stays
+            "Andrew started a new job as a Financial Analyst last week - it's been quite a "
+            "change from Andrew's previous job.",
+            "Andrew started a new job as a Financial Analyst last week - it's been quite a "
+            "change from Andrew's previous job.",
+        ),
+        (  # a head that states the event is kept over a tail that names no one
+            "Melanie has been running longer since Melanie's last chat - a great way to "
+            "destress and clear Melanie's mind.",
+            "Melanie has been running longer since Melanie's last chat - a great way to "
+            "destress and clear Melanie's mind.",
+        ),
+        ("健太は来月から大阪に転勤が決まった。", "健太は来月から大阪に転勤が決まった。"),
+    ],
+)
+def test_an_event_line_is_the_clause_that_states_what_happened(sentence, expected):
+    from memory_pipeline.core.memories.dossier_text import compact_event
+
+    assert compact_event(sentence, NAMES) == expected
+
+
+def test_the_timeline_keeps_a_sessions_most_informative_statements():
+    """A session says more than the Timeline keeps: the named, dated, specific statements
+    stay and the vague ones ("That's why …", a pleasantry) go, whatever order they came in."""
+    from memory_pipeline.core.memories import dossier as ds
+    from memory_pipeline.core.memories.dossier_text import information_value
+
+    vague = [
+        "That's why Andrew loves volunteering!",
+        "Andrew will keep looking until Andrew finds it.",
+        "Pets are more than just pets.",
+    ]
+    specific = [
+        "Andrew started a new job as a Financial Analyst on 20 March 2023.",
+        "Andrew adopted a puppy named Toby from the shelter.",
+        "Andrew and his girlfriend went wine tasting in Napa Valley.",
+        "Andrew hiked Mount Tamalpais with three friends.",
+        "Andrew's family dog Buddy turned 12 on Saturday.",
+    ]
+    assert min(information_value(t, ("Andrew",)) for t in specific) > max(
+        information_value(t, ("Andrew",)) for t in vague
+    )
+    st = ds.DossierState(contact_id="Andrew", name="Andrew", speakers=["Andrew"])
+    session = {"session_id": "ses_" + "0" * 20, "start_us": 0}
+    ds._add_timeline(st, session, [*vague, *specific], "2023-03-27")
+    kept = [e["text"] for e in st.timeline]
+    assert sorted(kept) == sorted(specific), kept
+    assert [e["rank"] for e in st.timeline] == list(range(ds.TIMELINE_PER_SESSION))
