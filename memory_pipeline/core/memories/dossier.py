@@ -34,12 +34,15 @@ Policies (documented here because the page is their only trace):
   (LINE notices) count in the total only, not for a side, hours, weekdays or replies. A reply
   time is the gap from the last message of one side to the next message of the other side in
   the same session, kept in fixed buckets so a median needs no samples.
-- Timeline = each session's first ``TIMELINE_PER_SESSION`` distinct statements about the
-  contact side (its memories, key events first: a named life change or a resolved date, then
-  by kind; then what the contact told), each as its lead sentence, at most
-  ``TIMELINE_CHARS_PER_PERIOD`` characters a month (every session's first before any second)
-  over the last ``TIMELINE_PERIODS`` months: what happened stays on the page after Recent
-  Topics moves on, and the page stops growing.
+- Timeline = each session's ``TIMELINE_PER_SESSION`` most informative distinct statements
+  about the contact side (``information_value``: names, numbers, dates, a named life change,
+  content words; ties in the order of its memories, key events first, then by kind, then
+  what the contact told; of two wordings of one thing the fuller one; English lines valued
+  below ``MIN_TIMELINE_VALUE`` left out), each as its lead sentence cut to the clause that
+  states what happened (``compact_event``), at most ``TIMELINE_CHARS_PER_PERIOD`` characters
+  a month (every session's first before any second) over the last ``TIMELINE_PERIODS``
+  months: what happened stays on the page after Recent Topics moves on, and the page stops
+  growing.
 - The owner's own statements stay off a contact's page: the owner's memories and summary
   quotes are not profile, topic points or Timeline entries, and their undated plans are not
   Ongoing; a dated plan of the owner's (a commitment to the contact) stays under Ongoing.
@@ -112,6 +115,7 @@ TIMELINE_PER_SESSION = 5  # what a session adds to the Timeline: its key stateme
 TIMELINE_CHARS_PER_PERIOD = 12 * MAX_POINT_CHARS
 TIMELINE_LEAD_WORDS = 6  # a Timeline line is a statement's lead sentence(s) of this many words
 TIMELINE_PERIODS = 24  # months kept: the page covers two years and stops growing
+MIN_TIMELINE_VALUE = 3  # an English line below this information_value is not an event to list
 _KIND_RANK = {"event": 0, "plan": 1, "fact": 2, "relationship": 3, "possession": 4, "preference": 5}
 NEAR_DUPLICATE = 0.8  # word-set overlap (Jaccard) at which two statements say the same
 _PLAN_WORDS = re.compile(
@@ -983,14 +987,28 @@ def _us(ts: dt.datetime) -> int:
 def _add_timeline(st: DossierState, session: dict, statements: list[str], iso: str) -> None:
     """A session's ``TIMELINE_PER_SESSION`` most informative distinct statements about the
     contact side join the Timeline of its month (``information_value``; ties keep the
-    caller's order: key events first, then by kind, then what the contact told)."""
+    caller's order: key events first, then by kind, then what the contact told). Of two
+    wordings of one thing the more informative stays; English lines valued below
+    ``MIN_TIMELINE_VALUE`` stay off."""
     names = (*st.speakers, st.owner_name, st.contact_id)
     leads: list[str] = []
     for text in statements:
         text = cut_words(_lead(_ja_point(st, text), names), MAX_POINT_CHARS)
-        if text and not _near_duplicate(st, text, leads):
+        if not text:
+            continue
+        same = next((i for i, t in enumerate(leads) if _near_duplicate(st, text, [t])), None)
+        if same is None:
             leads.append(text)
+        elif information_value(text, names) > information_value(leads[same], names):
+            leads[same] = text  # two wordings of one thing: the one that says more stays
     ranked = sorted(range(len(leads)), key=lambda i: (-information_value(leads[i], names), i))
+    # a line that says little (a pronoun-opened remark, "Here's a photo …") is left out:
+    # the Timeline lists what happened (English: the value has no Japanese signals)
+    ranked = [
+        i
+        for i in ranked
+        if _JA_RUN.search(leads[i]) or information_value(leads[i], names) >= MIN_TIMELINE_VALUE
+    ]
     for rank, i in enumerate(ranked[:TIMELINE_PER_SESSION]):
         st.timeline.append(
             {

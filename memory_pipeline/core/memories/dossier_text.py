@@ -415,6 +415,13 @@ _DASH = re.compile(r"\s*(?:--+|\s[-–—]\s|—|(?<=\w)-\s)\s*")
 _FEELING_TAIL = re.compile(
     r"(?:,?\s+and|,)\s+it(?:'s| was| is| has been| felt)\s+(?:\w+\s+){0,3}\w+[!.]*$", re.I
 )
+# Emphasis that adds no fact ("Nate really enjoys" = "Nate enjoys"); not after a negation,
+# where it does ("not really", "not just a hobby").
+_EMPHASIS = re.compile(
+    r"(?<!\bnot)(?<!n't)(?<!n’t)(?<!\bnever)\s+(?:really|actually|totally|definitely|truly|"
+    r"literally|basically|seriously)\b(?=\s)",
+    re.I,
+)
 _SPECIFIC = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][\w'’]*|\d")
 
 
@@ -430,7 +437,8 @@ def compact_event(sentence: str, names: tuple[str, ...] = ()) -> str:
     ("As for Maria, ", "Good news - ") and a short clause of feeling before or after a dash
     ("Nate has been doing great - Nate won ...", "... at a shelter - it was so rewarding!")
     are dropped, so the line is shorter and carries the event. Why: a Timeline line is read
-    at a glance, and its month holds a fixed number of characters. A clause is dropped only
+    at a glance, and its month holds a fixed number of characters; emphasis adverbs
+    ("really", "actually") go too, unless they follow a negation. A clause is dropped only
     when it names nothing (no name, number or life change) and what stays has 5+ words (a
     dropped head is at most 6 words, and the clause kept after it names its person);
     Japanese is returned as is."""
@@ -451,7 +459,7 @@ def compact_event(sentence: str, names: tuple[str, ...] = ()) -> str:
     tail = _FEELING_TAIL.search(s)
     if tail and len(s[: tail.start()].split()) >= 5:
         s = s[: tail.start()].rstrip(" ,;:") + "."
-    return s
+    return _EMPHASIS.sub("", s)
 
 
 def _plain(clause: str, names: tuple[str, ...]) -> bool:
