@@ -356,7 +356,7 @@ LIFE_EVENT = re.compile(
     r"launched|joined|bought|lost|quit|graduat\w*|won|finished|signed|promoted|accepted|"
     r"got (?:married|engaged|hired|promoted|accepted|into)|got (?:a |the |my )?(?:new |first )?"
     r"(?:job|promotion|degree|licen[cs]e|place|house|apartment|car|dog|puppy|cat)|"
-    r"hired|injur\w*|broke)\b"
+    r"hired|injur\w*|broke|wedding|funeral|pregnan\w*|retired|proposed|surgery)\b"
     r"|始め|決まっ|結婚|婚約|引っ越|転職|入社|退職|卒業|入学|生まれ|亡くな|合格|買っ|付き合",
     re.I,
 )

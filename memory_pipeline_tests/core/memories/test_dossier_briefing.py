@@ -440,3 +440,22 @@ def test_lines_that_say_little_stay_off_the_timeline_in_english_only():
     ja = "健太は来月から大阪に転勤が決まった。"
     ds._add_timeline(st, session, [*little, event, ja], "2023-10-19")
     assert sorted(e["text"] for e in st.timeline) == sorted([event, ja])
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "John's girlfriend and John had an emotional wedding ceremony last week.",
+        "Maria went to her uncle's funeral on Friday.",
+        "Gina is pregnant with her first child.",
+        "Andrew's dad retired after 30 years.",
+        "Nate proposed to his girlfriend at the beach.",
+        "Melanie had knee surgery in May.",
+    ],
+)
+def test_weddings_funerals_and_the_like_are_key_events(said):
+    """A life change named by its occasion, not only by its verb (married, died, ...), goes
+    first in a session's Timeline."""
+    from memory_pipeline.core.memories.dossier import _timeline_rank
+
+    assert _timeline_rank({"kind": "preference", "text": said, "event_date": None})[0] is False
