@@ -282,32 +282,41 @@ def turn_prf(s, scored, cands, cfg: SearchConfig) -> None:
         print(f"turn PRF docs={docs} terms={n_terms} lam={lam}: R@5 {figs}")
 
 
-def turn_dense(s, scored, cands, cfg: SearchConfig, work: Path) -> None:
+def turn_dense(s, scored, cands, cfg: SearchConfig, work: Path, model: str | None) -> None:
     """Dense per *turn* (the default embedder, one vector per ``sender: text``, cached in
     ``work``): the turn's cosine (scaled by the query's best, within its conversation) is
     added to its own BM25 share with weight ``wd``, so it reaches the turn score and, through
-    the lift, its chunk and session."""
+    the lift, its chunk and session. ``model``: a local embedder (``MEMORY_PIPELINE_
+    EMBEDDING_MODEL`` names) for turns and questions instead of the index's."""
+    from memory_pipeline.core.represent.providers.factory import make_embedder
+
     ti = s.turn_index
     units = E.Units(s)
-    path = work / "turn_vectors.npy"
+    embedder = make_embedder("local", model) if model else s.query_embedder("embedding_text")
+    path = work / (f"turn_vectors.{model}.npy" if model else "turn_vectors.npy")
     if path.exists():
         vectors = np.load(path)
     else:
         t: dict[str, float] = {}
         texts = [f"{s.message(m)['sender']}: {s.message(m)['text']}" for m in ti.message_ids]
         with timed(t, "embed"):
-            emb = s.query_embedder("embedding_text").embed(texts, input_type="document")
+            emb = embedder.embed(texts, input_type="document")
             vectors = np.asarray(emb.vectors, dtype=np.float32)
         np.save(path, vectors)
         print(f"embedded {len(texts)} turns: {t['embed' + CPU]:.1f} s CPU")
     conv = np.array([str(s.conversation[c]) for c in ti.first_chunk], dtype=object)
+    if model:
+        asked = embedder.embed([q.question for q in scored], input_type="query").vectors
+        query = {
+            q.question_id: np.asarray(v, np.float32) for q, v in zip(scored, asked, strict=True)
+        }
+    else:
+        query = {q.question_id: s.embed_query(q.question, "embedding_text") for q in scored}
     for wd in (0.0, 0.25, 0.5, 1.0):
         tv, sv = [], []
         for q in scored:
             cand = cands[q.question_id]
-            d = np.where(
-                conv == q.corpus_id, vectors @ s.embed_query(q.question, "embedding_text"), 0
-            )
+            d = np.where(conv == q.corpus_id, vectors @ query[q.question_id], 0)
             d = np.maximum(d, 0.0) / (float(d.max()) or 1.0)
             own = cand.turn["turn"].astype(np.float64)
             top = float(own.max()) or 1.0
@@ -333,6 +342,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("what", choices=("score", "analyse", "grid", "prf", "dense"))
     p.add_argument("--locomo", type=Path, default=SHARED / "locomo" / "locomo_dev.json")
     p.add_argument("--work", type=Path, default=Path("/tmp/locomo_loop"))
+    p.add_argument("--model", help="dense: a local embedder for the turns (default: the index's)")
     a = p.parse_args(argv)
     t0 = time.process_time()
     s, scored, cands = load(a.locomo, a.work)
@@ -347,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif a.what == "prf":
         turn_prf(s, scored, cands, default)
     else:
-        turn_dense(s, scored, cands, default, a.work)
+        turn_dense(s, scored, cands, default, a.work, a.model)
 
 
 if __name__ == "__main__":
