@@ -52,8 +52,11 @@ class WriteMemo:
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self.bytes = 0
-        self._items: OrderedDict[str, tuple[tuple[int, ...], pa.Table, int]] = OrderedDict()
+        self.bytes = 0  # of the distinct Arrow buffers the entries hold
+        self._items: OrderedDict[str, tuple[tuple[int, ...], pa.Table, dict[int, int]]] = (
+            OrderedDict()
+        )
+        self._refs: dict[int, list[int]] = {}  # buffer address -> [size, entries holding it]
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -65,14 +68,17 @@ class WriteMemo:
             return [Path(p) for p in self._items]
 
     def put(self, path: Path, data: pa.Table, stat: os.stat_result) -> None:
-        size = data.get_total_buffer_size()
+        # per-date partitions are slices of one table: they share its buffers, which count once
+        buffers = _buffers(data)
         with self._lock:
             self._pop(str(path))
-            if size > self.budget:
-                return
-            self._items[str(path)] = (_identity(stat), data, size)
-            self.bytes += size
-            while self.bytes > self.budget:
+            self._items[str(path)] = (_identity(stat), data, buffers)
+            for address, size in buffers.items():
+                ref = self._refs.setdefault(address, [size, 0])
+                if ref[1] == 0:
+                    self.bytes += size
+                ref[1] += 1
+            while self.bytes > self.budget and self._items:
                 self._pop(next(iter(self._items)))
 
     def get(self, path: Path) -> pa.Table | None:
@@ -98,12 +104,30 @@ class WriteMemo:
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._refs.clear()
             self.bytes = 0
 
     def _pop(self, key: str) -> None:
         entry = self._items.pop(key, None)
-        if entry is not None:
-            self.bytes -= entry[2]
+        if entry is None:
+            return
+        for address in entry[2]:
+            ref = self._refs[address]
+            ref[1] -= 1
+            if ref[1] == 0:
+                self.bytes -= ref[0]
+                del self._refs[address]
+
+
+def _buffers(data: pa.Table) -> dict[int, int]:
+    """address -> size of every Arrow buffer ``data`` holds (children included)."""
+    out: dict[int, int] = {}
+    for column in data.columns:
+        for chunk in column.chunks:
+            for buf in chunk.buffers():
+                if buf is not None:
+                    out[buf.address] = buf.size
+    return out
 
 
 def _identity(stat: os.stat_result) -> tuple[int, ...]:

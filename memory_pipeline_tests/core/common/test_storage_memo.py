@@ -89,6 +89,20 @@ def test_the_memo_keeps_within_its_budget_and_drops_the_oldest(tmp_path, monkeyp
     assert store.read(T.INGEST_AUDIT, [days[0]]).num_rows == 2000
 
 
+def test_partitions_sliced_from_one_table_count_its_buffers_once(tmp_path, monkeypatch):
+    whole = _audit(4000)
+    memo = WriteMemo(int(whole.get_total_buffer_size() * 1.5))
+    monkeypatch.setattr(storage, "WRITE_MEMO", memo)
+    store = TableStore(tmp_path)
+    days = [DAY + dt.timedelta(days=i) for i in range(4)]
+    for i, day in enumerate(days):  # what split_by_date hands over: slices of one table
+        store.write(T.INGEST_AUDIT, whole.slice(i * 1000, 1000), day)
+    assert len(memo) == 4
+    assert memo.bytes <= whole.get_total_buffer_size()
+    memo.clear()
+    assert memo.bytes == 0
+
+
 def test_an_owner_store_reads_its_stamped_partition_from_the_memo(tmp_path, memo, monkeypatch):
     store = OwnerStore(tmp_path, "default", strict=False)
     data = _audit(4)
