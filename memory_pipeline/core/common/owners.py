@@ -30,7 +30,6 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.parallel import map_tasks
@@ -196,7 +195,6 @@ class OwnerStore(TableStore):
             )
         return data.drop_columns([OWNER_COLUMN])
 
-
     def _read_lenient(
         self, t: Table, days: Iterable[dt.date] | None, columns: list[str] | None
     ) -> pa.Table:
@@ -208,9 +206,8 @@ class OwnerStore(TableStore):
             files = [(d, self.path(t, d)) for d in wanted if self.has(t, d)]
         parts = []
         for day, path in files:
-            where, at = fs.resolve(path)  # a local file or an s3:// object
             on = None if day is None else [day]
-            if OWNER_COLUMN not in pq.read_schema(at, filesystem=where).names:
+            if OWNER_COLUMN not in self.file_schema(path).names:
                 parts.append(super().read(t, on, columns))  # written before owners existed
                 continue
             # one read of the file, its stamp included (not a second read for the stamp)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,6 +32,109 @@ REMOTE_READERS = 8  # concurrent object reads of one table (latency-bound, not C
 WRITE_THREADS = 2  # Parquet encoding releases the GIL: two writers on the 2-core target
 # A table as callers name it: a registry constant (``tables.SESSIONS``) or its name.
 TableRef = str | Table
+# Arrow bytes of just-written partitions kept for reads in the same process (WriteMemo)
+MEMO_BYTES = 512 * 2**20
+
+
+class WriteMemo:
+    """The local partitions this process wrote last, as written, for reads that follow.
+
+    Why: a stage reads what the stage before it wrote (sessions read raw_messages, chunks
+    read sessions and raw_messages), and ``memory-pipeline run`` runs the stages one after
+    another in one process; decoding those Parquet files again cost about as much as
+    writing them. An entry is the table handed to ``pq.write_table`` and the file's
+    identity (device, inode, size, mtime in ns), taken from the temporary file before it is
+    renamed into place: a read serves the entry only while the file at that path still has
+    that identity, so a file another writer replaced (a new inode), rewrote or deleted is
+    read from disk. Bounded: the oldest entries go when ``budget`` bytes are exceeded.
+    Local stores only (an object store's write is not a file to stat).
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.bytes = 0  # of the distinct Arrow buffers the entries hold
+        self._items: OrderedDict[str, tuple[tuple[int, ...], pa.Table, dict[int, int]]] = (
+            OrderedDict()
+        )
+        self._refs: dict[int, list[int]] = {}  # buffer address -> [size, entries holding it]
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def paths(self) -> list[Path]:
+        """The files held, oldest first."""
+        with self._lock:
+            return [Path(p) for p in self._items]
+
+    def put(self, path: Path, data: pa.Table, stat: os.stat_result) -> None:
+        # per-date partitions are slices of one table: they share its buffers, which count once
+        buffers = _buffers(data)
+        with self._lock:
+            self._pop(str(path))
+            self._items[str(path)] = (_identity(stat), data, buffers)
+            for address, size in buffers.items():
+                ref = self._refs.setdefault(address, [size, 0])
+                if ref[1] == 0:
+                    self.bytes += size
+                ref[1] += 1
+            while self.bytes > self.budget and self._items:
+                self._pop(next(iter(self._items)))
+
+    def get(self, path: Path) -> pa.Table | None:
+        """The table written to ``path`` if the file is still the one written, else None."""
+        key = str(path)
+        with self._lock:
+            entry = self._items.get(key)
+        if entry is None:
+            return None
+        try:
+            now = _identity(os.stat(key))
+        except OSError:
+            now = None
+        if now != entry[0]:
+            self.drop(path)
+            return None
+        return entry[1]
+
+    def drop(self, path: Path) -> None:
+        with self._lock:
+            self._pop(str(path))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._refs.clear()
+            self.bytes = 0
+
+    def _pop(self, key: str) -> None:
+        entry = self._items.pop(key, None)
+        if entry is None:
+            return
+        for address in entry[2]:
+            ref = self._refs[address]
+            ref[1] -= 1
+            if ref[1] == 0:
+                self.bytes -= ref[0]
+                del self._refs[address]
+
+
+def _buffers(data: pa.Table) -> dict[int, int]:
+    """address -> size of every Arrow buffer ``data`` holds (children included)."""
+    out: dict[int, int] = {}
+    for column in data.columns:
+        for chunk in column.chunks:
+            for buf in chunk.buffers():
+                if buf is not None:
+                    out[buf.address] = buf.size
+    return out
+
+
+def _identity(stat: os.stat_result) -> tuple[int, ...]:
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+WRITE_MEMO = WriteMemo(MEMO_BYTES)
 
 
 class TableStore:
@@ -74,7 +179,10 @@ class TableStore:
 
     def delete(self, name: TableRef, day: dt.date | None = None) -> bool:
         """Remove one partition (retention, forget); True if it existed."""
-        return fs.delete_file(self.path(name, day))
+        path = self.path(name, day)
+        if not self.remote:
+            WRITE_MEMO.drop(Path(path))
+        return fs.delete_file(path)
 
     def write(self, name: TableRef, data: pa.Table, day: dt.date | None = None) -> Location:
         """Atomically replace one partition (or the whole unpartitioned table).
@@ -97,7 +205,11 @@ class TableStore:
             tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
             try:
                 pq.write_table(data, tmp, compression="zstd")
+                written = os.stat(tmp)  # a rename keeps inode, size and mtime
+                WRITE_MEMO.drop(target)
                 os.replace(tmp, target)
+                if schema is not None:  # read back in this schema anyway: as written
+                    WRITE_MEMO.put(target, data, written)
             finally:
                 tmp.unlink(missing_ok=True)
             return target
@@ -146,9 +258,21 @@ class TableStore:
 
     def _read_file(self, path: Location, columns: list[str] | None) -> pa.Table:
         if not self.remote:
+            held = WRITE_MEMO.get(Path(path))
+            if held is not None:
+                return held if columns is None else held.select(columns)
             return pq.read_table(path, columns=columns)
         filesystem, key = fs.resolve(path)
         return pq.read_table(key, columns=columns, filesystem=filesystem)
+
+    def file_schema(self, path: Location) -> pa.Schema:
+        """The schema of one stored file (of a just-written one without opening it)."""
+        if not self.remote:
+            held = WRITE_MEMO.get(Path(path))
+            if held is not None:
+                return held.schema
+        where, at = fs.resolve(path)
+        return pq.read_schema(at, filesystem=where)
 
 
 def _conformed(schema: pa.Schema | None, parts: list[pa.Table]) -> pa.Table:

@@ -1,0 +1,115 @@
+"""The write memo of TableStore: a partition this process just wrote is read back without
+decoding its Parquet file, and never when the file changed since (another writer, a delete)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from memory_pipeline.core.common import storage
+from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common.owners import OwnerStore
+from memory_pipeline.core.common.storage import TableStore, WriteMemo
+
+DAY = dt.date(2024, 3, 1)
+
+
+def _audit(n: int, source: str = "s") -> pa.Table:
+    return pa.table(
+        {
+            "partition_date": [DAY] * n,
+            "source": [f"{source}{i}" for i in range(n)],
+            "records_read": list(range(n)),
+            "ingested": list(range(n)),
+            "quarantined": [0] * n,
+        }
+    ).cast(T.INGEST_AUDIT.schema)
+
+
+@pytest.fixture
+def memo(monkeypatch):
+    fresh = WriteMemo(64 * 2**20)
+    monkeypatch.setattr(storage, "WRITE_MEMO", fresh)
+    return fresh
+
+
+def _no_parquet_reads(monkeypatch):
+    def refuse(*_a, **_k):
+        raise AssertionError("read the Parquet file instead of the memo")
+
+    monkeypatch.setattr(storage.pq, "read_table", refuse)
+
+
+def test_a_written_partition_reads_back_from_memory_as_from_disk(tmp_path, memo, monkeypatch):
+    store = TableStore(tmp_path)
+    data = _audit(5)
+    store.write(T.INGEST_AUDIT, data, DAY)
+    from_disk = pq.read_table(store.path(T.INGEST_AUDIT, DAY)).cast(T.INGEST_AUDIT.schema)
+    _no_parquet_reads(monkeypatch)
+    got = store.read(T.INGEST_AUDIT, [DAY])
+    assert got.equals(from_disk)
+    assert got.schema == from_disk.schema
+    cols = store.read(T.INGEST_AUDIT, [DAY], columns=["records_read", "source"])
+    assert cols.column_names == ["records_read", "source"]
+    assert cols.equals(from_disk.select(["records_read", "source"]))
+
+
+def test_a_file_replaced_by_another_writer_is_read_from_disk(tmp_path, memo):
+    store = TableStore(tmp_path)
+    store.write(T.INGEST_AUDIT, _audit(5), DAY)
+    other = _audit(2, source="other")
+    pq.write_table(other, store.path(T.INGEST_AUDIT, DAY))  # not through this store
+    assert store.read(T.INGEST_AUDIT, [DAY]).column("source").to_pylist() == ["other0", "other1"]
+    assert len(memo) == 0  # the stale entry is gone
+
+
+def test_a_deleted_partition_is_not_served(tmp_path, memo):
+    store = TableStore(tmp_path)
+    store.write(T.INGEST_AUDIT, _audit(3), DAY)
+    assert store.delete(T.INGEST_AUDIT, DAY)
+    assert store.read(T.INGEST_AUDIT, [DAY]).num_rows == 0
+    assert len(memo) == 0
+
+
+def test_the_memo_keeps_within_its_budget_and_drops_the_oldest(tmp_path, monkeypatch):
+    one = _audit(2000).get_total_buffer_size()
+    small = WriteMemo(int(one * 2.5))
+    monkeypatch.setattr(storage, "WRITE_MEMO", small)
+    store = TableStore(tmp_path)
+    days = [DAY + dt.timedelta(days=i) for i in range(4)]
+    for day in days:
+        store.write(T.INGEST_AUDIT, _audit(2000), day)
+    assert small.bytes <= small.budget
+    assert len(small) == 2
+    assert [p.name for p in small.paths()] == [f"{d.isoformat()}.parquet" for d in days[2:]]
+    # an evicted partition still reads, from its file
+    assert store.read(T.INGEST_AUDIT, [days[0]]).num_rows == 2000
+
+
+def test_partitions_sliced_from_one_table_count_its_buffers_once(tmp_path, monkeypatch):
+    whole = _audit(4000)
+    memo = WriteMemo(int(whole.get_total_buffer_size() * 1.5))
+    monkeypatch.setattr(storage, "WRITE_MEMO", memo)
+    store = TableStore(tmp_path)
+    days = [DAY + dt.timedelta(days=i) for i in range(4)]
+    for i, day in enumerate(days):  # what split_by_date hands over: slices of one table
+        store.write(T.INGEST_AUDIT, whole.slice(i * 1000, 1000), day)
+    assert len(memo) == 4
+    assert memo.bytes <= whole.get_total_buffer_size()
+    memo.clear()
+    assert memo.bytes == 0
+
+
+def test_an_owner_store_reads_its_stamped_partition_from_the_memo(tmp_path, memo, monkeypatch):
+    store = OwnerStore(tmp_path, "default", strict=False)
+    data = _audit(4)
+    store.write(T.INGEST_AUDIT, data, DAY)
+    _no_parquet_reads(monkeypatch)
+    monkeypatch.setattr(storage.pq, "read_schema", lambda *_a, **_k: 1 / 0)
+    got = store.read(T.INGEST_AUDIT, [DAY])
+    assert got.equals(data)
+    strict = OwnerStore(tmp_path, "default", strict=True)
+    assert strict.read(T.INGEST_AUDIT, [DAY]).equals(data)
