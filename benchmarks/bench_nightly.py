@@ -8,24 +8,33 @@ What is compared (one process, one fresh output folder and token cache, ephemera
 the shipped definitions with their asset checks; offline providers: extractive summaries,
 rule memories):
 
-- **full**: every partition of the corpus (2022-07-29..2022-11-05) except the nightly day D,
-  each stage one single-run backfill (ingest, sessions, chunks, representations, memories),
-  then the refresh the automation conditions request (``search_indexes`` = BM25 x3 + vectors
-  + time metadata + memory timeline, ``storage_report``, ``warehouse``) with a cold token
-  cache. Leaving D out makes this a slight *under*-estimate of a full build, so the ratio
-  below is conservative.
-- **nightly**: what the nightly schedule runs for D (partitions D-1..D, the same stages),
-  then the same refresh, now with the token cache of the full build: only D's new chunks
-  (and D-1's re-chunked ones, if any changed) and turn documents are tokenized, and ingest
-  reads the parsed records of the unchanged export from ``<output>/cache/ingest``; the
-  indexes are assembled from the per-partition token parts of ``<output>/cache/index_parts``
-  (``core/indexes/parts.py``), recomputed for D-1 and D only.
+- **full**: every partition of the corpus (2022-07-29..2022-11-05) except the two nightly
+  days, each stage one single-run backfill per stretch between them (ingest, sessions,
+  chunks, representations, memories), then the refresh with a cold token cache. Leaving two
+  days out makes this a slight *under*-estimate of a full build (the extra stretch adds one
+  run per stage, ~1 s each, less than the two days' work), so the ratios are conservative.
+- **nightly**, twice: for the **median** day (the typical night: the median message count
+  of the days with chat, what the <= 2 % goal is judged on) and then the **busiest** day
+  (the worst night). Each is what production runs for a day D: one run of the nightly job's
+  assets (``memory_pipeline_daily``: retention, then every partitioned asset) over D-1..D,
+  as the ``nightly`` schedule requests it, then the refresh, with the caches of the builds
+  before it: only D's new chunks (and D-1's re-chunked ones) are tokenized, ingest reads
+  unchanged exports from ``<output>/cache/ingest``, the indexes are assembled from the
+  per-partition parts of ``<output>/cache/index_parts`` (``core/indexes/parts.py``).
+- **refresh**: one run of every asset the automation condition requests after a nightly
+  run (``defs/automation.py``: the search indexes, timeline, storage report, warehouse and
+  evaluation), as the automation sensor launches them: one tick requests them all, and
+  Dagster puts unpartitioned assets requested together into one run (tested in
+  ``memory_pipeline_tests/defs/test_automation.py``). ``--no-evaluation`` leaves the
+  evaluation out (the issue's benchmark names the index, timeline and warehouse refresh);
+  the per-step seconds show what it costs either way.
 
-D is the busiest day of the corpus (most messages): the worst nightly. Dense vectors are
-off (``[representations] dense = []``) on both sides: the local all-MiniLM-L6-v2 embeds
-~10 texts/s here, so a full build with vectors would take hours; embeddings are cached per
-text like the tokens, so with vectors on the nightly share would be smaller still.
-Target: nightly <= 2 % of full. Figures to ``benchmarks/results/nightly.json``.
+Dense vectors are off (``[representations] dense = []``) on both sides: the local
+all-MiniLM-L6-v2 embeds ~10 texts/s here, so a full build with vectors would take hours;
+embeddings are cached per text like the tokens, so with vectors on the nightly share would
+be smaller still. Wall and process CPU seconds are both reported (the machine is shared:
+wall moves with the load). Target: the median nightly <= 2 % of full.
+Figures to ``benchmarks/results/nightly.json``.
 """
 
 from __future__ import annotations
@@ -48,7 +57,6 @@ DEFAULT_JSON = REPO / "benchmarks" / "results" / "nightly.json"
 START, END = dt.date(2022, 7, 29), dt.date(2022, 11, 5)
 TARGET_SHARE = 0.02
 PARTITION_STAGES = ("ingest", "sessions", "chunks", "representations", "memories")
-REFRESH_STAGES = ("indexes", "storage", "warehouse")
 
 
 def write_config(root: Path, data: Path) -> Path:
@@ -94,7 +102,8 @@ def subset(data: Path, dest: Path, n: int) -> Path:
     return dest
 
 
-def busiest_day(cfg) -> tuple[dt.date, int]:
+def day_counts(cfg) -> Counter[dt.date]:
+    """Messages per local date of the configured sources (the partition key)."""
     from memory_pipeline.core.common.records import Message
     from memory_pipeline.core.ingest.sources import read_source
 
@@ -103,22 +112,82 @@ def busiest_day(cfg) -> tuple[dt.date, int]:
         for rec in read_source(spec):
             if isinstance(rec, Message):
                 days[rec.local_date] += 1
-    day, n = max(((d, n) for d, n in days.items() if START < d <= END), key=lambda x: x[1])
-    return day, n
+    return days
 
 
-def run_stages(defs, resources, instance, names, days) -> dict[str, float]:
-    from memory_pipeline.defs.runner import materialize_stages, stages
+def nightly_days(days: Counter[dt.date]) -> dict[str, tuple[dt.date, int]]:
+    """{"median": the day of median size, "busiest": the largest day} among the days with
+    chat after START (D-1 must be a partition). The median day is taken at least 2 days
+    away from the busiest, so the two nights' D-1..D windows do not overlap."""
+    chat = sorted(((n, d) for d, n in days.items() if START < d <= END), key=lambda x: x[0])
+    n_max, busiest = max(chat, key=lambda x: (x[0], -x[1].toordinal()))
+    order = sorted(chat, key=lambda x: (abs(x[0] - chat[len(chat) // 2][0]), x[1]))
+    n_med, median = next((n, d) for n, d in order if abs((d - busiest).days) >= 2)
+    return {"median": (median, n_med), "busiest": (busiest, n_max)}
+
+
+def nightly_stage() -> object:
+    """The nightly job's assets (``memory_pipeline_daily``: retention, then every
+    partitioned stage) as one stage: one run over D-1..D, as the schedule requests it."""
+    from memory_pipeline.defs.runner import Stage, stages
+
+    keys = tuple(k for s in stages("retention", *PARTITION_STAGES) for k in s.keys)
+    return Stage("nightly", keys, partitioned=True)
+
+
+def refresh_stage(evaluation: bool = True) -> object:
+    """The assets the automation requests after a nightly run, as one stage (one run: what
+    the automation sensor launches for one tick's request)."""
+    from memory_pipeline.defs.automation import AUTOMATED
+    from memory_pipeline.defs.evaluation import EVALUATION
+    from memory_pipeline.defs.runner import STAGES, Stage
+
+    order = [k for s in STAGES for k in s.keys]  # dependency order, as in the stage table
+    keys = tuple(k for k in order if k in AUTOMATED and (evaluation or k != EVALUATION))
+    return Stage("refresh", keys, partitioned=False)
+
+
+def step_seconds(instance, run_id: str) -> dict[str, float]:
+    """Wall seconds per step (op) of one run, from its event log."""
+    import dagster as dg
+
+    start: dict[str, float] = {}
+    out: dict[str, float] = {}
+    for entry in instance.all_logs(run_id):
+        ev = entry.dagster_event
+        if ev is None or ev.step_key is None:
+            continue
+        if ev.event_type == dg.DagsterEventType.STEP_START:
+            start[ev.step_key] = entry.timestamp
+        elif ev.event_type in (dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE):
+            out[ev.step_key] = entry.timestamp - start.get(ev.step_key, entry.timestamp)
+    return out
+
+
+def run_stages(defs, resources, instance, selection, days) -> dict[str, float]:
+    """Wall seconds per stage of ``selection`` (stage names or Stage objects), one run each;
+    a multi-step stage also reports its steps as ``<stage>/<step>``."""
+    from memory_pipeline.defs.runner import materialize_stages
 
     out: dict[str, float] = {}
-    for stage in stages(*names):
+    for stage in selection:
         [res] = materialize_stages(
             defs, [stage], days=days, resources=resources, instance=instance, log_level="ERROR"
         )
         if not res.success or res.failed:
-            raise SystemExit(f"stage {stage.name} failed: {[e.check_name for e in res.failed]}")
-        out[stage.name] = res.seconds
+            raise SystemExit(f"stage {res.stage.name} failed: {[e.check_name for e in res.failed]}")
+        out[res.stage.name] = res.seconds
+        steps = step_seconds(instance, res.result.run_id)
+        if len(steps) > 1:
+            out |= {f"{res.stage.name}/{k}": v for k, v in steps.items()}
     return out
+
+
+def timed_runs(fn) -> tuple[dict[str, float], float, float]:
+    """(fn's per-stage seconds, wall seconds, process CPU seconds)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - t0, time.process_time() - c0
 
 
 def main() -> int:
@@ -130,7 +199,12 @@ def main() -> int:
         "--dialogues",
         type=int,
         default=None,
-        help="only the first N dialogues (a copy in the work folder): quick iterations",
+        help="only the first N dialogues (a copy in the work folder): a quick smoke run",
+    )
+    ap.add_argument(
+        "--no-evaluation",
+        action="store_true",
+        help="leave the evaluation asset out of the refresh runs (production runs it)",
     )
     args = ap.parse_args()
     for k in [k for k in os.environ if k.startswith("MEMORY_PIPELINE_")]:
@@ -153,81 +227,110 @@ def main() -> int:
         data = subset(data, work / "data", args.dialogues)
     config = write_config(work, data)
     cfg = load_config(config)
-    day, day_messages = busiest_day(cfg)
-    prev = day - dt.timedelta(days=1)
+    counts = day_counts(cfg)
+    nights = nightly_days(counts)
+    held = sorted(d for d, _ in nights.values())
     every = [START + dt.timedelta(days=i) for i in range((END - START).days + 1)]
-    before, after = [d for d in every if d < day], [d for d in every if d > day]
+    stretches = [
+        [d for d in every if lo < d < hi]
+        for lo, hi in zip([dt.date.min, *held], [*held, dt.date.max], strict=True)
+    ]
     defs = build_definitions(cfg, str(config))
     resources = stage_resources(PipelineResource(config_file=str(config)), provider_resources({}))
     instance = dg.DagsterInstance.ephemeral()
-    print(f"nightly day D = {day} ({day_messages} messages); work folder {work}", flush=True)
+    refresh = refresh_stage(evaluation=not args.no_evaluation)
+    total = sum(counts.values())
+    print(
+        "nightly days: "
+        + ", ".join(f"{k} {d} ({n} of {total} messages)" for k, (d, n) in nights.items())
+        + f"; refresh assets {refresh.key_names}; work folder {work}",
+        flush=True,
+    )
 
-    t0, c0 = time.perf_counter(), time.process_time()
-    full = {}
-    for days in (before, after):
-        for name, s in run_stages(defs, resources, instance, PARTITION_STAGES, days).items():
-            full[name] = full.get(name, 0.0) + s
-    full |= {
-        f"refresh/{k}": v
-        for k, v in run_stages(defs, resources, instance, REFRESH_STAGES, []).items()
-    }
-    full_total, full_cpu = time.perf_counter() - t0, time.process_time() - c0
+    def full_build() -> dict[str, float]:
+        out: dict[str, float] = {}
+        for days in (s for s in stretches if s):
+            for name, sec in run_stages(defs, resources, instance, PARTITION_STAGES, days).items():
+                out[name] = out.get(name, 0.0) + sec
+        return out | run_stages(defs, resources, instance, [refresh], [])
+
+    full, full_wall, full_cpu = timed_runs(full_build)
     store = TableStore(cfg.output_dir)
     chunks_full = store.read(T.CHUNKS, columns=["chunk_id"]).num_rows
     print(
-        f"full build: {full_total:.1f} s  {json.dumps({k: round(v, 1) for k, v in full.items()})}"
+        f"full build: {full_wall:.1f} s wall, {full_cpu:.1f} s cpu  "
+        f"{json.dumps({k: round(v, 1) for k, v in full.items()})}",
+        flush=True,
     )
-
-    t0, c0 = time.perf_counter(), time.process_time()
-    nightly = run_stages(defs, resources, instance, PARTITION_STAGES, [prev, day])
-    nightly |= {
-        f"refresh/{k}": v
-        for k, v in run_stages(defs, resources, instance, REFRESH_STAGES, []).items()
-    }
-    nightly_total, nightly_cpu = time.perf_counter() - t0, time.process_time() - c0
-    bm25 = instance.get_latest_materialization_event(dg.AssetKey("bm25_index"))
-    meta = {k: v.value for k, v in bm25.asset_materialization.metadata.items()}
+    results: dict[str, dict] = {}
+    for label, (day, n) in nights.items():
+        window = [day - dt.timedelta(days=1), day]
+        runs, wall, cpu = timed_runs(
+            lambda w=window: (
+                run_stages(defs, resources, instance, [nightly_stage()], w)
+                | run_stages(defs, resources, instance, [refresh], [])
+            )
+        )
+        bm25 = instance.get_latest_materialization_event(dg.AssetKey("bm25_index"))
+        meta = {k: v.value for k, v in bm25.asset_materialization.metadata.items()}
+        results[label] = {
+            "day": day.isoformat(),
+            "day_messages": n,
+            "day_share_of_messages": n / total,
+            "wall_seconds": wall,
+            "cpu_seconds": cpu,
+            "share_wall": wall / full_wall,
+            "share_cpu": cpu / full_cpu,
+            "runs": runs,
+            **{
+                k: meta.get(k)
+                for k in (
+                    "tokens_computed",
+                    "tokens_cached",
+                    "turn_tokens_computed",
+                    "turn_tokens_cached",
+                    "chunk_parts_computed",
+                    "turn_parts_computed",
+                )
+            },
+        }
+        print(
+            f"nightly {label} {day} ({n} messages = {n / total:.2%}): {wall:.1f} s wall "
+            f"({wall / full_wall:.2%}), {cpu:.1f} s cpu ({cpu / full_cpu:.2%})  "
+            f"{json.dumps({k: round(v, 2) for k, v in runs.items()})}",
+            flush=True,
+        )
+        print(
+            f"  tokenized {meta.get('tokens_computed')} chunk texts "
+            f"({meta.get('tokens_cached')} cached), {meta.get('turn_tokens_computed')} turn "
+            f"texts ({meta.get('turn_tokens_cached')} cached); parts recomputed: chunks "
+            f"{meta.get('chunk_parts_computed')}, turns {meta.get('turn_parts_computed')}",
+            flush=True,
+        )
     chunks_all = store.read(T.CHUNKS, columns=["chunk_id"]).num_rows
-    share = nightly_total / full_total
+    load = os.getloadavg()
+    judged = results["median"]
+    ok = judged["share_wall"] <= TARGET_SHARE and judged["share_cpu"] <= TARGET_SHARE
     print(
-        f"nightly D-1..D: {nightly_total:.1f} s  "
-        f"{json.dumps({k: round(v, 1) for k, v in nightly.items()})}"
-    )
-    print(
-        f"refresh tokenized {meta.get('tokens_computed')} chunk texts, read "
-        f"{meta.get('tokens_cached')} from the cache; turn documents: "
-        f"{meta.get('turn_tokens_computed')} tokenized, {meta.get('turn_tokens_cached')} cached; "
-        f"chunks {chunks_full} -> {chunks_all}"
-    )
-    print(
-        f"cpu seconds: full {full_cpu:.1f}, nightly {nightly_cpu:.1f} "
-        f"({nightly_cpu / full_cpu:.2%}; the wall share is the target, cpu shows the load)"
-    )
-    verdict = "OK" if share <= TARGET_SHARE else "MISSED"
-    print(
-        f"nightly / full = {share:.2%} (target <= {TARGET_SHARE:.0%}): {verdict}; "
-        f"peak RSS {peak_rss_mib():.0f} MiB; load {os.getloadavg()[0]:.1f}"
+        f"median nightly / full = {judged['share_wall']:.2%} wall, {judged['share_cpu']:.2%} "
+        f"cpu (target <= {TARGET_SHARE:.0%}): {'OK' if ok else 'MISSED'}; busiest "
+        f"{results['busiest']['share_wall']:.2%} wall, {results['busiest']['share_cpu']:.2%} "
+        f"cpu; chunks {chunks_full} -> {chunks_all}; peak RSS {peak_rss_mib():.0f} MiB; "
+        f"load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
     )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(
         json.dumps(
             {
                 "dialogues": args.dialogues,
-                "day": day.isoformat(),
-                "day_messages": day_messages,
-                "full_seconds": full_total,
-                "full": full,
-                "nightly_seconds": nightly_total,
-                "nightly": nightly,
+                "evaluation_in_refresh": not args.no_evaluation,
+                "messages": total,
+                "full_seconds": full_wall,
                 "full_cpu_seconds": full_cpu,
-                "nightly_cpu_seconds": nightly_cpu,
-                "share": share,
+                "full": full,
+                "nightly": results,
                 "target": TARGET_SHARE,
-                "tokens_computed": meta.get("tokens_computed"),
-                "tokens_cached": meta.get("tokens_cached"),
-                "turn_tokens_computed": meta.get("turn_tokens_computed"),
-                "turn_tokens_cached": meta.get("turn_tokens_cached"),
-                "load_average": os.getloadavg()[0],
+                "load_average": list(load),
                 "chunks": chunks_all,
                 "python": sys.version.split()[0],
             },
@@ -235,7 +338,7 @@ def main() -> int:
         ),
         encoding="utf-8",
     )
-    return 0 if share <= TARGET_SHARE else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ Usage (from the repository root), after ``bench_nightly.py --work <folder>``::
 
     PYTHONPATH=$PWD python benchmarks/profile_refresh.py <folder> [--profile out.prof]
 
-Runs ``search_indexes``, ``storage_report`` and ``warehouse`` once over what the folder holds
-(warm caches: what a nightly refresh costs) and prints the seconds per stage; with
+Runs the refresh once over what the folder holds, as bench_nightly does (one run of what the
+automation requests; ``--no-evaluation`` leaves the evaluation out; warm caches: what a
+nightly refresh costs) and prints the seconds per stage; with
 ``--profile`` under cProfile, then the top functions by own time.
 """
 
@@ -21,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_nightly import REFRESH_STAGES, run_stages  # noqa: E402
+from bench_nightly import refresh_stage, run_stages  # noqa: E402
 
 
 def main() -> int:
@@ -29,6 +30,7 @@ def main() -> int:
     ap.add_argument("work", type=Path)
     ap.add_argument("--profile", type=Path, default=None)
     ap.add_argument("--wall", action="store_true", help="profile wall time instead of CPU time")
+    ap.add_argument("--no-evaluation", action="store_true")
     args = ap.parse_args()
     for k in [k for k in os.environ if k.startswith("MEMORY_PIPELINE_")]:
         del os.environ[k]
@@ -52,7 +54,7 @@ def main() -> int:
     t0, c0 = time.perf_counter(), time.process_time()
     if prof:
         prof.enable()
-    seconds = run_stages(defs, resources, instance, REFRESH_STAGES, [])
+    seconds = run_stages(defs, resources, instance, [refresh_stage(not args.no_evaluation)], [])
     if prof:
         prof.disable()
     total, cpu = time.perf_counter() - t0, time.process_time() - c0

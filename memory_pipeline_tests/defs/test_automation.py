@@ -160,6 +160,22 @@ def test_nightly_day_then_automation_makes_the_day_searchable(tmp_path, instance
     assert d.automation() == set()
 
 
+def test_one_tick_after_a_nightly_run_launches_the_whole_refresh_as_one_run(tmp_path, instance):
+    """What bench_nightly times as one refresh run: the automation sensor turns one tick's
+    requests into runs with Dagster's ``build_run_requests`` (what the sensor itself calls),
+    which groups unpartitioned assets into one run."""
+    from dagster._core.definitions.automation_tick_evaluation_context import build_run_requests
+
+    d = Deployment(corpus(tmp_path), instance)
+    d.nightly(D2)
+    result = dg.evaluate_automation_conditions(defs=d.defs, instance=instance)
+    requests = build_run_requests(
+        result._requested_subsets, d.defs.resolve_asset_graph(), None, emit_backfills=False
+    )
+    assert len(requests) == 1
+    assert set(requests[0].asset_selection) == REFRESHED
+
+
 @pytest.mark.parametrize(
     ("night", "expected"),
     [
@@ -286,9 +302,7 @@ def test_dropped_export_requests_exactly_its_date_and_becomes_searchable(tmp_pat
     assert _sensor(d, SOURCE_SENSOR, new.cursor).run_requests == []
 
 
-def test_a_first_tick_after_a_full_run_requests_nothing_until_an_export_changes(
-    tmp_path, instance
-):
+def test_a_first_tick_after_a_full_run_requests_nothing_until_an_export_changes(tmp_path, instance):
     # `memory-pipeline run` ingested every date, then `dg dev` starts the sensor with no
     # cursor: it must not launch one run per date for data already ingested
     d = Deployment(corpus(tmp_path), instance)
