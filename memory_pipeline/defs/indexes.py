@@ -18,7 +18,7 @@ from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.indexes.bm25 import Bm25Index
 from memory_pipeline.core.indexes.metadata import message_metadata, session_metadata
-from memory_pipeline.core.indexes.parts import TableParts, parts_root
+from memory_pipeline.core.indexes.parts import parts_root
 from memory_pipeline.core.indexes.publish import (
     SESSION_LOOKUP,
     build_bm25,
@@ -143,27 +143,25 @@ def search_indexes(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, dask: DaskResource
 ):
     cfg, store = pipeline.cfg, pipeline.store
-    # token lists per chunk partition, cached by content (core/indexes/parts.py): a
-    # refresh converts only changed partitions; forget / retention delete them
-    parts = parts_root(cfg.cache_path.parent)
-    # every stored partition read once per change, then from its Arrow copy (parts.py)
-    tables = TableParts(store, parts / "tables")
-    chunks = tables.read(T.CHUNKS)
+    chunks = store.read(T.CHUNKS)
     reps = representation_table(
-        chunks, tables.read(T.CHUNK_SUMMARIES), tables.read(T.EMBEDDING_TEXTS)
+        chunks, store.read(T.CHUNK_SUMMARIES), store.read(T.EMBEDDING_TEXTS)
     )
     root = index_root(cfg.storage_root)
     version = new_version(root)
-    embeddings = tables.read(T.CHUNK_EMBEDDINGS) if store.dates(T.CHUNK_EMBEDDINGS) else None
+    embeddings = store.read(T.CHUNK_EMBEDDINGS) if store.dates(T.CHUNK_EMBEDDINGS) else None
     dense = build_dense(embeddings, version, cfg.hnsw_threshold) if embeddings is not None else {}
-    sessions = tables.read(T.SESSIONS)
-    messages = tables.read(T.RAW_MESSAGES)
+    sessions = store.read(T.SESSIONS)
+    messages = store.read(T.RAW_MESSAGES)
     smeta = session_metadata(sessions)
     mmeta = message_metadata(messages, sessions, smeta)
     pq.write_table(smeta, version / SESSION_LOOKUP)
     pq.write_table(mmeta, version / "message_meta.parquet")
     # the same chunks the BM25 indexes were built from: the version answers on its own
     lookups = write_lookups(version, chunks, messages)
+    # token lists per chunk partition, cached by content (core/indexes/parts.py): a
+    # refresh converts only changed partitions; forget / retention delete them
+    parts = parts_root(cfg.cache_path.parent)
     days = chunks.sort_by("chunk_id").column("local_date").to_pylist()  # reps' order
     with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
         bm25 = build_bm25(
@@ -176,7 +174,7 @@ def search_indexes(
         lookups.update(build_turn_index(version, chunks, messages, turn_tokenizer, parts=parts))
         lookups["turn_tokens_cached"] = turn_tokenizer.hits
         lookups["turn_tokens_computed"] = turn_tokenizer.misses
-    memories = tables.read(T.MEMORIES)
+    memories = store.read(T.MEMORIES)
     timeline = supersede(memories)
     pq.write_table(timeline, version / "memory_timeline.parquet")
     # checks on the new version before it becomes visible
@@ -199,8 +197,6 @@ def search_indexes(
         metadata={
             **bm25.stats,
             **lookups,
-            "table_parts_read": tables.computed,
-            "table_parts_cached": tables.cached,
             "dask_workers": dask.workers() if dask.enabled else 0,
             "version": version.name,
             ROW_COUNT: bm25.postings.num_rows,

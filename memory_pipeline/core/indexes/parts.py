@@ -37,7 +37,6 @@ import pyarrow.compute as pc
 __all__ = [
     "PARTS_DIR",
     "PART_FORMAT",
-    "TableParts",
     "by_partition",
     "digest",
     "drop_parts",
@@ -186,57 +185,3 @@ def by_partition(table: pa.Table, column: str = "local_date") -> list[tuple[obje
     if keys.null_count:
         out.append((None, table.filter(pc.is_null(keys))))
     return out
-
-
-class TableParts:
-    """``store.read`` of whole partitioned tables, each stored partition served from an Arrow
-    copy of what the store read for it (memory-mapped: no Parquet decoding).
-
-    Why: a refresh reads every partition of seven tables (~900 files on all RealPersonaChat)
-    although only the nightly's two days changed. A copy is keyed by the partition's date and
-    its file's identity (name, size, mtime, inode: the store replaces a partition by renaming
-    a new file over it, so a rewrite changes the key); a changed or new partition is read
-    through the store (so an owner's store still verifies its rows) and its copy replaced,
-    copies of partitions no longer stored are deleted. Local stores only (a remote one is
-    read as usual), whole tables only (``columns`` reads go to the store). The copies hold
-    the tables' text, so they live under :data:`PARTS_DIR` like the token parts: forget
-    deletes them all, retention those of purged dates (:func:`drop_parts`).
-    """
-
-    def __init__(self, store: object, folder: Path) -> None:
-        self.store = store
-        self.folder = Path(folder)
-        self.computed = 0  # partitions read through the store (no valid copy)
-        self.cached = 0
-
-    def read(self, name: object, columns: list[str] | None = None) -> pa.Table:
-        """What ``store.read(name, columns=columns)`` returns."""
-        from memory_pipeline.core.common.storage import concat
-        from memory_pipeline.core.common.tables import table
-
-        t = table(name)
-        store = self.store
-        if columns is not None or not t.partitioned or getattr(store, "remote", True):
-            return store.read(name, columns=columns)
-        folder = self.folder / t.name
-        got, keys = [], []
-        for day in store.dates(name):
-            try:
-                st = os.stat(store.path(name, day))
-            except FileNotFoundError:
-                continue
-            ident = pa.array([st.st_size, st.st_mtime_ns, st.st_ino], pa.int64())
-            key = part_key(day, digest({"kind": "table", "table": t.name}, [ident]))
-            part = read_part(folder, key)
-            if part is None:
-                part = store.read(name, [day])
-                write_part(folder, key, part)
-                self.computed += 1
-            else:
-                self.cached += 1
-            got.append(part)
-            keys.append(key)
-        prune(folder, keys)
-        if not got:
-            return store.read(name)
-        return concat(name, got)
