@@ -17,6 +17,7 @@ Only ``locomo_dev.json`` is read (the other LoCoMo conversations are the blind t
     python benchmarks/locomo_loop.py grid                  # LOCO of the turn-weight grid
     python benchmarks/locomo_loop.py prf                   # PRF from the top turns
     python benchmarks/locomo_loop.py dense                 # a dense vector per turn
+    python benchmarks/locomo_loop.py memkeys               # memories as turn keys (+ LOCO)
 """
 
 from __future__ import annotations
@@ -337,11 +338,216 @@ def turn_dense(s, scored, cands, cfg: SearchConfig, work: Path, model: str | Non
         )
 
 
+def _memories(s, work: Path) -> list[dict]:
+    """The corpus's extracted memories (``memories`` asset, every day) that cite a turn of
+    the index: text, subject and the cited message ids."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from memory_pipeline.config import load_config
+
+    config = load_config(work / "corpus" / "memory_pipeline.toml", env={})
+    folder = Path(config.output_dir) / "parquet" / "memories"
+    files = sorted(folder.glob("*.parquet"))
+    if not files:
+        raise SystemExit(f"no memories under {folder}")
+    cols = ["text", "subject", "kind", "confidence", "message_ids"]
+    table = pa.concat_tables([pq.read_table(f, columns=cols) for f in files])
+    row_of = s.turn_index.row_of
+    return [r for r in table.to_pylist() if any(m in row_of for m in r["message_ids"] or [])]
+
+
+def _memory_coverage(s, scored, by_turn, heads, texts, tok) -> None:
+    """Per question type: the share of evidence turns some memory cites, and the share whose
+    memories hold a question token the turn document lacks (what a memory key can add)."""
+    ti = s.turn_index
+    units = E.Units(s)
+    refs: dict[tuple[str, str], int] = {}
+    for m, r in units.ref_of.items():
+        if m in ti.row_of:
+            refs[(str(s.conversation[ti.first_chunk[ti.row_of[m]]]), r)] = ti.row_of[m]
+    cov, new = collections.defaultdict(list), collections.defaultdict(list)
+    for q in scored:
+        qt = set(tok.tokenize(q.question))
+        for r, g in q.gold.items():
+            row = refs.get((q.corpus_id, r))
+            if g < 1 or row is None:
+                continue
+            own = set(tok.tokenize(f"{heads[row]} {texts[row]}"))
+            extra = {x for m in by_turn.get(row, []) for x in tok.tokenize(m)} - own
+            for k in ("all", q.qtype):
+                cov[k].append(row in by_turn)
+                new[k].append(bool(extra & qt))
+    for k in sorted(cov):
+        print(
+            f"evidence turns {k} (n={len(cov[k])}): cited by a memory {np.mean(cov[k]):.3f}, "
+            f"memory adds a question token {np.mean(new[k]):.3f}"
+        )
+
+
+def memory_keys(s, scored, cands, cfg: SearchConfig, work: Path, cv: bool) -> None:
+    """Fact-augmented keys (LongMemEval, Wu et al. 2024): the memories extracted from a turn
+    (``core/memories/extract.py``: rewritten with the speaker as subject) become extra BM25
+    keys of that turn, two ways:
+
+    - *append*: each ``turn`` document (speaker, date, message) with its memories' texts
+      appended, re-indexed (same tokenizer, k1, b); its BM25 replaces the turn's own score;
+    - *sep*: a BM25 over the memory texts alone; a turn gets the best score of the memories
+      citing it, added to its own share as ``own / best + wm * mem / best_mem``;
+    - *append + sep*: both (wm 0.5);
+    - *cited prior* (a mechanism check, no memory text): a turn's own BM25 times
+      ``1 + wp`` when some memory cites it.
+
+    Then ``cfg``'s fusion, as the evaluation scores it. With ``cv``, the variants (default
+    included) are selected leave-one-conversation-out on units R@5, pooled out of fold with
+    conversation-resampling CIs, and the paired difference to the default."""
+    from memory_pipeline.core.indexes.bm25 import build_index
+
+    ti = s.turn_index
+    units = E.Units(s)
+    tok = s.bm25["raw_text"].tokenizer
+    mems = _memories(s, work)
+    by_turn: dict[int, list[str]] = collections.defaultdict(list)
+    for r in mems:
+        for m in r["message_ids"]:
+            if m in ti.row_of:
+                by_turn[ti.row_of[m]].append(r["text"])
+    print(f"{len(mems)} memories cite {len(by_turn)} of {len(ti.message_ids)} turns")
+    heads, texts = [], []
+    for m in ti.message_ids:
+        msg = s.message(m)
+        ts = msg.get("local_ts")
+        heads.append(f"{msg.get('sender') or ''} {ts.date().isoformat() if ts else ''}:")
+        texts.append(str(msg.get("text") or ""))
+    conv = np.array([str(s.conversation[c]) for c in ti.first_chunk], dtype=object)
+    _memory_coverage(s, scored, by_turn, heads, texts, tok)
+
+    def turn_scores(index, doc_rows: np.ndarray, q) -> np.ndarray:
+        out = np.zeros(len(ti), dtype=np.float64)
+        ids = [index.vocab[t] for t in tok.tokenize(q.question) if t in index.vocab]
+        if ids:
+            out[doc_rows] = np.asarray(index.retriever.get_scores_from_ids(ids), np.float64)
+        return np.where(conv == q.corpus_id, out, 0.0)
+
+    t: dict[str, float] = {}
+    rows = np.arange(len(ti))
+    with timed(t, "index"):
+        plain = build_index(
+            ti.message_ids, [f"{h} {x}" for h, x in zip(heads, texts, strict=True)], tok
+        )
+        appended = build_index(
+            ti.message_ids,
+            [
+                f"{h} {x} {' '.join(by_turn.get(i, []))}"
+                for i, (h, x) in enumerate(zip(heads, texts, strict=True))
+            ],
+            tok,
+        )
+        mem_rows = np.array([i for i, v in sorted(by_turn.items()) for _ in v], dtype=np.int64)
+        mem_texts = [x for _, v in sorted(by_turn.items()) for x in v]
+        mem_index = build_index([str(i) for i in range(len(mem_texts))], mem_texts, tok)
+    print(f"indexes built: {t['index' + CPU]:.1f} s CPU")
+    # the re-built plain index must give the stored turn scores (else the comparison is off)
+    gap = max(
+        float(np.abs(turn_scores(plain, rows, q) - cands[q.question_id].turn["turn"]).max())
+        for q in scored[:100]
+    )
+    print(f"re-built turn index vs stored turn scores: max |diff| {gap:.2e} (100 questions)")
+
+    def with_turn(cand, own: np.ndarray) -> E.Candidates:
+        out = E.Candidates(dense=cand.dense, names=cand.names, speakers_of=cand.speakers_of)
+        out.bm25 = cand.bm25
+        out.turn = {"turn": own.astype(np.float32), "turn_ctx": cand.turn["turn_ctx"]}
+        return out
+
+    def mem_best(q) -> np.ndarray:
+        sc = np.zeros(len(ti), dtype=np.float64)
+        ids = [mem_index.vocab[x] for x in tok.tokenize(q.question) if x in mem_index.vocab]
+        if ids:
+            v = np.asarray(mem_index.retriever.get_scores_from_ids(ids), np.float64)
+            np.maximum.at(sc, mem_rows, v)
+        return np.where(conv == q.corpus_id, sc, 0.0)
+
+    variants: dict[str, dict] = {"default": cands}
+    with timed(t, "variants"):
+        variants["append"] = {
+            q.question_id: with_turn(cands[q.question_id], turn_scores(appended, rows, q))
+            for q in scored
+        }
+        best = {q.question_id: mem_best(q) for q in scored}
+        for wm in (0.25, 0.5, 1.0):
+            new = {}
+            for q in scored:
+                cand = cands[q.question_id]
+                own = cand.turn["turn"].astype(np.float64)
+                top = float(own.max()) or 1.0
+                mb = best[q.question_id]
+                new[q.question_id] = with_turn(
+                    cand, (own / top + wm * mb / (mb.max() or 1.0)) * top
+                )
+            variants[f"sep wm={wm}"] = new
+        both = {}
+        for q in scored:  # the appended turn documents plus the separate memory keys
+            own = turn_scores(appended, rows, q)
+            top = float(own.max()) or 1.0
+            mb = best[q.question_id]
+            both[q.question_id] = with_turn(
+                cands[q.question_id], (own / top + 0.5 * mb / (mb.max() or 1.0)) * top
+            )
+        variants["append + sep wm=0.5"] = both
+        # the mechanism check: memories add almost no question token to evidence turns, so
+        # is "some memory cites this turn" (a fact-bearing turn) the signal on its own?
+        cited = np.zeros(len(ti))
+        cited[list(by_turn)] = 1.0
+        for wp in (0.25, 0.5):
+            variants[f"cited prior wp={wp}"] = {
+                q.question_id: with_turn(
+                    cands[q.question_id],
+                    cands[q.question_id].turn["turn"].astype(np.float64) * (1 + wp * cited),
+                )
+                for q in scored
+            }
+    print(f"variant candidates: {t['variants' + CPU]:.1f} s CPU")
+    vals: dict[str, dict] = {}
+    for name, cd in variants.items():
+        vals[name] = E.sweep([cfg], scored, cd, units, log=lambda _m: None)[cfg.name]
+        figs = " ".join(
+            f"{key[0]} {by_type(vals[name][key], scored)['all']:.4f} "
+            f"(mh {by_type(vals[name][key], scored)['multi-hop']:.4f})"
+            for key in (TURN5, SESSION5)
+        )
+        print(f"memory keys {name}: R@5 {figs}")
+    if not cv:
+        return
+    groups = [q.corpus_id for q in scored]
+    pools = {
+        "memory keys": [n for n in vals if not n.startswith("cited")],
+        "memory keys + cited prior": list(vals),
+    }
+    for label, names in pools.items():
+        res = CV.leave_one_group_out(names, vals, groups, UNITS5)
+        print(f"{label}: folds {res.folds}")
+        for key in (TURN5, SESSION5):
+            mean, lo, hi = CV.cluster_bootstrap_ci(res.oof[key], groups, 2000)
+            base = vals["default"][key]
+            diff = [
+                None if a is None or b is None else a - b
+                for a, b in zip(res.oof[key], base, strict=True)
+            ]
+            d, dlo, dhi = CV.cluster_bootstrap_ci(diff, groups, 2000)
+            mh = by_type(res.oof[key], scored)["multi-hop"]
+            print(
+                f"  out-of-fold {key[0]} R@5 {mean:.4f} [{lo:.4f}, {hi:.4f}] mh {mh:.4f}; "
+                f"minus default {d:+.4f} [{dlo:+.4f}, {dhi:+.4f}]"
+            )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("what", choices=("score", "analyse", "grid", "prf", "dense"))
+    p.add_argument("what", choices=("score", "analyse", "grid", "prf", "dense", "memkeys"))
     p.add_argument("--locomo", type=Path, default=SHARED / "locomo" / "locomo_dev.json")
     p.add_argument("--work", type=Path, default=Path("/tmp/locomo_loop"))
+    p.add_argument("--cv", action="store_true", help="memkeys: leave-one-conversation-out too")
     p.add_argument("--model", help="dense: a local embedder for the turns (default: the index's)")
     a = p.parse_args(argv)
     t0 = time.process_time()
@@ -356,6 +562,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         grid(s, scored, cands)
     elif a.what == "prf":
         turn_prf(s, scored, cands, default)
+    elif a.what == "memkeys":
+        memory_keys(s, scored, cands, default, a.work, a.cv)
     else:
         turn_dense(s, scored, cands, default, a.work, a.model)
 
