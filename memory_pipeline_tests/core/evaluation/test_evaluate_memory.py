@@ -355,7 +355,7 @@ def test_locomo_memory_tables_are_pinned(evaluated: tuple[dict, Path]):
         "memory_timing": None,
         "memory_gold_note": None,
     } == {
-        "memories": 191,
+        "memories": 205,
         "memory_questions": 150,
         "memory_budgets": list(BUDGETS),
         "memory_strategies": list(STRATEGIES),
