@@ -539,10 +539,12 @@ _EN_THANKS_FOR = re.compile(
 )
 # "..., I had a mentor too": a reaction or thanks before the comma says nothing; the clause
 # after it, starting with the speaker, is the statement.
-_EN_REACTION_CLAUSE = re.compile(
-    r"^(?P<r>[^,;]{2,60}),\s+(?=(?:I|I['’](?:m|ve|ll)|my|we)\b)", re.I
-)
+_EN_REACTION_CLAUSE = re.compile(r"^(?P<r>[^,;]{2,60}),\s+(?=(?:I|I['’](?:m|ve|ll)|my|we)\b)", re.I)
 # "- pretty cool, huh?", ", right?": a tag question after a statement does not make it one.
+_EN_AFTER_THANKS = re.compile(r"[,;:]\s+|\s*[-–—]\s*(?=(?:I|my|we|our)\b)")
+# "I finished another pottery project - want to see a pic?": the question after the dash
+# asks about the statement before it.
+_EN_DASH_QUESTION = re.compile(r"\s+[-–—]+\s+[^-–—]*\?+\s*$")
 _EN_TAG_QUESTION = re.compile(
     r"\s*(?:[-–—,]\s*)(?:pretty\s+\w+|right|huh|isn['’]t\s+it|don['’]t\s+you\s+think|"
     r"you\s+know|can\s+you\s+believe\s+it|crazy|cool)(?:,\s*(?:huh|right|eh))?\s*\?+$",
@@ -550,9 +552,32 @@ _EN_TAG_QUESTION = re.compile(
 )
 
 
+_EN_FIRST_WORD = re.compile(r"\b(?:I|I['’](?:m|ve|ll|d)|my|we|our)\b")
+
+
+# "Here's a photo of my horse painting I did recently.": pointing at a photo of one's own
+# life says what the speaker shared (and what the photo shows is theirs).
+_EN_PHOTO = re.compile(
+    r"^(?:here['’]?s|here\s+(?:is|are))\s+(?P<what>(?:a|an|the|my|our|some)\s+(?:[\w-]+\s+)?"
+    r"(?:photos?|pics?|pictures?|snaps?|shots?|selfies?|peek)\b)",
+    re.I,
+)
+
+
+def _en_shared_photo(s: str) -> str:
+    """ "Here's a pic of my family" -> "I shared a pic of my family" when the photo is of the
+    speaker's own life (a first person follows); other sentences unchanged."""
+    m = _EN_PHOTO.match(s)
+    if m is None or not _EN_FIRST_WORD.search(s, m.end()):
+        return s
+    return f"I shared {m['what']}{s[m.end() :]}"
+
+
 def _en_statement_part(s: str) -> str:
     """``s`` without a leading reaction clause or a trailing tag question."""
     s = _EN_TAG_QUESTION.sub(".", s)
+    if "?" in s and _EN_FIRST_WORD.search(s.split("?")[0].rsplit(" - ", 1)[0]):
+        s = _EN_DASH_QUESTION.sub(".", s)
     m = _EN_REACTION_CLAUSE.match(s)
     if m is not None and en_is_reaction(m["r"]):
         s = s[m.end() :]
@@ -564,6 +589,7 @@ def _en_clause_ok(sentence: str, start: int) -> bool:
     return not _EN_HYPO.search(sentence, 0, start)
 
 
+_EN_EXCLAMATION = re.compile(r"^(?:\W*[\w'’]+){1,4}\W*!+\W*$")
 _EN_TRAIL = re.compile(r"(?:\s+(?:lol|haha+|lmao|too|though|so much|a lot))+$", re.I)
 
 
@@ -1108,7 +1134,7 @@ _EN_SUBJECTLESS = re.compile(
 
 
 def _en_subjectless(s: str) -> str:
-    """"Started learning Python today." -> "I started learning Python today.": chat drops
+    """ "Started learning Python today." -> "I started learning Python today.": chat drops
     the subject of a statement about oneself."""
     m = _EN_SUBJECTLESS.match(s)
     if m is None:
@@ -1148,6 +1174,8 @@ def _statement_size(text: str, lang: str, name: str) -> float:
     names = {w.lower() for w in re.findall(r"[A-Za-z]+", name)}
     words = re.findall(r"[A-Za-z]{3,}", text.lower())
     return sum(1 for w in words if w not in _FUNCTION_WORDS and w not in names)
+
+
 _EN_ANAPHORA = re.compile(
     r"^(?:it|it['’]s|that['’]s|they|they['’]re|he|she|them|there|so)\b"
     # "This necklace is ...", "These figurines I bought ...": a demonstrative before a noun
@@ -1178,37 +1206,48 @@ def _ja_anaphoric(s: str) -> bool:
 
 def _merge_statements(
     general: Sequence[tuple[_Hit, str, dt.date | None, bool]], lang: str, name: str
-) -> tuple[_Hit, str, dt.date | None] | None:
-    """One statement memory per message from its general-rule sentences.
+) -> list[tuple[_Hit, str, dt.date | None]]:
+    """The statement memories of one message from its general-rule sentences.
 
     A message says one thing in a few sentences ("I went to a support group yesterday. It
     was so powerful."): kept together they make one self-contained statement, split they
     make fragments whose "it" points nowhere. A sentence that leans on an earlier one is
-    kept only after a kept sentence; at most MAX_STATEMENT_SENTENCES are kept; a statement
-    under MIN_STATEMENT_WORDS words says too little to remember.
+    kept only after a kept sentence; a statement holds at most MAX_STATEMENT_SENTENCES
+    sentences, and a long message goes on in a next statement (its later sentences say
+    other things: they were lost when only the first three were kept); a statement under
+    MIN_STATEMENT_WORDS words says too little to remember.
     """
+    out: list[tuple[_Hit, str, dt.date | None]] = []
     kept: list[tuple[_Hit, str, dt.date | None]] = []
+    sep = "" if lang == "ja" else " "
+    stop = "。" if lang == "ja" else "."
+
+    def flush() -> None:
+        if not kept:
+            return
+        text = sep.join(
+            st.rstrip() + ("" if st.rstrip()[-1:] in ".!。！" else stop) for _, st, _ in kept
+        )
+        if _statement_size(text, lang, name) >= MIN_STATEMENT_WORDS:
+            when = next((w for _, _, w in kept if w is not None), None)
+            out.append((kept[0][0], _short(text), when))
+        kept.clear()
+
     for hit, statement, when, leans in general:
         if leans and not kept:
             continue
         kept.append((hit, statement, when))
         if len(kept) == MAX_STATEMENT_SENTENCES:
-            break
-    if not kept:
-        return None
-    sep = "" if lang == "ja" else " "
-    stop = "。" if lang == "ja" else "."
-    text = sep.join(
-        st.rstrip() + ("" if st.rstrip()[-1:] in ".!。！" else stop) for _, st, _ in kept
-    )
-    if _statement_size(text, lang, name) < MIN_STATEMENT_WORDS:
-        return None
-    first = kept[0][0]
-    when = next((w for _, _, w in kept if w is not None), None)
-    return first, _short(text), when
+            flush()
+    flush()
+    return out
 
 
-_EN_GENERAL_HYPO = re.compile(r"^(?:if|when|once|unless|whether|wish|maybe|perhaps)\b", re.I)
+# "When I was younger, ..." dates a memory in the past; any other "when" may be hypothetical.
+_EN_GENERAL_HYPO = re.compile(
+    r"^(?:if|when(?!\s+(?:I|we)\s+was|\s+(?:I|we)\s+were)|once|unless|whether|wish|maybe|perhaps)\b",
+    re.I,
+)
 
 
 def _en_clause_start_ok(s: str) -> bool:
@@ -1306,17 +1345,28 @@ class RuleMemoryExtractor:
                 date_rx = _DATE_JA
             else:
                 if _EN_THANKS_FOR.match(raw):
-                    continue  # "Thanks for having my back": a courtesy, not a statement
+                    # "Thanks for having my back": a courtesy, not a statement; what follows a
+                    # comma or dash ("thanks for asking, we got another cat") may be one.
+                    after = _EN_AFTER_THANKS.search(raw)
+                    if after is None:
+                        continue
+                    raw = raw[after.end() :]
                 s = _EN_LEAD.sub("", raw) if raw[:1] != "I" else raw
                 s = _en_subjectless(_en_statement_part(s))
                 if _EN_QUESTION.search(s):
                     continue
+                s = _en_shared_photo(s)
                 hit = _en_rules(s)
                 if hit is None:
                     hit = _en_statement(s)
                 date_rx = _DATE_EN
                 if hit is None and en_continuation_ok(s) and not _en_anaphoric(s):
                     context = (n, s)  # may name what a following "It ..." points at
+                if hit is None and last_general == n - 1 and _EN_EXCLAMATION.match(s):
+                    # "We went to the beach. It was awesome! The kids had a blast.": a short
+                    # exclamation says nothing, but the statement goes on after it.
+                    last_general = n
+                    continue
                 if (
                     hit is None
                     and last_general == n - 1
@@ -1385,8 +1435,7 @@ class RuleMemoryExtractor:
                     confidence=hit.confidence,
                 )
             )
-        merged = _merge_statements(general, lang, msg.sender)
-        if merged is not None:
+        for merged in _merge_statements(general, lang, msg.sender):
             hit, statement, event_date = merged
             found.append(
                 MemoryCandidate(

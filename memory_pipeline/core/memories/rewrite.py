@@ -255,6 +255,8 @@ _REACTION = re.compile(
     r"^(?:I(?:['’]m|\s+am)\s+(?:so\s+|really\s+|very\s+|super\s+|just\s+)*(?:glad|happy|sorry|"
     r"proud|thrilled|stoked|excited\s+for\s+you|(?:always\s+)?here\s+for\s+you|with\s+you|sure|"
     r"curious)\b"
+    # "I'm thrilled to make a family for kids": glad to do something is the speaker's own
+    r"(?!\s+to\s+(?!(?:hear|see|know|read|help|chat|talk|meet|be\s+here)\b)[a-z]+\b)"
     r"(?!.*\b(?:my|I)\b)"
     r"|I\s+(?:totally\s+|really\s+|completely\s+|definitely\s+)?(?:agree|know|hope|bet|see|"
     r"understand|get\s+it|appreciate|wish|guess|think\s+so|feel\s+you|hear\s+you|mean|"
@@ -293,6 +295,7 @@ def _generic_first(s: str) -> bool:
     """The first person is only "us" (and "our"): people in general, not the speaker."""
     return not _PERSONAL_FIRST.search(s) and bool(_US.search(s) or not _OUR.search(s))
 
+
 _ADDRESSEE = re.compile(r"\b(?:you|your|yours|yourself|you['’](?:re|ve|ll|d))\b", re.I)
 _HYPOTHETICAL = re.compile(r"\b(?:would|could|should|might|['’]d)\b", re.I)
 _THIN = re.compile(r"^(?:\W*\w+\W*){0,3}$")
@@ -317,14 +320,41 @@ _PAST_VERB = re.compile(
 )
 
 
+# Fillers: resolve, anticipation and cheering say how the speaker feels about going on, not
+# what they did or have ("I'll keep pushing!", "I won't give up", "Can't wait!", "Wish I was
+# that brave"). Kept, they make memories with nothing to check and crowd out the sentences
+# of the same message that do say something.
+_FILLER = re.compile(  # the resolve phrases count only in a short sentence (en_is_filler)
+    r"^(?:(?:I|we)\s+)?(?:can['’]?t|cannot)\s+wait\b"
+    r"|^(?:wish|hope|hoping|gotta|got\s+to|check|don['’]?t|do\s+not|remember|hang\s+in|stay|"
+    r"make\s+sure|believe\s+in|looks\s+like)\b"
+    r"|\b(?:keep\s+(?:on\s+)?(?:going|pushing|plugging|at\s+it|trying|"
+    r"fighting|believing|working\s+hard|it\s+up|moving\s+forward|chasing)|never\s+(?:give\s+up|"
+    r"quit|stop)|won['’]?t\s+(?:give\s+up|quit|let)|not\s+(?:gonna|going\s+to)\s+(?:give\s+up|quit|"
+    r"let)|make\s+it\s+happen|(?:do|doing)\s+(?:my|our)\s+best|give\s+it\s+(?:my|our)\s+(?:all|"
+    r"best)|pushing\s+forward)\b",
+    re.I,
+)
+
+
+MAX_FILLER_WORDS = 14
+
+
+def en_is_filler(sentence: str) -> bool:
+    """Resolve, anticipation or a wish with nothing checkable (see ``_FILLER``)."""
+    s = sentence.strip()
+    m = _FILLER.search(s)
+    return m is not None and (m.start() == 0 or len(s.split()) <= MAX_FILLER_WORDS)
+
+
 def en_statement_kind(sentence: str) -> str | None:
     """The memory kind of a first-person declarative sentence, or None when it is not one
     worth keeping (no first person, a question, a reaction or courtesy, under four words)."""
     s = sentence.strip()
     if "?" in s or not _FIRST.search(s) or _THIN.match(s) or _REACTION.search(s):
         return None
-    if _COURTESY.search(s) or _generic_first(s):
-        return None  # a suggestion, courtesy or photo pointer; "us" as people in general
+    if _COURTESY.search(s) or _generic_first(s) or en_is_filler(s):
+        return None  # a suggestion, courtesy, filler or photo pointer; "us" as people in general
     if _ADDRESSEE.search(s) or _HYPOTHETICAL.search(s):
         return None  # about the other person, or what might be: not a fact about the speaker
     if _PLAN.search(s):
@@ -438,7 +468,6 @@ def ja_statement_kind(sentence: str) -> str | None:
     return "fact"
 
 
-
 def en_continuation_ok(sentence: str) -> bool:
     """A sentence with no first person that may go on with the statement before it ("The
     kids had such a blast."): declarative, not a question, courtesy, reaction, hypothetical
@@ -446,7 +475,7 @@ def en_continuation_ok(sentence: str) -> bool:
     s = sentence.strip()
     if "?" in s or _THIN.match(s) or _COURTESY.search(s) or _ADDRESSEE.search(s):
         return False
-    return not _HYPOTHETICAL.search(s) and not _CONT_REMARK.match(s)
+    return not _HYPOTHETICAL.search(s) and not _CONT_REMARK.match(s) and not en_is_filler(s)
 
 
 # Exclamations about the conversation ("That's so funny!", "Sounds great") go on with nothing.
@@ -461,5 +490,3 @@ def en_is_reaction(clause: str) -> bool:
     """The clause is a reaction, thanks or courtesy ("I totally get it", "Thanks so much")."""
     c = clause.strip()
     return bool(_REACTION.search(c) or _CONT_REMARK.match(c) or _COURTESY.search(c))
-
-

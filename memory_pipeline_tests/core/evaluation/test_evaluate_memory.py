@@ -332,11 +332,11 @@ def test_locomo_memory_tables(evaluated: tuple[dict, Path]):
 # Re-pinned after issue 12's extraction rules (continuations, courtesies, "let's"): 193 -> 191
 # memories in the conversation, so the memory search results moved.
 MEMORY_TABLE_DIGESTS = {
-    "memory_summary": (1110, "cc5f822647d7fd6ef3e64ff6f31bc93b8614035786dfaf850461c2623199e06c"),
-    "memory_diffs": (32, "a8efda2f0155175e2b15b6d2e812aa1cbd6527ed383d8a6a9840cf69c57fa981"),
+    "memory_summary": (1110, "751876844be24a7a83dd23df46635e1999fd5b5331526b02aa77d9ff11ee6d76"),
+    "memory_diffs": (32, "375b10e6c4756dd4a2c603a54a370af7bae3f83d72a36cd7a83f206e81c40891"),
     "memory_per_question": (
         11100,
-        "53426be9b951dd02a9c7cdda512384c7b66762662c8a7c6790622b701ff58ffb",
+        "3881b5c912f8151dab5f0088031579873426f408abeecf1f61d9f19d6030b432",
     ),
 }
 
@@ -355,7 +355,7 @@ def test_locomo_memory_tables_are_pinned(evaluated: tuple[dict, Path]):
         "memory_timing": None,
         "memory_gold_note": None,
     } == {
-        "memories": 191,
+        "memories": 205,
         "memory_questions": 150,
         "memory_budgets": list(BUDGETS),
         "memory_strategies": list(STRATEGIES),

@@ -291,7 +291,7 @@ def test_japanese_hometown_activity_likes_hobbies_habits_and_wishes() -> None:
 
 
 def test_an_ly_adverb_is_no_verb_in_either_rewriter() -> None:
-    """"I slowly formed", "I generally don't": the adverb stays, the verb agrees ("slowlies"
+    """ "I slowly formed", "I generally don't": the adverb stays, the verb agrees ("slowlies"
     and "generallies" were written); "I didn't" stays whole in the dossier's rewriter too
     ("didns't"). "I apply" / "I reply" are verbs ending in -ly and still agree."""
     from memory_pipeline.core.memories.dossier_text import statement
@@ -303,7 +303,70 @@ def test_an_ly_adverb_is_no_verb_in_either_rewriter() -> None:
         "Nate generally doesn't get competitive"
     )
     assert en_third_person("I apply for jobs", "Jo") == "Jo applies for jobs"
-    said = statement("Nate: I didn't do too great, I generally play well", subject="",
-                     owner="Joanna", contact="Nate", speakers=["Nate"])
+    said = statement(
+        "Nate: I didn't do too great, I generally play well",
+        subject="",
+        owner="Joanna",
+        contact="Nate",
+        speakers=["Nate"],
+    )
     assert "didns" not in said and "generallies" not in said, said
     assert "Nate generally plays well" in said, said
+
+
+def test_resolve_anticipation_and_advice_are_fillers_not_statements() -> None:
+    """ "I'll keep pushing!", "Can't wait!", "Don't forget to rest": how the speaker feels
+    about going on, or advice to the other, with nothing to check (issue 12: mostly match no
+    observation); a sentence that says what the speaker does is no filler."""
+    for filler in (
+        "I'll keep pushing and never give up!",
+        "I'm not gonna let anything stop me.",
+        "Can't wait to see how it turns out!",
+        "Don't forget to take breaks when you need them.",
+        "Wish I was that resilient too.",
+    ):
+        assert en_statement_kind(filler) is None, filler
+    assert en_statement_kind("I'll keep pushing to open the dance studio by next spring.") is None
+    assert en_statement_kind("I keep a journal of my dance routines every day") == "fact"
+    assert en_statement_kind("I'm thrilled to make a family for kids who need one") == "fact"
+    texts = _texts(
+        ("Jon", "I rehearsed the new routine all weekend. I won't give up! I'll keep going."),
+        ("Gina", "Nice"),
+    )
+    assert texts == ["Jon rehearsed the new routine all weekend."]
+
+
+def test_a_long_message_goes_on_in_a_second_statement() -> None:
+    texts = _texts(
+        (
+            "Jon",
+            "I found a studio space downtown. I cleaned the floors on Friday. I painted the walls "
+            "blue. I also went to Paris for a dance workshop. I learned three new routines there.",
+        ),
+        ("Gina", "Nice"),
+    )
+    assert sorted(texts) == [  # one message: its memories are ordered by id
+        "Jon also went to Paris for a dance workshop. Jon learned three new routines there.",
+        "Jon found a studio space downtown. Jon cleaned the floors on Friday. Jon painted the "
+        "walls blue.",
+    ]
+
+
+def test_exclamations_thanks_photos_and_past_when_do_not_hide_the_statement() -> None:
+    texts = _texts(
+        ("Mel", "We went to the lake on Sunday. It was awesome! The kids had such a blast."),
+        ("Caro", "Thanks for asking, we got another cat named Bailey too."),
+        ("Mel", "FYI, I finished another pottery project - want to see a pic?"),
+        ("Caro", "Here's a photo of my horse painting I did recently."),
+        ("Mel", "When I was younger, my family and I went on a road trip to Oregon."),
+    )
+    assert texts == [
+        "Mel and others went to the lake on Sunday. The kids had such a blast.",
+        "Caro and others got another cat named Bailey too.",
+        "FYI, Mel finished another pottery project.",
+        "Caro shared a photo of Caro's horse painting Caro did recently.",
+        "When Mel was younger, Mel's family and Mel went on a road trip to Oregon.",
+    ]
+    # a photo of nothing of the speaker's stays a pointer; a hypothetical "when" stays out
+    assert _texts(("Mel", "Here's a pic of the sunset at the beach."), ("Caro", "Nice")) == []
+    assert _texts(("Mel", "When I get the job, I will buy a new car."), ("Caro", "Nice")) == []
