@@ -298,6 +298,43 @@ def _generic_first(s: str) -> bool:
 
 _ADDRESSEE = re.compile(r"\b(?:you|your|yours|yourself|you['’](?:re|ve|ll|d))\b", re.I)
 _HYPOTHETICAL = re.compile(r"\b(?:would|could|should|might|['’]d)\b", re.I)
+# "I used to ride with my dad, we'd go through the fields": after "used to" / "when I was",
+# would/'d is the past habitual, not a hypothetical.
+_HABITUAL_PAST = re.compile(r"\bused\s+to\b|\bwhen\s+(?:I|we)\s+(?:was|were)\b", re.I)
+# "I made it to show how we should accept change": a modal inside a how/what/why clause
+# is what the statement is about, not the speaker's hypothetical.
+_EMBEDDED_MODAL = re.compile(
+    r"\b(?:how|what|why|where)\s+(?:\w+\s+){1,2}?(?:would|could|should|might|can)\b", re.I
+)
+
+
+# "I started doing what you said", "the book you recommended": the other person's advice or
+# gift inside a statement of what the speaker did is still the speaker's statement.
+_YOUR_PART = re.compile(
+    r"\b(?:what|that|which|the\s+\w+|\w+)\s+you\s+(?:said|told\s+me(?:\s+about)?|suggested|"
+    r"recommended|gave\s+me|sent\s+me|showed\s+me|mentioned|taught\s+me)\b",
+    re.I,
+)
+
+
+def _about_addressee(s: str) -> bool:
+    """The sentence speaks to or about the other person (you, your), beyond naming what they
+    said or gave."""
+    return _ADDRESSEE.search(_YOUR_PART.sub(" ", s)) is not None
+
+
+def _hypothetical(s: str) -> bool:
+    """A would/could/should/might that makes the sentence a maybe, not a fact."""
+    for m in _HYPOTHETICAL.finditer(s):
+        word = m.group(0).lower()
+        if word in ("would", "'d", "’d") and _HABITUAL_PAST.search(s[: m.start()]):
+            continue
+        if any(e.start() < m.start() < e.end() for e in _EMBEDDED_MODAL.finditer(s)):
+            continue
+        return True
+    return False
+
+
 _THIN = re.compile(r"^(?:\W*\w+\W*){0,3}$")
 _PLAN = re.compile(
     r"\b(?:will|['’]ll|going\s+to|gonna|plan(?:ning)?\s+(?:to|on)|hoping\s+to|about\s+to|"
@@ -355,7 +392,7 @@ def en_statement_kind(sentence: str) -> str | None:
         return None
     if _COURTESY.search(s) or _generic_first(s) or en_is_filler(s):
         return None  # a suggestion, courtesy, filler or photo pointer; "us" as people in general
-    if _ADDRESSEE.search(s) or _HYPOTHETICAL.search(s):
+    if _about_addressee(s) or _hypothetical(s):
         return None  # about the other person, or what might be: not a fact about the speaker
     if _PLAN.search(s):
         return "plan"

@@ -370,3 +370,23 @@ def test_exclamations_thanks_photos_and_past_when_do_not_hide_the_statement() ->
     # a photo of nothing of the speaker's stays a pointer; a hypothetical "when" stays out
     assert _texts(("Mel", "Here's a pic of the sunset at the beach."), ("Caro", "Nice")) == []
     assert _texts(("Mel", "When I get the job, I will buy a new car."), ("Caro", "Nice")) == []
+
+
+def test_a_past_habit_an_embedded_modal_and_the_others_advice_stay_statements() -> None:
+    texts = _texts(
+        ("Caro", "I used to go riding with my dad when I was a kid, we'd go through the fields."),
+        ("Mel", "I made it to show my own journey and how we should accept growth and change."),
+        ("Caro", "I already started doing what you said and posted some of my dance videos."),
+        ("Mel", "Been reading that book you recommended and painting to keep busy."),
+    )
+    assert texts == [
+        "Caro used to go riding with Caro's dad when Caro was a kid, Caro and others would go "
+        "through the fields.",
+        "Mel made it to show Mel's own journey and how Mel and others should accept growth and "
+        "change.",
+        "Caro already started doing what Mel said and posted some of Caro's dance videos.",
+        "Mel has been reading that book Caro recommended and painting to keep busy.",
+    ]
+    # a would without a past habit is still a maybe; "you" spoken to is still about the other
+    assert _texts(("Mel", "I would go riding with my dad every weekend."), ("Caro", "Nice")) == []
+    assert _texts(("Mel", "I think you should post your dance videos."), ("Caro", "Ok")) == []
