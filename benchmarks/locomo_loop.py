@@ -132,17 +132,8 @@ def analyse(s, scored, cands, cfg: SearchConfig) -> None:
     rows = collections.defaultdict(lambda: collections.defaultdict(list))
     for q in scored:
         cand = cands[q.question_id]
-        fused = ti.fuse(
-            cand.ranking(cfg),
-            s.position,
-            s.chunk_ids,
-            cand.turn["turn"],
-            cand.turn["turn_ctx"],
-            turn_weights(cfg),
-            2000,
-        )
-        sender = lambda m: s.message(m)["sender"]  # noqa: E731
-        order = [m for m, _ in boost_turns(fused.turns, sender, cand.names, cfg.speaker_boost)]
+        fused, boosted = _default_turns(s, cand, cfg, 2000)
+        order = [m for m, _ in boosted]
         evidence = [r for r, g in q.gold.items() if g >= 1]
         ev_msgs = [refs[(q.corpus_id, r)] for r in evidence if (q.corpus_id, r) in refs]
         where = {m: i + 1 for i, m in enumerate(order)}
