@@ -48,17 +48,22 @@ def pg_database():
         admin.close()
 
 
-@pytest.mark.postgres
-def test_materialize_sample_on_postgres_instance(pg_database, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the yaml's relative artifact folders land in tmp
+def _point_instance_at(monkeypatch: pytest.MonkeyPatch, database: str) -> None:
+    """The environment deploy/postgres/dagster.yaml reads, pointed at ``database``."""
     for key, value in {
         "DAGSTER_PG_HOST": HOST,
         "DAGSTER_PG_PORT": str(PORT),
         "DAGSTER_PG_USER": USER,
         "DAGSTER_PG_PASSWORD": os.environ.get("DAGSTER_PG_PASSWORD", "unused-with-trust-auth"),
-        "DAGSTER_PG_DB": pg_database,
+        "DAGSTER_PG_DB": database,
     }.items():
         monkeypatch.setenv(key, value)
+
+
+@pytest.mark.postgres
+def test_materialize_sample_on_postgres_instance(pg_database, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the yaml's relative artifact folders land in tmp
+    _point_instance_at(monkeypatch, pg_database)
     instance = dg.DagsterInstance.from_config(str(ROOT / "deploy" / "postgres"))
     try:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
@@ -116,14 +121,7 @@ def test_batched_events_all_stored_on_postgres(pg_database, tmp_path, monkeypatc
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(EVENT_BATCH_ENV, raising=False)
-    for key, value in {
-        "DAGSTER_PG_HOST": HOST,
-        "DAGSTER_PG_PORT": str(PORT),
-        "DAGSTER_PG_USER": USER,
-        "DAGSTER_PG_PASSWORD": os.environ.get("DAGSTER_PG_PASSWORD", "unused-with-trust-auth"),
-        "DAGSTER_PG_DB": pg_database,
-    }.items():
-        monkeypatch.setenv(key, value)
+    _point_instance_at(monkeypatch, pg_database)
     batches: list[tuple[str | None, int]] = []
     original = PostgresEventLogStorage.store_event_batch
 
