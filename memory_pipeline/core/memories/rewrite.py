@@ -325,11 +325,12 @@ def _about_addressee(s: str) -> bool:
 
 def _hypothetical(s: str) -> bool:
     """A would/could/should/might that makes the sentence a maybe, not a fact."""
+    embedded = [e.span() for e in _EMBEDDED_MODAL.finditer(s)]
     for m in _HYPOTHETICAL.finditer(s):
         word = m.group(0).lower()
-        if word in ("would", "'d", "’d") and _HABITUAL_PAST.search(s[: m.start()]):
+        if word in ("would", "'d", "’d") and _HABITUAL_PAST.search(s, 0, m.start()):
             continue
-        if any(e.start() < m.start() < e.end() for e in _EMBEDDED_MODAL.finditer(s)):
+        if any(a < m.start() < b for a, b in embedded):
             continue
         return True
     return False
