@@ -992,23 +992,22 @@ def _add_timeline(st: DossierState, session: dict, statements: list[str], iso: s
     ``MIN_TIMELINE_VALUE`` stay off."""
     names = (*st.speakers, st.owner_name, st.contact_id)
     leads: list[str] = []
+    values: list[int] = []  # information_value of each lead
     for text in statements:
         text = cut_words(_lead(_ja_point(st, text), names), MAX_POINT_CHARS)
         if not text:
             continue
+        value = information_value(text, names)
         same = next((i for i, t in enumerate(leads) if _near_duplicate(st, text, [t])), None)
         if same is None:
             leads.append(text)
-        elif information_value(text, names) > information_value(leads[same], names):
-            leads[same] = text  # two wordings of one thing: the one that says more stays
-    ranked = sorted(range(len(leads)), key=lambda i: (-information_value(leads[i], names), i))
+            values.append(value)
+        elif value > values[same]:
+            leads[same], values[same] = text, value  # two wordings of one thing: the fuller stays
+    ranked = sorted(range(len(leads)), key=lambda i: (-values[i], i))
     # a line that says little (a pronoun-opened remark, "Here's a photo …") is left out:
     # the Timeline lists what happened (English: the value has no Japanese signals)
-    ranked = [
-        i
-        for i in ranked
-        if _JA_RUN.search(leads[i]) or information_value(leads[i], names) >= MIN_TIMELINE_VALUE
-    ]
+    ranked = [i for i in ranked if _JA_RUN.search(leads[i]) or values[i] >= MIN_TIMELINE_VALUE]
     for rank, i in enumerate(ranked[:TIMELINE_PER_SESSION]):
         st.timeline.append(
             {
