@@ -584,6 +584,55 @@ def _en_statement_part(s: str) -> str:
     return s
 
 
+# What the speaker feels about the other person ("I'm so proud of you for ...", "Your support
+# means a lot to me", "I admire what you do"): in a one-to-one chat "you" is the other person,
+# so the sentence is a statement about the two of them, not a courtesy to drop.
+_EN_ATTITUDE = re.compile(
+    r"^(?:I(?:['’]m|\s+am)\s+(?:so\s+|really\s+|very\s+|super\s+|truly\s+|just\s+|always\s+)*"
+    r"(?:proud\s+of\s+you|impressed\s+(?:by|with)\s+(?:you|your)|inspired\s+by\s+(?:you|your)|"
+    r"(?:grateful|thankful)\s+(?:for|to)\s+(?:you|your|our)|rooting\s+for\s+you|"
+    r"here\s+to\s+support\s+you|lucky\s+to\s+have\s+(?:you|a\s+friend)))\b"
+    r"|^I\s+(?:really\s+|truly\s+|seriously\s+|totally\s+|so\s+|also\s+|do\s+)*"
+    r"(?:admire|appreciate|value|respect)\s+(?:you|your|our|what\s+you|how\s+you)\b"
+    r"|^(?:your|our)\s+(?:[\w'’-]+\s+){1,4}(?:means?|meant)\s+(?:a\s+lot|so\s+much|the\s+world|"
+    r"everything)\s+to\s+me\b"
+    r"|^your\s+(?:[\w'’-]+\s+){1,4}(?:really\s+)?(?:inspires?|inspired|motivates?|motivated|"
+    r"keeps?\s+me\s+motivated|encourages?)\s+me\b",
+    re.I,
+)
+
+
+# The words every thank-you shares: an attitude memory must say something beyond them.
+_ATTITUDE_WORDS = frozenset(
+    "proud impressed inspired inspires inspire inspiring grateful thankful rooting support "
+    "supporting lucky friend friends friendship admire admires appreciate appreciates value "
+    "respect means meant lot much world everything words kind help encouragement belief "
+    "always here you your our thanks thank motivate motivates motivated motivating keeps keep "
+    "encourages encourage truly seriously super totally".split()
+)
+MIN_ATTITUDE_WORDS = 1
+
+
+def _en_attitude(s: str, name: str, other: str) -> str | None:
+    """ "I appreciate our friendship too, Caroline." -> "Melanie appreciates Melanie and
+    Caroline's friendship too.": an attitude to the other person, both named."""
+    if _EN_ATTITUDE.match(s) is None:
+        return None
+    said = {
+        w
+        for w in re.findall(r"[a-z]{3,}", s.lower())
+        if w not in _FUNCTION_WORDS
+        and w not in _ATTITUDE_WORDS
+        and w not in name.lower().split()
+        and w not in other.lower().split()
+    }
+    if len(said) < MIN_ATTITUDE_WORDS:
+        return None  # "I appreciate your support": thanks, with nothing to remember
+    s = re.sub(rf",\s*{re.escape(other)}\W*$", ".", s)
+    s = re.sub(r"\bour\b", f"{name} and {other}'s", s, flags=re.I)
+    return en_third_person(s, name, other)
+
+
 def _en_clause_ok(sentence: str, start: int) -> bool:
     """The match starts a statement: no hypothetical/reported/you-words before it."""
     return not _EN_HYPO.search(sentence, 0, start)
@@ -1356,6 +1405,22 @@ class RuleMemoryExtractor:
                 if _EN_QUESTION.search(s):
                     continue
                 s = _en_shared_photo(s)
+                attitude = _en_attitude(s, msg.sender, other) if other and msg.sender else None
+                if attitude is not None:
+                    found.append(
+                        MemoryCandidate(
+                            subject=msg.sender,
+                            kind="relationship",
+                            attribute="",
+                            value="",
+                            text=_short(attitude),
+                            message_ids=(msg.message_id,),
+                            lang=lang,
+                            subject_is_owner=msg.is_owner,
+                            confidence=0.6,
+                        )
+                    )
+                    continue
                 hit = _en_rules(s)
                 if hit is None:
                     hit = _en_statement(s)

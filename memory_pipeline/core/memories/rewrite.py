@@ -370,12 +370,14 @@ _FILLER = re.compile(  # the resolve phrases count only in a short sentence (en_
     r"fighting|believing|working\s+hard|it\s+up|moving\s+forward|chasing)|never\s+(?:give\s+up|"
     r"quit|stop)|won['’]?t\s+(?:give\s+up|quit|let)|not\s+(?:gonna|going\s+to)\s+(?:give\s+up|quit|"
     r"let)|make\s+it\s+happen|(?:do|doing)\s+(?:my|our)\s+best|give\s+it\s+(?:my|our)\s+(?:all|"
-    r"best)|pushing\s+forward)\b",
+    r"best)|pushing\s+forward|make\s+(?:my|our)\s+dreams?\s+(?:come\s+true|a\s+reality|happen)|"
+    r"give\s+(?:it|that|this|those\s+\w+)\s+a\s+(?:shot|try|go)|keep\s+(?:on\s+)?(?:looking|searching|"
+    r"pursuing|working))\b",
     re.I,
 )
 
 
-MAX_FILLER_WORDS = 14
+MAX_FILLER_WORDS = 18
 
 
 def en_is_filler(sentence: str) -> bool:

@@ -331,12 +331,14 @@ def test_locomo_memory_tables(evaluated: tuple[dict, Path]):
 # the turn index and the new default embedder): the memory and chunk baselines both moved.
 # Re-pinned after issue 12's extraction rules (continuations, courtesies, "let's"): 193 -> 191
 # memories in the conversation, so the memory search results moved.
+# Re-pinned after issue 12's attitude memories ("Mel is so proud of Caro for ...") and the
+# wider resolve fillers: the conversation's memories changed, so the memory search moved.
 MEMORY_TABLE_DIGESTS = {
-    "memory_summary": (1110, "e8fbfbff17ab1b27dfe08762aa8e1b375b01c5ab695f540d9bc69dde12d2fb21"),
-    "memory_diffs": (32, "295ef5517ec3fd270420d190f869412aa017806a54a043863a07940ec0a96931"),
+    "memory_summary": (1110, "42c600458b7a983bc23a44ef11ff748521d1dc0389173a13ff9e1b226ed5fc18"),
+    "memory_diffs": (32, "f5bd285961709fe2141ef0c7074fc2cc90712a64a550d298aad3c0bde5fc9d37"),
     "memory_per_question": (
         11100,
-        "29b4bbd6503d5b45ec83476e40601010ec5982badda867ac6b178a6a3788c20c",
+        "d546fa2c9fc6ce6dd685d6259fafdefdd53323939c2ac971cda277e5d79c435f",
     ),
 }
 
@@ -355,7 +357,7 @@ def test_locomo_memory_tables_are_pinned(evaluated: tuple[dict, Path]):
         "memory_timing": None,
         "memory_gold_note": None,
     } == {
-        "memories": 208,
+        "memories": 212,
         "memory_questions": 150,
         "memory_budgets": list(BUDGETS),
         "memory_strategies": list(STRATEGIES),

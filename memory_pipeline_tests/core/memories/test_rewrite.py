@@ -390,3 +390,39 @@ def test_a_past_habit_an_embedded_modal_and_the_others_advice_stay_statements() 
     # a would without a past habit is still a maybe; "you" spoken to is still about the other
     assert _texts(("Mel", "I would go riding with my dad every weekend."), ("Caro", "Nice")) == []
     assert _texts(("Mel", "I think you should post your dance videos."), ("Caro", "Ok")) == []
+
+
+def test_an_attitude_to_the_other_person_is_a_relationship_memory_both_named() -> None:
+    """ "I'm so proud of you for ..." says how the two people stand (LoCoMo annotates it:
+    "Melanie is proud of Caroline for spreading awareness"); a bare thank-you says nothing."""
+    t = table(
+        msg("2023-05-08 10:00", "I'm so proud of you for spreading awareness.", "Mel", order=0),
+        msg("2023-05-08 10:01", "Your support means a lot to me!", "Caro", order=1),
+        msg("2023-05-08 10:02", "I seriously admire your courage on stage.", "Caro", order=2),
+    )
+    mem = extract_memories(sessionize(t, 180), t)[0].to_pylist()
+    assert [(r["subject"], r["kind"], r["text"]) for r in mem] == [
+        ("Mel", "relationship", "Mel is so proud of Caro for spreading awareness."),
+        ("Caro", "relationship", "Caro seriously admires Mel's courage on stage."),
+    ]
+
+
+def test_an_attitude_needs_the_other_person_known() -> None:
+    """In a group chat "you" is nobody in particular: no attitude memory."""
+    t = table(
+        msg("2023-05-08 10:00", "I'm so proud of you for finishing the marathon.", "A", order=0),
+        msg("2023-05-08 10:01", "Thanks!", "B", order=1),
+        msg("2023-05-08 10:02", "Same here", "C", order=2),
+    )
+    assert extract_memories(sessionize(t, 180), t)[0].num_rows == 0
+
+
+def test_dreams_come_true_and_giving_it_a_try_are_fillers() -> None:
+    for filler in (
+        "I'm gonna make my dreams come true!",
+        "I'll give those websites a try, thanks for the info!",
+        "I'll keep searching for that perfect place for dogs!",
+    ):
+        assert en_statement_kind(filler) is None, filler
+    plan = "I'll give the new climbing gym downtown a visit on Saturday"
+    assert en_statement_kind(plan) == "plan"
