@@ -824,8 +824,12 @@ _JA_REACTION = re.compile(
 )
 _JA_REPORTED = re.compile(
     r"って(?:言|い)っ|と(?:言|い)っ|らしい|そうです|(?<![てで])みたいです|だって|とのこと"
+    # hearsay: 「…って聞いたことがあります」 is what the speaker heard, not about them
+    r"|って聞|と聞い|と聞き"
 )
-_JA_HYPO = re.compile(r"もし|たら|れば|なら(?!ず)|たい(?:です|な|けど|と)|ほしい|欲しい|夢")
+_JA_HYPO = re.compile(
+    r"もし|たら|れば|と思えば|なら(?!ず)|たい(?:です|な|けど|と)|ほしい|欲しい|夢"
+)
 _OTHER_SUBJ = re.compile(
     r"(?:あなた|そちら|お宅|貴方|君|<[A-Z]{2}>|[\w・]{1,8}さん|夫|妻|主人|旦那|嫁|彼氏|彼女|彼|姉|兄|弟|妹"
     r"|父|母|親|両親|息子|娘|子供|子ども|子|友達|友人|友だち|同僚|上司|祖母|祖父|おばあちゃん"
@@ -1245,6 +1249,7 @@ def _en_anaphoric(s: str) -> bool:
 
 _JA_ANAPHORA = re.compile(
     r"^(?:でも|だから|それで)|それ|そこ|あれ|その|この|あの|どっちも|どちらも|そっち"
+    r"|^(?:そういう|こういう|ああいう)"  # 「そういうかき氷機ありました」: a thing said before
 )
 
 
@@ -1304,8 +1309,10 @@ def _en_clause_start_ok(s: str) -> bool:
     return not _EN_GENERAL_HYPO.match(s)
 
 
-_JA_COURTESY_WISH = re.compile(r"お願い|聞きたい|知りたい|話したい|伺いたい|教えて")
-_JA_COND = re.compile(r"もし|たら|れば|なら(?!ず)|夢")
+# 「今日は学生時代のお話がしたいな」: a wish about the conversation, not about the speaker
+_JA_COURTESY_WISH = re.compile(r"お願い|聞きたい|知りたい|話(?:が|を)?したい|伺いたい|教えて")
+# 「研究しようと思えばできますね」: what could be done, not a plan
+_JA_COND = re.compile(r"もし|たら|れば|と思えば|なら(?!ず)|夢")
 # 「将来、猫を飼ってみたいです」: what the speaker wants is theirs (not a conditional).
 _JA_WISH_END = re.compile(
     r"(?:たい|たいな|たいです|たいですね|たいと思って(?:い)?(?:ます|る)|たいと思います|たいなと思って(?:い)?ます)"

@@ -426,3 +426,22 @@ def test_dreams_come_true_and_giving_it_a_try_are_fillers() -> None:
         assert en_statement_kind(filler) is None, filler
     plan = "I'll give the new climbing gym downtown a visit on Saturday"
     assert en_statement_kind(plan) == "plan"
+
+
+def test_japanese_hearsay_topic_wishes_could_dos_and_that_kind_of_are_no_memories() -> None:
+    """The hand-read Japanese sample's misses (docs/memory_precision_sample.md): what the
+    speaker heard (って聞いた), a wish about the conversation's topic (お話がしたい), what
+    could be done (しようと思えばできる), and a sentence opening on a thing said before
+    (そういう…) are not statements about the speaker."""
+    for line in (
+        "そうですよね。確か、パチンコでエヴァが登場してから有名になったって聞いたことがあります。",
+        "そうなんですか！地植えするとかなり大きくなると聞いたことがあります。",
+        "今日は学生時代のお話がしたいな！",
+        "海洋生物への影響なんてテーマで研究しようと思えばできますね",
+        "そういうかき氷機ありました。",
+    ):
+        assert _texts(("AN", line), ("AA", "へえー")) == [], line
+    # "こういう" inside a statement is no anaphora: the statement stays
+    assert _texts(
+        ("AC", "昔はこういうとき、長電話をしていたことを思い出しました。"), ("AA", "へえー")
+    ) == ["ACは、昔はこういうとき、長電話をしていたことを思い出しました。"]
