@@ -825,7 +825,9 @@ _JA_REACTION = re.compile(
 _JA_REPORTED = re.compile(
     r"って(?:言|い)っ|と(?:言|い)っ|らしい|そうです|(?<![てで])みたいです|だって|とのこと"
     # hearsay: 「…って聞いたことがあります」 is what the speaker heard, not about them
-    r"|って聞|と聞い|と聞き"
+    r"|って聞|と聞い|と聞き|とか聞"
+    # 「お休みの日は割と家事してくれますね」: the other person does it (for the speaker)
+    r"|てくれ(?:ます|る|まし|てい|てる)"
 )
 _JA_HYPO = re.compile(
     r"もし|たら|れば|と思えば|なら(?!ず)|たい(?:です|な|けど|と)|ほしい|欲しい|夢"
@@ -1249,7 +1251,7 @@ def _en_anaphoric(s: str) -> bool:
 
 _JA_ANAPHORA = re.compile(
     r"^(?:でも|だから|それで)|それ|そこ|あれ|その|この|あの|どっちも|どちらも|そっち"
-    r"|^(?:そういう|こういう|ああいう)"  # 「そういうかき氷機ありました」: a thing said before
+    r"|^(?:そういう|こういう|ああいう|そう思)"  # 「そういうかき氷機ありました」
 )
 
 

@@ -445,3 +445,24 @@ def test_japanese_hearsay_topic_wishes_could_dos_and_that_kind_of_are_no_memorie
     assert _texts(
         ("AC", "昔はこういうとき、長電話をしていたことを思い出しました。"), ("AA", "へえー")
     ) == ["ACは、昔はこういうとき、長電話をしていたことを思い出しました。"]
+
+
+def test_japanese_remarks_on_this_conversation_and_suggestions_are_no_memories() -> None:
+    """「お墓の話になってしまいましたね」 is about the chat, 「最善を尽くしましょう」 a
+    suggestion, 「有難うございました」 a courtesy, 「…とか聞きました」 hearsay,
+    「暑くなりましたね」 the weather, 「家事してくれます」 what someone else does and
+    「そう思いたい」 leans on what was said; a talk the speaker had elsewhere is a memory."""
+    for line in (
+        "なぜかお墓の話になってしまいましたね。ありがとうございました。",
+        "そうしましょ。私たちは楽しく夕方の話をしてましたね",
+        "最善を尽くしましょう、ありがとうございました",
+        "そうですね。確か南と北とかで違うとか聞きました。",
+        "ここ数日涼しかったけど、午後から暑くなりましたね",
+        "お休みの日は割と家事してくれますね。でも何だか申し訳なくって。",
+        "そう思いたいです！",
+    ):
+        assert _texts(("AB", line), ("AA", "へえー")) == [], line
+    assert _texts(("AA", "そうですね。私は今日は有難うございました！"), ("AB", "へえー")) == []
+    assert _texts(("AB", "私は昨日、友達と旅行の話をしました。"), ("AA", "へえー")) == [
+        "ABは昨日、友達と旅行の話をしました。"
+    ]
