@@ -520,7 +520,7 @@ def en_continuation_ok(sentence: str) -> bool:
     s = sentence.strip()
     if "?" in s or _THIN.match(s) or _COURTESY.search(s) or _ADDRESSEE.search(s):
         return False
-    return not _HYPOTHETICAL.search(s) and not _CONT_REMARK.match(s) and not en_is_filler(s)
+    return not _hypothetical(s) and not _CONT_REMARK.match(s) and not en_is_filler(s)
 
 
 # Exclamations about the conversation ("That's so funny!", "Sounds great") go on with nothing.
