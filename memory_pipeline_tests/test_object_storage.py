@@ -335,9 +335,9 @@ class S3Build:
 
     def __init__(self, s3: S3Server, root: Path, name: str) -> None:
         self.uri = f"{s3.bucket('sample')}/{name}"
-        self.home = root / "dagster_home"
-        self.home.mkdir()
-        self.instance = dg.DagsterInstance.local_temp(str(self.home))
+        # in memory: no test here reads the run history, and storing a build's events in
+        # SQLite files costs about as much as the build (the assets never read the instance)
+        self.instance = dg.DagsterInstance.ephemeral()
         self.config = _project(root, without_sam=False)
         # the configuration names the bucket, as a deployment's would
         text = self.config.read_text(encoding="utf-8")
@@ -362,12 +362,11 @@ class S3Build:
 
 @pytest.fixture(scope="module")
 def built(s3, tmp_path_factory):
-    """The sample on local disk and on S3, both built by the same Dagster stages."""
+    """The sample on local disk and on S3, both built by the same Dagster stages (each build
+    with an in-memory instance of its own, see ``S3Build``)."""
     local_root = tmp_path_factory.mktemp("local")
     local = Runner(_project(local_root, without_sam=False), local_root / "data" / "output")
-    home = local_root / "dagster_home"
-    home.mkdir()
-    _full_build(local, dg.DagsterInstance.local_temp(str(home)))
+    _full_build(local, dg.DagsterInstance.ephemeral())
     remote = S3Build(s3, tmp_path_factory.mktemp("remote"), "run1")
     _full_build(remote.runner, remote.instance)
     return local, remote

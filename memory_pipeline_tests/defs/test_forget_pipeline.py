@@ -122,11 +122,23 @@ def _full_build(runner: Runner, instance: dg.DagsterInstance) -> None:
 
 
 class Built:
-    def __init__(self, root: Path, *, without_sam: bool = False) -> None:
+    """The sample's project in ``root``, with a Dagster instance in ``root/dagster_home``.
+
+    ``in_memory=True`` gives an in-memory instance instead (one for every run of the build,
+    its history kept in this process): for builds whose event log no test reads. Writing the
+    events of a build to SQLite files in DAGSTER_HOME costs about as much as the build itself
+    (Dagster opens an engine and commits per event); the assets never read the instance, so
+    the tables are the same either way."""
+
+    def __init__(self, root: Path, *, without_sam: bool = False, in_memory: bool = False) -> None:
         self.root = root
         self.home = root / "dagster_home"
         self.home.mkdir()
-        self.instance = dg.DagsterInstance.local_temp(str(self.home))
+        self.instance = (
+            dg.DagsterInstance.ephemeral()
+            if in_memory
+            else dg.DagsterInstance.local_temp(str(self.home))
+        )
         self.config = _project(root, without_sam=without_sam)
         # the config's own output folder, so the CLI and the API see the same build
         self.runner = Runner(self.config, root / "data" / "output")
@@ -194,7 +206,8 @@ def forgotten(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def never_had_sam(tmp_path_factory) -> Built:
-    b = Built(tmp_path_factory.mktemp("no_sam"), without_sam=True)
+    # its tables are compared and its runs are not scanned: the instance can be in memory
+    b = Built(tmp_path_factory.mktemp("no_sam"), without_sam=True, in_memory=True)
     _full_build(b.runner, b.instance)
     return b
 
