@@ -523,10 +523,12 @@ _EN_PLAN = re.compile(
     r"moving|going\sback))\b"
 )
 _EN_PLAN_NOT = re.compile(r"\b(?:never|not|n't|n’t|no)\b", re.I)
+# "Oh, and btw - I've been ...", "Guess what - I got ...": the lead and its dash go.
 _EN_LEAD = re.compile(
     r"^(?:(?i:and|also|oh|oh and|so|well|anyway|anyways|plus|but|yeah|yes|yep|yay|wow|haha+|"
-    r"lol|hey|hi|omg|ok|okay|sure|right|btw|guess what|thanks|thank you|by the way|actually|"
-    r"speaking of which|perfect|great|cool|nice|awesome|amazing)[,!:.]?\s+|[A-Z][a-z]+[,!:]\s+"
+    r"lol|hey|hi|omg|ok|okay|sure|right|btw|thanks|thank you|by the way|actually|"
+    r"speaking of which|perfect|great|cool|nice|awesome|amazing)(?:[,!:.]|\s+[-–—])?\s+"
+    r"|[A-Z][a-z]+[,!:]\s+"
     r"|(?i:you\swon['’]t\sbelieve\s(?:it|this)|guess\swhat|on\sanother\snote|fun\sfact)"
     r"\s*[-–—:,!]\s*)+",
 )
@@ -1392,6 +1394,7 @@ class RuleMemoryExtractor:
         anaphoric = _ja_anaphoric if lang == "ja" else _en_anaphoric
         last_general = -2  # index of the sentence last added to ``general``
         context: tuple[int, str] = (-2, "")  # the last sentence that could be an antecedent
+        last_rule = (-2, -1)  # (sentence index, index in ``found``) of the last rule memory
         for n, raw in enumerate(sentences):
             if lang == "ja":
                 s = unicodedata.normalize("NFKC", raw)
@@ -1454,6 +1457,20 @@ class RuleMemoryExtractor:
                     general.append((_Hit("fact", "", "", 0.5, general=True), statement, None, True))
                     last_general = n
                     continue
+                if (
+                    hit is None
+                    and last_rule[0] == n - 1
+                    and en_continuation_ok(s)
+                    and not _EN_POINTS_BACK.search(found[last_rule[1]].text)
+                ):
+                    # "I got a puppy two weeks ago! Her name's Coco.": a rule's statement goes
+                    # on in the next sentence just as a general one does.
+                    more = en_third_person(en_resolve_dates(s, today)[0], msg.sender, other)
+                    kept = found[last_rule[1]]
+                    head = kept.text.rstrip()
+                    kept.text = _short(f"{head}{'' if head[-1:] in '.!…' else '.'} {more}")
+                    last_rule = (n, last_rule[1])
+                    continue
             if hit is None:
                 continue
             event_date = None
@@ -1495,6 +1512,8 @@ class RuleMemoryExtractor:
                 last_general = n
                 continue
             statement = _short(statement)
+            if lang == "en":
+                last_rule = (n, len(found))
             found.append(
                 MemoryCandidate(
                     subject=subject,

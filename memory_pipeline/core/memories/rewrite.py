@@ -526,7 +526,8 @@ def en_continuation_ok(sentence: str) -> bool:
 # Exclamations about the conversation ("That's so funny!", "Sounds great") go on with nothing.
 _CONT_REMARK = re.compile(
     r"^(?:that['’]?s|sounds|wow|congrats|thanks|thank|good\s+luck|take\s+care|talk\s+soon|"
-    r"what\s+a|how\s+(?:cool|nice|fun|great|awesome)|cheers|same|nice|great|awesome|cool)\b",
+    r"what\s+a|how\s+(?:cool|nice|fun|great|awesome)|cheers|same|nice|great|awesome|cool|"
+    r"(?:that|this|the)\s+(?:pic|picture|photo|shot|view)\s+(?:is|was|looks))\b",
     re.I,
 )
 

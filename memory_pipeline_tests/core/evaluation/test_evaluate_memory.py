@@ -333,12 +333,14 @@ def test_locomo_memory_tables(evaluated: tuple[dict, Path]):
 # memories in the conversation, so the memory search results moved.
 # Re-pinned after issue 12's attitude memories ("Mel is so proud of Caro for ...") and the
 # wider resolve fillers: the conversation's memories changed, so the memory search moved.
+# Re-pinned when a rule memory took the sentence after it ("... a puppy! Her name's Coco."):
+# memory texts (not their number) changed, so the memory search scores moved.
 MEMORY_TABLE_DIGESTS = {
-    "memory_summary": (1110, "42c600458b7a983bc23a44ef11ff748521d1dc0389173a13ff9e1b226ed5fc18"),
+    "memory_summary": (1110, "73856b04b6c588a9f63b68d9d7ce8fbe782f626a11ba16f7b8feb8e0d000c6d4"),
     "memory_diffs": (32, "f5bd285961709fe2141ef0c7074fc2cc90712a64a550d298aad3c0bde5fc9d37"),
     "memory_per_question": (
         11100,
-        "d546fa2c9fc6ce6dd685d6259fafdefdd53323939c2ac971cda277e5d79c435f",
+        "a050d3e4b1302e11073ceaae598e8f3cc69a75fa10c3abb0566faf823265295e",
     ),
 }
 

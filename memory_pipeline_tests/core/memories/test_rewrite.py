@@ -466,3 +466,19 @@ def test_japanese_remarks_on_this_conversation_and_suggestions_are_no_memories()
     assert _texts(("AB", "私は昨日、友達と旅行の話をしました。"), ("AA", "へえー")) == [
         "ABは昨日、友達と旅行の話をしました。"
     ]
+
+
+def test_a_rule_memory_goes_on_in_the_next_sentence_and_a_dashed_lead_goes() -> None:
+    """ "I got a puppy two weeks ago! Her name's Coco." — the puppy's name is in the sentence
+    after the rule's; "btw - " and "Guess what - " are leads, not part of the statement."""
+    assert _texts(
+        ("Maria", "Guess what - I got a puppy two weeks ago! Her name's Coco and she's adorable."),
+        ("John", "Wow!"),
+    ) == ["Maria got a puppy the week of 24 April 2023! Her name's Coco and she's adorable."]
+    assert _texts(
+        ("Gina", "Oh, and btw - I've been working hard on my online store lately."),
+        ("Jon", "Nice"),
+    ) == ["Gina has been working hard on Gina's online store lately."]
+    assert _texts(
+        ("Tim", "I love traveling too. That picture is awesome."), ("John", "Thanks")
+    ) == ["Tim loves traveling too."]
