@@ -291,9 +291,20 @@ _PERSONAL_FIRST = re.compile(
 )
 
 
+# "Showing off our true selves is the best thing ever", "step outside our comfort zones":
+# what everyone has, so "our" is people in general (not "our dog", "our trip").
+_OUR_EVERYONE = re.compile(
+    r"\bour\s+(?:own\s+|true\s+|inner\s+|authentic\s+)?(?:selves|lives|dreams|hearts|souls|"
+    r"comfort\s+zones?|minds|bodies|spirits|passions|goals|loved\s+ones)\b",
+    re.I,
+)
+
+
 def _generic_first(s: str) -> bool:
     """The first person is only "us" (and "our"): people in general, not the speaker."""
-    return not _PERSONAL_FIRST.search(s) and bool(_US.search(s) or not _OUR.search(s))
+    if _PERSONAL_FIRST.search(s):
+        return False
+    return bool(_US.search(s) or not _OUR.search(s) or _OUR_EVERYONE.search(s))
 
 
 _ADDRESSEE = re.compile(r"\b(?:you|your|yours|yourself|you['’](?:re|ve|ll|d))\b", re.I)

@@ -334,13 +334,14 @@ def test_locomo_memory_tables(evaluated: tuple[dict, Path]):
 # Re-pinned after issue 12's attitude memories ("Mel is so proud of Caro for ...") and the
 # wider resolve fillers: the conversation's memories changed, so the memory search moved.
 # Re-pinned when a rule memory took the sentence after it ("... a puppy! Her name's Coco."):
-# memory texts (not their number) changed, so the memory search scores moved.
+# memory texts (not their number) changed, so the memory search scores moved. And when "our
+# true selves" / "our hearts" became people in general: the conversation lost one (212 -> 211).
 MEMORY_TABLE_DIGESTS = {
-    "memory_summary": (1110, "73856b04b6c588a9f63b68d9d7ce8fbe782f626a11ba16f7b8feb8e0d000c6d4"),
-    "memory_diffs": (32, "f5bd285961709fe2141ef0c7074fc2cc90712a64a550d298aad3c0bde5fc9d37"),
+    "memory_summary": (1110, "879f1d23158f59ecca34ae9200d015413ded128b7a65ba4701d350007dd447b3"),
+    "memory_diffs": (32, "f9b17ed54dd475d2bf956161685400ef729ad28b119bd2ef9c63607b45f91089"),
     "memory_per_question": (
         11100,
-        "a050d3e4b1302e11073ceaae598e8f3cc69a75fa10c3abb0566faf823265295e",
+        "47de91753d55575bcf44a0b704d3a50396ed8270d88f7f8fe1e6cd2b4fb433d6",
     ),
 }
 
@@ -359,7 +360,7 @@ def test_locomo_memory_tables_are_pinned(evaluated: tuple[dict, Path]):
         "memory_timing": None,
         "memory_gold_note": None,
     } == {
-        "memories": 212,
+        "memories": 211,
         "memory_questions": 150,
         "memory_budgets": list(BUDGETS),
         "memory_strategies": list(STRATEGIES),

@@ -482,3 +482,19 @@ def test_a_rule_memory_goes_on_in_the_next_sentence_and_a_dashed_lead_goes() -> 
     assert _texts(
         ("Tim", "I love traveling too. That picture is awesome."), ("John", "Thanks")
     ) == ["Tim loves traveling too."]
+
+
+def test_our_selves_dreams_and_comfort_zones_are_everyones() -> None:
+    """ "Showing off our true selves is the best thing ever" is said of people in general, as
+    "us" is; "our dog" stays the speaker's."""
+    for line in (
+        "Showing off our true selves is the best thing ever.",
+        "Sometimes it's good to step outside our comfort zones and explore new things.",
+        "Pets really have a way of touching our hearts.",
+    ):
+        assert en_statement_kind(line) is None, line
+    assert en_statement_kind("We took our dog to the beach on Sunday.") == "event"
+    assert _texts(
+        ("Andrew", "Pets really can make our lives better. I recently adopted another pup."),
+        ("Audrey", "Wow!"),
+    ) == ["Andrew recently adopted another pup."]
