@@ -1262,6 +1262,10 @@ def _ja_anaphoric(s: str) -> bool:
     return _JA_ANAPHORA.search(s) is not None
 
 
+# "I'm off to bake some cakes.": a short plan for right after the chat, still a plan.
+_EN_OFF_TO = re.compile(r"\b(?:is|am)\s+off\s+to\s+(?:go\s+)?[a-z]+\s+\w+", re.I)
+
+
 def _merge_statements(
     general: Sequence[tuple[_Hit, str, dt.date | None, bool]], lang: str, name: str
 ) -> list[tuple[_Hit, str, dt.date | None]]:
@@ -1286,7 +1290,7 @@ def _merge_statements(
         text = sep.join(
             st.rstrip() + ("" if st.rstrip()[-1:] in ".!。！" else stop) for _, st, _ in kept
         )
-        if _statement_size(text, lang, name) >= MIN_STATEMENT_WORDS:
+        if _statement_size(text, lang, name) >= MIN_STATEMENT_WORDS or _EN_OFF_TO.search(text):
             when = next((w for _, _, w in kept if w is not None), None)
             out.append((kept[0][0], _short(text), when))
         kept.clear()

@@ -275,10 +275,13 @@ _COURTESY = re.compile(
     r"|\bI(?:['’]ll|\s+will)\s+(?:definitely\s+|for\s+sure\s+|totally\s+|surely\s+|"
     r"certainly\s+|also\s+)?(?:keep\s+(?:that|it|this|you|those)|reach\s+out|let\s+you|try|"
     r"do\s+(?:that|it|my\s+best|the\s+same)|remember\s+(?:that|this|it)|think\s+about\s+(?:it|that)"
-    r"|check\s+(?:it|that)|look\s+into|give\s+it\s+a|take\s+(?:that|your)|keep\s+at\s+it)\b"
+    r"|check\s+(?:it|that)|look\s+into|give\s+it\s+a|take\s+(?:that|your)|keep\s+at\s+it"
+    r"|make\s+sure\s+to\s+(?:remember|have|keep|let|spread|tell|check|say))\b"
     # catching up: "A lot's happened since we last talked", "Been a wild few days since we chatted"
     r"|^.{0,50}\bsince\s+(?:we|I)\s+(?:last\s+)?(?:talked|chatted|spoke|caught\s+up)\W*$"
     r"|^(?:\w+\s+)?(?:works|sounds\s+good)\s+for\s+me\b"
+    # signing off: "ttyl", "gonna head out soon", "let me get ready"
+    r"|\bttyl\b|\bhead(?:ing)?\s+out\b|^let\s+me\s+get\s+ready\b|\bgotta\s+(?:go|run)\b"
     # cheering: "We can make a real impact together!", "We can do it!", "Same with me"
     r"|^we\s+(?:can|will|['’]ll|could)\b(?:.*\btogether\b|\s+do\s+(?:it|this)\b)"
     r"|^(?:I\s+feel\s+)?(?:the\s+)?same\s+(?:way|here|with\s+me|for\s+me)\b|^I\s+feel\s+the\s+same\b",
@@ -300,8 +303,20 @@ _OUR_EVERYONE = re.compile(
 )
 
 
+# "We can all do something", "We all need a push sometimes", "all of us": everyone (not
+# "we all got together to eat": that is the speaker's group, on a day).
+_WE_ALL = re.compile(
+    r"\bwe\s+(?:can|could|should|must|need\s+to|have\s+to|gotta)\s+all\b"
+    r"|\bwe\s+all\s+(?:need|have|deserve|go\s+through|face|want|make|get)\b|\ball\s+of\s+us\b",
+    re.I,
+)
+_I_OR_MY = re.compile(r"\b(?:I|I['’](?:m|ve|ll|d)|Im|my|me|myself|mine)\b")
+
+
 def _generic_first(s: str) -> bool:
     """The first person is only "us" (and "our"): people in general, not the speaker."""
+    if _WE_ALL.search(s) and not _I_OR_MY.search(s):
+        return True  # "We can all do something to make a difference"
     if _PERSONAL_FIRST.search(s):
         return False
     return bool(_US.search(s) or not _OUR.search(s) or _OUR_EVERYONE.search(s))
@@ -350,7 +365,7 @@ def _hypothetical(s: str) -> bool:
 _THIN = re.compile(r"^(?:\W*\w+\W*){0,3}$")
 _PLAN = re.compile(
     r"\b(?:will|['’]ll|going\s+to|gonna|plan(?:ning)?\s+(?:to|on)|hoping\s+to|about\s+to|"
-    r"tomorrow|next\s+(?:week|month|year|weekend)|soon|upcoming|intend)\b",
+    r"tomorrow|next\s+(?:week|month|year|weekend)|soon|upcoming|intend|(?:I['’]m|am)\s+off\s+to)\b",
     re.I,
 )
 _PREF = re.compile(

@@ -336,12 +336,14 @@ def test_locomo_memory_tables(evaluated: tuple[dict, Path]):
 # Re-pinned when a rule memory took the sentence after it ("... a puppy! Her name's Coco."):
 # memory texts (not their number) changed, so the memory search scores moved. And when "our
 # true selves" / "our hearts" became people in general: the conversation lost one (212 -> 211).
+# And with "I'm off to ..." plans, sign-offs, "I'll make sure to ..." courtesies and "we can
+# all ...": the conversation's memories changed again (211 -> 213).
 MEMORY_TABLE_DIGESTS = {
-    "memory_summary": (1110, "879f1d23158f59ecca34ae9200d015413ded128b7a65ba4701d350007dd447b3"),
-    "memory_diffs": (32, "f9b17ed54dd475d2bf956161685400ef729ad28b119bd2ef9c63607b45f91089"),
+    "memory_summary": (1110, "8acefa1a61c4dd1cf890ca284f274876a0999b724f8d3dc3fd7b9ea52e1cd713"),
+    "memory_diffs": (32, "ce698b2f699c2d104d426cea9ca15d42060974386802bd82de320b24ab5de826"),
     "memory_per_question": (
         11100,
-        "47de91753d55575bcf44a0b704d3a50396ed8270d88f7f8fe1e6cd2b4fb433d6",
+        "982893f80694a2238df6b8a8a4c981d5d383f51be477d44a70742ef7221dbf31",
     ),
 }
 
@@ -360,7 +362,7 @@ def test_locomo_memory_tables_are_pinned(evaluated: tuple[dict, Path]):
         "memory_timing": None,
         "memory_gold_note": None,
     } == {
-        "memories": 211,
+        "memories": 213,
         "memory_questions": 150,
         "memory_budgets": list(BUDGETS),
         "memory_strategies": list(STRATEGIES),

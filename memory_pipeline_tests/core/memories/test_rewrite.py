@@ -498,3 +498,22 @@ def test_our_selves_dreams_and_comfort_zones_are_everyones() -> None:
         ("Andrew", "Pets really can make our lives better. I recently adopted another pup."),
         ("Audrey", "Wow!"),
     ) == ["Andrew recently adopted another pup."]
+
+
+def test_off_to_is_a_plan_and_sign_offs_promises_and_we_all_are_no_memories() -> None:
+    """ "I'm off to bake some cakes." is a short plan for right after the chat (LoCoMo
+    annotates it); "ttyl", "gonna head out", "I'll make sure to spread the word" and "We can
+    all make a difference" are a sign-off, a courtesy and everyone."""
+    assert _texts(
+        ("Maria", "Cheers! I'm off to bake some cakes. Talk to you soon!"), ("J", "Bye")
+    ) == ["Maria is off to bake some cakes."]
+    for line in (
+        "I'll ttyl, gotta check out another shelter soon.",
+        "Let me get ready, gonna head out soon.",
+        "I'll make sure to spread the word about the fundraiser.",
+        "We can all do something to make a difference in the community.",
+    ):
+        assert _texts(("Andrew", line), ("Audrey", "Ok!")) == [], line
+    assert _texts(("Tim", "We all got together at my aunt's place to eat."), ("J", "Nice")) == [
+        "Tim and others all got together at Tim's aunt's place to eat."
+    ]
