@@ -620,14 +620,7 @@ def _en_attitude(s: str, name: str, other: str) -> str | None:
     Caroline's friendship too.": an attitude to the other person, both named."""
     if _EN_ATTITUDE.match(s) is None:
         return None
-    said = {
-        w
-        for w in re.findall(r"[a-z]{3,}", s.lower())
-        if w not in _FUNCTION_WORDS
-        and w not in _ATTITUDE_WORDS
-        and w not in name.lower().split()
-        and w not in other.lower().split()
-    }
+    said = set(_content_words(s, name, other)) - _ATTITUDE_WORDS
     if len(said) < MIN_ATTITUDE_WORDS:
         return None  # "I appreciate your support": thanks, with nothing to remember
     s = re.sub(rf",\s*{re.escape(other)}\W*$", ".", s)
@@ -1228,9 +1221,15 @@ def _statement_size(text: str, lang: str, name: str) -> float:
     that are not function words or the speaker's name), or half its characters (Japanese)."""
     if lang == "ja":
         return len(text.replace(name, "")) / 2
-    names = {w.lower() for w in re.findall(r"[A-Za-z]+", name)}
+    return len(_content_words(text, name))
+
+
+def _content_words(text: str, *names: str) -> list[str]:
+    """The English words of three letters or more of ``text`` that are neither function words
+    nor part of one of ``names`` (lower-cased, in order, repeats kept)."""
+    skip = {w.lower() for n in names for w in re.findall(r"[A-Za-z]+", n)}
     words = re.findall(r"[A-Za-z]{3,}", text.lower())
-    return sum(1 for w in words if w not in _FUNCTION_WORDS and w not in names)
+    return [w for w in words if w not in _FUNCTION_WORDS and w not in skip]
 
 
 _EN_ANAPHORA = re.compile(

@@ -289,9 +289,9 @@ _COURTESY = re.compile(
 )
 # "Books help us keep our dreams alive": the first person only as us/our is people in general.
 # "Our dog" is the speaker's; "our dreams" beside "us" is everyone's.
-_PERSONAL_FIRST = re.compile(
-    r"\b(?:I|I['’](?:m|ve|ll|d)|Im|my|me|myself|mine|we|we['’](?:re|ve|ll|d))\b", re.I
-)
+_I_FORMS = r"I|I['’](?:m|ve|ll|d)|Im|my|me|myself|mine"
+_PERSONAL_FIRST = re.compile(rf"\b(?:{_I_FORMS}|we|we['’](?:re|ve|ll|d))\b", re.I)
+_I_OR_MY = re.compile(rf"\b(?:{_I_FORMS})\b", re.I)  # the speaker alone, without "we"
 
 
 # "Showing off our true selves is the best thing ever", "step outside our comfort zones":
@@ -310,7 +310,6 @@ _WE_ALL = re.compile(
     r"|\bwe\s+all\s+(?:need|have|deserve|go\s+through|face|want|make|get)\b|\ball\s+of\s+us\b",
     re.I,
 )
-_I_OR_MY = re.compile(r"\b(?:I|I['’](?:m|ve|ll|d)|Im|my|me|myself|mine)\b")
 
 
 def _generic_first(s: str) -> bool:
