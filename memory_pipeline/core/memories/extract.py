@@ -1267,8 +1267,9 @@ _EN_OFF_TO = re.compile(r"\b(?:is|am)\s+off\s+to\s+(?:go\s+)?[a-z]+\s+\w+", re.I
 
 def _merge_statements(
     general: Sequence[tuple[_Hit, str, dt.date | None, bool]], lang: str, name: str
-) -> list[tuple[_Hit, str, dt.date | None]]:
-    """The statement memories of one message from its general-rule sentences.
+) -> list[tuple[_Hit, str, dt.date | None, int]]:
+    """The statement memories of one message from its general-rule sentences, each with
+    the index in ``general`` of its first sentence.
 
     A message says one thing in a few sentences ("I went to a support group yesterday. It
     was so powerful."): kept together they make one self-contained statement, split they
@@ -1278,8 +1279,9 @@ def _merge_statements(
     other things: they were lost when only the first three were kept); a statement under
     MIN_STATEMENT_WORDS words says too little to remember.
     """
-    out: list[tuple[_Hit, str, dt.date | None]] = []
+    out: list[tuple[_Hit, str, dt.date | None, int]] = []
     kept: list[tuple[_Hit, str, dt.date | None]] = []
+    first = 0
     sep = "" if lang == "ja" else " "
     stop = "。" if lang == "ja" else "."
 
@@ -1291,17 +1293,63 @@ def _merge_statements(
         )
         if _statement_size(text, lang, name) >= MIN_STATEMENT_WORDS or _EN_OFF_TO.search(text):
             when = next((w for _, _, w in kept if w is not None), None)
-            out.append((kept[0][0], _short(text), when))
+            out.append((kept[0][0], _short(text), when, first))
         kept.clear()
 
-    for hit, statement, when, leans in general:
+    for i, (hit, statement, when, leans) in enumerate(general):
         if leans and not kept:
             continue
+        if not kept:
+            first = i
         kept.append((hit, statement, when))
         if len(kept) == MAX_STATEMENT_SENTENCES:
             flush()
     flush()
     return out
+
+
+FOLD_STATEMENT_WORDS = MIN_STATEMENT_WORDS + 1
+
+
+def _fold_short(
+    found: list[MemoryCandidate], at: Sequence[int], lang: str
+) -> list[MemoryCandidate]:
+    """One message's memories with each short one (at most FOLD_STATEMENT_WORDS content
+    words, no attribute) joined to the memory of the same subject said just before it in
+    the message (else just after).
+
+    "I love cooking! My favorite recipe is Chicken Pot Pie. It's so cozy ...": two memories
+    of one message, the first saying little on its own ("Audrey loves cooking!"); together
+    they are one statement a reader takes in at once, and a short remainder of a long
+    message ("Plus, I picked up a few new recipes!") stays beside what it adds to. A short
+    memory alone in its message stays as it is, and a memory with an attribute (employer,
+    residence, ...) is never folded: supersession reads it.
+    """
+    if len(found) < 2:
+        return found
+    sep = "" if lang == "ja" else " "
+    order = sorted(range(len(found)), key=lambda i: (at[i], i))
+    alive = list(order)
+    for i in order:
+        c = found[i]
+        if c.attribute or _statement_size(c.text, lang, c.subject) > FOLD_STATEMENT_WORDS:
+            continue
+        pos = alive.index(i)
+        same = [j for j in alive if j != i and found[j].subject == c.subject]
+        if not same:
+            continue
+        before = [j for j in same if alive.index(j) < pos]
+        target = before[-1] if before else same[0]
+        t = found[target]
+        head, tail = (t, c) if before else (c, t)
+        h = head.text.rstrip()
+        end = "" if h[-1:] in ".!…。！" else ("。" if lang == "ja" else ".")
+        t.text = _short(f"{h}{end}{sep}{tail.text.strip()}")
+        if t.event_date is None:
+            t.event_date = c.event_date
+        alive.remove(i)
+    keep = set(alive)
+    return [c for i, c in enumerate(found) if i in keep]
 
 
 # "When I was younger, ..." dates a memory in the past; any other "when" may be hypothetical.
@@ -1394,6 +1442,8 @@ class RuleMemoryExtractor:
         cleaned = _clean(msg.text)
         sentences = _sentences(cleaned, lang)
         general: list[tuple[_Hit, str, dt.date | None, bool]] = []
+        general_at: list[int] = []  # the sentence index of each ``general`` entry
+        found_at: list[int] = []  # the sentence index of each ``found`` candidate
         anaphoric = _ja_anaphoric if lang == "ja" else _en_anaphoric
         last_general = -2  # index of the sentence last added to ``general``
         context: tuple[int, str] = (-2, "")  # the last sentence that could be an antecedent
@@ -1435,6 +1485,7 @@ class RuleMemoryExtractor:
                             confidence=0.6,
                         )
                     )
+                    found_at.append(n)
                     continue
                 hit = _en_rules(s)
                 if hit is None:
@@ -1458,6 +1509,7 @@ class RuleMemoryExtractor:
                     statement = en_resolve_dates(s, today)[0]
                     statement = en_third_person(statement, msg.sender, other)
                     general.append((_Hit("fact", "", "", 0.5, general=True), statement, None, True))
+                    general_at.append(n)
                     last_general = n
                     continue
                 if (
@@ -1511,12 +1563,15 @@ class RuleMemoryExtractor:
                     # says what "they" are; it opens the statement.
                     ctx = en_third_person(en_resolve_dates(context[1], today)[0], msg.sender, other)
                     general.append((hit, ctx, None, False))
+                    general_at.append(n - 1)
                 general.append((hit, statement, event_date, leans))
+                general_at.append(n)
                 last_general = n
                 continue
             statement = _short(statement)
             if lang == "en":
                 last_rule = (n, len(found))
+            found_at.append(n)
             found.append(
                 MemoryCandidate(
                     subject=subject,
@@ -1532,7 +1587,8 @@ class RuleMemoryExtractor:
                 )
             )
         for merged in _merge_statements(general, lang, msg.sender):
-            hit, statement, event_date = merged
+            hit, statement, event_date, first = merged
+            found_at.append(general_at[first])
             found.append(
                 MemoryCandidate(
                     subject=msg.sender,
@@ -1547,7 +1603,7 @@ class RuleMemoryExtractor:
                     confidence=hit.confidence,
                 )
             )
-        return found
+        return _fold_short(found, found_at, lang)
 
     @staticmethod
     def _ja_confirmed_move(msgs: Sequence[ChatMessage], i: int) -> MemoryCandidate | None:

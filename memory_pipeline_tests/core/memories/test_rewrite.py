@@ -517,3 +517,45 @@ def test_off_to_is_a_plan_and_sign_offs_promises_and_we_all_are_no_memories() ->
     assert _texts(("Tim", "We all got together at my aunt's place to eat."), ("J", "Nice")) == [
         "Tim and others all got together at Tim's aunt's place to eat."
     ]
+
+
+def test_a_short_memory_joins_the_message_memory_beside_it() -> None:
+    """ "I love cooking!" says little alone; beside "My favorite recipe is Chicken Pot Pie" in
+    the same message it is part of one statement. A short remainder of a long message joins
+    the memory before it; a short memory alone in its message, or one with an attribute
+    (supersession reads it), stays as it is."""
+    assert _texts(
+        (
+            "Audrey",
+            "I love cooking! My favorite recipe is Chicken Pot Pie. It's so cozy and delicious, "
+            "especially on a cold day.",
+        ),
+        ("Andrew", "Yum"),
+    ) == [
+        "Audrey loves cooking! Audrey's favorite recipe is Chicken Pot Pie. It's so cozy and "
+        "delicious, especially on a cold day."
+    ]
+    assert _texts(
+        (
+            "Nate",
+            "Last Monday I taught vegan ice cream recipes on my own cooking show! It was a bit "
+            "nerve-wracking to put myself out there, but it was a blast. Plus, I picked up a "
+            "few new recipes!",
+        ),
+        ("Joanna", "Wow"),
+    ) == [
+        "On 1 May 2023 Nate taught vegan ice cream recipes on Nate's own cooking show! It was "
+        "a bit nerve-wracking to put Nate out there. It was a blast. Nate picked up a few new "
+        "recipes!"
+    ]
+    assert _texts(("Tim", "I like to collect jerseys."), ("John", "Cool")) == [
+        "Tim likes to collect jerseys."
+    ]
+    lives = _texts(
+        ("Jo", "I live in Osaka. I walk to the big park near the river every single morning."),
+        ("K", "Oh"),
+    )
+    assert sorted(lives) == [
+        "Jo lives in Osaka.",
+        "Jo walks to the big park near the river every single morning.",
+    ]
