@@ -1322,8 +1322,10 @@ def _fold_short(
     of one message, the first saying little on its own ("Audrey loves cooking!"); together
     they are one statement a reader takes in at once, and a short remainder of a long
     message ("Plus, I picked up a few new recipes!") stays beside what it adds to. A short
-    memory alone in its message stays as it is, and a memory with an attribute (employer,
-    residence, ...) is never folded: supersession reads it.
+    memory alone in its message stays as it is, a memory with an attribute (employer,
+    residence, ...) is never folded (supersession reads it), and a dated one joins only a
+    memory of no other date ("I'm working late Thursday, but I'll make it to the concert on
+    Saturday": two days, two commitments).
     """
     if len(found) < 2:
         return found
@@ -1335,7 +1337,13 @@ def _fold_short(
         if c.attribute or _statement_size(c.text, lang, c.subject) > FOLD_STATEMENT_WORDS:
             continue
         pos = alive.index(i)
-        same = [j for j in alive if j != i and found[j].subject == c.subject]
+        same = [
+            j
+            for j in alive
+            if j != i
+            and found[j].subject == c.subject
+            and (c.event_date is None or found[j].event_date in (None, c.event_date))
+        ]
         if not same:
             continue
         before = [j for j in same if alive.index(j) < pos]

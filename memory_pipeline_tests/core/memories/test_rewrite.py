@@ -522,8 +522,8 @@ def test_off_to_is_a_plan_and_sign_offs_promises_and_we_all_are_no_memories() ->
 def test_a_short_memory_joins_the_message_memory_beside_it() -> None:
     """ "I love cooking!" says little alone; beside "My favorite recipe is Chicken Pot Pie" in
     the same message it is part of one statement. A short remainder of a long message joins
-    the memory before it; a short memory alone in its message, or one with an attribute
-    (supersession reads it), stays as it is."""
+    the memory before it; a short memory alone in its message, one with an attribute
+    (supersession reads it) or one dated otherwise than its neighbour stays as it is."""
     assert _texts(
         (
             "Audrey",
@@ -551,6 +551,13 @@ def test_a_short_memory_joins_the_message_memory_beside_it() -> None:
     assert _texts(("Tim", "I like to collect jerseys."), ("John", "Cool")) == [
         "Tim likes to collect jerseys."
     ]
+    # two dated plans are two commitments: neither folds into the other
+    assert len(
+        _texts(
+            ("Maria", "I'm working late Thursday, but I'll still make it to the concert Saturday"),
+            ("Yuki", "Great"),
+        )
+    ) == 2
     lives = _texts(
         ("Jo", "I live in Osaka. I walk to the big park near the river every single morning."),
         ("K", "Oh"),
