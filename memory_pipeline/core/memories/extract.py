@@ -528,7 +528,8 @@ _EN_LEAD = re.compile(
     r"^(?:(?i:and|also|oh|oh and|so|well|anyway|anyways|plus|but|yeah|yes|yep|yay|wow|haha+|"
     r"lol|hey|hi|omg|ok|okay|sure|right|btw|thanks|thank you|by the way|actually|"
     r"speaking of which|perfect|great|cool|nice|awesome|amazing)(?:[,!:.]|\s+[-–—])?\s+"
-    r"|[A-Z][a-z]+[,!:]\s+"
+    # "Mel, ..." is a vocative; "Books, movies, and ..." is a list (not stripped)
+    r"|[A-Z][a-z]+[,!:]\s+(?![a-z-]+(?:\s+[a-z-]+)?,?\s+(?:and|or)\s)"
     r"|(?i:you\swon['’]t\sbelieve\s(?:it|this)|guess\swhat|on\sanother\snote|fun\sfact)"
     r"\s*[-–—:,!]\s*)+",
 )

@@ -566,3 +566,16 @@ def test_a_short_memory_joins_the_message_memory_beside_it() -> None:
         "Jo lives in Osaka.",
         "Jo walks to the big park near the river every single morning.",
     ]
+
+
+def test_a_capitalised_word_before_a_list_is_no_vocative() -> None:
+    """ "Mel, I went hiking" loses its vocative; "Books, movies, and real-life experiences
+    ..." keeps its first item."""
+    assert _texts(
+        ("Tim", "Books, movies, and real-life experiences all fire up my creativity."),
+        ("John", "Cool"),
+    ) == ["Books, movies, and real-life experiences all fire up Tim's creativity."]
+    assert _texts(
+        ("Tim", "Mel, I went hiking with my brother in the mountains last week."),
+        ("Mel", "Cool"),
+    ) == ["Tim went hiking with Tim's brother in the mountains the week of 1 May 2023."]
