@@ -282,7 +282,7 @@ def build_bm25(
         tables.append(
             pa.table(
                 {
-                    "representation": pa.array([rep] * post.num_rows, pa.string()),
+                    "representation": pa.repeat(pa.scalar(rep, pa.string()), post.num_rows),
                     "token": post.column("token"),
                     "chunk_id": post.column("doc_id"),
                     "score": post.column("score"),
