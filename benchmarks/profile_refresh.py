@@ -7,7 +7,8 @@ Usage (from the repository root), after ``bench_nightly.py --work <folder>``::
 Runs the refresh once over what the folder holds, as bench_nightly does (one run of what the
 automation requests; ``--no-evaluation`` leaves the evaluation out; warm caches: what a
 nightly refresh costs) and prints the seconds per stage; with
-``--profile`` under cProfile, then the top functions by own time.
+``--profile`` under cProfile, then the top functions by own time. ``--nightly DATE`` runs
+(and profiles) the nightly job's run over DATE-1..DATE instead, as bench_nightly times it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_nightly import refresh_stage, run_stages  # noqa: E402
+import datetime as dt  # noqa: E402
+
+from bench_nightly import nightly_stage, refresh_stage, run_stages  # noqa: E402
 
 
 def main() -> int:
@@ -31,6 +34,13 @@ def main() -> int:
     ap.add_argument("--profile", type=Path, default=None)
     ap.add_argument("--wall", action="store_true", help="profile wall time instead of CPU time")
     ap.add_argument("--no-evaluation", action="store_true")
+    ap.add_argument(
+        "--nightly",
+        type=dt.date.fromisoformat,
+        default=None,
+        metavar="DATE",
+        help="profile the nightly run of DATE (its D-1..D partitions) instead of the refresh",
+    )
     args = ap.parse_args()
     for k in [k for k in os.environ if k.startswith("MEMORY_PIPELINE_")]:
         del os.environ[k]
@@ -54,11 +64,15 @@ def main() -> int:
     t0, c0 = time.perf_counter(), time.process_time()
     if prof:
         prof.enable()
-    seconds = run_stages(defs, resources, instance, [refresh_stage(not args.no_evaluation)], [])
+    if args.nightly is None:
+        stage, days = refresh_stage(not args.no_evaluation), []
+    else:
+        stage, days = nightly_stage(), [args.nightly - dt.timedelta(days=1), args.nightly]
+    seconds = run_stages(defs, resources, instance, [stage], days)
     if prof:
         prof.disable()
     total, cpu = time.perf_counter() - t0, time.process_time() - c0
-    print(f"refresh {total:.1f} s ({cpu:.1f} s cpu) {seconds}; load {os.getloadavg()[0]:.1f}")
+    print(f"{stage.name} {total:.1f} s ({cpu:.1f} s cpu) {seconds}; load {os.getloadavg()[0]:.1f}")
     if prof:
         prof.dump_stats(args.profile)
         pstats.Stats(str(args.profile)).sort_stats("tottime").print_stats(30)

@@ -63,6 +63,16 @@ CHECK_POSTINGS = "postings_consistent_with_bm25s"
 CHECK_VECTORS = "vector_count_equals_vectors"
 CHECK_TIMELINE = "one_timeline_row_per_memory_and_valid_intervals"
 _CODE = ("memory_pipeline.defs.indexes", "memory_pipeline.core.indexes")
+# what the message metadata, the lookups and the turn index read of raw_messages
+_MESSAGE_COLUMNS = [
+    "message_id",
+    "conversation_id",
+    "sender",
+    "local_ts",
+    "local_date",
+    "text",
+    "source_ref",
+]
 
 
 @dg.multi_asset(
@@ -144,15 +154,18 @@ def search_indexes(
 ):
     cfg, store = pipeline.cfg, pipeline.store
     chunks = store.read(T.CHUNKS)
+    # only the columns the build reads: every partition of these is read on every refresh
     reps = representation_table(
-        chunks, store.read(T.CHUNK_SUMMARIES), store.read(T.EMBEDDING_TEXTS)
+        chunks,
+        store.read(T.CHUNK_SUMMARIES, columns=["chunk_id", "summary"]),
+        store.read(T.EMBEDDING_TEXTS, columns=["chunk_id", "embedding_text"]),
     )
     root = index_root(cfg.storage_root)
     version = new_version(root)
     embeddings = store.read(T.CHUNK_EMBEDDINGS) if store.dates(T.CHUNK_EMBEDDINGS) else None
     dense = build_dense(embeddings, version, cfg.hnsw_threshold) if embeddings is not None else {}
     sessions = store.read(T.SESSIONS)
-    messages = store.read(T.RAW_MESSAGES)
+    messages = store.read(T.RAW_MESSAGES, columns=_MESSAGE_COLUMNS)
     smeta = session_metadata(sessions)
     mmeta = message_metadata(messages, sessions, smeta)
     pq.write_table(smeta, version / SESSION_LOOKUP)

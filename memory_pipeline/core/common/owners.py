@@ -162,7 +162,7 @@ class OwnerStore(TableStore):
             data = data.select(t.schema.names).cast(t.schema)
         elif OWNER_COLUMN in data.column_names:
             data = data.drop_columns([OWNER_COLUMN])
-        stamp = pa.array([self.owner_id] * data.num_rows, pa.string())
+        stamp = pa.repeat(pa.scalar(self.owner_id, pa.string()), data.num_rows)
         return super().write(_stamped(t), data.append_column(OWNER_COLUMN, stamp), day)
 
     def read(
@@ -202,17 +202,17 @@ class OwnerStore(TableStore):
         if not t.partitioned:
             files = [(None, self.path(t))] if self.has(t) else []
         else:
-            wanted = self.dates(t) if days is None else sorted(set(days))
-            files = [(d, self.path(t, d)) for d in wanted if self.has(t, d)]
+            if days is None:  # the listing: every file exists
+                files = [(d, self.path(t, d)) for d in self.dates(t)]
+            else:
+                files = [(d, self.path(t, d)) for d in sorted(set(days)) if self.has(t, d)]
         parts = []
-        for day, path in files:
-            on = None if day is None else [day]
-            if OWNER_COLUMN not in self.file_schema(path).names:
-                parts.append(super().read(t, on, columns))  # written before owners existed
+        for _day, path in files:
+            # one read of the file, its stamp included when it has one
+            part, stamped = self.read_file_with(t, path, columns, OWNER_COLUMN)
+            if not stamped:
+                parts.append(part)  # written before owners existed
                 continue
-            # one read of the file, its stamp included (not a second read for the stamp)
-            wanted = None if columns is None else [*columns, OWNER_COLUMN]
-            part = super().read(_stamped(t), on, wanted)
             stamp = part.column(OWNER_COLUMN)
             bad = len(stamp) - (pc.sum(pc.equal(stamp, self.owner_id)).as_py() or 0)
             if bad:

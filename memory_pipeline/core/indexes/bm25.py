@@ -114,6 +114,16 @@ class Bm25Index:
         doc_ids = self.doc_ids
         return [(doc_ids[i], float(scores[i])) for i in hits.tolist()]
 
+    def token_scores(self, tokens: list[str]) -> np.ndarray:
+        """bm25s's score of every document (``doc_ids`` order) for already tokenized
+        ``tokens``, as :meth:`rank_tokens` scores them (zeros when none is in the
+        vocabulary): for checks over every document, without ranking them."""
+        vocab = self.vocab
+        ids = [vocab[t] for t in tokens if t in vocab]
+        if not ids:
+            return np.zeros(len(self.doc_ids), dtype=np.float32)
+        return np.asarray(self.retriever.get_scores_from_ids(ids))
+
     def rank_tokens(self, tokens: list[str], k: int) -> list[tuple[str, float]]:
         """Top ``k`` (doc_id, score) for an already tokenized query, best first.
 

@@ -282,7 +282,7 @@ def build_bm25(
         tables.append(
             pa.table(
                 {
-                    "representation": pa.array([rep] * post.num_rows, pa.string()),
+                    "representation": pa.repeat(pa.scalar(rep, pa.string()), post.num_rows),
                     "token": post.column("token"),
                     "chunk_id": post.column("doc_id"),
                     "score": post.column("score"),
@@ -348,16 +348,23 @@ def _bm25_from_parts(
         built.append(part)
         keys.append(key)
     whole = pa.concat_tables(built)
-    whole = whole.take(pc.sort_indices(whole, [("chunk_id", "ascending")]))
-    if whole.column("chunk_id").to_pylist() != ids:
+    order = pc.sort_indices(whole, [("chunk_id", "ascending")])
+    if whole.column("chunk_id").take(order).to_pylist() != ids:
         return {}
+    # documents in chunk_id order as ranges of token codes (a take of the token lists
+    # copied every token string): the same token sequence, so the same first-seen ids
+    order = order.to_numpy(zero_copy_only=False)
     out = {}
     for r in names:
         lists = whole.column(r).combine_chunks()
         encoded = pc.list_flatten(lists).dictionary_encode()
+        part_lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
+        part_lengths = part_lengths.astype(np.int64)
+        starts = np.cumsum(part_lengths) - part_lengths
+        lengths = part_lengths[order]
         codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        codes = codes[P.gather_ranges(starts[order], lengths)]
         vocab, rank = P.first_seen_ids(codes, encoded.dictionary)
-        lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
         retriever = new_retriever()
         if not fast_index_ids(retriever, vocab, rank[codes], lengths):
             return {}

@@ -41,6 +41,21 @@ def _no_parquet_reads(monkeypatch):
         raise AssertionError("read the Parquet file instead of the memo")
 
     monkeypatch.setattr(storage.pq, "read_table", refuse)
+    monkeypatch.setattr(storage.pq, "ParquetFile", refuse)
+
+
+def test_a_partition_read_from_disk_is_what_read_table_gives(tmp_path, memo):
+    store = TableStore(tmp_path)
+    store.write(T.INGEST_AUDIT, _audit(5), DAY)
+    memo.clear()
+    path = store.path(T.INGEST_AUDIT, DAY)
+    got = store.read(T.INGEST_AUDIT, [DAY])
+    assert got.equals(pq.read_table(path).cast(T.INGEST_AUDIT.schema))
+    cols = store.read(T.INGEST_AUDIT, [DAY], columns=["records_read", "source"])
+    assert cols.column_names == ["records_read", "source"]
+    # a column the file lacks fails as pq.read_table fails (ParquetFile would skip it)
+    with pytest.raises(pa.ArrowInvalid):
+        storage._read_local(path, ["records_read", "no_such_column"])
 
 
 def test_a_written_partition_reads_back_from_memory_as_from_disk(tmp_path, memo, monkeypatch):

@@ -210,6 +210,28 @@ def test_gather_ranges_and_first_seen_ids():
     vocab, rank = P.first_seen_ids(np.array([2, 0, 2, 3]), words)
     assert vocab == {"c": 0, "a": 1, "d": 2}
     assert rank.tolist() == [1, -1, 0, 2]
+    # codes of a dictionary encoding are already in first-seen order (the no-sort path)
+    vocab, rank = P.first_seen_ids(np.array([0, 1, 0, 2, 1]), words)
+    assert vocab == {"a": 0, "b": 1, "c": 2}
+    assert rank.tolist() == [0, 1, 2, -1]
+    # any codes: the same ids as sorting by first occurrence
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        codes = rng.integers(0, 4, rng.integers(1, 12))
+        uniq, first = np.unique(codes, return_index=True)
+        ordered = uniq[np.argsort(first, kind="stable")].tolist()
+        vocab, rank = P.first_seen_ids(codes, words)
+        assert list(vocab) == [words[i].as_py() for i in ordered]
+        assert [rank[c] for c in ordered] == list(range(len(ordered)))
+
+
+def test_digest_hashes_string_values_not_their_layout():
+    whole = pa.array(["x", "ab", None, "日本"])
+    sliced = pa.array(["zz", "x", "ab", None, "日本", "q"]).slice(1, 4)
+    chunked = pa.chunked_array([["x", "ab"], [None, "日本"]])
+    assert P.digest(1, [whole]) == P.digest(1, [sliced]) == P.digest(1, [chunked])
+    assert P.digest(1, [whole]) != P.digest(1, [pa.array(["xa", "b", None, "日本"])])
+    assert P.digest(1, [pa.array([], pa.string())]) != P.digest(1, [pa.array([""])])
 
 
 def _reps(seed: int, n: int = 60, days: int = 5):
