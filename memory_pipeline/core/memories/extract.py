@@ -1312,6 +1312,21 @@ def _merge_statements(
 FOLD_STATEMENT_WORDS = MIN_STATEMENT_WORDS + 1
 
 
+def _joined(head: str, tail: str, lang: str) -> str:
+    """``tail`` after ``head`` as the next sentence (a stop added unless ``head`` ends in
+    one): a rule memory going on, a short memory folded into its neighbour."""
+    h = head.rstrip()
+    end = "" if h[-1:] in ".!…。！" else ("。" if lang == "ja" else ".")
+    return f"{h}{end}{'' if lang == 'ja' else ' '}{tail.strip()}"
+
+
+def _may_join(short: MemoryCandidate, other: MemoryCandidate) -> bool:
+    """``short`` may fold into ``other``: the same subject, and no second date."""
+    return other.subject == short.subject and (
+        short.event_date is None or other.event_date in (None, short.event_date)
+    )
+
+
 def _fold_short(
     found: list[MemoryCandidate], at: Sequence[int], lang: str
 ) -> list[MemoryCandidate]:
@@ -1330,7 +1345,6 @@ def _fold_short(
     """
     if len(found) < 2:
         return found
-    sep = "" if lang == "ja" else " "
     order = sorted(range(len(found)), key=lambda i: (at[i], i))
     alive = list(order)
     for i in order:
@@ -1338,22 +1352,13 @@ def _fold_short(
         if c.attribute or _statement_size(c.text, lang, c.subject) > FOLD_STATEMENT_WORDS:
             continue
         pos = alive.index(i)
-        same = [
-            j
-            for j in alive
-            if j != i
-            and found[j].subject == c.subject
-            and (c.event_date is None or found[j].event_date in (None, c.event_date))
-        ]
-        if not same:
+        before = [j for j in alive[:pos] if _may_join(c, found[j])]
+        after = [j for j in alive[pos + 1 :] if _may_join(c, found[j])]
+        if not before and not after:
             continue
-        before = [j for j in same if alive.index(j) < pos]
-        target = before[-1] if before else same[0]
-        t = found[target]
+        t = found[before[-1] if before else after[0]]
         head, tail = (t, c) if before else (c, t)
-        h = head.text.rstrip()
-        end = "" if h[-1:] in ".!…。！" else ("。" if lang == "ja" else ".")
-        t.text = _short(f"{h}{end}{sep}{tail.text.strip()}")
+        t.text = _short(_joined(head.text, tail.text, lang))
         if t.event_date is None:
             t.event_date = c.event_date
         alive.remove(i)
@@ -1531,8 +1536,7 @@ class RuleMemoryExtractor:
                     # on in the next sentence just as a general one does.
                     more = en_third_person(en_resolve_dates(s, today)[0], msg.sender, other)
                     kept = found[last_rule[1]]
-                    head = kept.text.rstrip()
-                    kept.text = _short(f"{head}{'' if head[-1:] in '.!…' else '.'} {more}")
+                    kept.text = _short(_joined(kept.text, more, lang))
                     last_rule = (n, last_rule[1])
                     continue
             if hit is None:
