@@ -272,25 +272,18 @@ class TableStore:
         plus the column ``extra`` when the file has it, and whether it had it. Locally the
         file is opened once for both (a schema read, then a read, opened it twice)."""
         t = table(name)
-        if self.remote:
-            has = extra in self.file_schema(path).names
-            wanted = columns if columns is None or not has else [*columns, extra]
+
+        def wanted_of(names: list[str]) -> tuple[bool, list[str] | None]:
+            has = extra in names
+            return has, columns if columns is None or not has else [*columns, extra]
+
+        if not self.remote and WRITE_MEMO.get(Path(path)) is None:
+            with pq.ParquetFile(path) as file:
+                has, wanted = wanted_of(file.schema_arrow.names)
+                part = _read_open(file, Path(path), wanted)
+        else:  # remote, or just written (both answered without opening a local file)
+            has, wanted = wanted_of(self.file_schema(path).names)
             part = self._read_file(path, wanted)
-        else:
-            held = WRITE_MEMO.get(Path(path))
-            if held is not None:
-                has = extra in held.column_names
-                wanted = columns if columns is None or not has else [*columns, extra]
-                part = held if wanted is None else held.select(wanted)
-            else:
-                with pq.ParquetFile(path) as file:
-                    names = file.schema_arrow.names
-                    has = extra in names
-                    wanted = columns if columns is None or not has else [*columns, extra]
-                    if wanted is not None and not set(wanted) <= set(names):
-                        part = pq.read_table(path, columns=wanted)  # raises, as a read does
-                    else:
-                        part = file.read(columns=wanted)
         schema = t.schema
         if schema is not None and has and extra not in schema.names:
             schema = schema.append(pa.field(extra, pa.string()))
@@ -314,9 +307,15 @@ def _read_local(path: Path, columns: list[str] | None) -> pa.Table:
     files (~1 ms of CPU per file; a refresh reads ~900). ``ParquetFile.read`` skips a
     column the file lacks, so a request for one goes to ``read_table``, which raises."""
     with pq.ParquetFile(path) as file:
-        if columns is not None and not set(columns) <= set(file.schema_arrow.names):
-            return pq.read_table(path, columns=columns)
-        return file.read(columns=columns)
+        return _read_open(file, path, columns)
+
+
+def _read_open(file: pq.ParquetFile, path: Path, columns: list[str] | None) -> pa.Table:
+    """``columns`` of the open ``file`` at ``path``; a column it lacks raises, as
+    ``pq.read_table`` does (``ParquetFile.read`` would skip it)."""
+    if columns is not None and not set(columns) <= set(file.schema_arrow.names):
+        return pq.read_table(path, columns=columns)  # raises
+    return file.read(columns=columns)
 
 
 def _conformed(schema: pa.Schema | None, parts: list[pa.Table]) -> pa.Table:
