@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import datetime as dt
 import os
 import pstats
 import sys
@@ -22,8 +23,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import datetime as dt  # noqa: E402
 
 from bench_nightly import nightly_stage, refresh_stage, run_stages  # noqa: E402
 

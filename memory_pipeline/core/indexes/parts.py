@@ -185,11 +185,11 @@ def first_seen_ids(codes: np.ndarray, words: pa.Array) -> tuple[dict[str, int], 
         ordered = np.arange(int(codes.max()) + 1, dtype=np.int64)
     else:
         ordered = pc.unique(pa.array(codes)).to_numpy(zero_copy_only=False).astype(np.int64)
-        rank[ordered] = np.arange(len(ordered), dtype=np.int64)
-        if not _in_first_seen_order(rank[codes]):
+        probe = np.full(len(words), -1, dtype=np.int64)
+        probe[ordered] = np.arange(len(ordered), dtype=np.int64)
+        if not _in_first_seen_order(probe[codes]):
             uniq, first = np.unique(codes, return_index=True)
             ordered = uniq[np.argsort(first, kind="stable")]
-    rank[:] = -1
     rank[ordered] = np.arange(len(ordered), dtype=np.int64)
     names = words.take(pa.array(ordered)).to_pylist()
     return dict(zip(names, range(len(names)), strict=True)), rank
