@@ -1026,6 +1026,7 @@ def ann_check(searcher: Any, queries: list, args: argparse.Namespace) -> dict[st
     matrix, pos = searcher.dense_matrix(rep)
     out: dict[str, Any] = {"vectors": int(len(pos))}
     ivf, graph = searcher.ivf(rep), searcher.hnsw(rep)
+    key_rows = searcher.hnsw_rows(rep) if graph is not None else None
     if ivf is None and graph is None:  # below the threshold: build what build_dense would
         t: dict[str, float] = {}
         with timed(t, "build"):
@@ -1050,7 +1051,11 @@ def ann_check(searcher: Any, queries: list, args: argparse.Namespace) -> dict[st
         approx = functools.partial(searcher._dense_ivf, ivf, pos)
     else:
         out.update(kind="hnsw", dtype=str(graph.dtype), size=len(graph))
-        approx = functools.partial(searcher._dense_ann, graph, matrix, pos)
+        if key_rows is None:  # the graph built here: its keys are the rows
+            from memory_pipeline.core.indexes.hnsw import KeyRows
+
+            key_rows = KeyRows(searcher.version / "dense" / "none", len(pos))
+        approx = functools.partial(searcher._dense_ann, graph, key_rows, matrix, pos)
     n = DEFAULT.candidates
     everything = np.ones(len(searcher.chunk_ids), dtype=bool)  # all-true: the exact scan
     r10, rn, same, ann_s, exact_s = [], [], 0, [], []

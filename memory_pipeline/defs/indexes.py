@@ -161,9 +161,14 @@ def search_indexes(
         store.read(T.EMBEDDING_TEXTS, columns=["chunk_id", "embedding_text"]),
     )
     root = index_root(cfg.storage_root)
+    previous = current_version(cfg.storage_root)  # read only: its graph is carried over
     version = new_version(root)
     embeddings = store.read(T.CHUNK_EMBEDDINGS) if store.dates(T.CHUNK_EMBEDDINGS) else None
-    dense = build_dense(embeddings, version, cfg.hnsw_threshold) if embeddings is not None else {}
+    dense = (
+        build_dense(embeddings, version, cfg.hnsw_threshold, previous=previous)
+        if embeddings is not None
+        else {}
+    )
     sessions = store.read(T.SESSIONS)
     messages = store.read(T.RAW_MESSAGES, columns=_MESSAGE_COLUMNS)
     smeta = session_metadata(sessions)

@@ -39,6 +39,7 @@ from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.common.tables import CHUNKS
+from memory_pipeline.core.indexes import hnsw as H
 from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index, postings
 from memory_pipeline.core.indexes.bm25_text import DEFAULT_PREFIX, bm25_raw_texts
 from memory_pipeline.core.indexes.ivf import build_ivf, save_ivf
@@ -375,40 +376,25 @@ def _bm25_from_parts(
     return out
 
 
-# The HNSW graph over the piece vectors: int8 in the graph, exact float32 re-scoring of what
-# it returns (searcher._dense_ann). Measured on real USE vectors of RealPersonaChat (6,952
-# pieces, 150 utterances; benchmarks/README.md): chunk recall@10 vs the exact scan 0.999 for
-# f32/128 and i8/64, with ~6x less build CPU for i8/64; an IVF index (ivf.py) reached only
-# 0.74 at 10 % of the lists probed, 0.90 at 30 %.
-HNSW_DTYPE = "i8"
-HNSW_CONNECTIVITY = 16
-HNSW_EXPANSION_ADD = 64
+# the graph's parameters live with the graph code (hnsw.py); named here too for callers
+HNSW_DTYPE = H.HNSW_DTYPE
+HNSW_CONNECTIVITY = H.HNSW_CONNECTIVITY
+HNSW_EXPANSION_ADD = H.HNSW_EXPANSION_ADD
 ANN_KINDS = ("hnsw", "ivf")
 
 
 def _save_hnsw(matrix: np.ndarray, path: Path) -> dict:
-    """Build and save ``matrix``'s HNSW graph (usearch); returns the metadata to record."""
-    from usearch.index import Index
-
-    index = Index(
-        ndim=matrix.shape[1],
-        metric="ip",
-        dtype=HNSW_DTYPE,
-        connectivity=HNSW_CONNECTIVITY,
-        expansion_add=HNSW_EXPANSION_ADD,
-    )
-    index.add(np.arange(matrix.shape[0]), matrix)
-    index.save(str(path))
-    return {
-        "kind": "hnsw",
-        "dtype": HNSW_DTYPE,
-        "connectivity": HNSW_CONNECTIVITY,
-        "expansion_add": HNSW_EXPANSION_ADD,
-    }
+    """Build and save ``matrix``'s HNSW graph keyed by row number (the layout of versions
+    before stable keys, ``hnsw.py``); returns the metadata to record."""
+    return H.save_full(matrix, path)
 
 
 def build_dense(
-    embeddings: pa.Table, folder: Path, hnsw_threshold: int = 50_000, ann_kind: str = "hnsw"
+    embeddings: pa.Table,
+    folder: Path,
+    hnsw_threshold: int = 50_000,
+    ann_kind: str = "hnsw",
+    previous: Path | None = None,
 ) -> dict:
     """Per representation: an (n, dim) float32 matrix in (chunk_id, piece) order (exact
     search), and an approximate index when n >= ``hnsw_threshold``: the HNSW graph
@@ -418,7 +404,13 @@ def build_dense(
     one row per piece (its id repeats in ``<rep>.ids.json``; search scores it by its best
     piece). The metadata
     records provider, model, dimension and, for a packaged local model, its window, so
-    queries are embedded by the same model."""
+    queries are embedded by the same model.
+
+    The graph's keys are stable piece keys (``<rep>.keys.npy``, ``hnsw.py``), so with
+    ``previous`` (the published version folder, only read) a representation whose previous
+    graph was built alike is updated from it (the new and gone pieces only) instead of
+    rebuilt: the nightly refresh adds ~1 % of the pieces. ``<rep>_ann_build`` in the stats
+    says which ("full"/"incremental", with the counts and, for a full build, why)."""
     from memory_pipeline.core.represent.providers.factory import local_model_info
 
     if ann_kind not in ANN_KINDS:
@@ -442,18 +434,22 @@ def build_dense(
         np.save(dense / f"{rep}.npy", matrix)
         ids = part.column("chunk_id").to_pylist()
         (dense / f"{rep}.ids.json").write_text(json.dumps(ids), encoding="utf-8")
+        provider = part.column("provider")[0].as_py()
+        model = part.column("model")[0].as_py()
+        piece_no = part.column("piece").to_pylist()
         ann = None
         if matrix.shape[0] >= hnsw_threshold:  # too big to scan per query
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             if ann_kind == "ivf":
                 ann = save_ivf(build_ivf(matrix), dense, rep)
             else:
-                ann = _save_hnsw(matrix, dense / f"{rep}.usearch")
+                identity = {"dim": int(dim), "provider": provider, "model": model}
+                ann = _dense_graph(matrix, ids, piece_no, dense, rep, previous, identity)
+                shown = ("build", "added", "removed", "removed_since_full", "full_reason")
+                stats |= {f"{rep}_ann_{k}": ann[k] for k in shown if k in ann}
             stats[f"{rep}_ann_build_s"] = round(time.perf_counter() - t0, 3)
-        provider = part.column("provider")[0].as_py()
-        model = part.column("model")[0].as_py()
+            stats[f"{rep}_ann_build_cpu_s"] = round(time.process_time() - c0, 3)
         info = local_model_info(model) if provider == "local" else None
-        piece_no = part.column("piece").to_pylist()
         meta[rep] = {
             "count": int(matrix.shape[0]),
             "chunks": len(set(ids)),
@@ -469,6 +465,29 @@ def build_dense(
     (dense / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     stats["hnsw_threshold"] = hnsw_threshold
     return stats
+
+
+def _dense_graph(
+    matrix: np.ndarray,
+    ids: list[str],
+    pieces: list[int],
+    dense: Path,
+    rep: str,
+    previous: Path | None,
+    identity: dict,
+) -> dict:
+    """``rep``'s HNSW graph with stable piece keys, carried over from ``previous`` when it
+    can be (``hnsw.save_graph``: same parameters and ``identity``, i.e. provider, model and
+    dim); returns the ann metadata. Keys that collide (a repeated
+    (chunk_id, piece)) fall back to row keys and a full build, as before stable keys."""
+    keys = H.piece_keys(ids, pieces)
+    if len(np.unique(keys)) != len(keys):
+        ann = H.save_full(matrix, dense / f"{rep}.usearch")
+        return ann | {"build": "full", "full_reason": "duplicate piece keys"}
+    np.save(dense / f"{rep}{H.KEYS_SUFFIX}", keys)
+    prev, why = H.usable_previous(previous, rep, identity)
+    ann = H.save_graph(matrix, keys, dense / f"{rep}.usearch", prev)
+    return ann | {"full_reason": why} if prev is None else ann
 
 
 def write_lookups(version: Path, chunks: pa.Table, messages: pa.Table) -> dict:

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.redact import redact
+from memory_pipeline.core.indexes.hnsw import KEYS_SUFFIX, KeyRows
 from memory_pipeline.core.indexes.ivf import IvfIndex, load_ivf
 from memory_pipeline.core.indexes.publish import (
     current_version,
@@ -242,6 +243,7 @@ class Searcher:
         self._dense: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._dense_starts: dict[str, np.ndarray | None] = {}
         self._hnsw: dict[str, Any] = {}
+        self._hnsw_rows: dict[str, KeyRows] = {}
         self._ivf: dict[str, IvfIndex | None] = {}
         self._bm25_pos: dict[str, np.ndarray] = {}
         meta_path = version / "dense" / "meta.json"
@@ -453,6 +455,15 @@ class Searcher:
             self._hnsw[rep] = index
         return self._hnsw[rep]
 
+    def hnsw_rows(self, rep: str) -> KeyRows:
+        """Maps ``rep``'s graph keys to matrix rows (stable piece keys via
+        ``<rep>.keys.npy``; a version built before them has row numbers as keys)."""
+        if rep not in self._hnsw_rows:
+            matrix, _ = self.dense_matrix(rep)
+            keys = self.version / "dense" / f"{rep}{KEYS_SUFFIX}"
+            self._hnsw_rows[rep] = KeyRows(keys, len(matrix))
+        return self._hnsw_rows[rep]
+
     def ivf(self, rep: str) -> IvfIndex | None:
         """``rep``'s IVF index (vectors memory-mapped), or None: below the build's
         ``hnsw_threshold`` there is none and search stays exact."""
@@ -482,7 +493,8 @@ class Searcher:
                 return self._dense_ivf(ivf, pos, self.embed_query(query, rep), n)
             index = self.hnsw(rep)
             if index is not None:
-                return self._dense_ann(index, matrix, pos, self.embed_query(query, rep), n)
+                q = self.embed_query(query, rep)
+                return self._dense_ann(index, self.hnsw_rows(rep), matrix, pos, q, n)
         q = self.embed_query(query, rep)
         if mask is not None:
             keep = mask[pos]
@@ -508,7 +520,13 @@ class Searcher:
         return _top(_Names(self.chunk_ids, pos), scores, n, positive_only=False)
 
     def _dense_ann(
-        self, index: Any, matrix: np.ndarray, pos: np.ndarray, q: np.ndarray, n: int
+        self,
+        index: Any,
+        key_rows: KeyRows,
+        matrix: np.ndarray,
+        pos: np.ndarray,
+        q: np.ndarray,
+        n: int,
     ) -> Ranked:
         """The top ``n`` chunks from the HNSW index: its nearest ``ANN_PIECES * n`` pieces,
         rescored exactly against the matrix (the same scores as the exact path), each chunk
@@ -516,12 +534,11 @@ class Searcher:
         search (scope, time) stays exact (the graph knows nothing of the filter)."""
         count = min(len(pos), ANN_PIECES * n)
         index.expansion_search = max(count, 64)
-        keys = np.unique(np.asarray(index.search(q, count).keys, dtype=np.int64))
-        keys = keys[(keys >= 0) & (keys < len(pos))]
-        if keys.size == 0:
+        rows = np.unique(key_rows.rows(index.search(q, count).keys))
+        if rows.size == 0:
             return []
-        scores = np.asarray(matrix[keys] @ q, dtype=np.float64)
-        chunk, best = _best_per_chunk(pos[keys], scores)
+        scores = np.asarray(matrix[rows] @ q, dtype=np.float64)
+        chunk, best = _best_per_chunk(pos[rows], scores)
         return _top(_Names(self.chunk_ids, chunk), best, n, positive_only=False)
 
     # -- filters ----------------------------------------------------------------------------
