@@ -553,6 +553,7 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
 
     from usearch.index import Index, ScalarKind
 
+    from memory_pipeline.core.indexes import hnsw as H
     from memory_pipeline.core.indexes.publish import _save_hnsw
     from memory_pipeline.core.indexes.turns import MESSAGE_TOKENS, TURN_FOLDER
     from memory_pipeline.core.retrieval.searcher import Searcher
@@ -571,10 +572,26 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
         meta[rep]["hnsw"] = True
         assert Index.restore(str(dense / f"{rep}.usearch")).dtype == ScalarKind.I8
     (dense / "meta.json").write_text(_json.dumps(meta))
-    slow, ann = Searcher(no_tokens), Searcher(ann_out)
+    # the graph as build_dense now makes it: stable piece keys, mapped back via keys.npy
+    keyed_out = tmp_path / "keyed"
+    shutil.copytree(built.store.root, keyed_out)
+    dense = current_version(keyed_out) / "dense"
+    meta = _json.loads((dense / "meta.json").read_text())
+    for rep in meta:
+        ids = _json.loads((dense / f"{rep}.ids.json").read_text())
+        pieces = [i - ids.index(c) for i, c in enumerate(ids)]  # a chunk's rows are consecutive
+        keys = H.piece_keys(ids, pieces)
+        np.save(dense / f"{rep}{H.KEYS_SUFFIX}", keys)
+        meta[rep]["ann"] = H.save_full(
+            np.load(dense / f"{rep}.npy"), dense / f"{rep}.usearch", keys
+        )
+        meta[rep]["hnsw"] = True
+    (dense / "meta.json").write_text(_json.dumps(meta))
+    slow, ann, keyed = Searcher(no_tokens), Searcher(ann_out), Searcher(keyed_out)
     assert slow.turn_index.message_tokens is None
     rep = SearchConfig().dense_rep
-    assert ann.hnsw(rep) is not None and base.hnsw(rep) is None
+    assert ann.hnsw(rep) is not None and base.hnsw(rep) is None and keyed.hnsw(rep) is not None
+    assert int(np.asarray(keyed.hnsw(rep).keys).max()) >= len(keyed.dense_matrix(rep)[0])
     queries = [
         "what did Maria say about the dog shelter?",
         "dog shelter",
@@ -584,7 +601,7 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
     ]
     for q in queries:
         want = base.search(q, 5)
-        for other in (slow, ann):
+        for other in (slow, ann, keyed):
             got = other.search(q, 5)
             assert [c.chunk_id for c in got.chunks] == [c.chunk_id for c in want.chunks], q
             assert [t.message_id for t in got.turns] == [t.message_id for t in want.turns], q
@@ -594,12 +611,14 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
         # HNSW is approximate (its graph depends on thread timing): a chunk's score is the
         # max over the pieces the graph returned, so it never exceeds the exact max-sim, the
         # top chunks are found, and the ones the exact scan ranks first score the same
-        got, want = ann.dense_ranked(q, rep, None, 50), base.dense_ranked(q, rep, None, 50)
+        want = base.dense_ranked(q, rep, None, 50)
         exact = dict(want)
-        assert all(s <= exact[cid] + 1e-6 for cid, s in got), q
         top = [cid for cid, _ in want[:10]]
-        assert len(set(top) & {cid for cid, _ in got[:10]}) >= 9, q
-        assert abs(dict(got)[top[0]] - exact[top[0]]) <= 1e-6, q
+        for other in (ann, keyed):
+            got = other.dense_ranked(q, rep, None, 50)
+            assert all(s <= exact[cid] + 1e-6 for cid, s in got), q
+            assert len(set(top) & {cid for cid, _ in got[:10]}) >= 9, q
+            assert abs(dict(got)[top[0]] - exact[top[0]]) <= 1e-6, q
 
 
 def test_filtered_dense_and_time_mask_equal_the_full_scan_and_the_loop(built: Runner):

@@ -5,7 +5,9 @@ chunk partitions (not appended). One op builds a new index version and publishes
 atomically, so the three always describe the same snapshot. The per-document work (token
 lists of chunks and turns) is kept per chunk partition by content hash
 (``core/indexes/parts.py``), so a refresh after a new day converts that day only and
-assembles the rest from arrays: the same files as a build from scratch.
+assembles the rest from arrays: the same files as a build from scratch. The dense HNSW
+graph (above ``hnsw_threshold``) is updated from the published version's graph when it fits
+(``core/indexes/hnsw.py``): the new and gone pieces only, not a rebuild.
 """
 
 from pathlib import Path
