@@ -725,3 +725,61 @@ def test_a_hard_time_filter_that_matches_no_session_says_so(built: Runner):
     )
     assert inside.chunks
     assert not any(n.startswith("time filter matched no session") for n in inside.notes)
+
+
+def test_search_indexes_carries_the_graph_over_from_the_published_version(
+    built: Runner, tmp_path, monkeypatch
+):
+    """The asset hands the published version to build_dense: with a graph forced on the
+    sample (threshold 1), the first build (previous version without stable keys) is full,
+    the next one incremental (nothing changed), the previous version is left as it was and
+    search over the new version agrees with the exact scan."""
+    import hashlib
+    import shutil
+
+    from memory_pipeline.core.retrieval.searcher import Searcher
+    from memory_pipeline.defs import indexes as defs_indexes
+    from memory_pipeline_tests.pipeline_helpers import INDEX_KEYS
+
+    out = tmp_path / "out"
+    shutil.copytree(built.store.root, out)
+    runner = Runner(ROOT / "memory_pipeline.toml", out)
+    seen = []
+    real = defs_indexes.build_dense
+
+    def forced(embeddings, folder, hnsw_threshold, **kw):
+        seen.append(kw.get("previous"))
+        return real(embeddings, folder, 1, **kw)
+
+    monkeypatch.setattr(defs_indexes, "build_dense", forced)
+    monkeypatch.setattr(defs_indexes, "_index_settings", lambda cfg: None)  # always build
+    rep = SearchConfig().dense_rep
+
+    def vector_meta(result) -> dict:
+        [event] = [
+            e
+            for e in result.get_asset_materialization_events()
+            if e.asset_key.to_user_string() == "vector_index"
+        ]
+        return {k: v.value for k, v in event.materialization.metadata.items()}
+
+    first_prev = current_version(out)
+    meta1 = vector_meta(runner.run(INDEX_KEYS, []))
+    v1 = current_version(out)
+    assert seen == [first_prev] and v1 != first_prev
+    assert meta1[f"{rep}_ann_build"] == "full"
+    assert meta1[f"{rep}_ann_full_reason"] == "previous graph has no stable keys"
+    digest = {p: hashlib.sha256(p.read_bytes()).digest() for p in v1.rglob("*") if p.is_file()}
+    meta2 = vector_meta(runner.run(INDEX_KEYS, []))
+    assert seen[1] == v1 and current_version(out) != v1
+    assert (meta2[f"{rep}_ann_build"], meta2[f"{rep}_ann_added"]) == ("incremental", 0)
+    assert meta2[f"{rep}_ann_removed"] == 0
+    assert {p: hashlib.sha256(p.read_bytes()).digest() for p in digest} == digest
+    base, ann = Searcher(built.store.root), Searcher(out)
+    assert ann.hnsw(rep) is not None and ann.dense_meta[rep]["ann"]["build"] == "incremental"
+    for q in ["dog shelter", "Where did we go hiking last weekend"]:
+        # as the test above: the graph asked for 50 chunks finds the exact top 10
+        want = base.dense_ranked(q, rep, None, 50)
+        got = ann.dense_ranked(q, rep, None, 50)
+        assert want[0][0] == got[0][0] and abs(want[0][1] - got[0][1]) <= 1e-6, q
+        assert len({c for c, _ in want[:10]} & {c for c, _ in got[:10]}) >= 9, q
