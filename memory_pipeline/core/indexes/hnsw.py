@@ -1,6 +1,6 @@
 """The dense HNSW graph (usearch): built once, then carried from version to version.
 
-A full build of the graph is the dense index's main cost (measured below: ~17 CPU s per
+A full build of the graph is the dense index's main cost (measured below: 13-23 CPU s per
 representation at 80k pieces), while a night adds ~1 % new chunks. So the graph's keys are
 *stable*: each piece's key is a 63-bit hash of its content identity (``chunk_id`` is a
 content hash, plus the piece number), not its matrix row, which shifts whenever a chunk is
@@ -17,7 +17,7 @@ ann metadata as ``removed_since_full``). A tombstone also keeps its int8 vector 
 until the next full build; forget and retention delete every index version
 (``core/privacy``), so the build after them is a full one and keeps nothing purged.
 
-usearch 2.26 semantics this relies on, checked by experiment (and by
+usearch 2.26 semantics this relies on, checked by experiment (the first two also by
 ``test_dense_incremental``): ``remove`` excludes a key from every later search, also after
 save/restore (the file records it as deleted); ``Index.restore(path)`` without ``view``
 is a mutable in-memory copy (adding to a ``view=True`` index segfaults); ``add`` with a key
