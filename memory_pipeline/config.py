@@ -33,8 +33,17 @@ from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.common.timeutil import zone
 from memory_pipeline.core.indexes.tokenize import TOKENIZER_CHOICES
 from memory_pipeline.core.ingest.sources import READERS, SourceSpec
+from memory_pipeline.core.retrieval.config import PRESETS
 from memory_pipeline.core.sessions.chunking import DEFAULT_SIZE, DEFAULT_STRIDE
 from memory_pipeline.core.sessions.sessionize import MAX_GAP_MINUTES
+
+# The representations embedded when [representations] dense is not set: the ones the recorded
+# search selection (core/retrieval/selection.json) reads. Every shipped preset ranks dense by
+# embedding_text, so embedding the other two tripled the build's dominant cost (the local
+# embedder) for vectors no default search reads (issue 11: "one dense representation").
+DEFAULT_DENSE: tuple[str, ...] = tuple(
+    r for r in REPRESENTATIONS if any(p.uses_dense and p.dense_rep == r for p in PRESETS.values())
+)
 
 ENV_PREFIX = "MEMORY_PIPELINE_"
 CONFIG_ENV = "MEMORY_PIPELINE_CONFIG"
@@ -89,7 +98,7 @@ class PipelineConfig:
     chunk_stride: int = DEFAULT_STRIDE
     config_path: Path | None = None
     disabled_sources: tuple[str, ...] = field(default=())
-    dense_representations: tuple[str, ...] = REPRESENTATIONS
+    dense_representations: tuple[str, ...] = DEFAULT_DENSE
     tokenizer: str = "auto"  # BM25 analyzer: one of TOKENIZER_CHOICES
     hnsw_threshold: int = 50_000  # exact dense search below this many vectors, HNSW above
     eval_questions: Path | None = None  # the user's labelled JSONL questions
@@ -622,17 +631,18 @@ def _dense_representations(
     raw: Mapping[str, Any], env: Mapping[str, str], errors: list[str]
 ) -> list[str]:
     """The representations to embed ($MEMORY_PIPELINE_DENSE_REPRESENTATIONS, comma separated,
-    wins); all of them (and a problem) when the value is not a subset."""
+    wins; unset: ``DEFAULT_DENSE``, the ones the default search reads); a problem when the
+    value is not a subset of the representations."""
     reps = raw.get("representations", {})
     dense_value = env.get(ENV_PREFIX + "DENSE_REPRESENTATIONS")
     dense = (
         [v.strip() for v in dense_value.split(",") if v.strip()]
         if dense_value is not None
-        else reps.get("dense", list(REPRESENTATIONS))
+        else reps.get("dense", list(DEFAULT_DENSE))
     )
     if not isinstance(dense, list) or not set(dense) <= set(REPRESENTATIONS):
         errors.append(f"[representations].dense: {dense!r} must be a subset of {REPRESENTATIONS}")
-        dense = list(REPRESENTATIONS)
+        dense = list(DEFAULT_DENSE)
     return dense
 
 

@@ -68,6 +68,9 @@ start_date = "{start}"
 end_date = "{end}"
 output_dir = "output"
 
+[representations]
+dense = ["raw_text", "summary", "embedding_text"]  # the sweep pairs BM25 with every dense rep
+
 [[sources]]
 name = "locomo"
 kind = "locomo"

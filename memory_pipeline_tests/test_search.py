@@ -11,6 +11,7 @@ import pytest
 
 import memory_pipeline
 from memory_pipeline import cli
+from memory_pipeline.config import DEFAULT_DENSE
 from memory_pipeline.core.common import catalog
 from memory_pipeline.core.common.catalog import refresh_catalog
 from memory_pipeline.core.indexes.bm25 import query_tokens
@@ -104,7 +105,7 @@ def test_vector_sql_returns_the_same_top_results_as_the_api(built: Runner):
     con = catalog.connect(built.store.root / "warehouse.duckdb")
     sql = (SQL / "vector_search.sql").read_text(encoding="utf-8")
     for query in ["adopting a dog", "birthday present for Misaki", "train tickets to Kyoto"]:
-        for rep in ("summary", "embedding_text"):
+        for rep in sorted(s.dense_meta):  # what the build embedded (DEFAULT_DENSE)
             cfg = SearchConfig(mode="dense", dense_rep=rep, use_time=False, highlights=0)
             api = s.search(query, 5, cfg)
             vec = s.embed_query(query, rep)
@@ -113,6 +114,18 @@ def test_vector_sql_returns_the_same_top_results_as_the_api(built: Runner):
             ).fetchall()
             assert [r[0] for r in rows] == [h.chunk_id for h in api.chunks], (query, rep)
     con.close()
+    assert sorted(s.dense_meta) == sorted(DEFAULT_DENSE)
+
+
+def test_a_dense_ranking_over_vectors_the_build_did_not_make_is_a_clear_error(built: Runner):
+    """Not a silent BM25-only answer: the build embeds only DEFAULT_DENSE, so a ranking by
+    another representation's vectors says which ones exist and how to add it."""
+    s = memory_pipeline.searcher(output_dir=built.store.root)
+    says = r"'summary' has no vectors.*\[representations\] dense"
+    for mode in ("dense", "hybrid"):
+        with pytest.raises(ValueError, match=says):
+            s.search("adopting a dog", 3, SearchConfig(mode=mode, dense_rep="summary"))
+    assert s.search("adopting a dog", 3, SearchConfig(mode="bm25", bm25_rep="summary")).chunks
 
 
 def test_cli_search_json(built: Runner, capsys, tmp_path):
@@ -520,18 +533,20 @@ def test_a_chunk_over_the_model_window_is_found_by_its_last_piece(built: Runner)
     """No silent truncation: a chunk longer than the model window has one vector per piece,
     the index records how many chunks were split, and a message from the last piece (which a
     cut at the window would have dropped) still finds its chunk by dense search alone."""
+    rep = "embedding_text"
     s = memory_pipeline.searcher(output_dir=built.store.root)
-    meta = s.dense_meta["raw_text"]
+    meta = s.dense_meta[rep]
     assert meta["window"] and meta["split_chunks"] > 0 and meta["count"] > meta["chunks"]
     emb = built.store.read("chunk_embeddings").to_pylist()
-    split = sorted({r["chunk_id"] for r in emb if r["representation"] == "raw_text" and r["piece"]})
+    split = sorted({r["chunk_id"] for r in emb if r["representation"] == rep and r["piece"]})
     assert len(split) == meta["split_chunks"]
     chunks = {r["chunk_id"]: r for r in built.store.read("chunks").to_pylist()}
-    embedder = s.query_embedder("raw_text")
-    cfg = SearchConfig(mode="dense", dense_rep="raw_text", use_time=False, highlights=0)
+    texts = {r["chunk_id"]: r[rep] for r in built.store.read("embedding_texts").to_pylist()}
+    embedder = s.query_embedder(rep)
+    cfg = SearchConfig(mode="dense", dense_rep=rep, use_time=False, highlights=0)
     tried = 0
     for chunk_id in split:
-        last = embedder.split(chunks[chunk_id]["raw_text"])[-1]
+        last = embedder.split(texts[chunk_id])[-1]
         lines = [ln.split(": ", 1)[-1] for ln in last.splitlines() if ln.count(" ") >= 6]
         if not lines:
             continue

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
+from memory_pipeline.config import DEFAULT_DENSE
 from memory_pipeline.core.represent.providers.factory import DEFAULT_MODELS, LOCAL_MODELS
 from memory_pipeline.defs.providers import provider_resources
 from memory_pipeline_tests.fake_servers import FakeProviderServer
@@ -92,8 +93,10 @@ def test_offline_defaults(sample: Path, tmp_path: Path):
     assert set(t["chunk_summaries"].column("method").to_pylist()) == {"extractive"}
     vectors = runner.store.read("chunk_embeddings")
     pieces = vectors.column("piece").to_pylist()
-    assert pieces.count(0) == 3 * chunks  # one first piece per chunk and representation
-    assert vectors.num_rows > 3 * chunks  # texts over the model window: more pieces, not cut
+    reps = len(DEFAULT_DENSE)  # the representations the default search reads
+    assert set(vectors.column("representation").to_pylist()) == set(DEFAULT_DENSE)
+    assert pieces.count(0) == reps * chunks  # one first piece per chunk and representation
+    assert vectors.num_rows > reps * chunks  # texts over the model window: more pieces, not cut
     assert not any(vectors.column("truncated").to_pylist())
     model = DEFAULT_MODELS["local"]
     dim = LOCAL_MODELS[model][0]
@@ -135,6 +138,8 @@ def test_openai_wire_format_cache_and_redaction(sample, tmp_path, monkeypatch):
 
 
 def test_voyage_wire_format_and_retry_after(sample, tmp_path, monkeypatch):
+    # every representation embedded: enough requests for a 429 and a later 500
+    monkeypatch.setenv("MEMORY_PIPELINE_DENSE_REPRESENTATIONS", "raw_text,summary,embedding_text")
     with FakeProviderServer() as server:
         runner = Runner(
             sample, tmp_path / "out", remote(monkeypatch, server, "voyage", "extractive")

@@ -600,6 +600,12 @@ class Searcher:
         """Best chunks (with highlighted messages) and sessions for ``query``, ranked as
         ``config`` says, within the ``contact`` / ``conversation`` scope; ``as_of`` is "now"
         for relative time expressions (default: the latest message of the version)."""
+        if config.uses_dense and self.dense_meta and config.dense_rep not in self.dense_meta:
+            # a silent fall back to BM25 alone would hide that the ranking asked for is not this
+            raise ValueError(
+                f"dense_rep {config.dense_rep!r} has no vectors in this index (embedded: "
+                f"{', '.join(sorted(self.dense_meta))}); add it to [representations] dense"
+            )
         now = as_of or self.latest or dt.datetime.now()
         parsed = parse_query(query, now=now, speakers=self.known_speakers)
         notes = list(parsed.notes)
