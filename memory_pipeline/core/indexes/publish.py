@@ -418,25 +418,32 @@ def build_dense(
     dense = folder / "dense"
     dense.mkdir(parents=True, exist_ok=True)
     stats: dict = {}
-    ok = embeddings.filter(pc.is_valid(embeddings.column("vector")))
+    ok = embeddings
+    if ok.column("vector").null_count:
+        ok = ok.filter(pc.is_valid(ok.column("vector")))
     if "piece" not in ok.column_names:  # tables written before pieces existed
         ok = ok.append_column("piece", pa.array([0] * ok.num_rows, pa.int32()))
     meta = {}
-    for rep in sorted(set(ok.column("representation").to_pylist())):
-        part = ok.filter(pc.equal(ok.column("representation"), rep)).sort_by(
-            [("chunk_id", "ascending"), ("piece", "ascending")]
+    reps = sorted(pc.unique(ok.column("representation")).to_pylist())
+    for rep in reps:
+        part = ok if len(reps) == 1 else ok.filter(pc.equal(ok.column("representation"), rep))
+        # sort the (chunk_id, piece) keys, then the vectors as one numpy gather: the same
+        # order as Table.sort_by, without Arrow's take over a list column (4 s of a 276k-piece
+        # refresh)
+        order = pc.sort_indices(
+            part.select(["chunk_id", "piece"]),
+            sort_keys=[("chunk_id", "ascending"), ("piece", "ascending")],
         )
         dim = part.column("dim")[0].as_py()
-        matrix = (
-            pc.list_flatten(part.column("vector")).to_numpy(zero_copy_only=False).reshape(-1, dim)
-        )
-        matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+        flat = pc.list_flatten(part.column("vector")).to_numpy(zero_copy_only=False)
+        matrix = np.ascontiguousarray(flat.reshape(-1, dim)[order.to_numpy()], dtype=np.float32)
+        del flat
         np.save(dense / f"{rep}.npy", matrix)
-        ids = part.column("chunk_id").to_pylist()
+        ids = pc.take(part.column("chunk_id"), order).to_pylist()
         (dense / f"{rep}.ids.json").write_text(json.dumps(ids), encoding="utf-8")
         provider = part.column("provider")[0].as_py()
         model = part.column("model")[0].as_py()
-        piece_no = part.column("piece").to_pylist()
+        piece_no = pc.take(part.column("piece"), order).to_pylist()
         ann = None
         if matrix.shape[0] >= hnsw_threshold:  # too big to scan per query
             t0, c0 = time.perf_counter(), time.process_time()
