@@ -22,6 +22,7 @@ from memory_pipeline.core.indexes.bm25 import Bm25Index
 from memory_pipeline.core.indexes.metadata import message_metadata, session_metadata
 from memory_pipeline.core.indexes.parts import parts_root
 from memory_pipeline.core.indexes.publish import (
+    DENSE_COLUMNS,
     SESSION_LOOKUP,
     build_bm25,
     build_dense,
@@ -165,7 +166,11 @@ def search_indexes(
     root = index_root(cfg.storage_root)
     previous = current_version(cfg.storage_root)  # read only: its graph is carried over
     version = new_version(root)
-    embeddings = store.read(T.CHUNK_EMBEDDINGS) if store.dates(T.CHUNK_EMBEDDINGS) else None
+    embeddings = (
+        store.read(T.CHUNK_EMBEDDINGS, columns=list(DENSE_COLUMNS))
+        if store.dates(T.CHUNK_EMBEDDINGS)
+        else None
+    )
     dense = (
         build_dense(embeddings, version, cfg.hnsw_threshold, previous=previous)
         if embeddings is not None

@@ -389,6 +389,11 @@ def _save_hnsw(matrix: np.ndarray, path: Path) -> dict:
     return H.save_full(matrix, path)
 
 
+# the chunk_embeddings columns build_dense reads (the vectors are ~93 % of the table's bytes,
+# but the rest is decoded on every refresh too when read)
+DENSE_COLUMNS = ("chunk_id", "representation", "piece", "provider", "model", "dim", "vector")
+
+
 def build_dense(
     embeddings: pa.Table,
     folder: Path,
