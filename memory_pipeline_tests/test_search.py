@@ -128,6 +128,21 @@ def test_a_dense_ranking_over_vectors_the_build_did_not_make_is_a_clear_error(bu
     assert s.search("adopting a dog", 3, SearchConfig(mode="bm25", bm25_rep="summary")).chunks
 
 
+def test_the_default_search_on_a_build_without_its_vectors_says_so(built: Runner):
+    """A deployment that embeds other representations (``dense = ["summary"]``) still gets
+    answers from the default search, and the result's notes say what it ranked without."""
+    from memory_pipeline.core.retrieval.searcher import Searcher
+
+    s = Searcher(built.store.root)  # its own: the shared searcher is left as built
+    plain = s.search("adopting a dog", 3)
+    assert not any("without dense" in n for n in plain.notes)
+    s.dense_meta = {"summary": s.dense_meta[DEFAULT_DENSE[0]]}  # as if only summary was built
+    result = s.search("adopting a dog", 3)
+    assert result.chunks
+    said = [n for n in result.notes if "ranked without dense vectors" in n]
+    assert said and "'embedding_text'" in said[0]
+
+
 def test_cli_search_json(built: Runner, capsys, tmp_path):
     config = _cli_config(built, tmp_path)
     assert cli.main(["--config", str(config), "search", "Kyoto ryokan", "--k", "2", "--json"]) == 0

@@ -600,15 +600,19 @@ class Searcher:
         """Best chunks (with highlighted messages) and sessions for ``query``, ranked as
         ``config`` says, within the ``contact`` / ``conversation`` scope; ``as_of`` is "now"
         for relative time expressions (default: the latest message of the version)."""
+        unbuilt = None
         if config.uses_dense and self.dense_meta and config.dense_rep not in self.dense_meta:
-            # a silent fall back to BM25 alone would hide that the ranking asked for is not this
-            raise ValueError(
+            unbuilt = (
                 f"dense_rep {config.dense_rep!r} has no vectors in this index (embedded: "
                 f"{', '.join(sorted(self.dense_meta))}); add it to [representations] dense"
             )
+            if config.dense_rep != DEFAULT.dense_rep:  # named by the caller: not silently dropped
+                raise ValueError(unbuilt)
         now = as_of or self.latest or dt.datetime.now()
         parsed = parse_query(query, now=now, speakers=self.known_speakers)
         notes = list(parsed.notes)
+        if unbuilt:  # the default's vectors, on a deployment that embeds other representations
+            notes.append(f"ranked without dense vectors: {unbuilt}")
         mask = self.scope_mask(contact, conversation)
         use_time = config.use_time
         kind = parsed.kind if use_time else "content_only"
