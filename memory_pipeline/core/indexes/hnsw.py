@@ -67,6 +67,13 @@ HNSW_METRIC = "ip"
 MAX_CHANGE_SHARE = 0.20  # added + removed (a changed vector counts twice) vs n
 MAX_REMOVED_SHARE = 0.10  # removals accumulated since the last full build vs n
 
+# Inserts run on one thread: usearch's multi-threaded add makes a different graph on every
+# build of the same matrix (thread timing decides the links; 4 builds of 5,000 vectors gave
+# 4 different files, on one thread 4 identical ones), so which pieces an approximate search
+# returns, and a test comparing it with the exact scan, changed from run to run. One thread
+# costs wall time only (the CPU seconds are the same), on the full build.
+ADD_THREADS = 1
+
 KEYS_SUFFIX = ".keys.npy"
 _KEY_MASK = (1 << 63) - 1
 
@@ -130,6 +137,7 @@ def save_full(matrix: np.ndarray, path: Path, keys: np.ndarray | None = None) ->
     index.add(
         np.arange(matrix.shape[0], dtype=np.uint64) if keys is None else keys.astype(np.uint64),
         matrix,
+        threads=ADD_THREADS,
     )
     index.save(str(path))
     ann = {k: v for k, v in params().items() if k != "metric"} if keys is None else params()
@@ -238,7 +246,11 @@ def save_graph(matrix: np.ndarray, keys: np.ndarray, path: Path, prev: Previous 
     if len(remove_keys):
         index.remove(remove_keys.astype(np.uint64))
     if len(add_rows):
-        index.add(keys[add_rows].astype(np.uint64), np.ascontiguousarray(matrix[add_rows]))
+        index.add(
+            keys[add_rows].astype(np.uint64),
+            np.ascontiguousarray(matrix[add_rows]),
+            threads=ADD_THREADS,
+        )
     if len(index) != n:  # never publish a graph that disagrees with the matrix
         return save_full(matrix, path, keys) | {"full_reason": "graph count mismatch"}
     index.save(str(path))
