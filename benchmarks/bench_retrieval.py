@@ -1035,14 +1035,14 @@ def ann_check(searcher: Any, queries: list, args: argparse.Namespace) -> dict[st
             else:
                 from usearch.index import Index
 
-                from memory_pipeline.core.indexes import publish
+                from memory_pipeline.core.indexes import hnsw
 
                 graph = Index(
                     ndim=matrix.shape[1],
-                    metric="ip",
-                    dtype=publish.HNSW_DTYPE,
-                    connectivity=publish.HNSW_CONNECTIVITY,
-                    expansion_add=publish.HNSW_EXPANSION_ADD,
+                    metric=hnsw.HNSW_METRIC,
+                    dtype=hnsw.HNSW_DTYPE,
+                    connectivity=hnsw.HNSW_CONNECTIVITY,
+                    expansion_add=hnsw.HNSW_EXPANSION_ADD,
                 )
                 graph.add(np.arange(len(matrix)), np.asarray(matrix))
         out["built_here_s"] = t

@@ -584,7 +584,6 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
     from usearch.index import Index, ScalarKind
 
     from memory_pipeline.core.indexes import hnsw as H
-    from memory_pipeline.core.indexes.publish import _save_hnsw
     from memory_pipeline.core.indexes.turns import MESSAGE_TOKENS, TURN_FOLDER
     from memory_pipeline.core.retrieval.searcher import Searcher
 
@@ -598,7 +597,7 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
     dense = current_version(ann_out) / "dense"
     meta = _json.loads((dense / "meta.json").read_text())
     for rep in meta:  # the graph build_dense makes (int8, re-scored exactly)
-        meta[rep]["ann"] = _save_hnsw(np.load(dense / f"{rep}.npy"), dense / f"{rep}.usearch")
+        meta[rep]["ann"] = H.save_full(np.load(dense / f"{rep}.npy"), dense / f"{rep}.usearch")
         meta[rep]["hnsw"] = True
         assert Index.restore(str(dense / f"{rep}.usearch")).dtype == ScalarKind.I8
     (dense / "meta.json").write_text(_json.dumps(meta))

@@ -376,17 +376,7 @@ def _bm25_from_parts(
     return out
 
 
-# the graph's parameters live with the graph code (hnsw.py); named here too for callers
-HNSW_DTYPE = H.HNSW_DTYPE
-HNSW_CONNECTIVITY = H.HNSW_CONNECTIVITY
-HNSW_EXPANSION_ADD = H.HNSW_EXPANSION_ADD
-ANN_KINDS = ("hnsw", "ivf")
-
-
-def _save_hnsw(matrix: np.ndarray, path: Path) -> dict:
-    """Build and save ``matrix``'s HNSW graph keyed by row number (the layout of versions
-    before stable keys, ``hnsw.py``); returns the metadata to record."""
-    return H.save_full(matrix, path)
+ANN_KINDS = ("hnsw", "ivf")  # the graph's code and parameters: hnsw.py
 
 
 # the chunk_embeddings columns build_dense reads (the vectors are ~93 % of the table's bytes,

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from memory_pipeline.core.indexes import hnsw as H
-from memory_pipeline.core.indexes.publish import _save_hnsw, build_dense
+from memory_pipeline.core.indexes.publish import build_dense
 
 DIM = 32
 THRESHOLD = 100
@@ -162,7 +162,7 @@ def test_a_previous_graph_that_does_not_fit_means_a_full_build(tmp_path, monkeyp
         dense = v1 / "dense"
         (dense / f"summary{H.KEYS_SUFFIX}").unlink()
         meta = json.loads((dense / "meta.json").read_text())
-        meta["summary"]["ann"] = _save_hnsw(
+        meta["summary"]["ann"] = H.save_full(
             np.load(dense / "summary.npy"), dense / "summary.usearch"
         )
         (dense / "meta.json").write_text(json.dumps(meta))
