@@ -16,6 +16,7 @@ from memory_pipeline.core.common import catalog
 from memory_pipeline.core.common.catalog import refresh_catalog
 from memory_pipeline.core.indexes.bm25 import query_tokens
 from memory_pipeline.core.indexes.publish import current_version, index_root, new_version
+from memory_pipeline.core.indexes.segments import load_matrix
 from memory_pipeline.core.retrieval.config import SearchConfig
 from memory_pipeline.core.retrieval.fusion import fold, linear_fusion, minmax, rrf
 from memory_pipeline_tests.paths import ROOT
@@ -596,8 +597,11 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
     shutil.copytree(built.store.root, ann_out)
     dense = current_version(ann_out) / "dense"
     meta = _json.loads((dense / "meta.json").read_text())
-    for rep in meta:  # the graph build_dense makes (int8, re-scored exactly)
-        meta[rep]["ann"] = H.save_full(np.load(dense / f"{rep}.npy"), dense / f"{rep}.usearch")
+    for rep in meta:  # a graph as built before stable keys: row keys, no keys file
+        (dense / f"{rep}{H.KEYS_SUFFIX}").unlink(missing_ok=True)
+        meta[rep]["ann"] = H.save_full(
+            np.asarray(load_matrix(dense, rep)), dense / f"{rep}.usearch"
+        )
         meta[rep]["hnsw"] = True
         assert Index.restore(str(dense / f"{rep}.usearch")).dtype == ScalarKind.I8
     (dense / "meta.json").write_text(_json.dumps(meta))
@@ -612,7 +616,7 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
         keys = H.piece_keys(ids, pieces)
         np.save(dense / f"{rep}{H.KEYS_SUFFIX}", keys)
         meta[rep]["ann"] = H.save_full(
-            np.load(dense / f"{rep}.npy"), dense / f"{rep}.usearch", keys
+            np.asarray(load_matrix(dense, rep)), dense / f"{rep}.usearch", keys
         )
         meta[rep]["hnsw"] = True
     (dense / "meta.json").write_text(_json.dumps(meta))
@@ -634,9 +638,9 @@ def test_stored_message_tokens_and_hnsw_give_the_same_results_as_before(built: R
             got = other.search(q, 5)
             assert [c.chunk_id for c in got.chunks] == [c.chunk_id for c in want.chunks], q
             assert [t.message_id for t in got.turns] == [t.message_id for t in want.turns], q
-            assert [
-                [(h.message_id, h.score) for h in c.highlights] for c in got.chunks
-            ] == [[(h.message_id, h.score) for h in c.highlights] for c in want.chunks], q
+            assert [[(h.message_id, h.score) for h in c.highlights] for c in got.chunks] == [
+                [(h.message_id, h.score) for h in c.highlights] for c in want.chunks
+            ], q
         # HNSW is approximate (its graph depends on thread timing): a chunk's score is the
         # max over the pieces the graph returned, so it never exceeds the exact max-sim, the
         # top chunks are found, and the ones the exact scan ranks first score the same
@@ -715,7 +719,7 @@ def test_ivf_dense_path_scores_exactly_and_equals_the_scan_with_every_list(built
     dense = current_version(out) / "dense"
     meta = _json.loads((dense / "meta.json").read_text())
     for rep in meta:
-        meta[rep]["ann"] = save_ivf(build_ivf(np.load(dense / f"{rep}.npy")), dense, rep)
+        meta[rep]["ann"] = save_ivf(build_ivf(np.asarray(load_matrix(dense, rep))), dense, rep)
     (dense / "meta.json").write_text(_json.dumps(meta))
     base, ivf = Searcher(built.store.root), Searcher(out)
     rep = SearchConfig().dense_rep

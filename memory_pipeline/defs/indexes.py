@@ -33,6 +33,7 @@ from memory_pipeline.core.indexes.publish import (
     representation_table,
     write_lookups,
 )
+from memory_pipeline.core.indexes.segments import DensePart
 from memory_pipeline.core.indexes.token_cache import CachedTokenizer
 from memory_pipeline.core.indexes.turns import build_turn_index
 from memory_pipeline.core.memories.extract import supersede
@@ -166,15 +167,28 @@ def search_indexes(
     root = index_root(cfg.storage_root)
     previous = current_version(cfg.storage_root)  # read only: its graph is carried over
     version = new_version(root)
-    embeddings = (
-        store.read(T.CHUNK_EMBEDDINGS, columns=list(DENSE_COLUMNS))
-        if store.dates(T.CHUNK_EMBEDDINGS)
-        else None
-    )
+    # the vectors, one part per stored partition: a refresh decodes only the partitions
+    # whose file changed and takes the rest from the previous version (core/indexes/segments.py)
+    vector_days = store.dates(T.CHUNK_EMBEDDINGS)
+    dense_parts = [
+        DensePart(
+            d.isoformat(),
+            store.digest(T.CHUNK_EMBEDDINGS, d),
+            lambda d=d: store.read(T.CHUNK_EMBEDDINGS, [d], columns=list(DENSE_COLUMNS)),
+        )
+        for d in vector_days
+    ]
     dense = (
-        build_dense(embeddings, version, cfg.hnsw_threshold, previous=previous)
-        if embeddings is not None
+        build_dense(dense_parts, version, cfg.hnsw_threshold, previous=previous)
+        if vector_days
         else {}
+    )
+    # the stored rows with a vector, counted apart from the build (a provider error nulls
+    # the vector and records why): what the vectors check compares the index with
+    valid_vectors = (
+        store.read(T.CHUNK_EMBEDDINGS, columns=["error"]).column("error").null_count
+        if vector_days
+        else None
     )
     sessions = store.read(T.SESSIONS)
     messages = store.read(T.RAW_MESSAGES, columns=_MESSAGE_COLUMNS)
@@ -206,7 +220,7 @@ def search_indexes(
     timeline_check = index_checks.timeline_valid(memories, timeline)
     covers_check = index_checks.bm25_covers(bm25.stats, reps, chunks.num_rows)
     postings_check = index_checks.postings_agree(bm25.postings, _bm25_indexes(version))
-    vectors_check = index_checks.vectors_indexed(embeddings, dense)
+    vectors_check = index_checks.vectors_indexed(valid_vectors, dense)
     ok = all(r[0] for r in (covers_check, postings_check, vectors_check, timeline_check))
     if ok:
         publish(root, version)

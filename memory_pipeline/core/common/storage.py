@@ -11,6 +11,7 @@ either, and re-running a partition replaces it (idempotent).
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import threading
 import uuid
@@ -136,6 +137,33 @@ def _identity(stat: os.stat_result) -> tuple[int, ...]:
 
 WRITE_MEMO = WriteMemo(MEMO_BYTES)
 
+# file identity (device, inode, size, mtime) -> sha256 of its bytes: a partition is only ever
+# replaced by a rename (a new inode), so an unchanged identity means unchanged bytes
+_DIGESTS: dict[tuple[str, tuple[int, ...]], str] = {}
+_DIGESTS_LOCK = threading.Lock()
+
+
+def file_digest(path: Location) -> str:
+    """sha256 of a stored file's bytes; a local file's is computed once per file identity
+    (``_identity``: a rewrite renames a new file into place), so asking again is a stat."""
+    if fs.is_remote(path):
+        return hashlib.sha256(fs.read_bytes(path)).hexdigest()
+    stat = os.stat(path)
+    key = (str(path), _identity(stat))
+    with _DIGESTS_LOCK:
+        known = _DIGESTS.get(key)
+    if known is not None:
+        return known
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    with _DIGESTS_LOCK:
+        if len(_DIGESTS) > 100_000:
+            _DIGESTS.clear()
+        _DIGESTS[key] = h.hexdigest()
+    return _DIGESTS[key]
+
 
 class TableStore:
     """Reads and writes the pipeline's Parquet tables under one root folder (or URI).
@@ -172,6 +200,11 @@ class TableStore:
             except ValueError:
                 continue
         return sorted(out)
+
+    def digest(self, name: TableRef, day: dt.date | None = None) -> str:
+        """A content digest of one stored partition (sha256 of the file's bytes; a local
+        file's is memoized per file identity, see :func:`file_digest`)."""
+        return file_digest(self.path(name, day))
 
     def files(self, name: TableRef) -> list[tuple[str, int]]:
         """(file name, bytes) of the table's Parquet files (the storage report sizes them)."""

@@ -130,13 +130,13 @@ def params() -> dict:
     }
 
 
-def save_full(matrix: np.ndarray, path: Path, keys: np.ndarray | None = None) -> dict:
+def save_full(matrix: Any, path: Path, keys: np.ndarray | None = None) -> dict:
     """Build ``matrix``'s graph from scratch and save it; returns the ann metadata. Without
     ``keys`` the keys are the row numbers (the layout before stable keys; no keys file)."""
     index = _new_index(matrix.shape[1])
     index.add(
         np.arange(matrix.shape[0], dtype=np.uint64) if keys is None else keys.astype(np.uint64),
-        matrix,
+        np.ascontiguousarray(np.asarray(matrix), dtype=np.float32),
         threads=ADD_THREADS,
     )
     index.save(str(path))
@@ -160,7 +160,7 @@ class Previous:
 
     graph: Path
     keys: np.ndarray  # int64, aligned with matrix rows
-    matrix: np.ndarray  # memory-mapped float32
+    matrix: Any  # memory-mapped float32 (one array or segments.SegmentedMatrix)
     ann: dict
 
 
@@ -185,13 +185,18 @@ def usable_previous(
     if any(meta.get(k) != v for k, v in identity.items()):
         return None, "provider, model or dim changed"
     graph, keys_path = dense / f"{rep}.usearch", dense / f"{rep}{KEYS_SUFFIX}"
-    if not (graph.is_file() and keys_path.is_file() and (dense / f"{rep}.npy").is_file()):
+    if not (graph.is_file() and keys_path.is_file()):
         return None, "previous graph files missing"
     from usearch.index import Index
 
+    from memory_pipeline.core.indexes.segments import load_matrix
+
+    try:
+        matrix = load_matrix(dense, rep)
+    except (OSError, ValueError):
+        return None, "previous graph files missing"
     info = Index.metadata(str(graph)) or {}
     keys = np.load(keys_path)
-    matrix = np.load(dense / f"{rep}.npy", mmap_mode="r")
     if (
         info.get("dimensions") != identity.get("dim")
         or info.get("count_present") != len(keys)
@@ -214,17 +219,29 @@ def _changed_rows(
     return out
 
 
-def save_graph(matrix: np.ndarray, keys: np.ndarray, path: Path, prev: Previous | None) -> dict:
+def save_graph(
+    matrix: Any,
+    keys: np.ndarray,
+    path: Path,
+    prev: Previous | None,
+    fresh: np.ndarray | None = None,
+) -> dict:
     """Save ``matrix``'s graph (keys ``keys``) at ``path``: updated from ``prev`` when the
     change is small enough, else built in full; returns the ann metadata (``build``,
-    ``added``, ``removed``, the counts since the last full build, and ``full_reason``)."""
+    ``added``, ``removed``, the counts since the last full build, and ``full_reason``).
+
+    ``fresh`` (bool per row, optional) marks the rows that may differ from the previous
+    version's under the same key (segments.py: the rows of the days decoded this build; the
+    others are the previous version's bytes): only those are compared."""
     n = int(matrix.shape[0])
     if prev is None:
         return save_full(matrix, path, keys)
     _, new_i, old_i = np.intersect1d(keys, prev.keys, assume_unique=True, return_indices=True)
     in_file = np.argsort(old_i)  # read the previous (memory-mapped) matrix in file order
     new_i, old_i = new_i[in_file], old_i[in_file]
-    changed = _changed_rows(matrix, new_i, prev.matrix, old_i)
+    changed = np.zeros(len(new_i), dtype=bool)
+    check = np.ones(len(new_i), dtype=bool) if fresh is None else np.asarray(fresh)[new_i]
+    changed[check] = _changed_rows(matrix, new_i[check], prev.matrix, old_i[check])
     kept_new = np.zeros(n, dtype=bool)
     kept_new[new_i[~changed]] = True
     kept_old = np.zeros(len(prev.keys), dtype=bool)

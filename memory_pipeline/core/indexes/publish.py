@@ -43,6 +43,7 @@ from memory_pipeline.core.indexes import hnsw as H
 from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index, postings
 from memory_pipeline.core.indexes.bm25_text import DEFAULT_PREFIX, bm25_raw_texts
 from memory_pipeline.core.indexes.ivf import build_ivf, save_ivf
+from memory_pipeline.core.indexes.segments import DensePart, RepRows, assemble
 from memory_pipeline.core.indexes.token_cache import CachedTokenizer
 from memory_pipeline.core.indexes.tokenize import ParallelTokenizer, get_tokenizer
 from memory_pipeline.core.represent.cache import ContentCache
@@ -385,24 +386,25 @@ DENSE_COLUMNS = ("chunk_id", "representation", "piece", "provider", "model", "di
 
 
 def build_dense(
-    embeddings: pa.Table,
+    embeddings: pa.Table | Sequence[DensePart],
     folder: Path,
     hnsw_threshold: int = 50_000,
     ann_kind: str = "hnsw",
     previous: Path | None = None,
 ) -> dict:
-    """Per representation: an (n, dim) float32 matrix in (chunk_id, piece) order (exact
-    search), and an approximate index when n >= ``hnsw_threshold``: the HNSW graph
-    (``ann_kind="hnsw"``, usearch, int8, re-scored exactly) or an IVF index (``"ivf"``,
-    ``ivf.py``: faster to build, lower recall on USE vectors; kept for measurement). Rows
-    with a provider error are left out. A chunk whose text exceeded the model window has
-    one row per piece (its id repeats in ``<rep>.ids.json``; search scores it by its best
-    piece). The metadata
-    records provider, model, dimension and, for a packaged local model, its window, so
-    queries are embedded by the same model.
+    """Per representation: an (n, dim) float32 matrix (exact search), and an approximate
+    index when n >= ``hnsw_threshold``: the HNSW graph (``ann_kind="hnsw"``, usearch, int8,
+    re-scored exactly) or an IVF index (``"ivf"``, ``ivf.py``: faster to build, lower recall
+    on USE vectors; kept for measurement). Rows with a provider error are left out. A chunk
+    whose text exceeded the model window has one row per piece (its id repeats in
+    ``<rep>.ids.json``; search scores it by its best piece). The metadata records provider,
+    model, dimension and, for a packaged local model, its window, so queries are embedded by
+    the same model.
 
-    The graph's keys are stable piece keys (``<rep>.keys.npy``, ``hnsw.py``), so with
-    ``previous`` (the published version folder, only read) a representation whose previous
+    ``embeddings`` is one table (its rows in (chunk_id, piece) order, one segment) or the
+    stored partitions as :class:`~memory_pipeline.core.indexes.segments.DensePart` (monthly
+    segments, ``segments.py``): with ``previous`` (the published version folder, only read)
+    a refresh decodes and writes only the changed days, and a representation whose previous
     graph was built alike is updated from it (the new and gone pieces only) instead of
     rebuilt: the nightly refresh adds ~1 % of the pieces. ``<rep>_ann_build`` in the stats
     says which ("full"/"incremental", with the counts and, for a full build, why)."""
@@ -412,83 +414,71 @@ def build_dense(
         raise ValueError(f"ann_kind must be one of {ANN_KINDS}, got {ann_kind!r}")
     dense = folder / "dense"
     dense.mkdir(parents=True, exist_ok=True)
-    stats: dict = {}
-    ok = embeddings
-    if ok.column("vector").null_count:
-        ok = ok.filter(pc.is_valid(ok.column("vector")))
-    if "piece" not in ok.column_names:  # tables written before pieces existed
-        ok = ok.append_column("piece", pa.array([0] * ok.num_rows, pa.int32()))
+    if isinstance(embeddings, pa.Table):
+        table = embeddings
+        parts = [DensePart("all", None, lambda: table)]
+    else:
+        parts = list(embeddings)
+    try:
+        rows, stats = assemble(parts, dense, previous, H.piece_keys)
+    except ValueError:  # a chunk in two partitions: one table, one segment, as before parts
+        for stale in dense.iterdir():
+            stale.unlink()
+        table = pa.concat_tables([p.load() for p in parts]) if parts else None
+        rows, stats = assemble([DensePart("all", None, lambda: table)], dense, None, H.piece_keys)
     meta = {}
-    reps = sorted(pc.unique(ok.column("representation")).to_pylist())
-    for rep in reps:
-        part = ok if len(reps) == 1 else ok.filter(pc.equal(ok.column("representation"), rep))
-        # sort the (chunk_id, piece) keys, then the vectors as one numpy gather: the same
-        # order as Table.sort_by, without Arrow's take over a list column (4 s of a 276k-piece
-        # refresh)
-        order = pc.sort_indices(
-            part.select(["chunk_id", "piece"]),
-            sort_keys=[("chunk_id", "ascending"), ("piece", "ascending")],
-        )
-        dim = part.column("dim")[0].as_py()
-        flat = pc.list_flatten(part.column("vector")).to_numpy(zero_copy_only=False)
-        matrix = np.ascontiguousarray(flat.reshape(-1, dim)[order.to_numpy()], dtype=np.float32)
-        del flat
-        np.save(dense / f"{rep}.npy", matrix)
-        ids = pc.take(part.column("chunk_id"), order).to_pylist()
-        (dense / f"{rep}.ids.json").write_text(json.dumps(ids), encoding="utf-8")
-        provider = part.column("provider")[0].as_py()
-        model = part.column("model")[0].as_py()
-        piece_no = pc.take(part.column("piece"), order).to_pylist()
+    for rep, r in sorted(rows.items()):
+        (dense / f"{rep}.ids.json").write_text(json.dumps(r.ids), encoding="utf-8")
+        np.save(dense / f"{rep}{H.KEYS_SUFFIX}", r.keys)
         ann = None
-        if matrix.shape[0] >= hnsw_threshold:  # too big to scan per query
+        if len(r.ids) >= hnsw_threshold:  # too big to scan per query
             t0, c0 = time.perf_counter(), time.process_time()
             if ann_kind == "ivf":
-                ann = save_ivf(build_ivf(matrix), dense, rep)
+                ann = save_ivf(build_ivf(np.asarray(r.matrix)), dense, rep)
             else:
-                identity = {"dim": int(dim), "provider": provider, "model": model}
-                ann = _dense_graph(matrix, ids, piece_no, dense, rep, previous, identity)
+                ann = _dense_graph(r, dense, rep, previous)
                 shown = ("build", "added", "removed", "removed_since_full", "full_reason")
                 stats |= {f"{rep}_ann_{k}": ann[k] for k in shown if k in ann}
             stats[f"{rep}_ann_build_s"] = round(time.perf_counter() - t0, 3)
             stats[f"{rep}_ann_build_cpu_s"] = round(time.process_time() - c0, 3)
-        info = local_model_info(model) if provider == "local" else None
+        info = local_model_info(r.model) if r.provider == "local" else None
         meta[rep] = {
-            "count": int(matrix.shape[0]),
-            "chunks": len(set(ids)),
-            "split_chunks": len({i for i, p in zip(ids, piece_no, strict=True) if p > 0}),
-            "dim": int(dim),
-            "provider": provider,
-            "model": model,
+            "count": len(r.ids),
+            "chunks": len(set(r.ids)),
+            "split_chunks": _split_chunks(r.ids),
+            "dim": r.dim,
+            "provider": r.provider,
+            "model": r.model,
             "window": info[1] if info else None,
             "hnsw": bool(ann) and ann["kind"] == "hnsw",
             "ann": ann,
         }
-        stats[f"{rep}_vectors"] = int(matrix.shape[0])
+        stats[f"{rep}_vectors"] = len(r.ids)
     (dense / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     stats["hnsw_threshold"] = hnsw_threshold
     return stats
 
 
-def _dense_graph(
-    matrix: np.ndarray,
-    ids: list[str],
-    pieces: list[int],
-    dense: Path,
-    rep: str,
-    previous: Path | None,
-    identity: dict,
-) -> dict:
+def _split_chunks(ids: Sequence[str]) -> int:
+    """Chunks with more than one piece (a chunk's pieces are consecutive rows)."""
+    return sum(
+        1 for i in range(1, len(ids)) if ids[i] == ids[i - 1] and (i == 1 or ids[i - 2] != ids[i])
+    )
+
+
+def _dense_graph(r: RepRows, dense: Path, rep: str, previous: Path | None) -> dict:
     """``rep``'s HNSW graph with stable piece keys, carried over from ``previous`` when it
-    can be (``hnsw.save_graph``: same parameters and ``identity``, i.e. provider, model and
-    dim); returns the ann metadata. Keys that collide (a repeated
-    (chunk_id, piece)) fall back to row keys and a full build, as before stable keys."""
-    keys = H.piece_keys(ids, pieces)
-    if len(np.unique(keys)) != len(keys):
-        ann = H.save_full(matrix, dense / f"{rep}.usearch")
+    can be (``hnsw.save_graph``: same parameters and identity, i.e. provider, model and
+    dim; only the rows decoded this build are compared); returns the ann metadata. Keys
+    that collide (a repeated (chunk_id, piece)) fall back to row keys and a full build, as
+    before stable keys."""
+    if len(np.unique(r.keys)) != len(r.keys):
+        (dense / f"{rep}{H.KEYS_SUFFIX}").unlink(missing_ok=True)
+        ann = H.save_full(r.matrix, dense / f"{rep}.usearch")
         return ann | {"build": "full", "full_reason": "duplicate piece keys"}
-    np.save(dense / f"{rep}{H.KEYS_SUFFIX}", keys)
+    identity = {"dim": r.dim, "provider": r.provider, "model": r.model}
     prev, why = H.usable_previous(previous, rep, identity)
-    ann = H.save_graph(matrix, keys, dense / f"{rep}.usearch", prev)
+    ann = H.save_graph(r.matrix, r.keys, dense / f"{rep}.usearch", prev, r.fresh)
     return ann | {"full_reason": why} if prev is None else ann
 
 

@@ -95,14 +95,18 @@ def postings_agree(
     return worst < SCORE_TOLERANCE, {"queries_checked": checked, "max_abs_difference": float(worst)}
 
 
-def vectors_indexed(embeddings: pa.Table | None, dense_stats: Mapping[str, int]) -> Result:
+def vectors_indexed(embeddings: pa.Table | int | None, dense_stats: Mapping[str, int]) -> Result:
     """The dense index holds exactly the valid vectors (rows without a provider error).
 
     ``dense_stats`` are the build statistics (``<rep>_vectors`` per representation);
-    ``embeddings`` is None when no embedding partition exists yet (then nothing is indexed).
+    ``embeddings`` is the stored table, or the number of its rows with a vector (counted
+    from the stored partitions apart from the build), or None when no embedding partition
+    exists yet (then nothing is indexed).
     """
     valid = 0
-    if embeddings is not None:
+    if isinstance(embeddings, int):
+        valid = embeddings
+    elif embeddings is not None:
         valid = embeddings.num_rows - embeddings.column("vector").null_count
     indexed = sum(v for k, v in dense_stats.items() if k.endswith("_vectors"))
     return indexed == valid, {"indexed": indexed, "vectors": valid}

@@ -27,6 +27,7 @@ from memory_pipeline.core.indexes.publish import (
     load_bm25,
     read_lookups,
 )
+from memory_pipeline.core.indexes.segments import load_matrix
 from memory_pipeline.core.indexes.turns import (
     load_message_tokens,
     load_turn_indexes,
@@ -396,10 +397,12 @@ class Searcher:
 
     def dense_matrix(self, rep: str) -> tuple[np.ndarray, np.ndarray]:
         """(vectors, chunk position of each row); a chunk split into pieces has several
-        consecutive rows (the index stores them in chunk_id, piece order)."""
+        consecutive rows (the index stores each partition's rows in chunk_id, piece order,
+        the partitions in date order). The vectors are memory-mapped: one array, or the
+        version's monthly segments read as one (``segments.SegmentedMatrix``)."""
         if rep not in self._dense:
             folder = self.version / "dense"
-            matrix = np.load(folder / f"{rep}.npy", mmap_mode="r")
+            matrix = load_matrix(folder, rep)  # monthly segments (core/indexes/segments.py)
             ids = json.loads((folder / f"{rep}.ids.json").read_text())
             pos = np.array([self.position[i] for i in ids], dtype=np.int64)
             starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]]) if len(pos) else pos

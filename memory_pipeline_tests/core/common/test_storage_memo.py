@@ -4,6 +4,7 @@ decoding its Parquet file, and never when the file changed since (another writer
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -128,3 +129,19 @@ def test_an_owner_store_reads_its_stamped_partition_from_the_memo(tmp_path, memo
     assert got.equals(data)
     strict = OwnerStore(tmp_path, "default", strict=True)
     assert strict.read(T.INGEST_AUDIT, [DAY]).equals(data)
+
+
+def test_a_partition_digest_follows_its_bytes_and_is_asked_again_as_a_stat(tmp_path, monkeypatch):
+    store = TableStore(tmp_path)
+    store.write(T.INGEST_AUDIT, _audit(3), DAY)
+    path = store.path(T.INGEST_AUDIT, DAY)
+    first = store.digest(T.INGEST_AUDIT, DAY)
+    assert first == hashlib.sha256(path.read_bytes()).hexdigest()
+    calls = []
+    real = hashlib.sha256
+    monkeypatch.setattr(storage.hashlib, "sha256", lambda *a: calls.append(1) or real(*a))
+    assert store.digest(T.INGEST_AUDIT, DAY) == first and calls == []  # memoized
+    store.write(T.INGEST_AUDIT, _audit(4), DAY)  # rewritten: a new file renamed into place
+    second = store.digest(T.INGEST_AUDIT, DAY)
+    assert calls and second != first
+    assert second == real(path.read_bytes()).hexdigest()
