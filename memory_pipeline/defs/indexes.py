@@ -173,8 +173,9 @@ def search_indexes(
     dense_parts = [
         DensePart(
             d.isoformat(),
-            store.digest(T.CHUNK_EMBEDDINGS, d),
+            lambda d=d: store.digest(T.CHUNK_EMBEDDINGS, d),  # asked only for a new file
             lambda d=d: store.read(T.CHUNK_EMBEDDINGS, [d], columns=list(DENSE_COLUMNS)),
+            store.stamp(T.CHUNK_EMBEDDINGS, d),
         )
         for d in vector_days
     ]
