@@ -10,6 +10,7 @@ graph (above ``hnsw_threshold``) is updated from the published version's graph w
 (``core/indexes/hnsw.py``): the new and gone pieces only, not a rebuild.
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -157,13 +158,6 @@ def search_indexes(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, dask: DaskResource
 ):
     cfg, store = pipeline.cfg, pipeline.store
-    chunks = store.read(T.CHUNKS)
-    # only the columns the build reads: every partition of these is read on every refresh
-    reps = representation_table(
-        chunks,
-        store.read(T.CHUNK_SUMMARIES, columns=["chunk_id", "summary"]),
-        store.read(T.EMBEDDING_TEXTS, columns=["chunk_id", "embedding_text"]),
-    )
     root = index_root(cfg.storage_root)
     previous = current_version(cfg.storage_root)  # read only: its graph is carried over
     version = new_version(root)
@@ -179,44 +173,34 @@ def search_indexes(
         )
         for d in vector_days
     ]
-    dense = (
-        build_dense(dense_parts, version, cfg.hnsw_threshold, previous=previous)
-        if vector_days
-        else {}
-    )
-    # the stored rows with a vector, counted apart from the build (a provider error nulls
-    # the vector and records why): what the vectors check compares the index with
-    valid_vectors = (
-        store.read(T.CHUNK_EMBEDDINGS, columns=["error"]).column("error").null_count
-        if vector_days
-        else None
-    )
-    sessions = store.read(T.SESSIONS)
-    messages = store.read(T.RAW_MESSAGES, columns=_MESSAGE_COLUMNS)
-    smeta = session_metadata(sessions)
-    mmeta = message_metadata(messages, sessions, smeta)
-    pq.write_table(smeta, version / SESSION_LOOKUP)
-    pq.write_table(mmeta, version / "message_meta.parquet")
-    # the same chunks the BM25 indexes were built from: the version answers on its own
-    lookups = write_lookups(version, chunks, messages)
-    # token lists per chunk partition, cached by content (core/indexes/parts.py): a
-    # refresh converts only changed partitions; forget / retention delete them
-    parts = parts_root(cfg.cache_path.parent)
-    days = chunks.sort_by("chunk_id").column("local_date").to_pylist()  # reps' order
-    with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
-        bm25 = build_bm25(
-            reps, version, cfg.tokenizer, cache=cache, runner=dask.runner(), parts=parts, days=days
+    # the dense index is built beside the BM25 work, on a second thread: it writes only
+    # under version/dense, and its time goes to numpy, Arrow and usearch, which release the
+    # GIL (the graph restore and save, the changed days' decode)
+    with ThreadPoolExecutor(1, thread_name_prefix="dense") as pool:
+        dense_job = (
+            pool.submit(build_dense, dense_parts, version, cfg.hnsw_threshold, previous=previous)
+            if vector_days
+            else None
         )
-        # one document per message (core/indexes/turns.py), tokenized as the chunk indexes
-        # are, through the same token cache (two documents per message: the largest corpus)
-        raw_tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
-        turn_tokenizer = CachedTokenizer(raw_tokenizer, cache)
-        lookups.update(build_turn_index(version, chunks, messages, turn_tokenizer, parts=parts))
-        lookups["turn_tokens_cached"] = turn_tokenizer.hits
-        lookups["turn_tokens_computed"] = turn_tokenizer.misses
-    memories = store.read(T.MEMORIES)
-    timeline = supersede(memories)
-    pq.write_table(timeline, version / "memory_timeline.parquet")
+        chunks = store.read(T.CHUNKS)
+        # only the columns the build reads: every partition of these is read on every refresh
+        reps = representation_table(
+            chunks,
+            store.read(T.CHUNK_SUMMARIES, columns=["chunk_id", "summary"]),
+            store.read(T.EMBEDDING_TEXTS, columns=["chunk_id", "embedding_text"]),
+        )
+        # the stored rows with a vector, counted apart from the build (a provider error
+        # nulls the vector and records why): what the vectors check compares the index with
+        valid_vectors = (
+            store.read(T.CHUNK_EMBEDDINGS, columns=["error"]).column("error").null_count
+            if vector_days
+            else None
+        )
+        bm25, lookups, smeta, mmeta = _text_indexes(pipeline, dask, version, chunks, reps)
+        memories = store.read(T.MEMORIES)
+        timeline = supersede(memories)
+        pq.write_table(timeline, version / "memory_timeline.parquet")
+        dense = dense_job.result() if dense_job is not None else {}
     # checks on the new version before it becomes visible
     timeline_check = index_checks.timeline_valid(memories, timeline)
     covers_check = index_checks.bm25_covers(bm25.stats, reps, chunks.num_rows)
@@ -258,6 +242,38 @@ def search_indexes(
     yield check_result(BM25, CHECK_BM25_COVERS, covers_check)
     yield check_result(BM25, CHECK_POSTINGS, postings_check)
     yield check_result(VECTORS, CHECK_VECTORS, vectors_check)
+
+
+def _text_indexes(
+    pipeline: PipelineResource, dask: DaskResource, version: Path, chunks: Any, reps: dict
+) -> tuple[Any, dict, Any, Any]:
+    """The version's time metadata, lookups, BM25 indexes (chunks per representation) and
+    turn indexes; returns (the BM25 build, the lookup stats, session and message metadata)."""
+    cfg, store = pipeline.cfg, pipeline.store
+    sessions = store.read(T.SESSIONS)
+    messages = store.read(T.RAW_MESSAGES, columns=_MESSAGE_COLUMNS)
+    smeta = session_metadata(sessions)
+    mmeta = message_metadata(messages, sessions, smeta)
+    pq.write_table(smeta, version / SESSION_LOOKUP)
+    pq.write_table(mmeta, version / "message_meta.parquet")
+    # the same chunks the BM25 indexes were built from: the version answers on its own
+    lookups = write_lookups(version, chunks, messages)
+    # token lists per chunk partition, cached by content (core/indexes/parts.py): a
+    # refresh converts only changed partitions; forget / retention delete them
+    parts = parts_root(cfg.cache_path.parent)
+    days = chunks.sort_by("chunk_id").column("local_date").to_pylist()  # reps' order
+    with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
+        bm25 = build_bm25(
+            reps, version, cfg.tokenizer, cache=cache, runner=dask.runner(), parts=parts, days=days
+        )
+        # one document per message (core/indexes/turns.py), tokenized as the chunk indexes
+        # are, through the same token cache (two documents per message: the largest corpus)
+        raw_tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
+        turn_tokenizer = CachedTokenizer(raw_tokenizer, cache)
+        lookups.update(build_turn_index(version, chunks, messages, turn_tokenizer, parts=parts))
+        lookups["turn_tokens_cached"] = turn_tokenizer.hits
+        lookups["turn_tokens_computed"] = turn_tokenizer.misses
+    return bm25, lookups, smeta, mmeta
 
 
 def _index_settings(cfg: Any) -> str | None:
