@@ -169,7 +169,6 @@ def search_indexes(
             d.isoformat(),
             lambda d=d: store.digest(T.CHUNK_EMBEDDINGS, d),  # asked only for a new file
             lambda d=d: store.read(T.CHUNK_EMBEDDINGS, [d], columns=list(DENSE_COLUMNS)),
-            store.stamp(T.CHUNK_EMBEDDINGS, d),
         )
         for d in vector_days
     ]

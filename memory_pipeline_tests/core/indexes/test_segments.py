@@ -222,34 +222,3 @@ def test_keys_match_the_piece_keys_of_the_rows(tmp_path):
     keys = np.load(dense / f"summary{H.KEYS_SUFFIX}")
     pieces = [i - ids.index(c) for i, c in enumerate(ids)]
     assert np.array_equal(keys, H.piece_keys(ids, pieces))
-
-
-def test_an_unchanged_stamp_reuses_the_recorded_digest_without_reading_the_file(tmp_path):
-    store = _store()
-    asked: list[str] = []
-
-    def parts(stamps: dict[str, tuple]) -> list[DensePart]:
-        def ask(p: DensePart):
-            def digest() -> str:
-                asked.append(p.day)
-                return p.digest
-
-            return digest
-
-        return [DensePart(p.day, ask(p), p.load, stamps.get(p.day)) for p in store.parts()]
-
-    stamps = {d: (1, i, 100, 7) for i, d in enumerate(DAYS)}
-    v1, v2 = tmp_path / "v1", tmp_path / "v2"
-    build_dense(parts(stamps), v1, THRESHOLD)
-    assert sorted(asked) == sorted(DAYS)
-    asked.clear()
-    store.tables["2022-09-10"] = _day_table("2022-09-10", 11, 50)  # rewritten: a new file
-    stamps["2022-09-10"] = (1, 99, 120, 8)
-    store.loads.clear()
-    build_dense(parts(stamps), v2, THRESHOLD, previous=v1)
-    assert asked == ["2022-09-10"] and store.loads == ["2022-09-10"]
-    scratch = tmp_path / "scratch"
-    build_dense(store.parts(), scratch, THRESHOLD)
-    assert {k: v for k, v in _files(v2).items() if k != SEGMENTS_FILE} == {
-        k: v for k, v in _files(scratch).items() if k != SEGMENTS_FILE
-    }
