@@ -206,17 +206,6 @@ class TableStore:
         file's is memoized per file identity, see :func:`file_digest`)."""
         return file_digest(self.path(name, day))
 
-    def stamp(self, name: TableRef, day: dt.date | None = None) -> tuple[int, ...] | None:
-        """A stored local partition's file identity (device, inode, size, mtime): a write
-        renames a new file into place, so an equal stamp means the same bytes. None on
-        object storage (no such identity) or when the file is missing."""
-        if self.remote:
-            return None
-        try:
-            return _identity(os.stat(self.path(name, day)))
-        except OSError:
-            return None
-
     def files(self, name: TableRef) -> list[tuple[str, int]]:
         """(file name, bytes) of the table's Parquet files (the storage report sizes them)."""
         return fs.list_files(self.table_dir(name), ".parquet")

@@ -43,7 +43,7 @@ from memory_pipeline.core.indexes import hnsw as H
 from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index, postings
 from memory_pipeline.core.indexes.bm25_text import DEFAULT_PREFIX, bm25_raw_texts
 from memory_pipeline.core.indexes.ivf import build_ivf, save_ivf
-from memory_pipeline.core.indexes.segments import DensePart, RepRows, assemble
+from memory_pipeline.core.indexes.segments import DensePart, RepRows, SplitChunk, assemble
 from memory_pipeline.core.indexes.token_cache import CachedTokenizer
 from memory_pipeline.core.indexes.tokenize import ParallelTokenizer, get_tokenizer
 from memory_pipeline.core.represent.cache import ContentCache
@@ -421,7 +421,7 @@ def build_dense(
         parts = list(embeddings)
     try:
         rows, stats = assemble(parts, dense, previous, H.piece_keys)
-    except ValueError:  # a chunk in two partitions: one table, one segment, as before parts
+    except SplitChunk:  # a chunk in two partitions: one table, one segment, as before parts
         for stale in dense.iterdir():
             stale.unlink()
         table = pa.concat_tables([p.load() for p in parts]) if parts else None

@@ -33,7 +33,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +45,7 @@ __all__ = [
     "SEGMENT_FORMAT",
     "DensePart",
     "RepRows",
+    "SplitChunk",
     "SegmentedMatrix",
     "assemble",
     "load_matrix",
@@ -59,18 +60,16 @@ SEGMENTS_FILE = "segments.json"
 class DensePart:
     """One stored partition of the embeddings: its label (the ISO date; ``"all"`` for one
     in-memory table), a digest of its stored content (None: never taken over; a callable
-    is asked only when needed) and how to read its rows (only called when the previous
-    version cannot supply them).
-
-    ``stamp`` (optional) is the stored file's identity (device, inode, size, mtime): a
-    partition is only ever replaced by renaming a new file into place, so a file whose stamp
-    equals the one the previous version recorded has the digest recorded with it, and is
-    not read at all (hashing every partition was 2.4 s of a refresh in a fresh process)."""
+    is asked once, when the build starts) and how to read its rows (only called when the
+    previous version cannot supply them)."""
 
     day: str
     digest: str | Callable[[], str] | None
     load: Callable[[], pa.Table]
-    stamp: tuple[int, ...] | None = None
+
+
+class SplitChunk(ValueError):
+    """A chunk id has rows in two partitions, so its pieces would not be consecutive rows."""
 
 
 class SegmentedMatrix:
@@ -152,7 +151,6 @@ class RepRows:
     provider: str
     model: str
     dim: int
-    segments: list[dict] = field(default_factory=list)
 
 
 def _read_index(dense: Path) -> dict | None:
@@ -182,15 +180,6 @@ class _Previous:
             except (OSError, ValueError, KeyError, TypeError):
                 self.index, self.meta, self._rows = None, {}, {}
         self.digests: dict[str, str] = dict((self.index or {}).get("days", {}))
-        self.stamps: dict[str, list] = dict((self.index or {}).get("stamps", {}))
-
-    def digest_of(self, part: DensePart) -> str | None:
-        """``part``'s digest: the recorded one when its file's stamp is unchanged."""
-        if part.stamp is not None and self.stamps.get(part.day) == list(part.stamp):
-            known = self.digests.get(part.day)
-            if known is not None:
-                return known
-        return part.digest() if callable(part.digest) else part.digest
 
     def has_day(self, day: str, digest: str | None) -> bool:
         return digest is not None and self.digests.get(day) == digest
@@ -235,12 +224,11 @@ class _Previous:
             shutil.copyfile(self.dense / file, target)
 
 
-def _sorted_rows(table: pa.Table, rep: str | None) -> tuple[np.ndarray, list[str], list[int]]:
-    """A part's valid rows of ``rep`` (all when None) in (chunk_id, piece) order: the float32
+def _sorted_rows(table: pa.Table, rep: str) -> tuple[np.ndarray, list[str], list[int]]:
+    """A part's valid rows of ``rep`` in (chunk_id, piece) order: the float32
     matrix (one numpy gather: Arrow's take over a list column cost ~4 s of a 276k-piece
     refresh), the chunk ids and piece numbers."""
-    if rep is not None:
-        table = table.filter(pc.equal(table.column("representation"), rep))
+    table = table.filter(pc.equal(table.column("representation"), rep))
     if table.num_rows == 0:
         return np.zeros((0, 0), np.float32), [], []
     order = pc.sort_indices(
@@ -286,12 +274,12 @@ def assemble(
     representation's rows and the statistics (days decoded, segments linked and written).
 
     A chunk's pieces must be consecutive rows (the exact scan's max-sim reads runs of equal
-    ids): a chunk id that appears in two partitions breaks that, and raises ``ValueError``
-    (the caller then builds from one table)."""
+    ids): a chunk id that appears in two partitions breaks that, and raises
+    :class:`SplitChunk` (the caller then builds from one table)."""
     dense = Path(dense)
     prev = _Previous(previous)
     days = [
-        DensePart(p.day, prev.digest_of(p), p.load, p.stamp)
+        DensePart(p.day, p.digest() if callable(p.digest) else p.digest, p.load)
         for p in sorted(parts, key=lambda p: p.day)
     ]
     if len({p.day for p in days}) != len(days):
@@ -310,12 +298,10 @@ def assemble(
     out: dict[str, RepRows] = {}
     stats = {"dense_days": len(days), "dense_days_decoded": len(decoded)}
     linked = written = 0
-    index = {"format": SEGMENT_FORMAT, "days": {}, "stamps": {}, "reps": {}, "dims": {}}
+    index = {"format": SEGMENT_FORMAT, "days": {}, "reps": {}, "dims": {}}
     for p in days:
         if p.digest is not None:
             index["days"][p.day] = p.digest
-            if p.stamp is not None:
-                index["stamps"][p.day] = list(p.stamp)
     for rep in sorted(reps):
         identity = None
         for day_table in decoded.values():
@@ -360,7 +346,7 @@ def assemble(
         if not ids:
             continue
         if not _grouped(ids):
-            raise ValueError(f"a chunk of {rep!r} has rows in two partitions")
+            raise SplitChunk(f"a chunk of {rep!r} has rows in two partitions")
         matrix = mats[0] if len(mats) == 1 else SegmentedMatrix(mats, dim)
         out[rep] = RepRows(
             matrix=matrix,
@@ -370,7 +356,6 @@ def assemble(
             provider=identity[0],
             model=identity[1],
             dim=dim,
-            segments=segs,
         )
         index["reps"][rep] = segs
         index["dims"][rep] = dim
