@@ -34,7 +34,12 @@ import pyarrow.compute as pc
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.parallel import map_tasks
 from memory_pipeline.core.common.records import QuarantineRecord, Record
-from memory_pipeline.core.common.storage import TableRef, TableStore, write_text_atomic
+from memory_pipeline.core.common.storage import (
+    TableRef,
+    TableStore,
+    file_digest,
+    write_text_atomic,
+)
 from memory_pipeline.core.common.tables import Table, table
 
 OWNER_COLUMN = "owner_id"
@@ -255,7 +260,9 @@ def input_fingerprint(store: TableStore, tables: Iterable[TableRef], extra: str 
         digest.update(f"\x00{t.name}\x00{len(files)}".encode())
         for name in files:
             digest.update(name.encode())
-            digest.update(hashlib.sha256(fs.read_bytes(fs.join(folder, name))).digest())
+            # the file's sha256, memoized per file identity (the same bytes as before, so
+            # fingerprints recorded by earlier builds stay valid)
+            digest.update(bytes.fromhex(file_digest(fs.join(folder, name))))
     return digest.hexdigest()
 
 
