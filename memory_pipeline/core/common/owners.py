@@ -38,6 +38,7 @@ from memory_pipeline.core.common.storage import (
     TableRef,
     TableStore,
     file_digest,
+    map_files,
     write_text_atomic,
 )
 from memory_pipeline.core.common.tables import Table, table
@@ -212,9 +213,13 @@ class OwnerStore(TableStore):
             else:
                 files = [(d, self.path(t, d)) for d in sorted(set(days)) if self.has(t, d)]
         parts = []
-        for _day, path in files:
-            # one read of the file, its stamp included when it has one
-            part, stamped = self.read_file_with(t, path, columns, OWNER_COLUMN)
+        # one read of each file, its stamp included when it has one (overlapped: map_files)
+        read = map_files(
+            lambda path: self.read_file_with(t, path, columns, OWNER_COLUMN),
+            [path for _day, path in files],
+            self.remote,
+        )
+        for part, stamped in read:
             if not stamped:
                 parts.append(part)  # written before owners existed
                 continue

@@ -16,10 +16,10 @@ import os
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,9 +28,15 @@ from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.tables import Table, table
 
+R = TypeVar("R")
+
 UNPARTITIONED = "all"
 REMOTE_READERS = 8  # concurrent object reads of one table (latency-bound, not CPU-bound)
 WRITE_THREADS = 2  # Parquet encoding releases the GIL: two writers on the 2-core target
+# Parquet decoding releases the GIL too: a table of many local partition files is read by two
+# threads (a nightly refresh reads ~700 files; one thread left the second core idle)
+LOCAL_READERS = 2
+PARALLEL_FROM = 8  # files: below this a pool costs more than it saves
 # A table as callers name it: a registry constant (``tables.SESSIONS``) or its name.
 TableRef = str | Table
 # Arrow bytes of just-written partitions kept for reads in the same process (WriteMemo)
@@ -276,11 +282,7 @@ class TableStore:
                 paths = [self.path(name, d) for d in wanted if d in present]
             else:
                 paths = [p for d in wanted if (p := Path(self.path(name, d))).is_file()]
-        if self.remote and len(paths) > 1:  # one round trip per object: overlap them
-            with ThreadPoolExecutor(REMOTE_READERS) as pool:
-                parts = list(pool.map(lambda p: self._read_file(p, columns), paths))
-        else:
-            parts = [self._read_file(p, columns) for p in paths]
+        parts = map_files(lambda p: self._read_file(p, columns), paths, self.remote)
         if not parts:
             if schema is None:
                 raise FileNotFoundError(
@@ -312,8 +314,9 @@ class TableStore:
 
         if not self.remote and WRITE_MEMO.get(Path(path)) is None:
             with pq.ParquetFile(path) as file:
-                has, wanted = wanted_of(file.schema_arrow.names)
-                part = _read_open(file, Path(path), wanted)
+                names = file.schema_arrow.names  # converted on every access: once
+                has, wanted = wanted_of(names)
+                part = _read_open(file, Path(path), wanted, names)
         else:  # remote, or just written (both answered without opening a local file)
             has, wanted = wanted_of(self.file_schema(path).names)
             part = self._read_file(path, wanted)
@@ -334,6 +337,17 @@ class TableStore:
         return pq.read_schema(at, filesystem=where)
 
 
+def map_files(fn: Callable[[Any], R], paths: Sequence[Any], remote: bool) -> list[R]:
+    """``[fn(p) for p in paths]``, in order, overlapped: remote objects on
+    ``REMOTE_READERS`` threads (one round trip each), many local files on ``LOCAL_READERS``
+    (decoding releases the GIL), a few local files in this thread."""
+    workers = REMOTE_READERS if remote else LOCAL_READERS
+    if len(paths) < (2 if remote else PARALLEL_FROM) or workers < 2:
+        return [fn(p) for p in paths]
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(fn, paths))
+
+
 def _read_local(path: Path, columns: list[str] | None) -> pa.Table:
     """One local Parquet file, as ``pq.read_table`` reads it, through ``ParquetFile``: the
     dataset machinery of ``read_table`` cost more than the decoding for most partition
@@ -343,10 +357,15 @@ def _read_local(path: Path, columns: list[str] | None) -> pa.Table:
         return _read_open(file, path, columns)
 
 
-def _read_open(file: pq.ParquetFile, path: Path, columns: list[str] | None) -> pa.Table:
+def _read_open(
+    file: pq.ParquetFile, path: Path, columns: list[str] | None, names: list[str] | None = None
+) -> pa.Table:
     """``columns`` of the open ``file`` at ``path``; a column it lacks raises, as
-    ``pq.read_table`` does (``ParquetFile.read`` would skip it)."""
-    if columns is not None and not set(columns) <= set(file.schema_arrow.names):
+    ``pq.read_table`` does (``ParquetFile.read`` would skip it). ``names``: the file's
+    column names when the caller has them."""
+    if names is None and columns is not None:
+        names = file.schema_arrow.names
+    if columns is not None and not set(columns) <= set(names or ()):
         return pq.read_table(path, columns=columns)  # raises
     return file.read(columns=columns)
 
