@@ -10,7 +10,7 @@ graph (above ``hnsw_threshold``) is updated from the published version's graph w
 (``core/indexes/hnsw.py``): the new and gone pieces only, not a rebuild.
 """
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from memory_pipeline.core.indexes.publish import (
 )
 from memory_pipeline.core.indexes.segments import DensePart
 from memory_pipeline.core.indexes.token_cache import CachedTokenizer
+from memory_pipeline.core.indexes.tokenize import get_tokenizer
 from memory_pipeline.core.indexes.turns import build_turn_index
 from memory_pipeline.core.memories.extract import supersede
 from memory_pipeline.core.quality import index_checks
@@ -172,33 +173,40 @@ def search_indexes(
         )
         for d in vector_days
     ]
-    # the dense index is built beside the BM25 work, on a second thread: it writes only
-    # under version/dense, and its time goes to numpy, Arrow and usearch, which release the
-    # GIL (the graph restore and save, the changed days' decode)
-    with ThreadPoolExecutor(1, thread_name_prefix="dense") as pool:
+    # Three threads beside this one: the dense index (it writes only under version/dense;
+    # numpy, Arrow and usearch release the GIL) and two for the table reads, the turn index,
+    # the lookups, the metadata and the timeline, each writing its own files; the chunk BM25
+    # indexes are built here. A refresh was one thread's work with the second core idle.
+    with (
+        ThreadPoolExecutor(1, thread_name_prefix="dense") as dense_pool,
+        ThreadPoolExecutor(2, thread_name_prefix="index") as pool,
+    ):
         dense_job = (
-            pool.submit(build_dense, dense_parts, version, cfg.hnsw_threshold, previous=previous)
+            dense_pool.submit(
+                build_dense, dense_parts, version, cfg.hnsw_threshold, previous=previous
+            )
             if vector_days
             else None
         )
-        chunks = store.read(T.CHUNKS)
         # only the columns the build reads: every partition of these is read on every refresh
-        reps = representation_table(
-            chunks,
-            store.read(T.CHUNK_SUMMARIES, columns=["chunk_id", "summary"]),
-            store.read(T.EMBEDDING_TEXTS, columns=["chunk_id", "embedding_text"]),
-        )
+        summaries = pool.submit(store.read, T.CHUNK_SUMMARIES, columns=["chunk_id", "summary"])
+        texts = pool.submit(store.read, T.EMBEDDING_TEXTS, columns=["chunk_id", "embedding_text"])
+        memories_job = pool.submit(store.read, T.MEMORIES)
+        timeline_job = pool.submit(_timeline, memories_job, version)
         # the stored rows with a vector, counted apart from the build (a provider error
         # nulls the vector and records why): what the vectors check compares the index with
-        valid_vectors = (
-            store.read(T.CHUNK_EMBEDDINGS, columns=["error"]).column("error").null_count
-            if vector_days
-            else None
+        valid_job = pool.submit(
+            lambda: (
+                store.read(T.CHUNK_EMBEDDINGS, columns=["error"]).column("error").null_count
+                if vector_days
+                else None
+            )
         )
-        bm25, lookups, smeta, mmeta = _text_indexes(pipeline, dask, version, chunks, reps)
-        memories = store.read(T.MEMORIES)
-        timeline = supersede(memories)
-        pq.write_table(timeline, version / "memory_timeline.parquet")
+        chunks = store.read(T.CHUNKS)
+        reps = representation_table(chunks, summaries.result(), texts.result())
+        bm25, lookups, smeta, mmeta = _text_indexes(pipeline, dask, version, chunks, reps, pool)
+        memories, timeline = timeline_job.result()
+        valid_vectors = valid_job.result()
         dense = dense_job.result() if dense_job is not None else {}
     # checks on the new version before it becomes visible
     timeline_check = index_checks.timeline_valid(memories, timeline)
@@ -208,10 +216,10 @@ def search_indexes(
     ok = all(r[0] for r in (covers_check, postings_check, vectors_check, timeline_check))
     if ok:
         publish(root, version)
-        store.write(T.BM25_POSTINGS, bm25.postings)
-        store.write(T.SESSION_META, smeta)
-        store.write(T.MESSAGE_META, mmeta)
-        store.write(T.MEMORY_TIMELINE, timeline)
+        writes = ((T.BM25_POSTINGS, bm25.postings), (T.SESSION_META, smeta))
+        writes += ((T.MESSAGE_META, mmeta), (T.MEMORY_TIMELINE, timeline))
+        with ThreadPoolExecutor(2, thread_name_prefix="store") as pool:  # encoding frees the GIL
+            list(pool.map(lambda w: store.write(*w), writes))
     context.log.info(
         f"search_indexes: version {version.name} {'published' if ok else 'NOT published'}"
     )
@@ -243,35 +251,68 @@ def search_indexes(
     yield check_result(VECTORS, CHECK_VECTORS, vectors_check)
 
 
-def _text_indexes(
-    pipeline: PipelineResource, dask: DaskResource, version: Path, chunks: Any, reps: dict
-) -> tuple[Any, dict, Any, Any]:
-    """The version's time metadata, lookups, BM25 indexes (chunks per representation) and
-    turn indexes; returns (the BM25 build, the lookup stats, session and message metadata)."""
-    cfg, store = pipeline.cfg, pipeline.store
-    sessions = store.read(T.SESSIONS)
-    messages = store.read(T.RAW_MESSAGES, columns=_MESSAGE_COLUMNS)
+def _timeline(memories_job: Future, version: Path) -> tuple[Any, Any]:
+    """(memories, their timeline after supersession), the timeline written to ``version``."""
+    memories = memories_job.result()
+    timeline = supersede(memories)
+    pq.write_table(timeline, version / "memory_timeline.parquet")
+    return memories, timeline
+
+
+def _time_metadata(version: Path, sessions: Any, messages: Any) -> tuple[Any, Any]:
+    """(session, message) metadata, written to ``version``."""
     smeta = session_metadata(sessions)
     mmeta = message_metadata(messages, sessions, smeta)
     pq.write_table(smeta, version / SESSION_LOOKUP)
     pq.write_table(mmeta, version / "message_meta.parquet")
-    # the same chunks the BM25 indexes were built from: the version answers on its own
-    lookups = write_lookups(version, chunks, messages)
+    return smeta, mmeta
+
+
+def _text_indexes(
+    pipeline: PipelineResource,
+    dask: DaskResource,
+    version: Path,
+    chunks: Any,
+    reps: dict,
+    pool: ThreadPoolExecutor,
+) -> tuple[Any, dict, Any, Any]:
+    """The version's time metadata, lookups, BM25 indexes (chunks per representation) and
+    turn indexes; returns (the BM25 build, the lookup stats, session and message metadata).
+
+    The chunk indexes are built in this thread; the turn index, the lookups and the
+    metadata on ``pool`` (each writes its own files of ``version``)."""
+    cfg, store = pipeline.cfg, pipeline.store
+    sessions = pool.submit(store.read, T.SESSIONS)
+    messages = store.read(T.RAW_MESSAGES, columns=_MESSAGE_COLUMNS)
     # token lists per chunk partition, cached by content (core/indexes/parts.py): a
     # refresh converts only changed partitions; forget / retention delete them
     parts = parts_root(cfg.cache_path.parent)
     days = chunks.sort_by("chunk_id").column("local_date").to_pylist()  # reps' order
+    # one analyzer for the chunks, the turns and the queries (auto: picked from raw texts)
+    tok = get_tokenizer(cfg.tokenizer, sample_texts=reps["raw_text"][1])
     with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
-        bm25 = build_bm25(
-            reps, version, cfg.tokenizer, cache=cache, runner=dask.runner(), parts=parts, days=days
-        )
         # one document per message (core/indexes/turns.py), tokenized as the chunk indexes
-        # are, through the same token cache (two documents per message: the largest corpus)
-        raw_tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
-        turn_tokenizer = CachedTokenizer(raw_tokenizer, cache)
-        lookups.update(build_turn_index(version, chunks, messages, turn_tokenizer, parts=parts))
+        # are, through the same token cache (two documents per message: the largest corpus);
+        # its own tokenizer object (Sudachi's state is per thread anyway)
+        turn_tokenizer = CachedTokenizer(
+            get_tokenizer(tok.name, **dict(tok.params)), cache, defer=True
+        )
+        turns = pool.submit(
+            build_turn_index, version, chunks, messages, turn_tokenizer, parts=parts
+        )
+        # the chunk lookups (the chunks the BM25 indexes are built from: the version
+        # answers on its own) and the time metadata
+        lookups_job = pool.submit(write_lookups, version, chunks, messages)
+        meta_job = pool.submit(lambda: _time_metadata(version, sessions.result(), messages))
+        bm25 = build_bm25(
+            reps, version, tok, cache=cache, runner=dask.runner(), parts=parts, days=days
+        )
+        lookups = lookups_job.result()
+        lookups.update(turns.result())
+        turn_tokenizer.flush()  # after the chunk indexes' entries: one order, one cache file
         lookups["turn_tokens_cached"] = turn_tokenizer.hits
         lookups["turn_tokens_computed"] = turn_tokenizer.misses
+    smeta, mmeta = meta_job.result()
     return bm25, lookups, smeta, mmeta
 
 

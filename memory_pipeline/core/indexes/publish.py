@@ -45,7 +45,7 @@ from memory_pipeline.core.indexes.bm25_text import DEFAULT_PREFIX, bm25_raw_text
 from memory_pipeline.core.indexes.ivf import build_ivf, save_ivf
 from memory_pipeline.core.indexes.segments import DensePart, RepRows, SplitChunk, assemble
 from memory_pipeline.core.indexes.token_cache import CachedTokenizer
-from memory_pipeline.core.indexes.tokenize import ParallelTokenizer, get_tokenizer
+from memory_pipeline.core.indexes.tokenize import ParallelTokenizer, Tokenizer, get_tokenizer
 from memory_pipeline.core.represent.cache import ContentCache
 
 CURRENT = "CURRENT"
@@ -242,7 +242,7 @@ class Bm25Build:
 def build_bm25(
     reps: dict[str, tuple[list[str], list[str]]],
     folder: Path,
-    tokenizer: str = "auto",
+    tokenizer: str | Tokenizer = "auto",
     cache: ContentCache | None = None,
     runner: object = None,
     parts: Path | None = None,
@@ -263,11 +263,14 @@ def build_bm25(
     index files, and a refresh reads back, converts and tokenizes only changed partitions.
     """
     raw_texts = reps["raw_text"][1]
-    tok = (
-        get_tokenizer(tokenizer, sample_texts=raw_texts)
-        if tokenizer == "auto"
-        else (get_tokenizer(tokenizer))
-    )
+    if isinstance(tokenizer, str):
+        tok = (
+            get_tokenizer(tokenizer, sample_texts=raw_texts)
+            if tokenizer == "auto"
+            else (get_tokenizer(tokenizer))
+        )
+    else:  # resolved by the caller (who shares the analyzer with the turn index)
+        tok = tokenizer
     work = ParallelTokenizer(tok, runner) if runner is not None else tok
     cached = CachedTokenizer(work, cache) if cache is not None else None
     tables, stats = [], {"tokenizer": tok.name}

@@ -45,7 +45,7 @@ class CachedTokenizer:
     de-duplication) over this object's lifetime, for build metadata.
     """
 
-    def __init__(self, inner: Tokenizer, cache: ContentCache) -> None:
+    def __init__(self, inner: Tokenizer, cache: ContentCache, *, defer: bool = False) -> None:
         self.inner = inner
         self.cache = cache
         self.name = inner.name
@@ -53,6 +53,16 @@ class CachedTokenizer:
         self.key = token_key(cache, inner)
         self.hits = 0
         self.misses = 0
+        # defer: new entries are held until flush(), so a tokenizer working beside another
+        # writer of the cache (the turn index beside the chunk indexes) writes after it, in
+        # one order whatever the threads' timing: the cache file stays the same bytes
+        self.defer = defer
+        self.pending: dict[str, str] = {}  # hash -> joined tokens, read like the cache
+
+    def flush(self) -> int:
+        """Write the deferred entries (one transaction); returns how many."""
+        pending, self.pending = self.pending, {}
+        return self.cache.put_texts(self.key, list(pending.items())) if pending else 0
 
     def tokenize(self, text: str) -> list[str]:
         """Tokens of one text (queries: not worth a cache round trip)."""
@@ -67,6 +77,8 @@ class CachedTokenizer:
         hashes = [text_hash(t) for t in texts]
         unique = dict(zip(hashes, texts, strict=True))
         found = self._lookup(list(unique))
+        if self.pending:  # computed earlier by this tokenizer, not yet written
+            found |= {h: self.pending[h] for h in unique if h in self.pending and h not in found}
         missing = [h for h in unique if h not in found]
         tokens = dict.fromkeys(found)
         for h, payload in found.items():
@@ -78,7 +90,10 @@ class CachedTokenizer:
                 tokens[h] = toks
                 if all(t and SEP not in t for t in toks):
                     store.append((h, SEP.join(toks)))
-            self.cache.put_texts(self.key, store)
+            if self.defer:
+                self.pending.update(store)
+            else:
+                self.cache.put_texts(self.key, store)
         self.hits += len(found)
         self.misses += len(missing)
         # equal texts share one list (callers only read them): copying 850k lists cost ~10 %

@@ -68,6 +68,27 @@ def test_a_refresh_tokenizes_only_new_texts(tmp_path: Path):
     assert (refresh.hits, refresh.misses) == (len(set(TEXTS)), len(NEW))
 
 
+def test_deferred_entries_are_read_back_and_written_only_at_flush(tmp_path: Path):
+    """The turn index's tokenizer (beside the chunk indexes' on another thread) holds its
+    entries until flush: nothing reaches the file before, a text it saw is not tokenized
+    twice, and after the flush a new build reads them all from the cache."""
+    counting = Counting(get_tokenizer("english"))
+    with ContentCache(tmp_path / "cache.sqlite") as cache:
+        held = CachedTokenizer(counting, cache, defer=True)
+        first = held.tokenize_many(TEXTS)
+        key = token_cache.token_key(cache, counting)
+        assert cache.get_texts(key, [text_hash(t) for t in TEXTS]) == {}
+        counting.seen.clear()
+        assert held.tokenize_many(TEXTS + NEW) == first + counting.inner.tokenize_many(NEW)
+        assert sorted(counting.seen) == sorted(NEW)  # the held ones answered from memory
+        assert held.flush() == len(set(TEXTS + NEW))
+        assert held.flush() == 0
+        counting.seen.clear()
+        again = CachedTokenizer(counting, cache)
+        assert again.tokenize_many(TEXTS + NEW) == first + counting.inner.tokenize_many(NEW)
+    assert counting.seen == []  # the new build read every text from the cache
+
+
 def test_the_full_scan_path_reads_the_same_tokens(tmp_path: Path, monkeypatch):
     plain = get_tokenizer("english")
     with ContentCache(tmp_path / "cache.sqlite") as cache:
