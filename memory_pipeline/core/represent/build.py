@@ -24,7 +24,12 @@ from memory_pipeline.core.common.schema import (
     SESSION_ENRICHMENT,
     embeddings_schema,
 )
-from memory_pipeline.core.represent.cache import ContentCache, cached_embed, cached_summarize
+from memory_pipeline.core.represent.cache import (
+    ContentCache,
+    cached_embed,
+    cached_summarize,
+    embed_key_params,
+)
 from memory_pipeline.core.represent.embedding_text import build_embedding_text, excerpt_of
 from memory_pipeline.core.represent.providers.base import Embedder, Summarizer
 from memory_pipeline.core.represent.summarize import (
@@ -227,6 +232,77 @@ def split_for(embedder: Embedder, texts: Sequence[str], runner: object = None) -
     return [pieces for part in parts for pieces in part]
 
 
+SPLIT_FORMAT = 1  # bump when split_to_window cuts differently: old entries are not read
+
+
+def piece_offsets(text: str, pieces: Sequence[str]) -> list[list[int]] | None:
+    """``pieces`` as [start, end) offsets into ``text`` (each piece is a substring, in
+    order), or None when they are not (then they are not cached)."""
+    out, at = [], 0
+    for piece in pieces:
+        start = text.find(piece, at)
+        if start < 0:
+            return None
+        out.append([start, start + len(piece)])
+        at = start + len(piece)
+    return out
+
+
+def cached_split(
+    embedder: Embedder,
+    texts: Sequence[str],
+    cache: ContentCache,
+    keys: Sequence[str] | None = None,
+    runner: object = None,
+    variant: str = "",
+) -> tuple[list[list[str]], int]:
+    """:func:`split_for` through the content cache: (pieces per text, how many texts'
+    cuts were read back).
+
+    Why: splitting counts a text's tokens about three times over (the whole text, its lines,
+    the pieces) and a local model's tokenizer is pure Python, so it cost as much as
+    embedding a piece; a night re-chunks yesterday's partition too, whose pieces only the
+    split could name (the vectors are cached per piece). A text's cut depends only on the
+    text and the model's tokenizer and window (``embed_key_params``), so it is kept as
+    offsets (no text) under the text hash of ``keys[i]`` (default the text itself; the
+    text before redaction, with ``variant`` saying which redaction: forget and retention
+    delete every entry under a purged text's hash)."""
+    if not callable(getattr(embedder, "split", None)) or getattr(embedder, "remote", False):
+        return split_for(embedder, texts, runner), 0
+    params = {"format": SPLIT_FORMAT, "variant": variant}
+    key = cache.key_for(
+        f"split:{embedder.provider}",
+        embedder.model,
+        params | embed_key_params(embedder, "document"),
+    )
+    hashes = [text_hash(k) for k in (keys if keys is not None else texts)]
+    found = cache.get_json(key, hashes)
+    out: list[list[str] | None] = [None] * len(texts)
+    todo: dict[str, int] = {}  # hash -> first text index that needs the split
+    hits = 0
+    for i, (h, text) in enumerate(zip(hashes, texts, strict=True)):
+        spans = found.get(h)
+        if spans is not None and (not spans or spans[-1][1] <= len(text)):
+            out[i] = [text[a:b] for a, b in spans]
+            hits += 1
+        else:
+            todo.setdefault(h, i)
+    if todo:
+        firsts = list(todo.values())
+        fresh = split_for(embedder, [texts[i] for i in firsts], runner)
+        store = {}
+        for i, pieces in zip(firsts, fresh, strict=True):
+            out[i] = pieces
+            spans = piece_offsets(texts[i], pieces)
+            if spans is not None:
+                store[hashes[i]] = spans
+        cache.put_json(key, store)
+        for i, h in enumerate(hashes):
+            if out[i] is None:
+                out[i] = out[todo[h]]
+    return [list(p) for p in out if p is not None], hits
+
+
 def embed_chunks(
     chunks: pa.Table,
     summaries: pa.Table,
@@ -253,13 +329,16 @@ def embed_chunks(
     chunk_ids = chunks.column("chunk_id").to_pylist()
     dates = chunks.column("local_date").to_pylist()
     jobs = []
+    splits_cached = 0
     for rep in representations:
-        values = representation_texts(chunks, summaries, texts, rep)
+        values = originals = representation_texts(chunks, summaries, texts, rep)
         if redact_text:
             cleaned = [redact(v) for v in values]
             values = [c[0] for c in cleaned]
             redacted_n += sum(sum(c[1].values()) for c in cleaned)
-        pieces = split_for(embedder, values, runner)
+        variant = "redacted" if redact_text else ""
+        pieces, hits = cached_split(embedder, values, cache, originals, runner, variant)
+        splits_cached += hits
         split_n += sum(len(p) > 1 for p in pieces)
         jobs.append((rep, pieces))
 
@@ -312,6 +391,7 @@ def embed_chunks(
         "cache_hits": hits,
         "provider_calls": embedder.calls - calls_before,
         "split": split_n,
+        "splits_cached": splits_cached,
         "window": int(getattr(embedder, "window", 0) or 0),
         "truncated": truncated_n,
         "errors": errors_n,

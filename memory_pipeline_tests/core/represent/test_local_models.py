@@ -142,3 +142,59 @@ def test_tail_of_a_long_chunk_is_found_by_dense_search(tmp_path):
     long_rows = [k for k, i in enumerate(ids) if i == "c-long"]
     winner = max(long_rows, key=lambda k: float(vectors[k] @ q))
     assert table.column("piece")[winner].as_py() == pieces.num_rows - 1
+
+
+def test_a_text_is_split_once_then_read_back_from_the_cache(tmp_path):
+    """The cut of a text is cached as offsets under its hash: a second build (a night
+    re-chunking yesterday) splits nothing, gets the same pieces and the same vectors, and
+    the cache holds no text of it; a redacted build keys its cuts apart."""
+    e = make_embedder("local", "use-multilingual-v3")
+    line = "[2024-03-01 10:{:02d}] 太郎: 今日は庭でトマトを育てる話をした {}"
+    long_text = "\n".join(line.format(i % 60, i) for i in range(90))
+    chunks = pa.table(
+        {
+            "chunk_id": ["c-long", "c-short", "c-same"],
+            "local_date": pa.array([dt.date(2024, 3, 1)] * 3, pa.date32()),
+            "raw_text": [long_text, "短い話 alice@example.com", long_text],
+        }
+    )
+    counted: list[int] = []
+    real = e.token_counts
+
+    def counting(texts, input_type="document"):
+        counted.append(len(texts))
+        return real(texts, input_type)
+
+    e.token_counts = counting  # type: ignore[method-assign]
+    with ContentCache(tmp_path / "cache.sqlite") as cache:
+        first, s1 = embed_chunks(
+            chunks, None, None, embedder=e, cache=cache, representations=["raw_text"]
+        )
+        split_calls = len(counted)
+        assert s1["splits_cached"] == 0 and s1["split"] == 2
+        counted.clear()
+        again, s2 = embed_chunks(
+            chunks, None, None, embedder=e, cache=cache, representations=["raw_text"]
+        )
+        assert s2["splits_cached"] == 3 and s2["provider_calls"] == 0
+        assert counted == []  # no token counted: neither split nor embedded
+        assert again.equals(first)
+        payloads = [
+            bytes(p).decode()
+            for (p,) in cache._read(
+                "SELECT payload FROM cache_entries WHERE kind = 'json'"
+            )
+        ]
+        assert len(payloads) == 2 and not any("トマト" in p or "短い" in p for p in payloads)
+        counted.clear()
+        _, s3 = embed_chunks(
+            chunks,
+            None,
+            None,
+            embedder=e,
+            cache=cache,
+            representations=["raw_text"],
+            redact_text=True,
+        )
+        assert s3["splits_cached"] == 0  # a redacted text's cut is keyed apart
+        assert len(counted) >= split_calls // 2
