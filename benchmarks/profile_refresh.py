@@ -40,6 +40,13 @@ def main() -> int:
         metavar="DATE",
         help="profile the nightly run of DATE (its D-1..D partitions) instead of the refresh",
     )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run (and time) the refresh this many times in one process: the runs after the "
+        "first show a warm refresh with nothing new",
+    )
     args = ap.parse_args()
     for k in [k for k in os.environ if k.startswith("MEMORY_PIPELINE_")]:
         del os.environ[k]
@@ -67,11 +74,18 @@ def main() -> int:
         stage, days = refresh_stage(not args.no_evaluation), []
     else:
         stage, days = nightly_stage(), [args.nightly - dt.timedelta(days=1), args.nightly]
-    seconds = run_stages(defs, resources, instance, [stage], days)
+    for run in range(max(1, args.repeat)):
+        if run:
+            t0, c0 = time.perf_counter(), time.process_time()
+        seconds = run_stages(defs, resources, instance, [stage], days)
+        total, cpu = time.perf_counter() - t0, time.process_time() - c0
+        print(
+            f"{stage.name} {total:.1f} s ({cpu:.1f} s cpu) {seconds}; "
+            f"load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
     if prof:
         prof.disable()
-    total, cpu = time.perf_counter() - t0, time.process_time() - c0
-    print(f"{stage.name} {total:.1f} s ({cpu:.1f} s cpu) {seconds}; load {os.getloadavg()[0]:.1f}")
     if prof:
         prof.dump_stats(args.profile)
         pstats.Stats(str(args.profile)).sort_stats("tottime").print_stats(30)
