@@ -204,14 +204,15 @@ def search_indexes(
         )
         chunks = store.read(T.CHUNKS)
         reps = representation_table(chunks, summaries.result(), texts.result())
-        bm25, lookups, smeta, mmeta = _text_indexes(pipeline, dask, version, chunks, reps, pool)
+        bm25, lookups, smeta, mmeta, postings_check = _text_indexes(
+            pipeline, dask, version, chunks, reps, pool
+        )
         memories, timeline = timeline_job.result()
         valid_vectors = valid_job.result()
         dense = dense_job.result() if dense_job is not None else {}
     # checks on the new version before it becomes visible
     timeline_check = index_checks.timeline_valid(memories, timeline)
     covers_check = index_checks.bm25_covers(bm25.stats, reps, chunks.num_rows)
-    postings_check = index_checks.postings_agree(bm25.postings, _bm25_indexes(version))
     vectors_check = index_checks.vectors_indexed(valid_vectors, dense)
     ok = all(r[0] for r in (covers_check, postings_check, vectors_check, timeline_check))
     if ok:
@@ -275,9 +276,10 @@ def _text_indexes(
     chunks: Any,
     reps: dict,
     pool: ThreadPoolExecutor,
-) -> tuple[Any, dict, Any, Any]:
+) -> tuple[Any, dict, Any, Any, tuple]:
     """The version's time metadata, lookups, BM25 indexes (chunks per representation) and
-    turn indexes; returns (the BM25 build, the lookup stats, session and message metadata).
+    turn indexes; returns (the BM25 build, the lookup stats, session and message metadata,
+    the postings check).
 
     The chunk indexes are built in this thread; the turn index, the lookups and the
     metadata on ``pool`` (each writes its own files of ``version``)."""
@@ -307,13 +309,15 @@ def _text_indexes(
         bm25 = build_bm25(
             reps, version, tok, cache=cache, runner=dask.runner(), parts=parts, days=days
         )
+        # checked here, while the turn index is still being built
+        postings_check = index_checks.postings_agree(bm25.postings, _bm25_indexes(version))
         lookups = lookups_job.result()
         lookups.update(turns.result())
         turn_tokenizer.flush()  # after the chunk indexes' entries: one order, one cache file
         lookups["turn_tokens_cached"] = turn_tokenizer.hits
         lookups["turn_tokens_computed"] = turn_tokenizer.misses
     smeta, mmeta = meta_job.result()
-    return bm25, lookups, smeta, mmeta
+    return bm25, lookups, smeta, mmeta, postings_check
 
 
 def _index_settings(cfg: Any) -> str | None:
