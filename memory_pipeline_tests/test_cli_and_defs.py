@@ -27,6 +27,19 @@ def sample_config(tmp_path: Path, monkeypatch) -> Path:
     return tmp_path / "memory_pipeline.toml"
 
 
+def _table_rows(text: str) -> dict[str, str]:
+    """{table: rows} of the first ``table rows path`` block of a run summary in ``text``."""
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.split() == ["table", "rows", "path"])
+    rows = {}
+    for line in lines[start + 1 :]:
+        parts = line.split()
+        if len(parts) != 3:
+            break
+        rows[parts[0]] = parts[1]
+    return rows
+
+
 def test_run_then_status_then_sql(sample_config: Path, capsys):
     assert cli.main(["--config", str(sample_config), "run", "--quiet"]) == 0
     out = capsys.readouterr().out
@@ -34,6 +47,8 @@ def test_run_then_status_then_sql(sample_config: Path, capsys):
     for table in ("raw_messages", "quarantine", "sessions", "chunks", "warehouse.duckdb"):
         assert table in out
     assert "dg dev" in out
+    # the README quotes this summary: its row counts are the ones a run prints
+    assert _table_rows(out) == _table_rows((ROOT / "README.md").read_text(encoding="utf-8"))
     with dg.DagsterInstance.get() as instance:  # DAGSTER_HOME: the config's folder
         # retention off: still run (a recorded no-op), so the UI does not say "never"
         [purge] = instance.fetch_materializations(dg.AssetKey("retention"), limit=5).records
