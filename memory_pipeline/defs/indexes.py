@@ -10,7 +10,7 @@ graph (above ``hnsw_threshold``) is updated from the published version's graph w
 (``core/indexes/hnsw.py``): the new and gone pieces only, not a rebuild.
 """
 
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +168,7 @@ def search_indexes(
     dense_parts = [
         DensePart(
             d.isoformat(),
-            lambda d=d: store.digest(T.CHUNK_EMBEDDINGS, d),  # asked only for a new file
+            lambda d=d: store.digest(T.CHUNK_EMBEDDINGS, d),  # sha256, memoized per file
             lambda d=d: store.read(T.CHUNK_EMBEDDINGS, [d], columns=list(DENSE_COLUMNS)),
         )
         for d in vector_days
@@ -191,8 +191,7 @@ def search_indexes(
         # only the columns the build reads: every partition of these is read on every refresh
         summaries = pool.submit(store.read, T.CHUNK_SUMMARIES, columns=["chunk_id", "summary"])
         texts = pool.submit(store.read, T.EMBEDDING_TEXTS, columns=["chunk_id", "embedding_text"])
-        memories_job = pool.submit(store.read, T.MEMORIES)
-        timeline_job = pool.submit(_timeline, memories_job, version)
+        timeline_job = pool.submit(_timeline, store, version)
         # the stored rows with a vector, counted apart from the build (a provider error
         # nulls the vector and records why): what the vectors check compares the index with
         valid_job = pool.submit(
@@ -252,16 +251,17 @@ def search_indexes(
     yield check_result(VECTORS, CHECK_VECTORS, vectors_check)
 
 
-def _timeline(memories_job: Future, version: Path) -> tuple[Any, Any]:
+def _timeline(store: Any, version: Path) -> tuple[Any, Any]:
     """(memories, their timeline after supersession), the timeline written to ``version``."""
-    memories = memories_job.result()
+    memories = store.read(T.MEMORIES)
     timeline = supersede(memories)
     pq.write_table(timeline, version / "memory_timeline.parquet")
     return memories, timeline
 
 
-def _time_metadata(version: Path, sessions: Any, messages: Any) -> tuple[Any, Any]:
+def _time_metadata(store: Any, version: Path, messages: Any) -> tuple[Any, Any]:
     """(session, message) metadata, written to ``version``."""
+    sessions = store.read(T.SESSIONS)
     smeta = session_metadata(sessions)
     mmeta = message_metadata(messages, sessions, smeta)
     pq.write_table(smeta, version / SESSION_LOOKUP)
@@ -284,7 +284,6 @@ def _text_indexes(
     The chunk indexes are built in this thread; the turn index, the lookups and the
     metadata on ``pool`` (each writes its own files of ``version``)."""
     cfg, store = pipeline.cfg, pipeline.store
-    sessions = pool.submit(store.read, T.SESSIONS)
     messages = store.read(T.RAW_MESSAGES, columns=_MESSAGE_COLUMNS)
     # token lists per chunk partition, cached by content (core/indexes/parts.py): a
     # refresh converts only changed partitions; forget / retention delete them
@@ -305,7 +304,7 @@ def _text_indexes(
         # the chunk lookups (the chunks the BM25 indexes are built from: the version
         # answers on its own) and the time metadata
         lookups_job = pool.submit(write_lookups, version, chunks, messages)
-        meta_job = pool.submit(lambda: _time_metadata(version, sessions.result(), messages))
+        meta_job = pool.submit(_time_metadata, store, version, messages)
         bm25 = build_bm25(
             reps, version, tok, cache=cache, runner=dask.runner(), parts=parts, days=days
         )

@@ -263,14 +263,10 @@ def build_bm25(
     index files, and a refresh reads back, converts and tokenizes only changed partitions.
     """
     raw_texts = reps["raw_text"][1]
-    if isinstance(tokenizer, str):
-        tok = (
-            get_tokenizer(tokenizer, sample_texts=raw_texts)
-            if tokenizer == "auto"
-            else (get_tokenizer(tokenizer))
-        )
-    else:  # resolved by the caller (who shares the analyzer with the turn index)
-        tok = tokenizer
+    # a name ("auto" samples the raw texts), or resolved by the caller (search_indexes
+    # shares the analyzer with the turn index)
+    named = isinstance(tokenizer, str)
+    tok = get_tokenizer(tokenizer, sample_texts=raw_texts) if named else tokenizer
     work = ParallelTokenizer(tok, runner) if runner is not None else tok
     cached = CachedTokenizer(work, cache) if cache is not None else None
     tables, stats = [], {"tokenizer": tok.name}
