@@ -31,7 +31,7 @@ from memory_pipeline.core.indexes.publish import (
     index_root,
     new_version,
     publish,
-    representation_table,
+    representation_arrays,
     write_lookups,
 )
 from memory_pipeline.core.indexes.segments import DensePart
@@ -202,7 +202,7 @@ def search_indexes(
             )
         )
         chunks = store.read(T.CHUNKS)
-        reps = representation_table(chunks, summaries.result(), texts.result())
+        reps = representation_arrays(chunks, summaries.result(), texts.result())
         bm25, lookups, smeta, mmeta, postings_check = _text_indexes(
             pipeline, dask, version, chunks, reps, pool
         )
@@ -288,7 +288,7 @@ def _text_indexes(
     # token lists per chunk partition, cached by content (core/indexes/parts.py): a
     # refresh converts only changed partitions; forget / retention delete them
     parts = parts_root(cfg.cache_path.parent)
-    days = chunks.sort_by("chunk_id").column("local_date").to_pylist()  # reps' order
+    days = chunks.sort_by("chunk_id").column("local_date")  # reps' order
     # one analyzer for the chunks, the turns and the queries (auto: picked from raw texts)
     tok = get_tokenizer(cfg.tokenizer, sample_texts=reps["raw_text"][1])
     with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap

@@ -8,6 +8,7 @@ representations, and ingest re-parses no unchanged export (core/ingest/file_cach
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import dagster as dg
 
@@ -52,7 +53,8 @@ def test_a_second_refresh_tokenizes_nothing_and_ingest_reuses_parsed_exports(tmp
 
 
 def _index_files(runner: Runner) -> dict[str, bytes]:
-    """The published BM25 and turn index files (the npz as arrays: zip entries carry times)."""
+    """The published BM25 and turn index files (the npz as arrays: zip entries carry times)
+    and the store's postings table (the version no longer carries a copy)."""
     import numpy as np
 
     from memory_pipeline.core.indexes.publish import current_version
@@ -66,7 +68,7 @@ def _index_files(runner: Runner) -> dict[str, bytes]:
                 out[str(p.relative_to(version))] = p.read_bytes()
     with np.load(version / "turns" / MESSAGE_TOKENS) as z:
         out["indptr"], out["ids"] = z["indptr"].tobytes(), z["ids"].tobytes()
-    out["postings"] = (version / "bm25_postings.parquet").read_bytes()
+    out["postings"] = Path(runner.store.path("bm25_postings")).read_bytes()
     return out
 
 

@@ -346,6 +346,17 @@ def postings(index: Bm25Index) -> pa.Table:
     )
 
 
+def document_frequencies(index: Bm25Index) -> dict[str, int]:
+    """Documents per token with a non-zero score: the rows per token of :func:`postings`,
+    counted on the index's score matrix (a searcher gets its idf without the postings)."""
+    scores = index.retriever.scores
+    indptr = np.asarray(scores["indptr"], dtype=np.int64)
+    nonzero = np.zeros(len(scores["data"]) + 1, dtype=np.int64)
+    np.cumsum(np.asarray(scores["data"]) != 0, out=nonzero[1:])
+    df = nonzero[indptr[1:]] - nonzero[indptr[:-1]]
+    return {t: int(df[i]) for t, i in index.vocab.items() if i < len(df) and df[i]}
+
+
 def search_sql() -> str:
     """The text of ``bm25_search.sql`` ($tokens, $representation, $k), shipped with the package."""
     return SQL_SEARCH_FILE.read_text(encoding="utf-8")

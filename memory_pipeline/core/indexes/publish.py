@@ -208,28 +208,40 @@ def representation_table(
     """{representation: (chunk_ids, texts)} in chunk_id order: the texts BM25 indexes.
 
     ``raw_text`` is handed over with its message headers reduced as ``raw_prefix`` says
-    (core/indexes/bm25_text.py: the timestamps are not content).
+    (core/indexes/bm25_text.py: the timestamps are not content). Python lists; the refresh
+    uses :func:`representation_arrays` (the same values, kept in Arrow).
     """
-    chunks = chunks.sort_by("chunk_id")
-    ids = chunks.column("chunk_id").to_pylist()
-    summary = dict(
-        zip(
-            summaries.column("chunk_id").to_pylist(),
-            summaries.column("summary").to_pylist(),
-            strict=True,
-        )
-    )
-    etext = dict(
-        zip(
-            texts.column("chunk_id").to_pylist(),
-            texts.column("embedding_text").to_pylist(),
-            strict=True,
-        )
-    )
+    arrays = representation_arrays(chunks, summaries, texts, raw_prefix)
+    ids = arrays["raw_text"][0].to_pylist()
+    return {rep: (ids, col.to_pylist()) for rep, (_, col) in arrays.items()}
+
+
+def representation_arrays(
+    chunks: pa.Table, summaries: pa.Table, texts: pa.Table, raw_prefix: str = DEFAULT_PREFIX
+) -> dict[str, tuple[pa.Array, pa.Array]]:
+    """:func:`representation_table` as Arrow string arrays (one ``ids`` array shared by
+    every representation; a chunk without a summary or embedding text gets "").
+
+    Why: a refresh handed ~40 MB of chunk texts from Arrow to Python lists and back to
+    Arrow for the part digests, on the refresh's critical path; the joins here are hash
+    lookups on the ids and one take per column."""
+    chunks = chunks.select(["chunk_id", "raw_text"]).sort_by("chunk_id")
+    ids = chunks.column("chunk_id").combine_chunks()
+    raw = chunks.column("raw_text").combine_chunks()
+    if raw_prefix != "full":
+        raw = pa.array(bm25_raw_texts(raw.to_pylist(), raw_prefix), pa.string())
+    else:
+        bm25_raw_texts([], raw_prefix)  # the prefix is checked either way
+
+    def joined(table: pa.Table, column: str) -> pa.Array:
+        at = pc.index_in(ids, value_set=table.column("chunk_id").combine_chunks())
+        taken = table.column(column).combine_chunks().take(at)
+        return pc.if_else(pc.is_null(at), "", taken) if at.null_count else taken
+
     return {
-        "raw_text": (ids, bm25_raw_texts(chunks.column("raw_text").to_pylist(), raw_prefix)),
-        "summary": (ids, [summary.get(i, "") for i in ids]),
-        "embedding_text": (ids, [etext.get(i, "") for i in ids]),
+        "raw_text": (ids, raw),
+        "summary": (ids, joined(summaries, "summary")),
+        "embedding_text": (ids, joined(texts, "embedding_text")),
     }
 
 
@@ -240,7 +252,7 @@ class Bm25Build:
 
 
 def build_bm25(
-    reps: dict[str, tuple[list[str], list[str]]],
+    reps: dict[str, tuple[Sequence[str], Sequence[str]]],
     folder: Path,
     tokenizer: str | Tokenizer = "auto",
     cache: ContentCache | None = None,
@@ -261,6 +273,8 @@ def build_bm25(
     every representation shares), each partition's token lists are kept as one part file
     by content hash (``parts.py``) and the matrices are built from their token ids: the same
     index files, and a refresh reads back, converts and tokenizes only changed partitions.
+    ``reps`` holds Python lists or Arrow string arrays (:func:`representation_arrays`;
+    ``days`` then may be a date32 array): the part files are built from Arrow either way.
     """
     raw_texts = reps["raw_text"][1]
     # a name ("auto" samples the raw texts), or resolved by the caller (search_indexes
@@ -276,7 +290,9 @@ def build_bm25(
         else {}
     )
     for rep, (ids, texts) in reps.items():
-        index = prebuilt.get(rep) or build_index(ids, texts, tokenizer=cached or work)
+        index = prebuilt.get(rep) or build_index(
+            _as_list(ids), _as_list(texts), tokenizer=cached or work
+        )
         index.tokenizer = tok  # the index answers queries with the plain tokenizer
         index.save(folder / "bm25" / rep)
         post = postings(index)
@@ -292,8 +308,9 @@ def build_bm25(
         )
         stats[f"{rep}_docs"] = len(ids)
         stats[f"{rep}_vocabulary"] = len(index.vocab)
+    # the postings are the store's bm25_postings table (the SQL surface), written once
+    # after publish; the version's searcher counts its idf on the index itself
     table = pa.concat_tables(tables)
-    pq.write_table(table, folder / "bm25_postings.parquet", compression="zstd")
     stats["postings"] = table.num_rows
     if cached is not None:
         stats["tokens_cached"] = cached.hits
@@ -301,8 +318,24 @@ def build_bm25(
     return Bm25Build(table, stats)
 
 
+def _as_list(values: Sequence[str] | pa.Array | pa.ChunkedArray) -> list:
+    """Python values of a list or an Arrow array (the per-document path takes lists)."""
+    return values.to_pylist() if hasattr(values, "to_pylist") else list(values)
+
+
+def _as_strings(values: Sequence[object] | pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A string array of Python strings or of an Arrow array (dates as ISO strings)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
+        return values if pa.types.is_string(values.type) else pc.cast(values, pa.string())
+    return pa.array(
+        [v.isoformat() if isinstance(v, dt.date) else v for v in values], pa.string()
+    )
+
+
 def _bm25_from_parts(
-    reps: dict[str, tuple[list[str], list[str]]],
+    reps: dict[str, tuple[Sequence[str], Sequence[str]]],
     days: Sequence[object],
     tokenizer: object,
     folder: Path,
@@ -315,19 +348,19 @@ def _bm25_from_parts(
     from memory_pipeline.core.indexes.bm25 import fast_index_ids, new_retriever
 
     names = list(reps)
-    ids = reps[names[0]][0]
+    ids = _as_strings(reps[names[0]][0])
     if (
         len(days) != len(ids)
-        or len(set(ids)) != len(ids)
-        or any(reps[r][0] != ids for r in names)
-        or not ids
+        or not len(ids)
+        or pc.count_distinct(ids).as_py() != len(ids)
+        or any(
+            reps[r][0] is not reps[names[0]][0] and not _as_strings(reps[r][0]).equals(ids)
+            for r in names
+        )
     ):
         return {}
-    table = pa.table(
-        {"chunk_id": pa.array(ids, pa.string())}
-        | {r: pa.array(reps[r][1], pa.string()) for r in names}
-    )
-    day_col = pa.array([d.isoformat() if d is not None else None for d in days], pa.string())
+    table = pa.table({"chunk_id": ids} | {r: _as_strings(reps[r][1]) for r in names})
+    day_col = _as_strings(days)
     identity = {"kind": CHUNKS.name, "tokenizer": tokenizer.name, "params": tokenizer.params}
     built, keys, computed = [], [], 0
     for label, rows in P.by_partition(table.append_column("day", day_col), "day"):
@@ -350,12 +383,12 @@ def _bm25_from_parts(
         keys.append(key)
     whole = pa.concat_tables(built)
     order = pc.sort_indices(whole, [("chunk_id", "ascending")])
-    if whole.column("chunk_id").take(order).to_pylist() != ids:
+    if not whole.column("chunk_id").take(order).combine_chunks().equals(ids):
         return {}
     # documents in chunk_id order as ranges of token codes (a take of the token lists
     # copied every token string): the same token sequence, so the same first-seen ids
     order = order.to_numpy(zero_copy_only=False)
-    out = {}
+    out, doc_ids = {}, ids.to_pylist()
     for r in names:
         lists = whole.column(r).combine_chunks()
         encoded = pc.list_flatten(lists).dictionary_encode()
@@ -369,7 +402,7 @@ def _bm25_from_parts(
         retriever = new_retriever()
         if not fast_index_ids(retriever, vocab, rank[codes], lengths):
             return {}
-        out[r] = Bm25Index(doc_ids=list(ids), tokenizer=tokenizer, retriever=retriever)
+        out[r] = Bm25Index(doc_ids=list(doc_ids), tokenizer=tokenizer, retriever=retriever)
     stats["chunk_parts"] = len(keys)
     stats["chunk_parts_computed"] = computed
     stats["chunk_parts_pruned"] = P.prune(folder, keys)

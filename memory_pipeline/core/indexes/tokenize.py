@@ -508,7 +508,10 @@ def japanese_share(sample_texts: Sequence[str], max_samples: int = AUTO_MAX_SAMP
     """Share of non-blank texts that ``detect_lang`` calls Japanese, over an even sample."""
     n = len(sample_texts)
     step = max(1, n // max_samples) if max_samples else 1
-    texts = [t for t in sample_texts[::step] if t and not t.isspace()]
+    sample = sample_texts[::step]
+    if hasattr(sample, "to_pylist"):  # an Arrow array: only the sampled values leave Arrow
+        sample = sample.to_pylist()
+    texts = [t for t in sample if t and not t.isspace()]
     if not texts:
         return 0.0
     return sum(1 for t in texts if detect_lang(t) == "ja") / len(texts)

@@ -76,11 +76,18 @@ def idf_from_postings(postings: pa.Table, n_docs: int) -> dict[str, float]:
     if postings.num_rows == 0:
         return {}
     counts = postings.group_by("token").aggregate([("doc_id", "count")])
-    return {
-        t: math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-        for t, df in zip(
-            counts.column("token").to_pylist(),
-            counts.column("doc_id_count").to_pylist(),
-            strict=True,
-        )
-    }
+    return idf_from_frequencies(
+        dict(
+            zip(
+                counts.column("token").to_pylist(),
+                counts.column("doc_id_count").to_pylist(),
+                strict=True,
+            )
+        ),
+        n_docs,
+    )
+
+
+def idf_from_frequencies(frequencies: Mapping[str, int], n_docs: int) -> dict[str, float]:
+    """Smoothed idf per token from its document frequency (``bm25.document_frequencies``)."""
+    return {t: math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5)) for t, df in frequencies.items()}

@@ -12,6 +12,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.redact import redact
+from memory_pipeline.core.indexes.bm25 import Bm25Index, document_frequencies
 from memory_pipeline.core.indexes.hnsw import KEYS_SUFFIX, KeyRows
 from memory_pipeline.core.indexes.ivf import IvfIndex, load_ivf
 from memory_pipeline.core.indexes.publish import (
@@ -49,6 +51,7 @@ from memory_pipeline.core.retrieval.fusion import (
     Ranked,
     fold,
     highlight_scores,
+    idf_from_frequencies,
     idf_from_postings,
     linear_fusion,
     rrf,
@@ -101,6 +104,24 @@ SESSION_FIELDS = (
     "end_local_ts",
 )
 
+
+
+def _raw_text_idf(version: Path, bm25: dict[str, Bm25Index], n_docs: int) -> dict[str, float]:
+    """Smoothed idf of the raw_text tokens (what highlights weigh words by): counted on
+    the raw_text index's score matrix; a version written before the index carried them
+    all has only its postings file for it."""
+    if "raw_text" in bm25:
+        return idf_from_frequencies(document_frequencies(bm25["raw_text"]), n_docs)
+    path = version / "bm25_postings.parquet"
+    if not path.is_file():
+        return {}
+    post = pq.read_table(path, filters=[("representation", "=", "raw_text")])
+    return idf_from_postings(
+        post.select(["representation", "token", "chunk_id", "score"]).rename_columns(
+            ["r", "token", "doc_id", "score"]
+        ),
+        n_docs,
+    )
 
 class IndexNotBuilt(RuntimeError):
     """No published index yet: run the pipeline first."""
@@ -260,12 +281,7 @@ class Searcher:
         self.known_speakers = sorted(names, key=len, reverse=True)
         self._messages = {r["message_id"]: r for r in msgs.to_pylist()}
         self.latest = max((r["local_ts"] for r in self._messages.values()), default=None)
-        post = pq.read_table(
-            version / "bm25_postings.parquet", filters=[("representation", "=", "raw_text")]
-        )
-        self._idf = idf_from_postings(
-            post.rename_columns(["r", "token", "doc_id", "score"]), len(self.chunk_ids)
-        )
+        self._idf = _raw_text_idf(version, self.bm25, len(self.chunk_ids))
         self._chunk_table = chunks
         self._turn_index: TurnIndex | None = None
         self._turns_loaded = False

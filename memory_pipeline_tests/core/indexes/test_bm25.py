@@ -20,6 +20,7 @@ from memory_pipeline.core.indexes.bm25 import (
     SQL_SEARCH_FILE,
     Bm25Index,
     build_index,
+    document_frequencies,
     load_index,
     postings,
     query_tokens,
@@ -250,6 +251,31 @@ def test_postings_table(small: Bm25Index):
     vocab = small.vocab
     expected = small.retriever.get_scores_from_ids([vocab[t] for t in tokens])
     assert [sums[d] for d in small.doc_ids] == pytest.approx(expected.tolist(), rel=1e-6)
+
+
+def _postings_counts(index: Bm25Index) -> dict[str, int]:
+    counts = postings(index).group_by("token").aggregate([("doc_id", "count")])
+    return dict(zip(counts["token"].to_pylist(), counts["doc_id_count"].to_pylist(), strict=True))
+
+
+def test_document_frequencies_are_the_postings_rows_per_token(small: Bm25Index):
+    """The searcher's idf is counted on the score matrix (the version carries no postings
+    file): the same documents per token as the postings table, zero scores left out too."""
+    assert document_frequencies(small) == _postings_counts(small)
+    scores = small.retriever.scores
+    token = next(iter(small.vocab))
+    col = small.vocab[token]
+    lo, hi = int(scores["indptr"][col]), int(scores["indptr"][col + 1])
+    assert hi > lo
+    data = np.array(scores["data"], copy=True)
+    data[lo:hi] = 0  # as robertson's zero idf stores a very common token
+    small.retriever.scores = {**scores, "data": data}
+    try:
+        df = document_frequencies(small)
+        assert token not in df
+        assert df == _postings_counts(small)
+    finally:
+        small.retriever.scores = scores
 
 
 def test_sql_file_is_shipped_with_parameters():
