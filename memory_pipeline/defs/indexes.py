@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.representations import REPRESENTATIONS
+from memory_pipeline.core.common.storage import StagedWrites
 from memory_pipeline.core.indexes.bm25 import Bm25Index
 from memory_pipeline.core.indexes.metadata import message_metadata, session_metadata
 from memory_pipeline.core.indexes.parts import parts_root
@@ -173,53 +174,57 @@ def search_indexes(
         )
         for d in vector_days
     ]
-    # Three threads beside this one: the dense index (it writes only under version/dense;
-    # numpy, Arrow and usearch release the GIL) and two for the table reads, the turn index,
-    # the lookups, the metadata and the timeline, each writing its own files; the chunk BM25
-    # indexes are built here. A refresh was one thread's work with the second core idle.
-    with (
-        ThreadPoolExecutor(1, thread_name_prefix="dense") as dense_pool,
-        ThreadPoolExecutor(2, thread_name_prefix="index") as pool,
-    ):
-        dense_job = (
-            dense_pool.submit(
-                build_dense, dense_parts, version, cfg.hnsw_threshold, previous=previous
-            )
-            if vector_days
-            else None
-        )
-        # only the columns the build reads: every partition of these is read on every refresh
-        summaries = pool.submit(store.read, T.CHUNK_SUMMARIES, columns=["chunk_id", "summary"])
-        texts = pool.submit(store.read, T.EMBEDDING_TEXTS, columns=["chunk_id", "embedding_text"])
-        timeline_job = pool.submit(_timeline, store, version)
-        # the stored rows with a vector, counted apart from the build (a provider error
-        # nulls the vector and records why): what the vectors check compares the index with
-        valid_job = pool.submit(
-            lambda: (
-                store.read(T.CHUNK_EMBEDDINGS, columns=["error"]).column("error").null_count
+    # Four threads beside this one: the dense index (it writes only under version/dense;
+    # numpy, Arrow and usearch release the GIL), two for the table reads, the turn index,
+    # the lookups, the metadata and the timeline, each writing its own files, and one that
+    # encodes the store's tables as they are ready (made visible only after publish); the
+    # chunk BM25 indexes are built here. A refresh was one thread's work with the second
+    # core idle.
+    with StagedWrites(store) as staged:
+        with (
+            ThreadPoolExecutor(1, thread_name_prefix="dense") as dense_pool,
+            ThreadPoolExecutor(2, thread_name_prefix="index") as pool,
+        ):
+            dense_job = (
+                dense_pool.submit(
+                    build_dense, dense_parts, version, cfg.hnsw_threshold, previous=previous
+                )
                 if vector_days
                 else None
             )
-        )
-        chunks = store.read(T.CHUNKS)
-        reps = representation_arrays(chunks, summaries.result(), texts.result())
-        bm25, lookups, smeta, mmeta, postings_check = _text_indexes(
-            pipeline, dask, version, chunks, reps, pool
-        )
-        memories, timeline = timeline_job.result()
-        valid_vectors = valid_job.result()
-        dense = dense_job.result() if dense_job is not None else {}
-    # checks on the new version before it becomes visible
-    timeline_check = index_checks.timeline_valid(memories, timeline)
-    covers_check = index_checks.bm25_covers(bm25.stats, reps, chunks.num_rows)
-    vectors_check = index_checks.vectors_indexed(valid_vectors, dense)
-    ok = all(r[0] for r in (covers_check, postings_check, vectors_check, timeline_check))
-    if ok:
-        publish(root, version)
-        writes = ((T.BM25_POSTINGS, bm25.postings), (T.SESSION_META, smeta))
-        writes += ((T.MESSAGE_META, mmeta), (T.MEMORY_TIMELINE, timeline))
-        with ThreadPoolExecutor(2, thread_name_prefix="store") as pool:  # encoding frees the GIL
-            list(pool.map(lambda w: store.write(*w), writes))
+            # first what the longest task (the turn index) waits for; only the columns the
+            # build reads: every partition of these is read on every refresh
+            messages = pool.submit(store.read, T.RAW_MESSAGES, columns=_MESSAGE_COLUMNS)
+            summaries = pool.submit(store.read, T.CHUNK_SUMMARIES, columns=["chunk_id", "summary"])
+            texts = pool.submit(
+                store.read, T.EMBEDDING_TEXTS, columns=["chunk_id", "embedding_text"]
+            )
+            timeline_job = pool.submit(_timeline, store, version, staged)
+            # the stored rows with a vector, counted apart from the build (a provider error
+            # nulls the vector and records why): what the vectors check compares the index with
+            valid_job = pool.submit(
+                lambda: (
+                    store.read(T.CHUNK_EMBEDDINGS, columns=["error"]).column("error").null_count
+                    if vector_days
+                    else None
+                )
+            )
+            chunks = store.read(T.CHUNKS)
+            bm25, lookups, smeta, mmeta, postings_check = _text_indexes(
+                pipeline, dask, version, chunks, (messages, summaries, texts), pool, staged
+            )
+            memories, timeline = timeline_job.result()
+            valid_vectors = valid_job.result()
+            dense = dense_job.result() if dense_job is not None else {}
+        # checks on the new version before it becomes visible
+        timeline_check = index_checks.timeline_valid(memories, timeline)
+        covers_check = index_checks.bm25_covers(bm25.stats, REPRESENTATIONS, chunks.num_rows)
+        vectors_check = index_checks.vectors_indexed(valid_vectors, dense)
+        ok = all(r[0] for r in (covers_check, postings_check, vectors_check, timeline_check))
+        if ok:
+            publish(root, version)
+            staged.commit()  # the store's tables, encoded above: renames now
+        # otherwise (a check failed, or an error) leaving the block drops them unreplaced
     context.log.info(
         f"search_indexes: version {version.name} {'published' if ok else 'NOT published'}"
     )
@@ -251,19 +256,25 @@ def search_indexes(
     yield check_result(VECTORS, CHECK_VECTORS, vectors_check)
 
 
-def _timeline(store: Any, version: Path) -> tuple[Any, Any]:
-    """(memories, their timeline after supersession), the timeline written to ``version``."""
+def _timeline(store: Any, version: Path, staged: StagedWrites) -> tuple[Any, Any]:
+    """(memories, their timeline after supersession), the timeline written to ``version``
+    and staged for the store."""
     memories = store.read(T.MEMORIES)
     timeline = supersede(memories)
+    staged.stage(T.MEMORY_TIMELINE, timeline)
     pq.write_table(timeline, version / "memory_timeline.parquet")
     return memories, timeline
 
 
-def _time_metadata(store: Any, version: Path, messages: Any) -> tuple[Any, Any]:
-    """(session, message) metadata, written to ``version``."""
+def _time_metadata(
+    store: Any, version: Path, messages: Any, staged: StagedWrites
+) -> tuple[Any, Any]:
+    """(session, message) metadata, written to ``version`` and staged for the store."""
     sessions = store.read(T.SESSIONS)
     smeta = session_metadata(sessions)
     mmeta = message_metadata(messages, sessions, smeta)
+    staged.stage(T.SESSION_META, smeta)
+    staged.stage(T.MESSAGE_META, mmeta)
     pq.write_table(smeta, version / SESSION_LOOKUP)
     pq.write_table(mmeta, version / "message_meta.parquet")
     return smeta, mmeta
@@ -274,40 +285,50 @@ def _text_indexes(
     dask: DaskResource,
     version: Path,
     chunks: Any,
-    reps: dict,
+    reads: tuple[Any, Any, Any],
     pool: ThreadPoolExecutor,
+    staged: StagedWrites,
 ) -> tuple[Any, dict, Any, Any, tuple]:
     """The version's time metadata, lookups, BM25 indexes (chunks per representation) and
     turn indexes; returns (the BM25 build, the lookup stats, session and message metadata,
     the postings check).
 
-    The chunk indexes are built in this thread; the turn index, the lookups and the
-    metadata on ``pool`` (each writes its own files of ``version``)."""
+    ``reads`` are the futures of the messages, summaries and embedding texts. The chunk
+    indexes are built in this thread; the turn index, the lookups and the metadata on
+    ``pool`` (each writes its own files of ``version``); the store's tables are staged on
+    ``staged``."""
     cfg, store = pipeline.cfg, pipeline.store
-    messages = store.read(T.RAW_MESSAGES, columns=_MESSAGE_COLUMNS)
+    messages_job, summaries, texts = reads
     # token lists per chunk partition, cached by content (core/indexes/parts.py): a
     # refresh converts only changed partitions; forget / retention delete them
     parts = parts_root(cfg.cache_path.parent)
     days = chunks.sort_by("chunk_id").column("local_date")  # reps' order
-    # one analyzer for the chunks, the turns and the queries (auto: picked from raw texts)
-    tok = get_tokenizer(cfg.tokenizer, sample_texts=reps["raw_text"][1])
     with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
+        messages = messages_job.result()
+        # the turn index first: the longest task; the analyzer is resolved from the raw
+        # texts only when configured "auto" (a named one needs no sample)
+        tok = _analyzer(cfg.tokenizer, chunks)
         # one document per message (core/indexes/turns.py), tokenized as the chunk indexes
         # are, through the same token cache (two documents per message: the largest corpus);
         # its own tokenizer object (Sudachi's state is per thread anyway)
         turn_tokenizer = CachedTokenizer(
             get_tokenizer(tok.name, **dict(tok.params)), cache, defer=True
         )
-        turns = pool.submit(
+        # on a thread of its own: the longest task starts now, not behind the pool's queue
+        turn_pool = ThreadPoolExecutor(1, thread_name_prefix="turns")
+        turns = turn_pool.submit(
             build_turn_index, version, chunks, messages, turn_tokenizer, parts=parts
         )
+        turn_pool.shutdown(wait=False)  # its thread ends after the task
         # the chunk lookups (the chunks the BM25 indexes are built from: the version
         # answers on its own) and the time metadata
         lookups_job = pool.submit(write_lookups, version, chunks, messages)
-        meta_job = pool.submit(_time_metadata, store, version, messages)
+        meta_job = pool.submit(_time_metadata, store, version, messages, staged)
+        reps = representation_arrays(chunks, summaries.result(), texts.result())
         bm25 = build_bm25(
             reps, version, tok, cache=cache, runner=dask.runner(), parts=parts, days=days
         )
+        staged.stage(T.BM25_POSTINGS, bm25.postings)
         # checked here, while the turn index is still being built
         postings_check = index_checks.postings_agree(bm25.postings, _bm25_indexes(version))
         lookups = lookups_job.result()
@@ -317,6 +338,15 @@ def _text_indexes(
         lookups["turn_tokens_computed"] = turn_tokenizer.misses
     smeta, mmeta = meta_job.result()
     return bm25, lookups, smeta, mmeta, postings_check
+
+
+def _analyzer(name: str, chunks: Any) -> Any:
+    """The tokenizer of the chunk and turn indexes and the queries: ``auto`` picks it from
+    the raw texts as build_bm25 would (the stamps reduced as the index sees them)."""
+    if name != "auto":
+        return get_tokenizer(name)
+    raw = chunks.select(["chunk_id", "raw_text"]).sort_by("chunk_id").column("raw_text")
+    return get_tokenizer(name, sample_texts=raw.combine_chunks())
 
 
 def _index_settings(cfg: Any) -> str | None:

@@ -35,6 +35,7 @@ from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.parallel import map_tasks
 from memory_pipeline.core.common.records import QuarantineRecord, Record
 from memory_pipeline.core.common.storage import (
+    Staged,
     TableRef,
     TableStore,
     file_digest,
@@ -162,14 +163,15 @@ class OwnerStore(TableStore):
         self.owner_id = owner_id
         self.strict = strict
 
-    def write(self, name: TableRef, data: pa.Table, day: dt.date | None = None) -> Path:
+    def stage(self, name: TableRef, data: pa.Table, day: dt.date | None = None) -> Staged:
+        """Every write (``write`` is ``stage(...).commit()``) stamps the owner."""
         t = table(name)
         if t.schema is not None:
             data = data.select(t.schema.names).cast(t.schema)
         elif OWNER_COLUMN in data.column_names:
             data = data.drop_columns([OWNER_COLUMN])
         stamp = pa.repeat(pa.scalar(self.owner_id, pa.string()), data.num_rows)
-        return super().write(_stamped(t), data.append_column(OWNER_COLUMN, stamp), day)
+        return super().stage(_stamped(t), data.append_column(OWNER_COLUMN, stamp), day)
 
     def read(
         self,

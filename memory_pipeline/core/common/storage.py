@@ -18,6 +18,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -171,6 +172,48 @@ def file_digest(path: Location) -> str:
     return _DIGESTS[key]
 
 
+@dataclass(frozen=True)
+class Staged:
+    """A write encoded and not yet visible (:meth:`TableStore.stage`)."""
+
+    commit: Callable[[], Location]  # replace the partition; returns where it is
+    discard: Callable[[], None]  # drop the encoded file (nothing was replaced)
+
+
+class StagedWrites:
+    """Store writes encoded on a thread of their own as their data is ready, made visible
+    together by :meth:`commit` (after what they describe is published); :meth:`close`
+    drops whatever was not committed, so an error or a failed check replaces nothing.
+
+    Use as a context manager: ``with StagedWrites(store) as w: w.stage(...); w.commit()``."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="store")
+        self._futures: list[Any] = []
+
+    def stage(self, name: TableRef, data: pa.Table, day: dt.date | None = None) -> None:
+        self._futures.append(self._pool.submit(self._store.stage, name, data, day))
+
+    def commit(self) -> list[Location]:
+        """Wait for every encoding (the first failure is raised), then replace them all."""
+        done = [f.result() for f in self._futures]
+        return [w.commit() for w in done]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        for f in self._futures:
+            if f.exception() is None:
+                f.result().discard()  # a committed write's file is gone: a no-op
+        self._futures = []
+
+    def __enter__(self) -> StagedWrites:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class TableStore:
     """Reads and writes the pipeline's Parquet tables under one root folder (or URI).
 
@@ -228,6 +271,14 @@ class TableStore:
 
         A partitioned table needs ``day`` and an unpartitioned one takes none: a file in the
         wrong place would be invisible to readers of that table."""
+        return self.stage(name, data, day).commit()
+
+    def stage(self, name: TableRef, data: pa.Table, day: dt.date | None = None) -> Staged:
+        """:meth:`write` in two steps: encode now (a hidden temporary file, or bytes for
+        object storage), replace the partition at ``commit()``; ``discard()`` drops it.
+
+        Why: a refresh encodes its tables while other work still runs and makes them
+        visible only after the index version they describe is published."""
         t = table(name)
         if t.partitioned != (day is not None):
             raise ValueError(
@@ -238,25 +289,38 @@ class TableStore:
         if schema is not None:
             data = data.select(schema.names).cast(schema)
         target = self.path(name, day)
-        if not self.remote:
-            target = Path(target)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        if self.remote:
+            # serialized whole first: an encoding failure never reaches the store
+            sink = pa.BufferOutputStream()
+            pq.write_table(data, sink, compression="zstd")
+            payload = sink.getvalue()
+
+            def upload() -> Location:
+                fs.write_bytes_atomic(target, payload)
+                return target
+
+            return Staged(upload, lambda: None)
+        local = Path(target)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = local.with_name(f".{local.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            pq.write_table(data, tmp, compression="zstd")
+            written = os.stat(tmp)  # a rename keeps inode, size and mtime
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+        def replace() -> Location:
             try:
-                pq.write_table(data, tmp, compression="zstd")
-                written = os.stat(tmp)  # a rename keeps inode, size and mtime
-                WRITE_MEMO.drop(target)
-                os.replace(tmp, target)
+                WRITE_MEMO.drop(local)
+                os.replace(tmp, local)
                 if schema is not None:  # read back in this schema anyway: as written
-                    WRITE_MEMO.put(target, data, written)
+                    WRITE_MEMO.put(local, data, written)
             finally:
                 tmp.unlink(missing_ok=True)
-            return target
-        # serialized whole first: an encoding failure never reaches the store
-        sink = pa.BufferOutputStream()
-        pq.write_table(data, sink, compression="zstd")
-        fs.write_bytes_atomic(target, sink.getvalue())
-        return target
+            return local
+
+        return Staged(replace, lambda: tmp.unlink(missing_ok=True))
 
     def read(
         self,
