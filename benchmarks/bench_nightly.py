@@ -173,11 +173,18 @@ def step_seconds(instance, run_id: str) -> dict[str, float]:
 
 def run_stages(defs, resources, instance, selection, days) -> dict[str, float]:
     """Wall seconds per stage of ``selection`` (stage names or Stage objects), one run each;
-    a multi-step stage also reports its steps as ``<stage>/<step>``."""
+    a multi-step stage also reports its steps as ``<stage>/<step>``.
+
+    Each run starts without what earlier runs memoized about the stored files (digests,
+    tables just written: ``storage.clear_process_memos``), as production runs each in a new
+    process; what a run may reuse must be on disk. (Imports and loaded models are kept:
+    ``warm_up``.)"""
+    from memory_pipeline.core.common.storage import clear_process_memos
     from memory_pipeline.defs.runner import materialize_stages
 
     out: dict[str, float] = {}
     for stage in selection:
+        clear_process_memos()
         [res] = materialize_stages(
             defs, [stage], days=days, resources=resources, instance=instance, log_level="ERROR"
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -145,3 +146,64 @@ def test_a_partition_digest_follows_its_bytes_and_is_asked_again_as_a_stat(tmp_p
     second = store.digest(T.INGEST_AUDIT, DAY)
     assert calls and second != first
     assert second == real(path.read_bytes()).hexdigest()
+
+
+# ----------------------------------------------------------------------------- digests
+
+
+def _hashes(monkeypatch) -> list[str]:
+    """The files file_digest hashes from here on (a recorded digest is not hashed again)."""
+    seen: list[str] = []
+    real = hashlib.sha256
+
+    def counting(*args, **kwargs):
+        seen.append("sha256")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(storage.hashlib, "sha256", counting)
+    return seen
+
+
+def test_a_digest_is_recorded_for_the_next_process_and_dropped_with_its_file(
+    tmp_path, monkeypatch
+):
+    """Each Dagster run is a new process: the digests a run computed are kept beside the
+    files, so the next run's fingerprint is a stat per file, not a hash of every byte; a
+    replaced or deleted partition's digest is dropped with it."""
+    store = TableStore(tmp_path)
+    path = store.write(T.INGEST_AUDIT, _audit(3), DAY)
+    want = hashlib.sha256(path.read_bytes()).hexdigest()
+    hashed = _hashes(monkeypatch)
+    assert store.digest(T.INGEST_AUDIT, DAY) == want
+    assert len(hashed) == 1
+    book = path.parent / storage.DIGESTS_FILE
+    assert book.is_file() and want in book.read_text()
+    storage.clear_process_memos()  # as a new process starts
+    assert store.digest(T.INGEST_AUDIT, DAY) == want
+    assert len(hashed) == 1  # read back, not hashed again
+    # a rewrite drops the old digest at once and the new bytes are hashed on demand
+    store.write(T.INGEST_AUDIT, _audit(5), DAY)
+    assert want not in book.read_text()
+    storage.clear_process_memos()
+    new = store.digest(T.INGEST_AUDIT, DAY)
+    assert new == hashlib.new("sha256", path.read_bytes()).hexdigest() != want
+    assert len(hashed) == 2
+    store.delete(T.INGEST_AUDIT, DAY)
+    assert new not in book.read_text()
+    # the book is never read as a partition
+    assert store.read(T.INGEST_AUDIT).num_rows == 0
+
+
+def test_a_stale_or_broken_digest_book_is_never_trusted(tmp_path, monkeypatch):
+    store = TableStore(tmp_path)
+    path = store.write(T.INGEST_AUDIT, _audit(3), DAY)
+    want = store.digest(T.INGEST_AUDIT, DAY)
+    book = path.parent / storage.DIGESTS_FILE
+    # a file changed behind the store's back (same name, another identity): hashed again
+    entries = {path.name: [0, 0, 0, 0, "f" * 64]}
+    book.write_text(json.dumps(entries))
+    storage.clear_process_memos()
+    assert store.digest(T.INGEST_AUDIT, DAY) == want
+    book.write_text("{not json")
+    storage.clear_process_memos()
+    assert store.digest(T.INGEST_AUDIT, DAY) == want
