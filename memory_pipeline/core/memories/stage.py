@@ -56,9 +56,16 @@ def prior_dossier_states(store: TableStore, before: dt.date) -> dict[str, str]:
     return {c: state for c, (state, _) in prior_dossiers(store, before).items()}
 
 
-def prior_dossiers(store: TableStore, before: dt.date) -> dict[str, tuple[str, str]]:
+def prior_dossiers(
+    store: TableStore, before: dt.date, contacts: Iterable[str] | None = None
+) -> dict[str, tuple[str, str]]:
     """contact -> (state JSON, markdown) of its latest stored version before ``before``
-    (the markdown is what an LLM writer rewrote, if one did); see prior_dossier_states."""
+    (the markdown is what an LLM writer rewrote, if one did); see prior_dossier_states.
+
+    With ``contacts`` (the ones a run folds) only theirs: the partitions are read newest
+    first and only while one of them is still unseen, each first by its contact column, so
+    a night reads the few days since those contacts last spoke, not every dossier ever
+    written (a contact seen for the first time still has every partition checked)."""
     built = set(store.dates(T.DOSSIERS))
     gaps = [d for d in store.dates(T.SESSIONS) if d < before and d not in built]
     if gaps:
@@ -67,8 +74,15 @@ def prior_dossiers(store: TableStore, before: dt.date) -> dict[str, tuple[str, s
             f"{len(gaps)} earlier date(s) with sessions have none (first: {gaps[0]}); "
             f"materialize dossiers from {gaps[0]} to {before} in one run (a backfill)"
         )
+    wanted = None if contacts is None else set(contacts)
     states: dict[str, tuple[str, str]] = {}
     for day in sorted((d for d in built if d < before), reverse=True):
+        if wanted is not None:
+            if not wanted:
+                break
+            present = store.read(T.DOSSIERS, [day], columns=["contact_id"]).column("contact_id")
+            if wanted.isdisjoint(present.to_pylist()):
+                continue
         table = store.read(T.DOSSIERS, [day], columns=["contact_id", "state", "markdown"])
         for contact, state, markdown in zip(
             table.column("contact_id").to_pylist(),
@@ -76,7 +90,11 @@ def prior_dossiers(store: TableStore, before: dt.date) -> dict[str, tuple[str, s
             table.column("markdown").to_pylist(),
             strict=True,
         ):
-            states.setdefault(contact, (state, markdown))
+            if wanted is None:
+                states.setdefault(contact, (state, markdown))
+            elif contact in wanted:
+                states[contact] = (state, markdown)
+                wanted.discard(contact)
     return states
 
 
@@ -96,11 +114,13 @@ def build_dossiers(
     days = sorted(set(dates))
     if not days:
         return
-    prior = prior_dossiers(store, days[0])
+    sessions_all = store.read(T.SESSIONS, days)
+    # only the contacts folded here: a day's states and pages are those of its sessions'
+    # contacts (build_day returns no other)
+    prior = prior_dossiers(store, days[0], sessions_all.column("contact_id").to_pylist())
     saved = {c: state for c, (state, _) in prior.items()}  # JSON, parsed only when seen
     pages = {c: markdown for c, (_, markdown) in prior.items()}
     states: dict[str, DossierState] = {}
-    sessions_all = store.read(T.SESSIONS, days)
     memories_all = store.read(T.MEMORIES, days)
     enrichment_all = store.read(T.SESSION_ENRICHMENT, days)
     per_sessions = split_by_date(sessions_all, "local_date", days)
