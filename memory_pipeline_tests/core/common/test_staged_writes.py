@@ -7,27 +7,13 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.owners import OWNER_COLUMN, OwnerStore
 from memory_pipeline.core.common.storage import StagedWrites, TableStore
-
-DAY = dt.date(2024, 3, 1)
-
-
-def _audit(n: int) -> pa.Table:
-    return pa.table(
-        {
-            "partition_date": [DAY] * n,
-            "source": [f"s{i}" for i in range(n)],
-            "records_read": list(range(n)),
-            "ingested": list(range(n)),
-            "quarantined": [0] * n,
-        }
-    ).cast(T.INGEST_AUDIT.schema)
+from memory_pipeline_tests.core.common.test_storage_memo import DAY, _audit
 
 
 def _hidden(store: TableStore) -> list[Path]:
@@ -48,18 +34,15 @@ def test_a_staged_write_is_invisible_until_commit(tmp_path: Path):
 def test_staged_writes_commit_together_or_leave_nothing(tmp_path: Path):
     store = TableStore(tmp_path)
     store.write(T.INGEST_AUDIT, _audit(1), DAY)
-    with StagedWrites(store) as staged:
-        staged.stage(T.INGEST_AUDIT, _audit(2), DAY)
-        staged.stage(T.INGEST_AUDIT, _audit(5), DAY + dt.timedelta(days=1))
-    # closed without commit (a failed check): nothing replaced, no temporary file left
-    assert store.read(T.INGEST_AUDIT).num_rows == 1
-    assert _hidden(store) == []
-    with StagedWrites(store) as staged:
-        staged.stage(T.INGEST_AUDIT, _audit(2), DAY)
-        staged.stage(T.INGEST_AUDIT, _audit(5), DAY + dt.timedelta(days=1))
-        staged.commit()
-    assert store.read(T.INGEST_AUDIT).num_rows == 7
-    assert _hidden(store) == []
+    # closed without commit (a failed check): nothing replaced; then committed: both are
+    for commit, rows in ((False, 1), (True, 7)):
+        with StagedWrites(store) as staged:
+            staged.stage(T.INGEST_AUDIT, _audit(2), DAY)
+            staged.stage(T.INGEST_AUDIT, _audit(5), DAY + dt.timedelta(days=1))
+            if commit:
+                staged.commit()
+        assert store.read(T.INGEST_AUDIT).num_rows == rows
+        assert _hidden(store) == []  # no temporary file left either way
 
 
 def test_a_failed_encoding_raises_at_commit_and_replaces_nothing(tmp_path: Path):
