@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from memory_pipeline.core.common import tables as T
@@ -302,12 +303,14 @@ def _text_indexes(
     # token lists per chunk partition, cached by content (core/indexes/parts.py): a
     # refresh converts only changed partitions; forget / retention delete them
     parts = parts_root(cfg.cache_path.parent)
-    days = chunks.sort_by("chunk_id").column("local_date")  # reps' order
+    order = pc.sort_indices(chunks.column("chunk_id"))  # reps' order
+    days = chunks.column("local_date").take(order)
     with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
         messages = messages_job.result()
-        # the turn index first: the longest task; the analyzer is resolved from the raw
-        # texts only when configured "auto" (a named one needs no sample)
-        tok = _analyzer(cfg.tokenizer, chunks)
+        # the turn index first: the longest task. One analyzer for the chunks, the turns and
+        # the queries ("auto": picked from the raw texts, in reps' order, as build_bm25 would)
+        sample = chunks.column("raw_text").take(order) if cfg.tokenizer == "auto" else None
+        tok = get_tokenizer(cfg.tokenizer, sample_texts=sample)
         # one document per message (core/indexes/turns.py), tokenized as the chunk indexes
         # are, through the same token cache (two documents per message: the largest corpus);
         # its own tokenizer object (Sudachi's state is per thread anyway)
@@ -338,15 +341,6 @@ def _text_indexes(
         lookups["turn_tokens_computed"] = turn_tokenizer.misses
     smeta, mmeta = meta_job.result()
     return bm25, lookups, smeta, mmeta, postings_check
-
-
-def _analyzer(name: str, chunks: Any) -> Any:
-    """The tokenizer of the chunk and turn indexes and the queries: ``auto`` picks it from
-    the raw texts as build_bm25 would (the stamps reduced as the index sees them)."""
-    if name != "auto":
-        return get_tokenizer(name)
-    raw = chunks.select(["chunk_id", "raw_text"]).sort_by("chunk_id").column("raw_text")
-    return get_tokenizer(name, sample_texts=raw.combine_chunks())
 
 
 def _index_settings(cfg: Any) -> str | None:

@@ -228,10 +228,8 @@ def representation_arrays(
     chunks = chunks.select(["chunk_id", "raw_text"]).sort_by("chunk_id")
     ids = chunks.column("chunk_id").combine_chunks()
     raw = chunks.column("raw_text").combine_chunks()
-    if raw_prefix != "full":
+    if raw_prefix != "full":  # bm25_raw_texts refuses an unknown prefix
         raw = pa.array(bm25_raw_texts(raw.to_pylist(), raw_prefix), pa.string())
-    else:
-        bm25_raw_texts([], raw_prefix)  # the prefix is checked either way
 
     def joined(table: pa.Table, column: str) -> pa.Array:
         at = pc.index_in(ids, value_set=table.column("chunk_id").combine_chunks())
@@ -329,9 +327,7 @@ def _as_strings(values: Sequence[object] | pa.Array | pa.ChunkedArray) -> pa.Arr
         values = values.combine_chunks()
     if isinstance(values, pa.Array):
         return values if pa.types.is_string(values.type) else pc.cast(values, pa.string())
-    return pa.array(
-        [v.isoformat() if isinstance(v, dt.date) else v for v in values], pa.string()
-    )
+    return pa.array([v.isoformat() if isinstance(v, dt.date) else v for v in values], pa.string())
 
 
 def _bm25_from_parts(

@@ -9,8 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-import pyarrow as pa
-
 Ranked = list[tuple[str, float]]
 
 
@@ -69,23 +67,6 @@ def highlight_scores(
         score = sum(idf.get(t, 0.0) for t in present)
         out.append(score / (1.0 + 0.05 * max(0, len(toks) - 20)))
     return out
-
-
-def idf_from_postings(postings: pa.Table, n_docs: int) -> dict[str, float]:
-    """Smoothed idf per token from a postings table (document frequency = rows per token)."""
-    if postings.num_rows == 0:
-        return {}
-    counts = postings.group_by("token").aggregate([("doc_id", "count")])
-    return idf_from_frequencies(
-        dict(
-            zip(
-                counts.column("token").to_pylist(),
-                counts.column("doc_id_count").to_pylist(),
-                strict=True,
-            )
-        ),
-        n_docs,
-    )
 
 
 def idf_from_frequencies(frequencies: Mapping[str, int], n_docs: int) -> dict[str, float]:

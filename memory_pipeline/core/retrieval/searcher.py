@@ -12,15 +12,13 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.redact import redact
-from memory_pipeline.core.indexes.bm25 import Bm25Index, document_frequencies
+from memory_pipeline.core.indexes.bm25 import document_frequencies
 from memory_pipeline.core.indexes.hnsw import KEYS_SUFFIX, KeyRows
 from memory_pipeline.core.indexes.ivf import IvfIndex, load_ivf
 from memory_pipeline.core.indexes.publish import (
@@ -52,7 +50,6 @@ from memory_pipeline.core.retrieval.fusion import (
     fold,
     highlight_scores,
     idf_from_frequencies,
-    idf_from_postings,
     linear_fusion,
     rrf,
 )
@@ -104,24 +101,6 @@ SESSION_FIELDS = (
     "end_local_ts",
 )
 
-
-
-def _raw_text_idf(version: Path, bm25: dict[str, Bm25Index], n_docs: int) -> dict[str, float]:
-    """Smoothed idf of the raw_text tokens (what highlights weigh words by): counted on
-    the raw_text index's score matrix; a version written before the index carried them
-    all has only its postings file for it."""
-    if "raw_text" in bm25:
-        return idf_from_frequencies(document_frequencies(bm25["raw_text"]), n_docs)
-    path = version / "bm25_postings.parquet"
-    if not path.is_file():
-        return {}
-    post = pq.read_table(path, filters=[("representation", "=", "raw_text")])
-    return idf_from_postings(
-        post.select(["representation", "token", "chunk_id", "score"]).rename_columns(
-            ["r", "token", "doc_id", "score"]
-        ),
-        n_docs,
-    )
 
 class IndexNotBuilt(RuntimeError):
     """No published index yet: run the pipeline first."""
@@ -281,7 +260,13 @@ class Searcher:
         self.known_speakers = sorted(names, key=len, reverse=True)
         self._messages = {r["message_id"]: r for r in msgs.to_pylist()}
         self.latest = max((r["local_ts"] for r in self._messages.values()), default=None)
-        self._idf = _raw_text_idf(version, self.bm25, len(self.chunk_ids))
+        # what highlights weigh words by: the raw_text index's document frequencies
+        raw_index = self.bm25.get("raw_text")
+        self._idf = (
+            idf_from_frequencies(document_frequencies(raw_index), len(self.chunk_ids))
+            if raw_index is not None
+            else {}
+        )
         self._chunk_table = chunks
         self._turn_index: TurnIndex | None = None
         self._turns_loaded = False
