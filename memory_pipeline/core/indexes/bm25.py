@@ -272,11 +272,9 @@ def fast_index_ids(
     if n_docs == 0 or not lengths.any():
         return False
     n_vocab = len(vocab)
-    doc = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
-    # one key per (token, document): sorted unique keys are the CSC order, counts the tf
-    keys, tf = np.unique(flat.astype(np.int64) * n_docs + doc, return_counts=True)
-    tok, rows = np.divmod(keys, n_docs)
-    df = np.bincount(tok, minlength=n_vocab)
+    rows, tf, indptr = _term_counts(np.asarray(flat), lengths, n_vocab)
+    df = np.diff(indptr)  # documents per token
+    tok = np.repeat(np.arange(n_vocab, dtype=np.int64), df)
     idf_fn = scoring._select_idf_scorer(retriever.idf_method)
     distinct = np.unique(df[df > 0])
     by_df = dict(
@@ -294,8 +292,6 @@ def fast_index_ids(
         delta=retriever.delta,
     )
     data = (idf[tok].astype(np.float64) * tfc).astype(retriever.dtype)
-    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
-    np.cumsum(np.bincount(tok, minlength=n_vocab), out=indptr[1:])
     retriever.nonoccurrence_array = None
     retriever.scores = {
         "data": data,
@@ -306,6 +302,30 @@ def fast_index_ids(
     retriever.vocab_dict = vocab
     retriever.unique_token_ids_set = set(vocab.values())
     return True
+
+
+def _term_counts(
+    flat: np.ndarray, lengths: np.ndarray, n_vocab: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(document of each posting, its term frequency, the postings' CSC ``indptr``) of the
+    token ids ``flat`` (documents of ``lengths`` tokens, in order): postings in CSC order,
+    token by token and, within a token, by document.
+
+    A counting sort (scipy's COO -> CSC conversion, C, linear in the tokens) instead of
+    ``np.unique`` over one ``token * n_docs + doc`` key per token: the sort was the largest
+    single cost of a refresh's five BM25 builds (~30 M tokens; ~1.4 CPU s per 10 M here,
+    0.16 s this way). Documents are visited in order, so each token's column comes out
+    with its documents ascending and the duplicates (a token repeated in a document)
+    adjacent; ``sum_duplicates`` folds them into the term frequency. The same arrays as
+    the sort, value for value (tested against ``np.unique``)."""
+    import scipy.sparse as sp
+
+    n_docs = len(lengths)
+    doc = np.repeat(np.arange(n_docs, dtype=np.int32), lengths)
+    ones = np.ones(len(doc), dtype=np.int32)
+    matrix = sp.csc_matrix((ones, (doc, flat)), shape=(n_docs, n_vocab))
+    matrix.sum_duplicates()
+    return matrix.indices, matrix.data, matrix.indptr.astype(np.int64)
 
 
 def query_tokens(index: Bm25Index, query: str) -> list[str]:

@@ -12,28 +12,36 @@ from memory_pipeline.core.common.timelex import WEEKDAY_NAMES
 
 
 def session_metadata(sessions: pa.Table) -> pa.Table:
-    """Per session: its 1-based index in its conversation and calendar fields for filters."""
+    """Per session: its 1-based index in its conversation and calendar fields for filters.
+
+    Whole-column Arrow and numpy, like :func:`message_metadata` (every refresh rebuilds it
+    over every session)."""
     ordered = sessions.sort_by(
         [("conversation_id", "ascending"), ("start_ts", "ascending"), ("session_id", "ascending")]
-    )
-    convs = ordered.column("conversation_id").to_pylist()
-    index, counts = [], {}
-    for c in convs:
-        counts[c] = counts.get(c, 0) + 1
-        index.append(counts[c])
-    starts = ordered.column("start_local_ts").to_pylist()
+    ).combine_chunks()
+    n = ordered.num_rows
+    conv = ordered.column("conversation_id").combine_chunks().dictionary_encode("encode")
+    codes = conv.indices.to_numpy(zero_copy_only=False)
+    new_conv = np.ones(n, dtype=bool)
+    new_conv[1:] = codes[1:] != codes[:-1]  # sorted: a conversation's sessions are adjacent
+    starts = np.flatnonzero(new_conv)
+    group = np.cumsum(new_conv) - 1
+    index = np.arange(n, dtype=np.int64) - starts[group] + 1
+    counts = np.diff(np.append(starts, n))[group]
+    starts_ts = ordered.column("start_local_ts")
     return pa.table(
         {
             "session_id": ordered.column("session_id"),
             "conversation_id": ordered.column("conversation_id"),
             "contact_id": ordered.column("contact_id"),
             "session_index": pa.array(index, pa.int32()),
-            "sessions_in_conversation": pa.array([counts[c] for c in convs], pa.int32()),
+            "sessions_in_conversation": pa.array(counts, pa.int32()),
             "local_date": ordered.column("local_date"),
-            "start_local_ts": ordered.column("start_local_ts"),
+            "start_local_ts": starts_ts,
             "end_local_ts": ordered.column("end_local_ts"),
-            "day_name": [WEEKDAY_NAMES[s.weekday()] for s in starts],
-            "iso_week": pa.array([s.isocalendar()[1] for s in starts], pa.int32()),
+            # Monday = 0, as datetime.weekday(); the ISO week, as isocalendar()[1]
+            "day_name": pa.array(WEEKDAY_NAMES, pa.string()).take(pc.day_of_week(starts_ts)),
+            "iso_week": pc.cast(pc.iso_week(starts_ts), pa.int32()),
             "participants": ordered.column("participants"),
         }
     )

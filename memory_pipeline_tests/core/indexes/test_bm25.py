@@ -431,3 +431,25 @@ def test_fast_index_declines_an_empty_corpus_and_build_index_still_works():
     assert not fast_index(bm25s.BM25(backend="numpy"), [[], []])
     index = build_index(["a", "b"], ["", ""], tokenizer="english")
     assert index.search("anything") == []
+
+
+def test_term_counts_equal_the_sorted_unique_keys():
+    """The counting-sort postings are the ``np.unique`` sort's, value for value: CSC order,
+    term frequencies, empty documents and tokens of no document included."""
+    import numpy as np
+
+    from memory_pipeline.core.indexes.bm25 import _term_counts
+
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(0, 40, 5000)
+    lengths[:3] = 0  # empty documents at the start and elsewhere
+    n_vocab = 700  # some ids never drawn: tokens of no document
+    flat = (rng.zipf(1.4, int(lengths.sum())) % 650).astype(np.int64)
+    n_docs = len(lengths)
+    doc = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
+    keys, tf = np.unique(flat * n_docs + doc, return_counts=True)
+    tok, rows = np.divmod(keys, n_docs)
+    rows2, tf2, indptr = _term_counts(flat, lengths, n_vocab)
+    assert np.array_equal(rows2, rows) and np.array_equal(tf2, tf)
+    assert np.array_equal(indptr, np.r_[0, np.cumsum(np.bincount(tok, minlength=n_vocab))])
+    assert indptr.dtype == np.int64

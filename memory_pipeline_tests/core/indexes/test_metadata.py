@@ -111,3 +111,40 @@ def test_message_metadata_equals_the_per_message_reference():
         assert got.schema == want.schema or want.schema.field("session_id").type == pa.null()
         assert got.to_pylist() == want.to_pylist(), seed
     assert message_metadata(messages.slice(0, 0), sessions, smeta).num_rows == 0
+
+
+def _session_reference(sessions: pa.Table) -> pa.Table:
+    """The per-session implementation session_metadata replaced (a Python counter and a
+    datetime per session)."""
+    ordered = sessions.sort_by(
+        [("conversation_id", "ascending"), ("start_ts", "ascending"), ("session_id", "ascending")]
+    )
+    convs = ordered.column("conversation_id").to_pylist()
+    index, counts = [], {}
+    for c in convs:
+        counts[c] = counts.get(c, 0) + 1
+        index.append(counts[c])
+    starts = ordered.column("start_local_ts").to_pylist()
+    return pa.table(
+        {
+            "session_id": ordered.column("session_id"),
+            "conversation_id": ordered.column("conversation_id"),
+            "contact_id": ordered.column("contact_id"),
+            "session_index": pa.array(index, pa.int32()),
+            "sessions_in_conversation": pa.array([counts[c] for c in convs], pa.int32()),
+            "local_date": ordered.column("local_date"),
+            "start_local_ts": ordered.column("start_local_ts"),
+            "end_local_ts": ordered.column("end_local_ts"),
+            "day_name": [WEEKDAY_NAMES[s.weekday()] for s in starts],
+            "iso_week": pa.array([s.isocalendar()[1] for s in starts], pa.int32()),
+            "participants": ordered.column("participants"),
+        }
+    )
+
+
+def test_session_metadata_equals_the_per_session_reference():
+    """Session indexes per conversation, weekday names and ISO weeks (across a year's end)
+    as the per-session code gave them, table for table."""
+    for seed, n in ((0, 40), (1, 3), (2, 1), (3, 200)):
+        _, sessions = _tables(seed, n)
+        assert session_metadata(sessions).equals(_session_reference(sessions)), seed

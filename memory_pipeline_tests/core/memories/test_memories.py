@@ -26,6 +26,7 @@ from memory_pipeline.core.memories.extract import (
     extract_memories,
     resolve_date,
     supersede,
+    supersede_rows,
 )
 from memory_pipeline.core.sessions.sessionize import sessionize
 from memory_pipeline_tests.factories import msg, table
@@ -376,3 +377,41 @@ def test_locomo_memories_are_sourced_statements(shared_file) -> None:
         assert len(r["text"]) <= 300
     kinds = set(mem.column("kind").to_pylist())
     assert {"preference", "event", "plan"} <= kinds
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_supersede_equals_the_row_by_row_definition(seed: int) -> None:
+    """The whole-column supersession gives the row-by-row definition's table exactly, on
+    histories with restated values, case/width variants (NFKC, casefold), null subjects
+    and values, ties on valid_from, memories without an attribute and shuffled input."""
+    rng = random.Random(seed)
+    t0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    values = ["Tokyo", "tokyo", "ＴＯＫＹＯ", "Osaka", " osaka ", "Kobe", "", None]
+    rows = [
+        {
+            "memory_id": stable_id("m", seed, i),
+            "contact_id": rng.choice(["c1", "c2", "c3"]),
+            "conversation_id": "conv",
+            "session_id": f"s{i % 7}",
+            "local_date": dt.date(2024, 1, 1),
+            "subject": rng.choice(["A", "B", None]),
+            "subject_is_owner": False,
+            "kind": "fact",
+            "attribute": rng.choice(["residence", "employer", "", "", None]),
+            "value": rng.choice(values),
+            "text": "t",
+            "lang": "en",
+            "valid_from": t0 + dt.timedelta(minutes=rng.randrange(30)),
+            "event_date": None,
+            "message_ids": [f"m{i}"],
+            "method": "rules",
+            "confidence": 0.5,
+        }
+        for i in range(rng.choice([1, 40, 400]))
+    ]
+    mem = pa.Table.from_pylist(rows, schema=MEMORIES)
+    expected = supersede_rows(mem)
+    assert supersede(mem).equals(expected)
+    shuffled = mem.take(pa.array(rng.sample(range(mem.num_rows), mem.num_rows)))
+    assert supersede(shuffled).equals(expected)
+    assert supersede(mem.slice(0, 0)).equals(supersede_rows(mem.slice(0, 0)))
