@@ -765,8 +765,9 @@ def test_search_indexes_carries_the_graph_over_from_the_published_version(
 ):
     """The asset hands the published version to build_dense: with a graph forced on the
     sample (threshold 1), the first build (previous version without stable keys) is full,
-    the next one incremental (nothing changed), the previous version is left as it was and
-    search over the new version agrees with the exact scan."""
+    the next one carries it over (nothing changed: the merge is deferred and the graph file
+    linked), the previous version is left as it was and search over the new version agrees
+    with the exact scan."""
     import hashlib
     import shutil
 
@@ -805,11 +806,12 @@ def test_search_indexes_carries_the_graph_over_from_the_published_version(
     digest = {p: hashlib.sha256(p.read_bytes()).digest() for p in v1.rglob("*") if p.is_file()}
     meta2 = vector_meta(runner.run(INDEX_KEYS, []))
     assert seen[1] == v1 and current_version(out) != v1
-    assert (meta2[f"{rep}_ann_build"], meta2[f"{rep}_ann_added"]) == ("incremental", 0)
-    assert meta2[f"{rep}_ann_removed"] == 0
+    assert (meta2[f"{rep}_ann_build"], meta2[f"{rep}_ann_added"]) == ("deferred", 0)
+    assert meta2[f"{rep}_ann_removed"] == meta2[f"{rep}_ann_pending"] == 0
     assert {p: hashlib.sha256(p.read_bytes()).digest() for p in digest} == digest
     base, ann = Searcher(built.store.root), Searcher(out)
-    assert ann.hnsw(rep) is not None and ann.dense_meta[rep]["ann"]["build"] == "incremental"
+    assert ann.hnsw(rep) is not None and ann.dense_meta[rep]["ann"]["build"] == "deferred"
+    assert ann.pending_rows(rep).size == 0
     for q in ["dog shelter", "Where did we go hiking last weekend"]:
         # as the test above: the graph asked for 50 chunks finds the exact top 10
         want = base.dense_ranked(q, rep, None, 50)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,21 @@ MAX_REMOVED_SHARE = 0.10  # removals accumulated since the last full build vs n
 # returns, and a test comparing it with the exact scan, changed from run to run. One thread
 # costs wall time only (the CPU seconds are the same), on the full build.
 ADD_THREADS = 1
+
+# Deferred merges (an LSM-style delta): a night whose change is small does not touch the
+# graph at all. The previous version's graph file is hard-linked into the new version, and
+# the pieces it does not hold as they are now (new since the graph was saved, or re-embedded)
+# are listed in ``<rep>.pending.npy`` (int64 keys); the searcher scores those exactly beside
+# what the graph returns, and keys the graph returns that are no longer in the matrix map to
+# no row (``KeyRows``). The graph is merged (restored, its outdated entries removed, the
+# pending pieces added, saved) once the pending pieces and the graph's outdated entries
+# exceed MAX_PENDING_SHARE of the pieces. Why: restoring and saving the 184 MB graph of all
+# RealPersonaChat holds the GIL (usearch) for ~0.5-1 s each and was the largest single cost
+# of a nightly refresh (~1-1.7 s wall, ~1.2-2 s CPU of a ~7.8 s refresh, measured by
+# hard-linking instead). The exact scan of the pending rows costs a query a matrix product
+# over at most 5 % of the pieces (contiguous rows of the newest days).
+MAX_PENDING_SHARE = 0.05
+PENDING_SUFFIX = ".pending.npy"
 
 KEYS_SUFFIX = ".keys.npy"
 _KEY_MASK = (1 << 63) - 1
@@ -162,6 +177,19 @@ class Previous:
     keys: np.ndarray  # int64, aligned with matrix rows
     matrix: Any  # memory-mapped float32 (one array or segments.SegmentedMatrix)
     ann: dict
+    # int64 keys of the pieces whose current vector the graph does not hold (deferred)
+    pending: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def pending_path(dense: Path, rep: str) -> Path:
+    """Where a version lists the pieces its (carried-over) graph does not hold."""
+    return Path(dense) / f"{rep}{PENDING_SUFFIX}"
+
+
+def load_pending(dense: Path, rep: str) -> np.ndarray:
+    """The keys a version's graph does not hold as they are now (none: empty)."""
+    path = pending_path(dense, rep)
+    return np.load(path) if path.is_file() else np.zeros(0, dtype=np.int64)
 
 
 def usable_previous(
@@ -197,13 +225,17 @@ def usable_previous(
         return None, "previous graph files missing"
     info = Index.metadata(str(graph)) or {}
     keys = np.load(keys_path)
+    try:
+        pending = load_pending(dense, rep)
+    except (OSError, ValueError):
+        return None, "previous pending list unreadable"
     if (
         info.get("dimensions") != identity.get("dim")
-        or info.get("count_present") != len(keys)
+        or info.get("count_present") != ann.get("graph_count", len(keys))
         or matrix.shape != (len(keys), identity.get("dim"))
     ):
         return None, "previous graph does not match its keys or matrix"
-    return Previous(graph, keys, matrix, ann), ""
+    return Previous(graph, keys, matrix, ann, pending), ""
 
 
 def _changed_rows(
@@ -226,16 +258,20 @@ def save_graph(
     prev: Previous | None,
     fresh: np.ndarray | None = None,
 ) -> dict:
-    """Save ``matrix``'s graph (keys ``keys``) at ``path``: updated from ``prev`` when the
-    change is small enough, else built in full; returns the ann metadata (``build``,
-    ``added``, ``removed``, the counts since the last full build, and ``full_reason``).
+    """Save ``matrix``'s graph (keys ``keys``) at ``path``: carried over from ``prev`` when
+    the change is small enough (deferred: the previous file hard-linked and the pieces it
+    lacks listed beside it; or merged into a copy of it), else built in full; returns the
+    ann metadata (``build`` = deferred / incremental / full, ``added``, ``removed``, the
+    counts since the last full build, ``pending``, and ``full_reason``).
 
     ``fresh`` (bool per row, optional) marks the rows that may differ from the previous
     version's under the same key (segments.py: the rows of the days decoded this build; the
     others are the previous version's bytes): only those are compared."""
     n = int(matrix.shape[0])
+    pending_file = pending_path(path.parent, path.name[: -len(".usearch")])
+    pending_file.unlink(missing_ok=True)
     if prev is None:
-        return save_full(matrix, path, keys)
+        return save_full(matrix, path, keys) | {"graph_count": n, "pending": 0}
     _, new_i, old_i = np.intersect1d(keys, prev.keys, assume_unique=True, return_indices=True)
     in_file = np.argsort(old_i)  # read the previous (memory-mapped) matrix in file order
     new_i, old_i = new_i[in_file], old_i[in_file]
@@ -248,38 +284,88 @@ def save_graph(
     kept_old[old_i[~changed]] = True
     add_rows = np.flatnonzero(~kept_new)
     remove_keys = prev.keys[~kept_old]
-    removed_since = int(prev.ann.get("removed_since_full", 0)) + len(remove_keys)
+    # what the carried-over graph does not hold as it is now: this night's new and changed
+    # pieces, and the pieces still pending from the nights before (unchanged since)
+    pending = np.union1d(keys[add_rows], prev.pending[np.isin(prev.pending, keys)])
+    # graph entries that no longer describe a current piece (gone or re-embedded): an
+    # upper bound (a piece added and removed while pending never entered the graph)
+    stale = int(prev.ann.get("graph_stale", 0)) + len(remove_keys)
+    removed_full = int(prev.ann.get("removed_since_full", 0))
     reason = ""
     if len(add_rows) + len(remove_keys) > MAX_CHANGE_SHARE * n:
         reason = "large change"
-    elif removed_since > MAX_REMOVED_SHARE * n:
+    elif removed_full + stale > MAX_REMOVED_SHARE * n:
         reason = "removals since the last full build"
     if reason:
-        return save_full(matrix, path, keys) | {"full_reason": reason}
+        return save_full(matrix, path, keys) | {
+            "full_reason": reason,
+            "graph_count": n,
+            "pending": 0,
+        }
+    at_full = int(prev.ann.get("count_at_full", len(prev.keys)))
+    added_full = int(prev.ann.get("added_since_full", 0))  # inserted into the graph
+    if len(pending) + stale <= MAX_PENDING_SHARE * n:
+        _link(prev.graph, path)  # the previous file is only read: a link, not a copy
+        if len(pending):
+            np.save(pending_file, pending.astype(np.int64))
+        return params() | {
+            "keys": "content",
+            "build": "deferred",
+            "added": len(add_rows),
+            "removed": len(remove_keys),
+            "count_at_full": at_full,
+            "added_since_full": added_full,
+            "removed_since_full": removed_full,
+            "pending": len(pending),
+            "graph_stale": stale,
+            "graph_count": int(prev.ann.get("graph_count", len(prev.keys))),
+        }
     from usearch.index import Index
 
     index = Index.restore(str(prev.graph))  # an in-memory copy: prev is not written
     index.expansion_add = HNSW_EXPANSION_ADD  # not stored in the file
-    if len(remove_keys):
-        index.remove(remove_keys.astype(np.uint64))
-    if len(add_rows):
+    held = np.asarray(index.keys, dtype=np.uint64).astype(np.int64)
+    current = np.setdiff1d(keys, pending, assume_unique=True)  # up to date where held
+    remove = np.setdiff1d(held, current, assume_unique=True)  # gone or outdated entries
+    if len(remove):
+        index.remove(remove.astype(np.uint64))
+    add = np.flatnonzero(~np.isin(keys, np.intersect1d(held, current, assume_unique=True)))
+    if len(add):
         index.add(
-            keys[add_rows].astype(np.uint64),
-            np.ascontiguousarray(matrix[add_rows]),
+            keys[add].astype(np.uint64),
+            np.ascontiguousarray(matrix[add]),
             threads=ADD_THREADS,
         )
     if len(index) != n:  # never publish a graph that disagrees with the matrix
-        return save_full(matrix, path, keys) | {"full_reason": "graph count mismatch"}
+        return save_full(matrix, path, keys) | {
+            "full_reason": "graph count mismatch",
+            "graph_count": n,
+            "pending": 0,
+        }
     index.save(str(path))
     return params() | {
         "keys": "content",
         "build": "incremental",
-        "added": len(add_rows),
-        "removed": len(remove_keys),
-        "count_at_full": int(prev.ann.get("count_at_full", len(prev.keys))),
-        "added_since_full": int(prev.ann.get("added_since_full", 0)) + len(add_rows),
-        "removed_since_full": removed_since,
+        "added": len(add),
+        "removed": len(remove),
+        "count_at_full": at_full,
+        "added_since_full": added_full + len(add),
+        "removed_since_full": removed_full + len(remove),
+        "pending": 0,
+        "graph_stale": 0,
+        "graph_count": n,
     }
+
+
+def _link(src: Path, dest: Path) -> None:
+    """``dest`` as a hard link to ``src`` (a copy where links are not possible)."""
+    import shutil
+
+    dest.unlink(missing_ok=True)
+    try:
+        dest.hardlink_to(src)
+    except OSError:
+        shutil.copyfile(src, dest)
 
 
 class KeyRows:

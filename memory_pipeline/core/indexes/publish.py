@@ -465,7 +465,8 @@ def build_dense(
                 ann = save_ivf(build_ivf(np.asarray(r.matrix)), dense, rep)
             else:
                 ann = _dense_graph(r, dense, rep, previous)
-                shown = ("build", "added", "removed", "removed_since_full", "full_reason")
+                shown = ("build", "added", "removed", "removed_since_full", "pending")
+                shown += ("full_reason",)
                 stats |= {f"{rep}_ann_{k}": ann[k] for k in shown if k in ann}
             stats[f"{rep}_ann_build_s"] = round(time.perf_counter() - t0, 3)
             stats[f"{rep}_ann_build_cpu_s"] = round(time.process_time() - c0, 3)

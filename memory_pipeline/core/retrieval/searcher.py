@@ -19,7 +19,7 @@ import numpy as np
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common.redact import redact
 from memory_pipeline.core.indexes.bm25 import document_frequencies
-from memory_pipeline.core.indexes.hnsw import KEYS_SUFFIX, KeyRows
+from memory_pipeline.core.indexes.hnsw import KEYS_SUFFIX, KeyRows, load_pending
 from memory_pipeline.core.indexes.ivf import IvfIndex, load_ivf
 from memory_pipeline.core.indexes.publish import (
     current_version,
@@ -245,6 +245,7 @@ class Searcher:
         self._dense_starts: dict[str, np.ndarray | None] = {}
         self._hnsw: dict[str, Any] = {}
         self._hnsw_rows: dict[str, KeyRows] = {}
+        self._pending_rows: dict[str, np.ndarray] = {}
         self._ivf: dict[str, IvfIndex | None] = {}
         self._bm25_pos: dict[str, np.ndarray] = {}
         meta_path = version / "dense" / "meta.json"
@@ -468,6 +469,16 @@ class Searcher:
             self._hnsw_rows[rep] = KeyRows(keys, len(matrix))
         return self._hnsw_rows[rep]
 
+    def pending_rows(self, rep: str) -> np.ndarray:
+        """The matrix rows of the pieces ``rep``'s carried-over graph does not hold as they
+        are now (a deferred merge, ``hnsw.MAX_PENDING_SHARE``): scored exactly by every
+        ANN search."""
+        if rep not in self._pending_rows:
+            keys = load_pending(self.version / "dense", rep)
+            rows = self.hnsw_rows(rep).rows(keys.astype(np.uint64)) if len(keys) else keys
+            self._pending_rows[rep] = np.asarray(rows, dtype=np.int64)
+        return self._pending_rows[rep]
+
     def ivf(self, rep: str) -> IvfIndex | None:
         """``rep``'s IVF index (vectors memory-mapped), or None: below the build's
         ``hnsw_threshold`` there is none and search stays exact."""
@@ -498,7 +509,8 @@ class Searcher:
             index = self.hnsw(rep)
             if index is not None:
                 q = self.embed_query(query, rep)
-                return self._dense_ann(index, self.hnsw_rows(rep), matrix, pos, q, n)
+                pending = self.pending_rows(rep)
+                return self._dense_ann(index, self.hnsw_rows(rep), matrix, pos, q, n, pending)
         q = self.embed_query(query, rep)
         if mask is not None:
             keep = mask[pos]
@@ -531,14 +543,20 @@ class Searcher:
         pos: np.ndarray,
         q: np.ndarray,
         n: int,
+        pending: np.ndarray | None = None,
     ) -> Ranked:
         """The top ``n`` chunks from the HNSW index: its nearest ``ANN_PIECES * n`` pieces,
         rescored exactly against the matrix (the same scores as the exact path), each chunk
         by its best retrieved piece. Approximate only in which pieces come back; a filtered
-        search (scope, time) stays exact (the graph knows nothing of the filter)."""
+        search (scope, time) stays exact (the graph knows nothing of the filter). The
+        ``pending`` rows (pieces a deferred merge left out of the graph) are always scored:
+        exact for the newest pieces."""
         count = min(len(pos), ANN_PIECES * n)
         index.expansion_search = max(count, 64)
-        rows = np.unique(key_rows.rows(index.search(q, count).keys))
+        rows = key_rows.rows(index.search(q, count).keys)
+        if pending is not None and len(pending):
+            rows = np.concatenate([rows, pending])
+        rows = np.unique(rows)
         if rows.size == 0:
             return []
         scores = np.asarray(matrix[rows] @ q, dtype=np.float64)

@@ -84,7 +84,9 @@ def _search(folder: Path, q: np.ndarray, k: int = 10, keys_file: bool = True) ->
     index = Index.restore(str(dense / "summary.usearch"), view=True)
     index.expansion_search = 64
     keys_path = dense / f"summary{H.KEYS_SUFFIX}" if keys_file else dense / "none"
-    rows = np.unique(H.KeyRows(keys_path, len(matrix)).rows(index.search(q, 2 * k).keys))
+    key_rows = H.KeyRows(keys_path, len(matrix))
+    pending = key_rows.rows(H.load_pending(dense, "summary").astype(np.uint64))
+    rows = np.unique(np.concatenate([key_rows.rows(index.search(q, 2 * k).keys), pending]))
     return rows[np.argsort(-(matrix[rows] @ q), kind="stable")][:k]
 
 
@@ -97,8 +99,15 @@ def _recall(folder: Path, queries: np.ndarray, k: int = 10) -> float:
     return float(np.mean(got))
 
 
+@pytest.fixture
+def merge_every_night(monkeypatch):
+    """No deferred merge: every carried-over graph is updated in place (the mechanics the
+    deferral runs when its pending share is reached)."""
+    monkeypatch.setattr(H, "MAX_PENDING_SHARE", -1.0)
+
+
 def test_incremental_update_searches_like_the_exact_scan_and_leaves_the_previous_alone(
-    tmp_path,
+    tmp_path, merge_every_night
 ):
     base = _corpus(3000, seed=1)
     v1, s1, m1 = _build(tmp_path, "v1", base)
@@ -199,7 +208,7 @@ def test_a_previous_graph_that_does_not_fit_means_a_full_build(tmp_path, monkeyp
     assert _recall(v2, _queries(night, 30)) >= 0.95
 
 
-def test_removals_accumulate_until_a_full_build_resets_them(tmp_path):
+def test_removals_accumulate_until_a_full_build_resets_them(tmp_path, merge_every_night):
     pieces = _corpus(1000, seed=7)
     n = len(pieces)
     prev, _, _ = _build(tmp_path, "v0", pieces)
@@ -225,3 +234,61 @@ def test_key_rows_maps_keys_to_rows_and_drops_unknown(tmp_path):
     assert rows.rows(np.array([1, 3, 4, 2**64 - 1], dtype=np.uint64)).tolist() == [1, 3]
     assert H.piece_keys(["a", "a"], [0, 1]).min() >= 0
     assert len(set(H.piece_keys(["a", "a", "b"], [0, 1, 0]).tolist())) == 3
+
+
+def test_a_small_night_defers_the_merge_and_search_still_finds_every_new_piece(tmp_path):
+    """Below MAX_PENDING_SHARE a night leaves the graph file alone (a hard link to the
+    previous version's) and lists the pieces the graph lacks; search scores those exactly,
+    so a new or re-embedded piece is found by its own vector and a gone one never comes
+    back. Nights accumulate pending pieces until the share is reached: that night merges
+    them into a copy of the graph (remove the outdated entries, add the pending pieces) and
+    the list is empty again."""
+    base = _corpus(2000, seed=21)
+    v1, _, m1 = _build(tmp_path, "v1", base)
+    n = m1["count"]
+    names = sorted(base)
+    gone = {names[i] for i in range(5, len(names), 400)}
+    changed = names[11]
+    night = {k: v for k, v in base.items() if k not in gone}
+    night |= _corpus(10, seed=22, start=7000)  # 11 new pieces
+    night[changed] = _vectors(1, seed=23)[0]
+    v2, s2, m2 = _build(tmp_path, "v2", night, previous=v1)
+    ann = m2["ann"]
+    assert ann["build"] == "deferred" and s2["summary_ann_build"] == "deferred"
+    assert (ann["added"], ann["removed"]) == (11 + 1, len(gone) + 1)
+    assert ann["pending"] == 12 and ann["graph_count"] == n
+    graph = v2 / "dense" / "summary.usearch"
+    assert graph.stat().st_ino == (v1 / "dense" / "summary.usearch").stat().st_ino
+    keys = np.load(v2 / "dense" / f"summary{H.KEYS_SUFFIX}")
+    new = [k for k in sorted(night) if k not in base or k == changed]
+    want = H.piece_keys([c for c, _ in new], [p for _, p in new])
+    assert np.array_equal(H.load_pending(v2 / "dense", "summary"), np.sort(want))
+    order = sorted(night)
+    for name in new:  # found by its own vector, at its own row, best first
+        assert _search(v2, night[name], k=1).tolist() == [order.index(name)]
+    gone_keys = set(H.piece_keys([c for c, _ in gone], [p for _, p in gone]).tolist())
+    for name in gone:
+        assert not gone_keys & set(keys[_search(v2, base[name], k=10)].tolist())
+    assert _recall(v2, _queries(night)) >= 0.95
+
+    # the pending pieces carry over night after night, then one night merges them
+    prev, builds, pieces = v2, [], night
+    for k in range(1, 8):
+        pieces = pieces | _corpus(20, seed=30 + k, start=8000 + 100 * k)
+        prev, _, meta = _build(tmp_path, f"n{k}", pieces, previous=prev)
+        builds.append((meta["ann"]["build"], meta["ann"]["pending"]))
+        if meta["ann"]["build"] == "incremental":
+            break
+    *deferred, (merged, pending_after) = builds
+    assert merged == "incremental" and pending_after == 0 and deferred
+    assert all(b == "deferred" for b, _ in deferred)
+    assert [p for _, p in deferred] == sorted(p for _, p in deferred)  # they accumulate
+    assert deferred[-1][1] + len(gone) + 1 <= H.MAX_PENDING_SHARE * len(pieces)
+    assert not H.pending_path(prev / "dense", "summary").exists()
+    from usearch.index import Index
+
+    merged_graph = Index.restore(str(prev / "dense" / "summary.usearch"), view=True)
+    assert len(merged_graph) == len(pieces)  # outdated entries removed, pending ones added
+    assert _recall(prev, _queries(pieces)) >= 0.95
+    for name in new:
+        assert _search(prev, pieces[name], k=1).tolist() == [sorted(pieces).index(name)]

@@ -70,13 +70,13 @@ class Store:
 
 
 def _files(folder: Path) -> dict[str, str]:
-    """Every file under ``dense`` but the graph (which depends on the build history) and
-    the metadata that records it, with its sha256."""
+    """Every file under ``dense`` but the graph and the pieces it lacks (which depend on
+    the build history) and the metadata that records it, with its sha256."""
     dense = folder / "dense"
     return {
         p.name: hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(dense.iterdir())
-        if not p.name.endswith(".usearch") and p.name != "meta.json"
+        if not p.name.endswith((".usearch", H.PENDING_SUFFIX)) and p.name != "meta.json"
     }
 
 
@@ -120,7 +120,8 @@ def test_a_refresh_decodes_only_changed_days_and_equals_a_full_rebuild(tmp_path)
     meta = json.loads((v2 / "dense" / "meta.json").read_text())["summary"]
     # 16 chunks, every 4th in two pieces, for each new or rewritten day
     old_aug2, new_aug2, sep11 = 15 + 4, 16 + 4, 12 + 3
-    assert meta["ann"]["build"] == "incremental"
+    # a small change: the graph's merge is deferred, the new pieces listed beside it
+    assert (meta["ann"]["build"], meta["ann"]["pending"]) == ("deferred", new_aug2 + sep11)
     assert (meta["ann"]["added"], meta["ann"]["removed"]) == (new_aug2 + sep11, old_aug2)
     # any build order equals a full rebuild: the same segment files, ids and keys
     scratch = tmp_path / "scratch"
@@ -149,11 +150,13 @@ def test_a_night_without_change_links_every_segment(tmp_path):
     assert (s2["dense_segments_linked"], s2["dense_segments_written"]) == (3, 0)
     meta = json.loads((v2 / "dense" / "meta.json").read_text())["summary"]
     assert (meta["ann"]["build"], meta["ann"]["added"], meta["ann"]["removed"]) == (
-        "incremental",
+        "deferred",
         0,
         0,
     )
     assert _files(v2) == _files(v1)
+    graph = v2 / "dense" / "summary.usearch"  # nothing to merge: the graph is linked too
+    assert graph.stat().st_ino == (v1 / "dense" / "summary.usearch").stat().st_ino
 
 
 def test_a_changed_vector_under_the_same_key_is_replaced_in_the_graph(tmp_path):
