@@ -245,7 +245,7 @@ class Searcher:
         self._dense_starts: dict[str, np.ndarray | None] = {}
         self._hnsw: dict[str, Any] = {}
         self._hnsw_rows: dict[str, KeyRows] = {}
-        self._pending_rows: dict[str, np.ndarray] = {}
+        self._pending: dict[str, tuple[np.ndarray, Any, np.ndarray]] = {}
         self._ivf: dict[str, IvfIndex | None] = {}
         self._bm25_pos: dict[str, np.ndarray] = {}
         meta_path = version / "dense" / "meta.json"
@@ -470,14 +470,25 @@ class Searcher:
         return self._hnsw_rows[rep]
 
     def pending_rows(self, rep: str) -> np.ndarray:
-        """The matrix rows of the pieces ``rep``'s carried-over graph does not hold as they
-        are now (a deferred merge, ``hnsw.MAX_PENDING_SHARE``): scored exactly by every
-        ANN search."""
-        if rep not in self._pending_rows:
+        """The matrix rows (ascending) of the pieces ``rep``'s carried-over graph does not
+        hold as they are now (a deferred merge, ``hnsw.MAX_PENDING_SHARE``): scored exactly
+        by every ANN search."""
+        return self._pending_block(rep)[0]
+
+    def _pending_block(self, rep: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(pending rows ascending, their vectors as one contiguous array, the first row of
+        each chunk among them): one matrix product per query scores them all (gathered
+        from the memory-mapped segments per query, 5 % of the pieces took ~17 ms)."""
+        if rep not in self._pending:
             keys = load_pending(self.version / "dense", rep)
             rows = self.hnsw_rows(rep).rows(keys.astype(np.uint64)) if len(keys) else keys
-            self._pending_rows[rep] = np.asarray(rows, dtype=np.int64)
-        return self._pending_rows[rep]
+            rows = np.sort(np.asarray(rows, dtype=np.int64))
+            matrix, pos = self.dense_matrix(rep)
+            vectors = np.ascontiguousarray(matrix[rows], dtype=np.float32) if len(rows) else None
+            chunk = pos[rows]
+            starts = np.flatnonzero(np.r_[True, chunk[1:] != chunk[:-1]]) if len(rows) else rows
+            self._pending[rep] = (rows, vectors, starts)
+        return self._pending[rep]
 
     def ivf(self, rep: str) -> IvfIndex | None:
         """``rep``'s IVF index (vectors memory-mapped), or None: below the build's
@@ -509,7 +520,7 @@ class Searcher:
             index = self.hnsw(rep)
             if index is not None:
                 q = self.embed_query(query, rep)
-                pending = self.pending_rows(rep)
+                pending = self._pending_block(rep)
                 return self._dense_ann(index, self.hnsw_rows(rep), matrix, pos, q, n, pending)
         q = self.embed_query(query, rep)
         if mask is not None:
@@ -543,24 +554,27 @@ class Searcher:
         pos: np.ndarray,
         q: np.ndarray,
         n: int,
-        pending: np.ndarray | None = None,
+        pending: tuple[np.ndarray, Any, np.ndarray] | None = None,
     ) -> Ranked:
         """The top ``n`` chunks from the HNSW index: its nearest ``ANN_PIECES * n`` pieces,
         rescored exactly against the matrix (the same scores as the exact path), each chunk
         by its best retrieved piece. Approximate only in which pieces come back; a filtered
         search (scope, time) stays exact (the graph knows nothing of the filter). The
-        ``pending`` rows (pieces a deferred merge left out of the graph) are always scored:
-        exact for the newest pieces."""
+        ``pending`` pieces (a deferred merge left them out of the graph: ``_pending_block``)
+        are all scored, each chunk by its best one: exact for the newest pieces."""
         count = min(len(pos), ANN_PIECES * n)
         index.expansion_search = max(count, 64)
-        rows = key_rows.rows(index.search(q, count).keys)
-        if pending is not None and len(pending):
-            rows = np.concatenate([rows, pending])
-        rows = np.unique(rows)
-        if rows.size == 0:
-            return []
+        rows = np.unique(key_rows.rows(index.search(q, count).keys))
+        chunk = pos[rows]
         scores = np.asarray(matrix[rows] @ q, dtype=np.float64)
-        chunk, best = _best_per_chunk(pos[rows], scores)
+        if pending is not None and len(pending[0]):
+            p_rows, p_vectors, p_starts = pending
+            best = np.maximum.reduceat(np.asarray(p_vectors @ q, dtype=np.float64), p_starts)
+            chunk = np.concatenate([chunk, pos[p_rows[p_starts]]])
+            scores = np.concatenate([scores, best])
+        if chunk.size == 0:
+            return []
+        chunk, best = _best_per_chunk(chunk, scores)
         return _top(_Names(self.chunk_ids, chunk), best, n, positive_only=False)
 
     # -- filters ----------------------------------------------------------------------------
