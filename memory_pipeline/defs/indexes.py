@@ -320,7 +320,14 @@ def _text_indexes(
         # on a thread of its own: the longest task starts now, not behind the pool's queue
         turn_pool = ThreadPoolExecutor(1, thread_name_prefix="turns")
         turns = turn_pool.submit(
-            build_turn_index, version, chunks, messages, turn_tokenizer, parts=parts
+            lambda: build_turn_index(
+                version,
+                chunks,
+                messages,
+                turn_tokenizer,
+                parts=parts,
+                sources=_message_files(store),
+            )
         )
         turn_pool.shutdown(wait=False)  # its thread ends after the task
         # the chunk lookups (the chunks the BM25 indexes are built from: the version
@@ -341,6 +348,16 @@ def _text_indexes(
         lookups["turn_tokens_computed"] = turn_tokenizer.misses
     smeta, mmeta = meta_job.result()
     return bm25, lookups, smeta, mmeta, postings_check
+
+
+def _message_files(store: Any) -> dict | None:
+    """Each stored ``raw_messages`` partition's file digest (recorded beside the files: a
+    stat each), so the turn parts are found by the files their messages are read from
+    instead of hashing every message's text (``turns._turn_part``); None on object storage,
+    where a digest would download every file."""
+    if getattr(store, "remote", False):
+        return None
+    return {d: store.digest(T.RAW_MESSAGES, d) for d in store.dates(T.RAW_MESSAGES)}
 
 
 def _index_settings(cfg: Any) -> str | None:

@@ -7,9 +7,12 @@ content hash, plus the piece number), not its matrix row, which shifts whenever 
 inserted before it. The keys are written beside the matrix (``<rep>.keys.npy``, int64,
 aligned with the rows) and the searcher maps returned keys back to rows (``KeyRows``).
 
-A refresh then restores the previous version's graph (an in-memory copy: the previous
-folder is never written, readers may have it open), removes the pieces that are gone or
-whose vector changed, adds the new ones and saves the result into the new version. It falls
+A refresh with a small change does not touch the graph: the previous version's file is
+hard-linked and the pieces it lacks are listed beside it (a deferred merge, see
+``MAX_PENDING_SHARE``; the searcher scores them exactly). Once they add up, a refresh
+restores the previous version's graph (an in-memory copy: the previous folder is never
+written, readers may have it open), removes the entries that are gone or outdated, adds the
+pending pieces and saves the result into the new version. It falls
 back to a full build when there is no compatible previous graph, when the change is large,
 or when removals have piled up since the last full build (a removed node stays in the
 graph as a tombstone routing searches: too many of them degrade it; the count is kept in the

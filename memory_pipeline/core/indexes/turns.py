@@ -14,8 +14,9 @@ Document ids are the message ids (content-derived at ingest), so the index is de
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -201,6 +202,7 @@ def build_turn_index(
     tokenizer: Tokenizer,
     context: int = CONTEXT,
     parts: Path | None = None,
+    sources: Mapping[dt.date, str] | None = None,
 ) -> dict:
     """Write ``version/turns/{turn,turn_ctx}`` (bm25s), the messages' own tokens and
     ``turns.json``; returns stats.
@@ -214,11 +216,16 @@ def build_turn_index(
     content hash and the index is assembled from them (:func:`_build_from_parts`): the same
     files, and a refresh tokenizes and converts only changed partitions. Inputs the parts
     cannot reproduce exactly (a message in sessions of two partitions) take the path below.
+    With ``sources`` (each stored ``raw_messages`` partition's file digest), a part whose
+    messages all lie in its day's window of partitions is keyed by those files' digests
+    instead of a hash of every message's head and text (:func:`_turn_part`).
     """
     if context < 0:
         raise ValueError(f"context must be >= 0, got {context}")
     if parts is not None:
-        stats = _build_from_parts(Path(version), chunks, messages, tokenizer, context, parts)
+        stats = _build_from_parts(
+            Path(version), chunks, messages, tokenizer, context, parts, sources
+        )
         if stats is not None:
             return stats
     layout = turn_layout(chunks.sort_by("chunk_id"))
@@ -275,42 +282,79 @@ def load_turn_indexes(version: Path, reps: Sequence[str] = TURN_REPS) -> dict[st
 _ROWS = "__message_rows"  # a column the parts path adds to its chunks
 
 
-def _message_columns(messages: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array] | None:
-    """(message ids, each row's ``turn`` head, each row's text) over ``messages``, as
-    :func:`turn_token_lists` derives them; None when an id repeats (the per-document path
-    then decides which row wins)."""
-    cols = messages.select(["message_id", "sender", "local_ts", "text"])
+def _message_columns(messages: pa.Table) -> tuple[pa.Array, pa.Table] | None:
+    """(message ids, the columns a ``turn`` head and text are made of), row for row over
+    ``messages``; None when an id repeats (the per-document path then decides which row
+    wins). Heads and texts are derived only for the rows a part needs (:func:`_heads_texts`):
+    a refresh that finds its parts by file digest derives none."""
+    names = ["message_id", "sender", "local_ts", "text", "local_date"]
+    cols = messages.select([c for c in names if c in messages.column_names])
     ids = pc.cast(cols.column("message_id"), pa.string()).combine_chunks()
     if pc.count_distinct(ids, mode="all").as_py() != len(ids):
         return None
-    ts = cols.column("local_ts")
+    return ids, cols.drop_columns(["message_id"])
+
+
+def _heads_texts(cols: pa.Table, rows: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Each row's ``turn`` head (``"<speaker> <date>:"``) and text, as
+    :func:`turn_token_lists` derives them; null where ``rows`` is null (a listed message
+    that is not stored)."""
+    taken = cols.take(rows.fill_null(0) if rows.null_count else rows)
+    ts = taken.column("local_ts")
     if pa.types.is_timestamp(ts.type) and ts.type.tz is not None:
         ts = pc.local_timestamp(ts)
     day = pc.cast(pc.cast(ts, pa.date32()), pa.string()).fill_null("")
-    sender = pc.cast(cols.column("sender"), pa.string()).fill_null("")
+    sender = pc.cast(taken.column("sender"), pa.string()).fill_null("")
     head = pc.binary_join_element_wise(pc.binary_join_element_wise(sender, day, " "), "", ":")
-    text = pc.cast(cols.column("text"), pa.string()).fill_null("")
-    return ids, head.combine_chunks(), text.combine_chunks()
+    text = pc.cast(taken.column("text"), pa.string()).fill_null("")
+    head, text = head.combine_chunks(), text.combine_chunks()
+    if rows.null_count:
+        valid = pc.is_valid(rows)
+        head = pc.if_else(valid, head, pa.scalar(None, pa.string()))
+        text = pc.if_else(valid, text, pa.scalar(None, pa.string()))
+    return head, text
+
+
+def _file_key_content(
+    day: object, cols: pa.Table, rows: pa.Array, sources: Mapping[dt.date, str]
+) -> list[pa.Array] | None:
+    """The digests of the ``raw_messages`` files a part's messages are read from (its day
+    and the days either side: a session reads its neighbours), or None when a listed
+    message is missing or outside them (the part is then keyed by its messages' content)."""
+    if not isinstance(day, dt.date) or rows.null_count or "local_date" not in cols.column_names:
+        return None
+    window = [day + dt.timedelta(days=k) for k in (-1, 0, 1)]
+    if len(rows):
+        dates = cols.column("local_date").take(rows)
+        lo, hi = pc.min_max(dates).values()
+        if dates.null_count or lo.as_py() < window[0] or hi.as_py() > window[-1]:
+            return None
+    return [pa.array([d.isoformat() for d in window]), pa.array([sources.get(d) for d in window])]
 
 
 def _turn_part(
     day: object,
     chunks: pa.Table,
-    columns: tuple[pa.Array, pa.Array, pa.Array],
+    cols: pa.Table,
     tokenizer: Tokenizer,
     folder: Path,
+    sources: Mapping[dt.date, str] | None = None,
 ) -> tuple[pa.Table, str, bool]:
     """One partition's turn rows (session, message, position, session length, own tokens,
-    head tokens), read from ``folder`` by content key or computed and stored; (table, key,
-    computed). The key hashes the chunks' ids, sessions, windows and every listed message's
-    head and text, so a hit needs no layout (what the rows are derived from)."""
+    head tokens), read from ``folder`` by key or computed and stored; (table, key,
+    computed). The key hashes the chunks' ids, sessions, windows and listed messages, and
+    either the digests of the ``raw_messages`` files they are read from (``sources``: the
+    files hold every head and text) or, without them, every listed message's head and
+    text; so a hit needs no layout, and with ``sources`` no message text (what the rows
+    are derived from)."""
     from memory_pipeline.core.indexes import parts as P
 
-    _, heads_all, texts_all = columns
     chunks = chunks.sort_by("chunk_id")
     lists = chunks.column("message_ids").combine_chunks()
     flat = pc.cast(pc.list_flatten(lists), pa.string())
     rows = pc.list_flatten(chunks.column(_ROWS))  # each listed message's row in messages
+    if isinstance(rows, pa.ChunkedArray):
+        rows = rows.combine_chunks()
     identity = {"kind": "turn", "tokenizer": tokenizer.name, "params": tokenizer.params}
     content = [
         chunks.column("chunk_id"),
@@ -318,19 +362,24 @@ def _turn_part(
         pc.cast(chunks.column("chunk_index"), pa.int64()),
         pc.list_value_length(lists),
         flat,
-        heads_all.take(rows),
-        texts_all.take(rows),
     ]
-    key = P.part_key(day, P.digest(identity, content))
+    files = _file_key_content(day, cols, rows, sources) if sources is not None else None
+    texts = None
+    if files is not None:
+        key = P.part_key(day, P.digest(identity | {"messages": "files"}, content + files))
+    else:
+        texts = _heads_texts(cols, rows)
+        key = P.part_key(day, P.digest(identity, content + list(texts)))
     table = P.read_part(folder, key)
     if table is not None:
         return table, key, False
     layout = turn_layout(chunks)
     mids = pa.array(layout.message_ids, pa.string())
-    row_of = dict(zip(flat.to_pylist(), rows.to_pylist(), strict=True))
-    rows = pa.array([row_of[m] for m in layout.message_ids], pa.int64())
-    head_list = heads_all.take(rows).fill_null(_prefix("", "")).to_pylist()
-    text_list = texts_all.take(rows).fill_null("").to_pylist()
+    at = dict(zip(flat.to_pylist(), range(len(flat)), strict=True))
+    pick = pa.array([at[m] for m in layout.message_ids], pa.int64())
+    heads_all, texts_all = texts if texts is not None else _heads_texts(cols, rows)
+    head_list = heads_all.take(pick).fill_null(_prefix("", "")).to_pylist()
+    text_list = texts_all.take(pick).fill_null("").to_pylist()
     unique_texts = list(dict.fromkeys(text_list))
     text_tokens = dict(zip(unique_texts, tokenizer.tokenize_many(unique_texts), strict=True))
     unique_heads = list(dict.fromkeys(head_list))
@@ -356,6 +405,7 @@ def _build_from_parts(
     tokenizer: Tokenizer,
     context: int,
     folder: Path,
+    sources: Mapping[dt.date, str] | None = None,
 ) -> dict | None:
     """:func:`build_turn_index` from per-partition part files (None: not reproducible
     exactly from parts, or nothing to index; the caller takes the per-document path).
@@ -380,7 +430,11 @@ def _build_from_parts(
     np.cumsum(lengths, out=offsets[1:])
     rows = pc.index_in(pc.cast(pc.list_flatten(lists), pa.string()), value_set=columns[0])
     chunks = chunks.append_column(_ROWS, pa.ListArray.from_arrays(pa.array(offsets), rows))
-    built = [_turn_part(d, c, columns, tokenizer, folder) for d, c in P.by_partition(chunks)]
+    needed = ["chunk_id", "session_id", "chunk_index", "message_ids", "local_date", _ROWS]
+    chunks = chunks.select([c for c in needed if c in chunks.column_names])  # no text copied
+    built = [
+        _turn_part(d, c, columns[1], tokenizer, folder, sources) for d, c in P.by_partition(chunks)
+    ]
     tables = [t for t, _, _ in built if t.num_rows]
     if not tables:
         return None

@@ -281,3 +281,59 @@ def test_chunk_indexes_from_parts_equal_the_per_document_build(tmp_path):
     assert got.stats["chunk_parts_computed"] == 1 and got.stats["chunk_parts_pruned"] == 1
     build_bm25(changed, tmp_path / "edit_full", "english")
     assert _bm25_files(tmp_path / "edit") == _bm25_files(tmp_path / "edit_full")
+
+
+def test_turn_parts_keyed_by_message_files_equal_the_content_keyed_build(tmp_path):
+    """With the raw_messages files' digests (``sources``), a part whose messages all lie in
+    its day's window (the day and its neighbours) is keyed by those digests: the index is
+    the per-document build's, a warm build reads every part back without tokenizing, and a
+    changed file recomputes exactly the parts whose window holds it. A part listing a
+    message no file holds (the corpus's ghosts) or one dated outside its window is keyed
+    by its messages' content, as without sources."""
+    import pyarrow.compute as pc
+
+    chunks, messages = _corpus(11, days=8)
+    local = pc.cast(pc.local_timestamp(messages["local_ts"]), pa.date32())
+    messages = messages.append_column("local_date", local)
+    far = messages["message_id"][5].as_py()  # dated a month away: outside every window
+    messages = messages.set_column(
+        4,
+        "local_date",
+        pa.array(
+            [
+                d + dt.timedelta(days=30) if m == far else d
+                for m, d in zip(messages["message_id"].to_pylist(), local.to_pylist(), strict=True)
+            ],
+            pa.date32(),
+        ),
+    )
+    files = {d: f"sha-{d}" for d in set(messages["local_date"].to_pylist())}
+    tok = _Counting(get_tokenizer("english"))
+    parts = tmp_path / "p"
+    got = build_turn_index(tmp_path / "a", chunks, messages, tok, parts=parts, sources=files)
+    build_turn_index(tmp_path / "b", chunks, messages, get_tokenizer("english"))
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+    assert got["turn_parts"] == got["turn_parts_computed"] == 8
+    tok.texts = 0
+    warm = build_turn_index(tmp_path / "c", chunks, messages, tok, parts=parts, sources=files)
+    assert warm["turn_parts_computed"] == 0 and tok.texts == 0
+    # which parts the files key: no ghost, no message dated outside the window
+    stored = set(messages["message_id"].to_pylist())
+    by_file = {
+        day
+        for day in set(chunks["local_date"].to_pylist())
+        if all(
+            m in stored and m != far
+            for r in chunks.to_pylist()
+            if r["local_date"] == day
+            for m in r["message_ids"]
+        )
+    }
+    assert 0 < len(by_file) < 8  # both kinds of key are exercised
+    changed = sorted(files)[4]
+    expect = {d for d in by_file if abs((d - changed).days) <= 1}
+    stats = build_turn_index(
+        tmp_path / "e", chunks, messages, tok, parts=parts, sources=files | {changed: "new"}
+    )
+    assert expect and stats["turn_parts_computed"] == len(expect)
+    assert _files(tmp_path / "e") == _files(tmp_path / "b")
