@@ -299,7 +299,7 @@ def _heads_texts(cols: pa.Table, rows: pa.Array) -> tuple[pa.Array, pa.Array]:
     """Each row's ``turn`` head (``"<speaker> <date>:"``) and text, as
     :func:`turn_token_lists` derives them; null where ``rows`` is null (a listed message
     that is not stored)."""
-    taken = cols.take(rows.fill_null(0) if rows.null_count else rows)
+    taken = cols.take(rows)  # a null row takes a null row (an empty table included)
     ts = taken.column("local_ts")
     if pa.types.is_timestamp(ts.type) and ts.type.tz is not None:
         ts = pc.local_timestamp(ts)

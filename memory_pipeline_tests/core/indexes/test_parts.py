@@ -337,3 +337,15 @@ def test_turn_parts_keyed_by_message_files_equal_the_content_keyed_build(tmp_pat
     )
     assert expect and stats["turn_parts_computed"] == len(expect)
     assert _files(tmp_path / "e") == _files(tmp_path / "b")
+
+
+def test_parts_whose_messages_are_all_missing_equal_the_per_document_build(tmp_path):
+    """Chunks listing only messages no table row holds (every message gone): the parts
+    give every turn the empty head and text, as the per-document build does."""
+    chunks, messages = _corpus(3)
+    empty = messages.slice(0, 0)
+    tok = get_tokenizer("english")
+    want = build_turn_index(tmp_path / "f", chunks, empty, tok)
+    got = build_turn_index(tmp_path / "i", chunks, empty, tok, parts=tmp_path / "p")
+    assert {k: got[k] for k in want} == want
+    assert _files(tmp_path / "i") == _files(tmp_path / "f")
