@@ -197,6 +197,17 @@ def run_stages(defs, resources, instance, selection, days) -> dict[str, float]:
     return out
 
 
+def graph_build(instance) -> dict:
+    """How the latest refresh made the HNSW graph (``vector_index``'s ``<rep>_ann_*``
+    metadata): deferred (linked, pieces pending), incremental (merged) or full; a deferred
+    night leaves its merge to a later one."""
+    import dagster as dg
+
+    event = instance.get_latest_materialization_event(dg.AssetKey("vector_index"))
+    meta = event.asset_materialization.metadata.items() if event is not None else []
+    return {k: v.value for k, v in meta if "_ann_" in k and not k.endswith("_s")}
+
+
 def warm_up(resources: dict) -> None:
     """What the full build leaves loaded in a one-run bench, loaded before the nights of a
     ``--from-snapshot`` run, so its nights compare with the one-run figures: the Great
@@ -336,14 +347,7 @@ def main() -> int:
         )
         bm25 = instance.get_latest_materialization_event(dg.AssetKey("bm25_index"))
         meta = {k: v.value for k, v in bm25.asset_materialization.metadata.items()}
-        vectors = instance.get_latest_materialization_event(dg.AssetKey("vector_index"))
-        # how the night's HNSW graph was made: deferred (linked, pieces pending), incremental
-        # (merged) or full; a deferred night leaves its merge to a later one
-        graph = {
-            k: v.value
-            for k, v in vectors.asset_materialization.metadata.items()
-            if "_ann_" in k and not k.endswith("_s")
-        }
+        graph = graph_build(instance)
         results[label] = {
             "day": day.isoformat(),
             "day_messages": n,
@@ -393,12 +397,7 @@ def main() -> int:
         )
     finally:
         hnsw.MAX_PENDING_SHARE = share
-    vectors = instance.get_latest_materialization_event(dg.AssetKey("vector_index"))
-    merged = {
-        k: v.value
-        for k, v in vectors.asset_materialization.metadata.items()
-        if "_ann_" in k and not k.endswith("_s")
-    }
+    merged = graph_build(instance)
     results["merge_refresh"] = {"wall_seconds": merge_wall, "cpu_seconds": merge_cpu} | {
         "graph": merged
     }

@@ -271,7 +271,7 @@ def save_graph(
     version's under the same key (segments.py: the rows of the days decoded this build; the
     others are the previous version's bytes): only those are compared."""
     n = int(matrix.shape[0])
-    pending_file = pending_path(path.parent, path.name[: -len(".usearch")])
+    pending_file = pending_path(path.parent, path.stem)  # path: <dense>/<rep>.usearch
     pending_file.unlink(missing_ok=True)
     if prev is None:
         return save_full(matrix, path, keys) | {"graph_count": n, "pending": 0}
