@@ -270,14 +270,16 @@ def _timeline(store: Any, version: Path, staged: StagedWrites) -> tuple[Any, Any
 def _time_metadata(
     store: Any, version: Path, messages: Any, staged: StagedWrites
 ) -> tuple[Any, Any]:
-    """(session, message) metadata, written to ``version`` and staged for the store."""
+    """(session, message) metadata, staged for the store; the session metadata is also
+    written to ``version`` (the searcher's time filters read it there). The message
+    metadata is the store's table only: nothing reads a version copy of it (SQL reads the
+    table), and writing one cost a refresh ~12 MB of Parquet encoding."""
     sessions = store.read(T.SESSIONS)
     smeta = session_metadata(sessions)
     mmeta = message_metadata(messages, sessions, smeta)
     staged.stage(T.SESSION_META, smeta)
     staged.stage(T.MESSAGE_META, mmeta)
     pq.write_table(smeta, version / SESSION_LOOKUP)
-    pq.write_table(mmeta, version / "message_meta.parquet")
     return smeta, mmeta
 
 
@@ -303,13 +305,15 @@ def _text_indexes(
     # token lists per chunk partition, cached by content (core/indexes/parts.py): a
     # refresh converts only changed partitions; forget / retention delete them
     parts = parts_root(cfg.cache_path.parent)
-    order = pc.sort_indices(chunks.column("chunk_id"))  # reps' order
-    days = chunks.column("local_date").take(order)
+    # the chunk rows in id order (the reps' order), taken once: the lookups, the
+    # representations and the analyzer's sample read this copy (sorted_by keeps it)
+    by_id = chunks.take(pc.sort_indices(chunks.column("chunk_id")))
+    days = by_id.column("local_date")
     with pipeline.content_cache() as cache:  # tokens by content hash: a refresh is cheap
         messages = messages_job.result()
         # the turn index first: the longest task. One analyzer for the chunks, the turns and
         # the queries ("auto": picked from the raw texts, in reps' order, as build_bm25 would)
-        sample = chunks.column("raw_text").take(order) if cfg.tokenizer == "auto" else None
+        sample = by_id.column("raw_text") if cfg.tokenizer == "auto" else None
         tok = get_tokenizer(cfg.tokenizer, sample_texts=sample)
         # one document per message (core/indexes/turns.py), tokenized as the chunk indexes
         # are, through the same token cache (two documents per message: the largest corpus);
@@ -332,9 +336,9 @@ def _text_indexes(
         turn_pool.shutdown(wait=False)  # its thread ends after the task
         # the chunk lookups (the chunks the BM25 indexes are built from: the version
         # answers on its own) and the time metadata
-        lookups_job = pool.submit(write_lookups, version, chunks, messages)
+        lookups_job = pool.submit(write_lookups, version, by_id, messages)
         meta_job = pool.submit(_time_metadata, store, version, messages, staged)
-        reps = representation_arrays(chunks, summaries.result(), texts.result())
+        reps = representation_arrays(by_id, summaries.result(), texts.result())
         bm25 = build_bm25(
             reps, version, tok, cache=cache, runner=dask.runner(), parts=parts, days=days
         )

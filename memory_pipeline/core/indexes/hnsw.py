@@ -289,7 +289,8 @@ def save_graph(
     remove_keys = prev.keys[~kept_old]
     # what the carried-over graph does not hold as it is now: this night's new and changed
     # pieces, and the pieces still pending from the nights before (unchanged since)
-    pending = np.union1d(keys[add_rows], prev.pending[np.isin(prev.pending, keys)])
+    still = prev.pending[np.isin(prev.pending, keys)] if len(prev.pending) else prev.pending
+    pending = np.union1d(keys[add_rows], still)
     # graph entries that no longer describe a current piece (gone or re-embedded): an
     # upper bound (a piece added and removed while pending never entered the graph)
     stale = int(prev.ann.get("graph_stale", 0)) + len(remove_keys)

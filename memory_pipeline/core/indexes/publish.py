@@ -202,6 +202,22 @@ def list_versions(root: Location) -> list[Location]:
     return [fs.join(root, n) for n in fs.list_dirs(root) if n.startswith("v-")]
 
 
+def sorted_by(table: pa.Table, column: str) -> pa.Table:
+    """``table.sort_by(column)``, or ``table`` itself when it is in that order already (no
+    nulls, non-decreasing: the stable sort would give the same rows).
+
+    Why: sorting takes every column; the chunks carry ~50 MB of text, and a refresh sorts
+    them once by id for the lookups, the representations and the analyzer sample instead of
+    once each (copies that held the main thread of the refresh)."""
+    col = table.column(column)
+    n = len(col)
+    if n < 2:
+        return table if col.null_count == 0 else table.sort_by(column)
+    if col.null_count == 0 and pc.all(pc.less_equal(col.slice(0, n - 1), col.slice(1))).as_py():
+        return table
+    return table.sort_by(column)
+
+
 def representation_table(
     chunks: pa.Table, summaries: pa.Table, texts: pa.Table, raw_prefix: str = DEFAULT_PREFIX
 ) -> dict[str, tuple[list[str], list[str]]]:
@@ -225,7 +241,7 @@ def representation_arrays(
     Why: a refresh handed ~40 MB of chunk texts from Arrow to Python lists and back to
     Arrow for the part digests, on the refresh's critical path; the joins here are hash
     lookups on the ids and one take per column."""
-    chunks = chunks.select(["chunk_id", "raw_text"]).sort_by("chunk_id")
+    chunks = sorted_by(chunks.select(["chunk_id", "raw_text"]), "chunk_id")
     ids = chunks.column("chunk_id").combine_chunks()
     raw = chunks.column("raw_text").combine_chunks()
     if raw_prefix != "full":  # bm25_raw_texts refuses an unknown prefix
@@ -489,10 +505,17 @@ def build_dense(
 
 
 def _split_chunks(ids: Sequence[str]) -> int:
-    """Chunks with more than one piece (a chunk's pieces are consecutive rows)."""
-    return sum(
-        1 for i in range(1, len(ids)) if ids[i] == ids[i - 1] and (i == 1 or ids[i - 2] != ids[i])
-    )
+    """Chunks with more than one piece (a chunk's pieces are consecutive rows): the runs
+    of equal ids longer than one, counted on whole columns (a Python loop over every piece
+    held the GIL for the other threads of the refresh)."""
+    if len(ids) < 2:
+        return 0
+    arr = pa.array(ids, pa.string())
+    same = pc.equal(arr.slice(1), arr.slice(0, len(arr) - 1)).to_numpy(zero_copy_only=False)
+    # a run starts where a row equals the one before and that one did not equal its own
+    starts = same.copy()
+    starts[1:] &= ~same[:-1]
+    return int(starts.sum())
 
 
 def _dense_graph(r: RepRows, dense: Path, rep: str, previous: Path | None) -> dict:
@@ -515,7 +538,7 @@ def write_lookups(version: Path, chunks: pa.Table, messages: pa.Table) -> dict:
     """Write the chunk and message lookups search needs into the version folder (call before
     ``publish``): the chunks that were indexed, in chunk_id order, and every message with
     the fields hits show (sender, local time, text, source_ref)."""
-    chunk_rows = chunks.select(list(CHUNK_LOOKUP_COLUMNS)).sort_by("chunk_id")
+    chunk_rows = sorted_by(chunks.select(list(CHUNK_LOOKUP_COLUMNS)), "chunk_id")
     message_rows = messages.select(list(MESSAGE_LOOKUP_COLUMNS)).sort_by("message_id")
     pq.write_table(chunk_rows, version / CHUNK_LOOKUP, compression="zstd")
     pq.write_table(message_rows, version / MESSAGE_LOOKUP, compression="zstd")

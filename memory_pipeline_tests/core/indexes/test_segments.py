@@ -225,3 +225,67 @@ def test_keys_match_the_piece_keys_of_the_rows(tmp_path):
     keys = np.load(dense / f"summary{H.KEYS_SUFFIX}")
     pieces = [i - ids.index(c) for i, c in enumerate(ids)]
     assert np.array_equal(keys, H.piece_keys(ids, pieces))
+
+
+# ------------------------------------------------------ whole-column helpers vs their references
+
+
+def _grouped_reference(ids: list[str]) -> bool:
+    runs = 1 + sum(1 for a, b in zip(ids, ids[1:], strict=False) if a != b) if ids else 0
+    return runs == len(set(ids))
+
+
+def _split_reference(ids: list[str]) -> int:
+    return sum(
+        1 for i in range(1, len(ids)) if ids[i] == ids[i - 1] and (i == 1 or ids[i - 2] != ids[i])
+    )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_grouped_and_split_count_equal_the_row_by_row_references(seed: int) -> None:
+    """The refresh counts runs of piece ids on whole columns; the row-by-row loops they
+    replaced are the reference (short lists, repeats, runs at both ends, interleavings)."""
+    from memory_pipeline.core.indexes.publish import _split_chunks
+    from memory_pipeline.core.indexes.segments import _grouped
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 12))
+    ids = [f"c{int(rng.integers(0, 4))}" for _ in range(n)]
+    if seed % 3 == 0:  # grouped on purpose: each id's pieces consecutive
+        ids = sorted(ids)
+    assert _grouped(ids) == _grouped_reference(ids)
+    assert _split_chunks(ids) == _split_reference(ids)
+
+
+def test_save_rows_writes_the_bytes_np_save_writes(tmp_path: Path) -> None:
+    """A segment is written block by block (memory-mapped and float64 blocks included,
+    empty ones too): byte for byte the file concatenate + astype + np.save wrote."""
+    from memory_pipeline.core.indexes.segments import _save_rows
+
+    rng = np.random.default_rng(7)
+    np.save(tmp_path / "m.npy", rng.random((5, 8), dtype=np.float32))
+    mapped = np.load(tmp_path / "m.npy", mmap_mode="r")
+    for blocks in (
+        [mapped, rng.random((3, 8)), np.zeros((0, 8), np.float32)],
+        [np.zeros((0, 8), np.float32)],
+        [rng.random((300, 8), dtype=np.float32)[::2]],  # not contiguous
+    ):
+        _save_rows(tmp_path / "a.npy", blocks, 8)
+        np.save(tmp_path / "b.npy", np.concatenate(blocks).astype(np.float32))
+        assert (tmp_path / "a.npy").read_bytes() == (tmp_path / "b.npy").read_bytes()
+
+
+def test_sorted_by_keeps_a_sorted_table_and_sorts_any_other() -> None:
+    """``sorted_by`` returns the table itself when it is in order (no copy of the texts)
+    and exactly ``sort_by`` otherwise (unsorted, ties, nulls, empty)."""
+    from memory_pipeline.core.indexes.publish import sorted_by
+
+    ordered = pa.table({"k": ["a", "b", "b", "c"], "v": [1, 2, 3, 4]})
+    assert sorted_by(ordered, "k") is ordered
+    for table in (
+        pa.table({"k": ["b", "a", "c", "a"], "v": [1, 2, 3, 4]}),
+        pa.table({"k": ["a", None, "b"], "v": [1, 2, 3]}),
+        pa.table({"k": [None], "v": [1]}),
+        pa.table({"k": pa.array([], pa.string()), "v": pa.array([], pa.int64())}),
+    ):
+        assert sorted_by(table, "k").equals(table.sort_by("k"))
