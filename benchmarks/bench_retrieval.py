@@ -320,7 +320,7 @@ def build_corpus(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         smeta = session_metadata(sessions)
         mmeta = message_metadata(messages, sessions, smeta)
         pq.write_table(smeta, version_dir / SESSION_LOOKUP)
-        pq.write_table(mmeta, version_dir / "message_meta.parquet")
+        del mmeta  # computed as the refresh does (it stages the store's table); not in the version
         write_lookups(version_dir, chunks, messages)
     from memory_pipeline.core.indexes.bm25 import Bm25Index
     from memory_pipeline.core.indexes.turns import build_turn_index
