@@ -3,8 +3,9 @@
 Unpartitioned: BM25 weights depend on the whole corpus, so the indexes are rebuilt over all
 chunk partitions (not appended). One op builds a new index version and publishes it
 atomically, so the three always describe the same snapshot. The per-document work (token
-lists of chunks and turns) is kept per chunk partition by content hash
-(``core/indexes/parts.py``), so a refresh after a new day converts that day only and
+lists of chunks and turns) is kept per chunk partition, keyed by the digests of the files
+it is read from where they decide it, else by content hash (``core/indexes/parts.py``,
+``_chunk_files``, ``_message_files``), so a refresh after a new day converts that day only and
 assembles the rest from arrays: the same files as a build from scratch. The dense HNSW
 graph (above ``hnsw_threshold``) is updated from the published version's graph when it fits
 (``core/indexes/hnsw.py``): the new and gone pieces only, not a rebuild.
@@ -22,6 +23,7 @@ from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.common.storage import StagedWrites
 from memory_pipeline.core.indexes.bm25 import Bm25Index
+from memory_pipeline.core.indexes.bm25_text import DEFAULT_PREFIX
 from memory_pipeline.core.indexes.metadata import message_metadata, session_metadata
 from memory_pipeline.core.indexes.parts import parts_root
 from memory_pipeline.core.indexes.publish import (
@@ -196,9 +198,11 @@ def search_indexes(
             # first what the longest task (the turn index) waits for; only the columns the
             # build reads: every partition of these is read on every refresh
             messages = pool.submit(store.read, T.RAW_MESSAGES, columns=_MESSAGE_COLUMNS)
-            summaries = pool.submit(store.read, T.CHUNK_SUMMARIES, columns=["chunk_id", "summary"])
+            summaries = pool.submit(
+                store.read, T.CHUNK_SUMMARIES, columns=["chunk_id", "summary", "local_date"]
+            )
             texts = pool.submit(
-                store.read, T.EMBEDDING_TEXTS, columns=["chunk_id", "embedding_text"]
+                store.read, T.EMBEDDING_TEXTS, columns=["chunk_id", "embedding_text", "local_date"]
             )
             timeline_job = pool.submit(_timeline, store, version, staged)
             # the stored rows with a vector, counted apart from the build (a provider error
@@ -338,9 +342,17 @@ def _text_indexes(
         # answers on its own) and the time metadata
         lookups_job = pool.submit(write_lookups, version, by_id, messages)
         meta_job = pool.submit(_time_metadata, store, version, messages, staged)
-        reps = representation_arrays(by_id, summaries.result(), texts.result())
+        summary_rows, text_rows = summaries.result(), texts.result()
+        reps = representation_arrays(by_id, summary_rows, text_rows)
         bm25 = build_bm25(
-            reps, version, tok, cache=cache, runner=dask.runner(), parts=parts, days=days
+            reps,
+            version,
+            tok,
+            cache=cache,
+            runner=dask.runner(),
+            parts=parts,
+            days=days,
+            sources=_chunk_files(store, by_id, (summary_rows, text_rows)),
         )
         staged.stage(T.BM25_POSTINGS, bm25.postings)
         # checked here, while the turn index is still being built
@@ -362,6 +374,37 @@ def _message_files(store: Any) -> dict | None:
     if getattr(store, "remote", False):
         return None
     return {d: store.digest(T.RAW_MESSAGES, d) for d in store.dates(T.RAW_MESSAGES)}
+
+
+def _chunk_files(store: Any, by_id: Any, joined: tuple[Any, Any]) -> dict | None:
+    """{date: the digests of the ``chunks``, ``chunk_summaries`` and ``embedding_texts``
+    files of that partition} for the partitions whose representation texts those files
+    decide, so their BM25 parts are found without hashing (or gathering) every text
+    (``publish.build_bm25``); None on object storage, where a digest downloads the file.
+
+    A partition's chunks are its own file's rows (the partition key), and so is each of
+    their summaries and embedding texts, unless one is found dated otherwise (a row another
+    partition's file holds): such a partition is left out and keeps the content key. A
+    missing summary ("") is decided by the file too: one written later changes it."""
+    if getattr(store, "remote", False):
+        return None
+    ids, days = by_id.column("chunk_id"), by_id.column("local_date")
+    elsewhere: set = set()
+    for table in joined:
+        dated = table.column("local_date").take(
+            pc.index_in(ids, value_set=table.column("chunk_id"))
+        )
+        off = pc.fill_null(pc.not_equal(dated, days), False)
+        elsewhere |= set(pc.unique(days.filter(off)).to_pylist())
+    files = {t: set(store.dates(t)) for t in (T.CHUNK_SUMMARIES, T.EMBEDDING_TEXTS)}
+    out = {}
+    for d in store.dates(T.CHUNKS):
+        if d in elsewhere:
+            continue
+        digests = [store.digest(T.CHUNKS, d)]
+        digests += [store.digest(t, d) if d in files[t] else "-" for t in files]
+        out[d] = "|".join([f"raw:{DEFAULT_PREFIX}", *digests])
+    return out
 
 
 def _index_settings(cfg: Any) -> str | None:

@@ -26,7 +26,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -273,6 +273,7 @@ def build_bm25(
     runner: object = None,
     parts: Path | None = None,
     days: Sequence[object] | None = None,
+    sources: Mapping[dt.date, str] | None = None,
 ) -> Bm25Build:
     """One bm25s index per representation in ``folder/bm25/<rep>``, plus their postings.
 
@@ -289,6 +290,10 @@ def build_bm25(
     index files, and a refresh reads back, converts and tokenizes only changed partitions.
     ``reps`` holds Python lists or Arrow string arrays (:func:`representation_arrays`;
     ``days`` then may be a date32 array): the part files are built from Arrow either way.
+    ``sources`` ({partition date: a string that decides its texts}, the caller's promise:
+    defs/indexes.py gives the digests of the files the texts are read from) keys those
+    partitions' parts by that string and their ids instead of hashing every text, so an
+    unchanged partition's texts are not even gathered; other partitions keep the content key.
     """
     raw_texts = reps["raw_text"][1]
     # a name ("auto" samples the raw texts), or resolved by the caller (search_indexes
@@ -299,7 +304,7 @@ def build_bm25(
     cached = CachedTokenizer(work, cache) if cache is not None else None
     tables, stats = [], {"tokenizer": tok.name}
     prebuilt = (
-        _bm25_from_parts(reps, days, cached or work, Path(parts) / CHUNKS.name, stats)
+        _bm25_from_parts(reps, days, cached or work, Path(parts) / CHUNKS.name, stats, sources)
         if parts is not None and days is not None
         else {}
     )
@@ -352,10 +357,12 @@ def _bm25_from_parts(
     tokenizer: object,
     folder: Path,
     stats: dict,
+    sources: Mapping[dt.date, str] | None = None,
 ) -> dict[str, Bm25Index]:
     """The representations' indexes from per-partition part files ({} when the inputs are
     not one id list shared by every representation, or an index has no token: the caller
-    then builds per document)."""
+    then builds per document). A partition listed in ``sources`` is keyed by its source
+    string and its ids (``build_bm25``), any other by all its texts."""
     from memory_pipeline.core.indexes import parts as P
     from memory_pipeline.core.indexes.bm25 import fast_index_ids, new_retriever
 
@@ -374,14 +381,28 @@ def _bm25_from_parts(
     table = pa.table({"chunk_id": ids} | {r: _as_strings(reps[r][1]) for r in names})
     day_col = _as_strings(days)
     identity = {"kind": CHUNKS.name, "tokenizer": tokenizer.name, "params": tokenizer.params}
-    built, keys, computed = [], [], 0
-    for label, rows in P.by_partition(table.append_column("day", day_col), "day"):
+    built, keys, computed, by_files = [], [], 0, 0
+    # partitioned by row position only: a partition's texts are gathered (a copy of every
+    # text: most of a warm refresh's main thread with the hash) only when it is keyed by
+    # content or computed
+    positions = pa.table({"row": pa.array(np.arange(len(ids), dtype=np.int64)), "day": day_col})
+    for label, at in P.by_partition(positions, "day"):
         day = dt.date.fromisoformat(label) if label is not None else None
-        key = P.part_key(
-            day, P.digest([identity, names], [rows.column(c) for c in table.column_names])
-        )
+        source = sources.get(day) if sources is not None and day is not None else None
+        rows = None
+        if source is not None:
+            part_ids = table.column("chunk_id").take(at.column("row"))
+            files = [identity, names, {"texts": "files"}]
+            key = P.part_key(day, P.digest(files, [part_ids, pa.array([source], pa.string())]))
+            by_files += 1
+        else:
+            rows = table.take(at.column("row"))
+            key = P.part_key(
+                day, P.digest([identity, names], [rows.column(c) for c in table.column_names])
+            )
         part = P.read_part(folder, key)
         if part is None:
+            rows = rows if rows is not None else table.take(at.column("row"))
             part = pa.table(
                 {"chunk_id": rows.column("chunk_id")}
                 | {
@@ -417,6 +438,7 @@ def _bm25_from_parts(
         out[r] = Bm25Index(doc_ids=list(doc_ids), tokenizer=tokenizer, retriever=retriever)
     stats["chunk_parts"] = len(keys)
     stats["chunk_parts_computed"] = computed
+    stats["chunk_parts_keyed_by_files"] = by_files
     stats["chunk_parts_pruned"] = P.prune(folder, keys)
     return out
 

@@ -349,3 +349,41 @@ def test_parts_whose_messages_are_all_missing_equal_the_per_document_build(tmp_p
     got = build_turn_index(tmp_path / "i", chunks, empty, tok, parts=tmp_path / "p")
     assert {k: got[k] for k in want} == want
     assert _files(tmp_path / "i") == _files(tmp_path / "f")
+
+
+def test_chunk_parts_keyed_by_their_files_equal_the_content_keyed_build(tmp_path):
+    """With ``sources`` (a string per partition date that decides its texts: the files'
+    digests), those partitions' chunk parts are keyed by it and their ids: the indexes are
+    the per-document build's, a warm build tokenizes nothing, a changed source recomputes
+    exactly its partition, and a date without a source keeps the content key (an edited
+    text there is seen without any source changing)."""
+    from memory_pipeline.core.indexes.publish import build_bm25
+
+    reps, day = _reps(5, n=80, days=6)
+    dates = sorted(set(day))
+    files = {d: f"sha-{d}" for d in dates[1:]}  # dates[0]: no source, content key
+    tok = _Counting(get_tokenizer("english"))
+    parts = tmp_path / "parts"
+    got = build_bm25(reps, tmp_path / "a", tok, parts=parts, days=day, sources=files)
+    want = build_bm25(reps, tmp_path / "full", "english")
+    assert _bm25_files(tmp_path / "a") == _bm25_files(tmp_path / "full")
+    assert got.postings.equals(want.postings)
+    assert got.stats["chunk_parts_computed"] == len(dates)
+    assert got.stats["chunk_parts_keyed_by_files"] == len(dates) - 1
+    tok.texts = 0
+    warm = build_bm25(reps, tmp_path / "b", tok, parts=parts, days=day, sources=files)
+    assert warm.stats["chunk_parts_computed"] == 0 and tok.texts == 0
+    # a new source for one date: that partition only
+    files = files | {dates[3]: "new"}
+    stats = build_bm25(reps, tmp_path / "c", tok, parts=parts, days=day, sources=files).stats
+    assert stats["chunk_parts_computed"] == 1
+    # an edited text on the date without a source is found by its content
+    first = next(i for i, d in enumerate(day) if d == dates[0])
+    ids, texts = reps["summary"]
+    edited = dict(
+        reps, summary=(ids, [*texts[:first], texts[first] + " coffee", *texts[first + 1 :]])
+    )
+    stats = build_bm25(edited, tmp_path / "d", tok, parts=parts, days=day, sources=files).stats
+    assert stats["chunk_parts_computed"] == 1
+    build_bm25(edited, tmp_path / "d_full", "english")
+    assert _bm25_files(tmp_path / "d") == _bm25_files(tmp_path / "d_full")
