@@ -371,9 +371,12 @@ def _message_files(store: Any) -> dict | None:
     stat each), so the turn parts are found by the files their messages are read from
     instead of hashing every message's text (``turns._turn_part``); None on object storage,
     where a digest would download every file."""
-    if getattr(store, "remote", False):
-        return None
-    return {d: store.digest(T.RAW_MESSAGES, d) for d in store.dates(T.RAW_MESSAGES)}
+    return None if getattr(store, "remote", False) else _file_digests(store, T.RAW_MESSAGES)
+
+
+def _file_digests(store: Any, table: Any) -> dict:
+    """{partition date: its file's sha256} of a stored table (recorded digests: a stat each)."""
+    return {d: store.digest(table, d) for d in store.dates(table)}
 
 
 def _chunk_files(store: Any, by_id: Any, joined: tuple[Any, Any]) -> dict | None:
@@ -396,15 +399,12 @@ def _chunk_files(store: Any, by_id: Any, joined: tuple[Any, Any]) -> dict | None
         )
         off = pc.fill_null(pc.not_equal(dated, days), False)
         elsewhere |= set(pc.unique(days.filter(off)).to_pylist())
-    files = {t: set(store.dates(t)) for t in (T.CHUNK_SUMMARIES, T.EMBEDDING_TEXTS)}
-    out = {}
-    for d in store.dates(T.CHUNKS):
-        if d in elsewhere:
-            continue
-        digests = [store.digest(T.CHUNKS, d)]
-        digests += [store.digest(t, d) if d in files[t] else "-" for t in files]
-        out[d] = "|".join([f"raw:{DEFAULT_PREFIX}", *digests])
-    return out
+    summaries, texts = (_file_digests(store, t) for t in (T.CHUNK_SUMMARIES, T.EMBEDDING_TEXTS))
+    return {
+        d: "|".join([f"raw:{DEFAULT_PREFIX}", sha, summaries.get(d, "-"), texts.get(d, "-")])
+        for d, sha in _file_digests(store, T.CHUNKS).items()
+        if d not in elsewhere
+    }
 
 
 def _index_settings(cfg: Any) -> str | None:

@@ -43,7 +43,13 @@ from memory_pipeline.core.indexes import hnsw as H
 from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index, postings
 from memory_pipeline.core.indexes.bm25_text import DEFAULT_PREFIX, bm25_raw_texts
 from memory_pipeline.core.indexes.ivf import build_ivf, save_ivf
-from memory_pipeline.core.indexes.segments import DensePart, RepRows, SplitChunk, assemble
+from memory_pipeline.core.indexes.segments import (
+    DensePart,
+    RepRows,
+    SplitChunk,
+    assemble,
+    same_as_previous,
+)
 from memory_pipeline.core.indexes.token_cache import CachedTokenizer
 from memory_pipeline.core.indexes.tokenize import ParallelTokenizer, Tokenizer, get_tokenizer
 from memory_pipeline.core.represent.cache import ContentCache
@@ -211,9 +217,9 @@ def sorted_by(table: pa.Table, column: str) -> pa.Table:
     once each (copies that held the main thread of the refresh)."""
     col = table.column(column)
     n = len(col)
-    if n < 2:
-        return table if col.null_count == 0 else table.sort_by(column)
-    if col.null_count == 0 and pc.all(pc.less_equal(col.slice(0, n - 1), col.slice(1))).as_py():
+    if n < 2 or (
+        col.null_count == 0 and pc.all(pc.less_equal(col.slice(0, n - 1), col.slice(1))).as_py()
+    ):
         return table
     return table.sort_by(column)
 
@@ -530,10 +536,7 @@ def _split_chunks(ids: Sequence[str]) -> int:
     """Chunks with more than one piece (a chunk's pieces are consecutive rows): the runs
     of equal ids longer than one, counted on whole columns (a Python loop over every piece
     held the GIL for the other threads of the refresh)."""
-    if len(ids) < 2:
-        return 0
-    arr = pa.array(ids, pa.string())
-    same = pc.equal(arr.slice(1), arr.slice(0, len(arr) - 1)).to_numpy(zero_copy_only=False)
+    same = same_as_previous(pa.array(ids, pa.string()))
     # a run starts where a row equals the one before and that one did not equal its own
     starts = same.copy()
     starts[1:] &= ~same[:-1]

@@ -402,6 +402,14 @@ def _grouped(ids: Sequence[str]) -> bool:
     if not ids:
         return True
     arr = pa.array(ids, pa.string())
-    n = len(arr)
-    changes = pc.sum(pc.not_equal(arr.slice(1), arr.slice(0, n - 1))).as_py() if n > 1 else 0
-    return 1 + int(changes or 0) == pc.count_distinct(arr).as_py()
+    runs = 1 + int((~same_as_previous(arr)).sum())
+    return runs == pc.count_distinct(arr).as_py()
+
+
+def same_as_previous(ids: pa.Array) -> np.ndarray:
+    """For each row after the first, whether its id equals the one before (the runs of a
+    piece list: ``_grouped`` here, ``publish._split_chunks``), on whole columns."""
+    n = len(ids)
+    if n < 2:
+        return np.zeros(0, dtype=bool)
+    return pc.equal(ids.slice(1), ids.slice(0, n - 1)).to_numpy(zero_copy_only=False)
