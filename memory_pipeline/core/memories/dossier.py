@@ -611,12 +611,19 @@ def _add_agenda(st: DossierState, session: dict, title: str, messages: list[_Msg
     the latest session's longest statement about it becomes the context, and what its
     messages say was booked is listed.
     """
+    booked_of: dict[int, list[str]] = {}  # each message's bookings, found once, on demand
     for i, m in enumerate(messages):
         if not m.text or m.date is None:
             continue
-        near = messages[max(0, i - BOOKED_WINDOW) : i + BOOKED_WINDOW + 1]
-        booked = [b for n in near for b in booked_items(n.text)]
-        for start, end in find_dates(m.text, m.date):
+        spans = find_dates(m.text, m.date)
+        if not spans:  # most messages name no day: their window's bookings are never read
+            continue
+        booked = []
+        for k in range(max(0, i - BOOKED_WINDOW), min(len(messages), i + BOOKED_WINDOW + 1)):
+            if k not in booked_of:
+                booked_of[k] = booked_items(messages[k].text)
+            booked += booked_of[k]
+        for start, end in spans:
             a0, a1 = start.isoformat(), end.isoformat()
             item = next((a for a in st.agenda if a["date"] <= a0 and a1 <= a["end"]), None)
             if item is None:

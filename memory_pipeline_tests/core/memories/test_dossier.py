@@ -647,3 +647,37 @@ def test_dossier_rows_refuse_a_state_of_another_day(folded):
         dossier_rows({"Maria": folded[0]["Maria"]}, D(2024, 3, 15))
     rows = dossier_rows({}, D(2024, 3, 15))
     assert rows.num_rows == 0 and rows.schema == DOSSIERS
+
+
+def test_agenda_bookings_come_from_the_window_around_a_dated_message():
+    """A day mentioned gathers what the messages within BOOKED_WINDOW of it say was booked,
+    before and after it, and nothing further away (the bookings are found only for the
+    windows of messages that name a day: most name none)."""
+    from memory_pipeline.core.memories import dossier as D_
+
+    day = dt.date(2024, 3, 1)
+
+    def msg(text: str) -> D_._Msg:
+        return D_._Msg(
+            ts_us=0, hour=9, weekday=4, side="contact", sender="Maria", text=text, date=day
+        )
+
+    w = D_.BOOKED_WINDOW
+    texts = (
+        ["I booked the ferry"]  # w + 1 before the dated message: outside
+        + ["I booked the hostel"]  # w before: inside
+        + ["ok"] * (w - 1)
+        + ["Let's go on March 23rd"]
+        + ["ok"] * (w - 1)
+        + ["Shinkansen booked!"]  # w after: inside
+        + ["I booked the taxi"]  # w + 1 after: outside
+    )
+    st = D_.DossierState(contact_id="Maria", name="Maria")
+    D_._add_agenda(st, {"session_id": "s1", "start_us": 0}, "Trip", [msg(t) for t in texts])
+    [item] = st.agenda
+    assert item["date"] == "2024-03-23"
+    assert item["booked"] == ["hostel", "shinkansen"]
+    # no dated message: no agenda, whatever was booked
+    st = D_.DossierState(contact_id="Maria", name="Maria")
+    D_._add_agenda(st, {"session_id": "s1", "start_us": 0}, "Trip", [msg("I booked the ferry")])
+    assert st.agenda == []

@@ -80,6 +80,29 @@ def test_postings_agree_fails_when_postings_lose_a_document(build):
     assert not ic.postings_agree(kept, indexes)[0]
 
 
+def test_postings_of_one_representation_sliced_or_filtered_alike(build):
+    """The check reads a representation's rows as a slice when they are one run (as a build
+    writes them) and filters otherwise (rows in any order): the same rows, the same verdict."""
+    built, indexes = build
+    post = built.postings
+    shuffled = post.take(
+        pa.array(list(range(1, post.num_rows, 2)) + list(range(0, post.num_rows, 2)))
+    )
+    for rep in REPRESENTATIONS:
+        want = post.filter(pc.equal(post.column("representation"), rep))
+        assert ic._rows_of(post, rep).equals(want)  # one run: a slice
+        got = ic._rows_of(shuffled, rep)
+        assert got.num_rows == want.num_rows
+        assert got.sort_by([("token", "ascending"), ("chunk_id", "ascending")]).equals(
+            want.sort_by([("token", "ascending"), ("chunk_id", "ascending")])
+        )
+    assert ic._rows_of(post, "nope").num_rows == 0
+    assert ic.postings_agree(shuffled, indexes)[0]
+    scores = pc.multiply(shuffled.column("score"), pa.scalar(1.5, pa.float32()))
+    drifted = shuffled.set_column(shuffled.schema.get_field_index("score"), "score", scores)
+    assert not ic.postings_agree(drifted, indexes, samples=5)[0]
+
+
 # ----------------------------------------------------------------------------- dense
 
 
