@@ -1119,15 +1119,14 @@ def turn_build(version: Path, args: argparse.Namespace) -> dict[str, Any]:
     scratch folder: with the plain tokenizer (what the asset did), and, where this code has
     it, through a ``CachedTokenizer`` cold then warm (a refresh: every message known). Also
     the share of turn documents whose tokens differ from tokenizing the document whole."""
-    import pyarrow.parquet as pq
 
     from memory_pipeline.core.indexes import turns as turns_mod
     from memory_pipeline.core.indexes.bm25 import Bm25Index
+    from memory_pipeline.core.indexes.publish import read_lookups
     from memory_pipeline.core.indexes.token_cache import CachedTokenizer
     from memory_pipeline.core.represent.cache import ContentCache
 
-    chunks = pq.read_table(version / "chunks.parquet")
-    messages = pq.read_table(version / "messages.parquet")
+    chunks, messages, _ = read_lookups(version)  # copies or links of the store's files
     tokenizer = Bm25Index.load(version / "bm25" / "raw_text").tokenizer
     t: dict[str, float] = {}
     runs = [("plain tokenizer", lambda: tokenizer)]
@@ -1172,7 +1171,6 @@ def turn_build(version: Path, args: argparse.Namespace) -> dict[str, Any]:
 def run_default(args: argparse.Namespace) -> dict[str, Any]:
     """Part ``default``: a full RealPersonaChat build with the default embedder and the turn
     index (or ``--index`` a kept one), then the default search with its component times."""
-    import pyarrow.parquet as pq
 
     from memory_pipeline.core.indexes.publish import current_version, index_root
     from memory_pipeline.core.retrieval.searcher import Searcher
@@ -1184,7 +1182,9 @@ def run_default(args: argparse.Namespace) -> dict[str, Any]:
         version = current_version(out)
         if version is None:
             raise SystemExit(f"--index {out}: no published index")
-        msgs = pq.read_table(version / "messages.parquet", columns=["message_id", "text"])
+        from memory_pipeline.core.indexes.publish import read_lookups
+
+        msgs = read_lookups(version)[1].select(["message_id", "text"])
         say(f"reusing the index at {version} ({msgs.num_rows:,} messages)")
         figures["index"] = str(version)
         if args.turn_build:

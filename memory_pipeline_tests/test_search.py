@@ -319,12 +319,15 @@ def test_a_version_without_lookups_is_a_clear_error(built: Runner, tmp_path):
     live tables: rebuild it."""
     import shutil
 
-    from memory_pipeline.core.indexes.publish import CHUNK_LOOKUP
+    from memory_pipeline.core.indexes.publish import CHUNK_LOOKUP, LOOKUP_LINKS
     from memory_pipeline.core.retrieval.searcher import IndexNotBuilt, IndexOutdated, Searcher
 
     out = tmp_path / "out"
     shutil.copytree(built.store.root, out)
-    (current_version(out) / CHUNK_LOOKUP).unlink()
+    version = current_version(out)
+    assert (version / LOOKUP_LINKS).is_dir()  # a local build links the store's files
+    shutil.rmtree(version / LOOKUP_LINKS)
+    (version / CHUNK_LOOKUP).unlink(missing_ok=True)
     with pytest.raises(IndexOutdated, match="memory-pipeline run") as err:
         Searcher(out)
     assert isinstance(err.value, IndexNotBuilt)  # the CLI's "error: ..." path catches it

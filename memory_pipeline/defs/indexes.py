@@ -32,11 +32,12 @@ from memory_pipeline.core.indexes.publish import (
     build_bm25,
     build_dense,
     current_version,
+    finish_lookups,
     index_root,
+    link_lookups,
     new_version,
     publish,
     representation_arrays,
-    write_lookups,
 )
 from memory_pipeline.core.indexes.segments import DensePart
 from memory_pipeline.core.indexes.token_cache import CachedTokenizer
@@ -166,6 +167,10 @@ def search_indexes(
     root = index_root(cfg.storage_root)
     previous = current_version(cfg.storage_root)  # read only: its graph is carried over
     version = new_version(root)
+    # the lookups: links of the chunks and raw_messages files about to be read (a snapshot:
+    # a stored file is replaced, never rewritten), kept if they are still the store's files
+    # once read (finish_lookups), else copies of the rows read
+    linked = link_lookups(version, store)
     # the vectors, one part per stored partition: a refresh decodes only the partitions
     # whose file changed and takes the rest from the previous version (core/indexes/segments.py)
     vector_days = store.dates(T.CHUNK_EMBEDDINGS)
@@ -216,7 +221,7 @@ def search_indexes(
             )
             chunks = store.read(T.CHUNKS)
             bm25, lookups, smeta, mmeta, postings_check = _text_indexes(
-                pipeline, dask, version, chunks, (messages, summaries, texts), pool, staged
+                pipeline, dask, version, chunks, (messages, summaries, texts), pool, staged, linked
             )
             memories, timeline = timeline_job.result()
             valid_vectors = valid_job.result()
@@ -295,12 +300,14 @@ def _text_indexes(
     reads: tuple[Any, Any, Any],
     pool: ThreadPoolExecutor,
     staged: StagedWrites,
+    linked: dict | None = None,
 ) -> tuple[Any, dict, Any, Any, tuple]:
     """The version's time metadata, lookups, BM25 indexes (chunks per representation) and
     turn indexes; returns (the BM25 build, the lookup stats, session and message metadata,
     the postings check).
 
-    ``reads`` are the futures of the messages, summaries and embedding texts. The chunk
+    ``reads`` are the futures of the messages, summaries and embedding texts, ``linked``
+    what :func:`link_lookups` linked before they were read. The chunk
     indexes are built in this thread; the turn index, the lookups and the metadata on
     ``pool`` (each writes its own files of ``version``); the store's tables are staged on
     ``staged``."""
@@ -340,7 +347,7 @@ def _text_indexes(
         turn_pool.shutdown(wait=False)  # its thread ends after the task
         # the chunk lookups (the chunks the BM25 indexes are built from: the version
         # answers on its own) and the time metadata
-        lookups_job = pool.submit(write_lookups, version, by_id, messages)
+        lookups_job = pool.submit(finish_lookups, version, store, linked, by_id, messages)
         meta_job = pool.submit(_time_metadata, store, version, messages, staged)
         summary_rows, text_rows = summaries.result(), texts.result()
         reps = representation_arrays(by_id, summary_rows, text_rows)

@@ -52,6 +52,19 @@ def test_a_second_refresh_tokenizes_nothing_and_ingest_reuses_parsed_exports(tmp
     assert runner.tables()["raw_messages"].equals(before)
 
 
+def _lookups(runner: Runner) -> tuple:
+    """The current version's chunk, message (by id) and session lookups, and whether the
+    first two are links of the store's files."""
+    import pyarrow.compute as pc
+
+    from memory_pipeline.core.indexes.publish import LOOKUP_LINKS, current_version, read_lookups
+
+    version = current_version(runner.cfg.storage_root)
+    assert (version / LOOKUP_LINKS).is_dir()
+    chunks, messages, sessions = read_lookups(version)
+    return chunks, messages.take(pc.sort_indices(messages.column("message_id"))), sessions
+
+
 def _index_files(runner: Runner) -> dict[str, bytes]:
     """The published BM25 and turn index files (the npz as arrays: zip entries carry times)
     and the store's postings table (the version no longer carries a copy)."""
@@ -87,6 +100,9 @@ def test_nightly_refreshes_publish_the_files_of_a_full_rebuild(tmp_path):
     assert meta["turn_parts_computed"] == meta["chunk_parts_computed"] == 0
     files = _index_files(nightly)
     assert files == _index_files(full)
+    # the lookups (links of the store's files) read the same rows too
+    for got, want in zip(_lookups(nightly), _lookups(full), strict=True):
+        assert got.equals(want)
     # the same files without any part: drop them and refresh again
     import shutil
 

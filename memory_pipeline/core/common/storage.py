@@ -14,6 +14,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import shutil
 import threading
 import uuid
 from collections import OrderedDict
@@ -487,6 +488,64 @@ def map_files(fn: Callable[[Any], R], paths: Sequence[Any], remote: bool) -> lis
         return [fn(p) for p in paths]
     with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(fn, paths))
+
+
+def link_partitions(store: Any, name: TableRef, dest: Path) -> dict[str, tuple] | None:
+    """Hard-link every stored partition file of ``name`` into the new folder ``dest``;
+    returns {file name: file identity}.
+
+    Why: a stored file is never rewritten in place (a write renames a new file over it), so
+    a link is a snapshot of the partition for as long as the link exists, at the cost of a
+    directory entry: an index version carries the rows it was built from without encoding
+    a copy of them every night. None (``dest`` removed) on object storage, or when a link is
+    refused (another file system) or a file vanishes meanwhile: the caller writes a copy."""
+    if getattr(store, "remote", False):
+        return None
+    out: dict[str, tuple] = {}
+    try:
+        dest.mkdir(parents=True)
+        for day in store.dates(name):
+            src = Path(store.path(name, day))
+            os.link(src, dest / src.name)
+            out[src.name] = _identity(os.stat(dest / src.name))
+    except OSError:
+        shutil.rmtree(dest, ignore_errors=True)
+        return None
+    return out
+
+
+def still_linked(store: Any, name: TableRef, linked: dict[str, tuple]) -> bool:
+    """Whether ``name``'s partition files are still the ones :func:`link_partitions`
+    linked: the same file names, each the same file (identity). Checked after the table
+    was read, so what was read is what the links hold."""
+    if getattr(store, "remote", False):
+        return False
+    if {f"{d.isoformat()}.parquet" for d in store.dates(name)} != set(linked):
+        return False
+    folder = Path(store.table_dir(name))
+    try:
+        return all(_identity(os.stat(folder / f)) == ident for f, ident in linked.items())
+    except FileNotFoundError:
+        return False
+
+
+def read_files(paths: Sequence[Path], name: TableRef, columns: Sequence[str]) -> pa.Table:
+    """``columns`` of local Parquet files of table ``name`` (in the registry's types), as one
+    table in the order of ``paths``; a column a file lacks raises."""
+    schema = table(name).schema
+    wanted = list(columns)
+    if schema is not None:
+        schema = pa.schema([schema.field(c) for c in wanted])
+    parts = [
+        t.select(wanted) for t in map_files(lambda p: _read_local(Path(p), wanted), paths, False)
+    ]
+    if not parts:
+        return schema.empty_table() if schema is not None else pa.table({})
+    try:  # one cast of the whole (a select and cast per file cost more than the decoding)
+        whole = pa.concat_tables(parts)
+    except pa.ArrowInvalid:  # files of differing types (older writes): each in the schema
+        return _conformed(schema, parts)
+    return whole if schema is None else whole.cast(schema)
 
 
 def _read_local(path: Path, columns: list[str] | None) -> pa.Table:
