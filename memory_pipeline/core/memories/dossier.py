@@ -54,7 +54,6 @@ Policies (documented here because the page is their only trace):
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import datetime as dt
 import functools
@@ -66,6 +65,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -198,9 +198,18 @@ class DossierState:
     version: int = STATE_VERSION
 
     def to_json(self) -> str:
-        """Canonical JSON (sorted keys, no whitespace): equal states give equal strings."""
-        return json.dumps(
-            dataclasses.asdict(self), sort_keys=True, ensure_ascii=False, separators=(",", ":")
+        """Canonical JSON (sorted keys, no whitespace): equal states give equal strings.
+
+        The fields are JSON-native already, so they are dumped as they are: the recursive
+        copy ``dataclasses.asdict`` makes first was about a third of a nightly fold."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+    def copy(self) -> DossierState:
+        """A deep copy (the state is folded on a copy): of JSON-native values, so a walk of
+        lists and dicts, several times cheaper than ``copy.deepcopy``'s general one."""
+        return DossierState(
+            **{f.name: _json_copy(getattr(self, f.name)) for f in dataclasses.fields(self)}
         )
 
     @classmethod
@@ -215,6 +224,17 @@ class DossierState:
         if unknown := sorted(set(data) - names):
             raise ValueError(f"unknown dossier state fields {unknown}")
         return cls(**data)
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of JSON-native data (lists, dicts, and immutable scalars)."""
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_json_copy(v) for v in value)
+    return value
 
 
 # -- folding -----------------------------------------------------------------------------------
@@ -259,7 +279,7 @@ def update_dossier(
     if contact_id not in days:
         if state is None:
             raise ValueError(f"no sessions of {contact_id!r} on {day}: nothing to build from")
-        return copy.deepcopy(state)
+        return state.copy()
     return _fold(state, contact_id, day, *days[contact_id])
 
 
@@ -409,7 +429,7 @@ def _fold(
                 f"dossier of {contact_id!r} is already at {state.last_updated}; "
                 f"cannot fold {day} onto it (fold days in increasing order)"
             )
-        st = copy.deepcopy(state)
+        st = state.copy()
     iso = day.isoformat()
     for s in today.sessions:
         for m in (msgs[i] for i in s["message_ids"]):

@@ -681,3 +681,26 @@ def test_agenda_bookings_come_from_the_window_around_a_dated_message():
     st = D_.DossierState(contact_id="Maria", name="Maria")
     D_._add_agenda(st, {"session_id": "s1", "start_us": 0}, "Trip", [msg("I booked the ferry")])
     assert st.agenda == []
+
+
+def test_state_copy_is_deep_and_to_json_is_the_canonical_dump(folded):
+    """``copy`` (what a fold starts from) shares no list or dict with the state, and
+    ``to_json`` dumps the fields as ``dataclasses.asdict`` would give them."""
+    import dataclasses
+
+    from memory_pipeline.core.memories.dossier import DossierState
+
+    states, _ = folded
+    st = states["Maria"]
+    dup = st.copy()
+    assert dup == st and dup.to_json() == st.to_json()
+    canonical = json.dumps(
+        dataclasses.asdict(st), sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
+    assert st.to_json() == canonical
+    assert DossierState.from_json(st.to_json()) == st
+    before = st.to_json()
+    dup.profile[0]["text"] = "changed"
+    dup.hour_sessions[0].append("ses_x")
+    dup.agenda.append({"key": "k"})
+    assert st.to_json() == before
