@@ -8,6 +8,8 @@ compare.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,10 +20,13 @@ from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.common.schema import STORAGE_REPORT
-from memory_pipeline.core.common.storage import TableStore
+from memory_pipeline.core.common.storage import TableStore, write_text_atomic
 from memory_pipeline.core.common.tables import Table
 from memory_pipeline.core.indexes.publish import current_version
 
+# {table: {partition date: [file sha256, value]}} in the cache folder: each local partition's
+# session count and text bytes, measured once per file content
+MEASURES_FILE = "storage_report_measures.json"
 # Parquet tables by category (on-disk bytes of every partition file).
 TABLE_CATEGORIES: dict[Table, str] = {
     T.RAW_MESSAGES: "source",
@@ -51,6 +56,51 @@ def _tree(folder: Path) -> list[Path]:
     return sorted(folder.rglob("*")) if folder.is_dir() else []
 
 
+def _rows(part: pa.Table) -> int:
+    return part.num_rows
+
+
+def _text_bytes(part: pa.Table) -> int:
+    """UTF-8 bytes of the messages' text (the logical size of the raw text)."""
+    return int(pc.sum(pc.binary_length(part.column("text"))).as_py() or 0)
+
+
+def _load_measures(book: Path) -> dict:
+    try:
+        data = json.loads(book.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _measured(
+    store: TableStore,
+    name: Table,
+    columns: list[str],
+    measure: Callable[[pa.Table], int],
+    known: dict,
+    out: dict,
+) -> int:
+    """The sum of ``measure`` over the partitions of ``name`` (``columns`` read). A local
+    partition is measured once per content: its value is kept in ``out`` under its date
+    with the file's recorded digest (a stat) and reused from ``known`` while the digest
+    holds. On object storage every partition is read (a digest would download it anyway)."""
+    if store.remote:
+        days = store.dates(name)
+        return measure(store.read(name, columns=columns)) if days else 0
+    before = known.get(name.name, {})
+    now: dict[str, list] = {}
+    for day in store.dates(name):
+        sha = store.digest(name, day)
+        hit = before.get(day.isoformat())
+        if isinstance(hit, list) and len(hit) == 2 and hit[0] == sha:
+            now[day.isoformat()] = hit
+        else:
+            now[day.isoformat()] = [sha, measure(store.read(name, [day], columns=columns))]
+    out[name.name] = now
+    return sum(int(v) for _, v in now.values())
+
+
 def storage_report(
     output_dir: Location, dossier_dir: Location, cache_dir: Path | None = None
 ) -> pa.Table:
@@ -60,17 +110,17 @@ def storage_report(
     sizes); the index sizes are those of the published version's files; the provider cache
     is in ``cache_dir`` (default ``<output_dir>/cache``, a local folder)."""
     store = TableStore(output_dir)
-    # only the columns used: the report is refreshed after every night, over every partition
-    sessions = (
-        store.read(T.SESSIONS, columns=["session_id"]).num_rows if store.dates(T.SESSIONS) else 0
-    )
+    # only the columns used, each local file measured once (the report is refreshed after
+    # every night, over every partition: reading every message's text was most of it)
+    book = Path(cache_dir or Path(output_dir) / "cache") / MEASURES_FILE
+    known = _load_measures(book) if not store.remote else {}
+    measured: dict[str, dict[str, list]] = {}
+    sessions = _measured(store, T.SESSIONS, ["session_id"], _rows, known, measured)
+    text_bytes = _measured(store, T.RAW_MESSAGES, ["text"], _text_bytes, known, measured)
+    if not store.remote and measured != known:
+        book.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(book, json.dumps(measured, sort_keys=True))
     rows: list[tuple[str, str, int, int]] = []
-    texts = (
-        store.read(T.RAW_MESSAGES, columns=["text"]).column("text")
-        if store.dates(T.RAW_MESSAGES)
-        else None
-    )
-    text_bytes = int(pc.sum(pc.binary_length(texts)).as_py() or 0) if texts is not None else 0
     rows.append(("raw_text (UTF-8, logical)", "source", text_bytes, 0))
     for table, category in TABLE_CATEGORIES.items():
         sizes = [n for _, n in store.files(table)]
