@@ -1,12 +1,15 @@
 """warehouse: the DuckDB file with one view per table, for apps that speak SQL."""
 
+import os
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
 from memory_pipeline.core.common.catalog import refresh_catalog
+from memory_pipeline.core.common.owners import input_fingerprint
 from memory_pipeline.core.common.tables import REGISTRY
-from memory_pipeline.defs.helpers import asset_info, code_version, inputs_fingerprint, per_owner
+from memory_pipeline.defs.helpers import asset_info, code_version, per_owner
 from memory_pipeline.defs.resources import PipelineResource
 
 WAREHOUSE = dg.AssetKey("warehouse")
@@ -15,11 +18,35 @@ DUCKDB_POOL = "duckdb_writer"
 
 
 def _warehouse_settings(scope: Any) -> str | None:
-    """The views depend on which tables exist (their files are read live): rebuild when the
-    file is missing or this code changed, else only when an owner's tables changed."""
-    if not scope.cfg.warehouse_path.is_file():
+    """What the warehouse file holds besides the tables (None: the file is missing, build):
+    this code and, on a local store, the views' owner filter, where they point and which
+    tables have files."""
+    cfg = scope.cfg
+    if not cfg.warehouse_path.is_file():
         return None
-    return code_version("memory_pipeline.defs.catalog", "memory_pipeline.core.common.catalog")
+    code = code_version("memory_pipeline.defs.catalog", "memory_pipeline.core.common.catalog")
+    if getattr(scope.store, "remote", False):
+        return code
+    root = Path(scope.store.parquet_root)
+    present = [t.name for t in REGISTRY if any((root / t.name).glob("*.parquet"))]
+    owner = cfg.owner_id if cfg.root_dir is not None else None
+    where = os.path.relpath(root.resolve(), cfg.warehouse_path.parent.resolve())
+    return "|".join([code, str(owner), where, *present])
+
+
+def _warehouse_fingerprint(scope: Any) -> str | None:
+    """When the warehouse must be rewritten. Locally its views read the Parquet files live
+    (a glob per table), so a new day's files are in them already: the file changes only
+    with :func:`_warehouse_settings` (a table that gains its first file, this code), not
+    with every night's partitions, whose digests it used to hash (and then rewrite the
+    file for nothing). On object storage the warehouse holds copies of the tables: every
+    file counts."""
+    extra = _warehouse_settings(scope)
+    if extra is None:
+        return None
+    if getattr(scope.store, "remote", False):
+        return input_fingerprint(scope.store, REGISTRY, extra)
+    return input_fingerprint(scope.store, [], extra)
 
 
 def build_catalog_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
@@ -38,7 +65,7 @@ def build_catalog_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
         ),
         description="DuckDB database with a view per Parquet table (see sql/).",
     )
-    @per_owner(inputs_fingerprint(REGISTRY, _warehouse_settings), name="warehouse")
+    @per_owner(_warehouse_fingerprint, name="warehouse")
     def warehouse(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
         # one warehouse file per owner; its views filter on the owner (defence in depth)
