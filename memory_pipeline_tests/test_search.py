@@ -821,3 +821,28 @@ def test_search_indexes_carries_the_graph_over_from_the_published_version(
         got = ann.dense_ranked(q, rep, None, 50)
         assert want[0][0] == got[0][0] and abs(want[0][1] - got[0][1]) <= 1e-6, q
         assert len({c for c, _ in want[:10]} & {c for c, _ in got[:10]}) >= 9, q
+
+
+def test_the_warehouse_is_rewritten_only_when_its_views_change(built: Runner):
+    """Its views read the Parquet files live: a refresh with the same tables keeps the file
+    (a reader's catalog stays valid); a missing file, or a table's first file, rewrites it."""
+    from memory_pipeline.core.common import catalog
+
+    path = built.cfg.warehouse_path
+
+    def run() -> bool:
+        [mat] = built.run(["warehouse"], []).asset_materializations_for_node("warehouse")
+        return mat.metadata["rewritten"].value
+
+    run()
+    stamp = path.stat().st_mtime_ns
+    assert run() is False and path.stat().st_mtime_ns == stamp
+    path.unlink()
+    assert run() is True and path.is_file()
+    con = catalog.connect(path, read_only=True)
+    try:
+        [(n,)] = con.execute("SELECT count(*) FROM raw_messages").fetchall()
+    finally:
+        con.close()
+    assert n == built.store.read("raw_messages").num_rows
+    assert run() is False
