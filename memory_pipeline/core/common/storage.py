@@ -536,16 +536,10 @@ def read_files(paths: Sequence[Path], name: TableRef, columns: Sequence[str]) ->
     wanted = list(columns)
     if schema is not None:
         schema = pa.schema([schema.field(c) for c in wanted])
-    parts = [
-        t.select(wanted) for t in map_files(lambda p: _read_local(Path(p), wanted), paths, False)
-    ]
+    parts = map_files(lambda p: _read_local(Path(p), wanted), list(paths), False)
     if not parts:
         return schema.empty_table() if schema is not None else pa.table({})
-    try:  # one cast of the whole (a select and cast per file cost more than the decoding)
-        whole = pa.concat_tables(parts)
-    except pa.ArrowInvalid:  # files of differing types (older writes): each in the schema
-        return _conformed(schema, parts)
-    return whole if schema is None else whole.cast(schema)
+    return _conformed(schema, parts)
 
 
 def _read_local(path: Path, columns: list[str] | None) -> pa.Table:
