@@ -8,13 +8,9 @@ from typing import Any
 import dagster as dg
 
 from memory_pipeline.core.common.catalog import refresh_catalog
-from memory_pipeline.core.common.owners import (
-    input_fingerprint,
-    save_fingerprint,
-    stored_fingerprint,
-)
+from memory_pipeline.core.common.owners import save_fingerprint, stored_fingerprint
 from memory_pipeline.core.common.tables import REGISTRY
-from memory_pipeline.defs.helpers import asset_info, code_version, per_owner
+from memory_pipeline.defs.helpers import asset_info, code_version, inputs_fingerprint, per_owner
 from memory_pipeline.defs.resources import PipelineResource
 
 WAREHOUSE = dg.AssetKey("warehouse")
@@ -40,24 +36,12 @@ def _warehouse_settings(scope: Any) -> str | None:
 
 
 # what the warehouse's views were last written from (fingerprints/<VIEWS>.json): a local
-# warehouse is rewritten only when that changes, with one owner as with several
+# warehouse is rewritten only when that changes, with one owner as with several. Its views
+# read the Parquet files live (a glob per table), so a night's new partitions are in them
+# already; on object storage the warehouse holds copies of the tables and the per-owner
+# fingerprint over every file decides.
 VIEWS = "warehouse_views"
 _SEP = "\x1f"  # between the parts of the settings string (no path holds it)
-
-
-def _warehouse_fingerprint(scope: Any) -> str | None:
-    """When the warehouse must be rewritten. Locally its views read the Parquet files live
-    (a glob per table), so a new day's files are in them already: the file changes only
-    with :func:`_warehouse_settings` (a table that gains its first file, this code), not
-    with every night's partitions, whose digests it used to hash (and then rewrite the
-    file for nothing). On object storage the warehouse holds copies of the tables: every
-    file counts."""
-    extra = _warehouse_settings(scope)
-    if extra is None:
-        return None
-    if getattr(scope.store, "remote", False):
-        return input_fingerprint(scope.store, REGISTRY, extra)
-    return input_fingerprint(scope.store, [], extra)
 
 
 def build_catalog_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
@@ -76,7 +60,7 @@ def build_catalog_asset(upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
         ),
         description="DuckDB database with a view per Parquet table (see sql/).",
     )
-    @per_owner(_warehouse_fingerprint, name="warehouse")
+    @per_owner(inputs_fingerprint(REGISTRY, _warehouse_settings), name="warehouse")
     def warehouse(context: dg.AssetExecutionContext, pipeline: PipelineResource):
         cfg, store = pipeline.cfg, pipeline.store
         # one warehouse file per owner; its views filter on the owner (defence in depth)

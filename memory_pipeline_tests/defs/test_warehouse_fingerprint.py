@@ -7,7 +7,9 @@ from types import SimpleNamespace
 
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.storage import TableStore
-from memory_pipeline.defs.catalog import _warehouse_fingerprint
+from memory_pipeline.core.common.tables import REGISTRY
+from memory_pipeline.defs.catalog import _warehouse_settings
+from memory_pipeline.defs.helpers import inputs_fingerprint
 from memory_pipeline_tests.factories import msg, table
 
 
@@ -18,35 +20,39 @@ def _scope(tmp_path, store) -> SimpleNamespace:
     return SimpleNamespace(cfg=cfg, store=store)
 
 
-def test_a_new_partition_keeps_the_fingerprint_a_new_table_changes_it(tmp_path):
+def test_a_new_partition_keeps_the_views_a_new_table_changes_them(tmp_path):
     store = TableStore(tmp_path / "out")
     scope = _scope(tmp_path, store)
     day = dt.date(2024, 3, 1)
     store.write(T.RAW_MESSAGES, table(msg(f"{day} 10:00", "hi")), day)
-    assert _warehouse_fingerprint(scope) is None  # no warehouse file yet: build
+    assert _warehouse_settings(scope) is None  # no warehouse file yet: build
     scope.cfg.warehouse_path.write_bytes(b"")
-    first = _warehouse_fingerprint(scope)
+    first = _warehouse_settings(scope)
     assert first is not None
     # another day's file: the views' globs read it already
     store.write(T.RAW_MESSAGES, table(msg("2024-03-02 10:00", "again")), dt.date(2024, 3, 2))
-    assert _warehouse_fingerprint(scope) == first
+    assert _warehouse_settings(scope) == first
     # a table with its first file needs a view: rewrite
     store.write(T.QUARANTINE, T.QUARANTINE.schema.empty_table(), day)
-    assert _warehouse_fingerprint(scope) != first
+    assert _warehouse_settings(scope) != first
     # the views filter on the owner in a multi-owner folder
-    before = _warehouse_fingerprint(scope)
+    before = _warehouse_settings(scope)
     scope.cfg.root_dir = tmp_path
-    assert _warehouse_fingerprint(scope) != before
+    assert _warehouse_settings(scope) != before
 
 
-def test_object_storage_counts_every_file(tmp_path, monkeypatch):
-    """With tables copied into the warehouse (object storage) a new partition counts."""
+def test_the_per_owner_fingerprint_counts_every_file(tmp_path, monkeypatch):
+    """Which owners run at all (and, on object storage, where the warehouse holds copies of
+    the tables, whether it is rebuilt): a new partition counts."""
     store = TableStore(tmp_path / "out")
     scope = _scope(tmp_path, store)
     scope.cfg.warehouse_path.parent.mkdir(parents=True)
     scope.cfg.warehouse_path.write_bytes(b"")
     store.write(T.RAW_MESSAGES, table(msg("2024-03-01 10:00", "hi")), dt.date(2024, 3, 1))
-    monkeypatch.setattr(store, "remote", True)
-    first = _warehouse_fingerprint(scope)
-    store.write(T.RAW_MESSAGES, table(msg("2024-03-02 10:00", "again")), dt.date(2024, 3, 2))
-    assert _warehouse_fingerprint(scope) != first
+    fingerprint = inputs_fingerprint(REGISTRY, _warehouse_settings)
+    for remote in (False, True):
+        monkeypatch.setattr(store, "remote", remote)
+        first = fingerprint(scope)
+        day = dt.date(2024, 3, 2 + remote)
+        store.write(T.RAW_MESSAGES, table(msg(f"{day} 10:00", "again")), day)
+        assert fingerprint(scope) != first
