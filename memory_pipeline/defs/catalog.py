@@ -7,7 +7,7 @@ from typing import Any
 
 import dagster as dg
 
-from memory_pipeline.core.common.catalog import refresh_catalog
+from memory_pipeline.core.common.catalog import local_tables, refresh_catalog
 from memory_pipeline.core.common.owners import save_fingerprint, stored_fingerprint
 from memory_pipeline.core.common.tables import REGISTRY
 from memory_pipeline.defs.helpers import asset_info, code_version, inputs_fingerprint, per_owner
@@ -29,7 +29,7 @@ def _warehouse_settings(scope: Any) -> str | None:
     if getattr(scope.store, "remote", False):
         return code
     root = Path(scope.store.parquet_root)
-    present = [t.name for t in REGISTRY if any((root / t.name).glob("*.parquet"))]
+    present = local_tables(root)
     owner = cfg.owner_id if cfg.root_dir is not None else None
     where = os.path.relpath(root.resolve(), cfg.warehouse_path.parent.resolve())
     return _SEP.join([code, str(owner), where, *present])

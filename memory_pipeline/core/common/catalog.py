@@ -87,6 +87,12 @@ def connect(db_path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyConnecti
     return duckdb.connect(str(db_path), read_only=read_only, config={"file_search_path": folder})
 
 
+def local_tables(parquet_root: Path) -> list[str]:
+    """The registered tables with at least one Parquet file under a local ``parquet_root``:
+    the ones the warehouse has a view of."""
+    return [t.name for t in REGISTRY if any((Path(parquet_root) / t.name).glob("*.parquet"))]
+
+
 def refresh_catalog(
     db_path: Path, parquet_root: Path | str, owner_id: str | None = None
 ) -> list[str]:
@@ -105,7 +111,7 @@ def refresh_catalog(
         present = [t.name for t in REGISTRY if fs.list_files(fs.join(parquet_root, t.name))]
     else:
         parquet_root = Path(parquet_root)
-        present = [t.name for t in REGISTRY if any((parquet_root / t.name).glob("*.parquet"))]
+        present = local_tables(parquet_root)
     db_path.parent.mkdir(parents=True, exist_ok=True)
     for stale in db_path.parent.glob(db_path.name + TMP_MARK + "*"):
         stale.unlink(missing_ok=True)  # left by a refresh that died before its rename
