@@ -35,6 +35,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from memory_pipeline.core.common.escape import escape_markdown
+
 __all__ = ["DEFAULT_COMMAND", "write_report"]
 
 DEFAULT_COMMAND = "memory-pipeline eval"
@@ -1833,12 +1835,14 @@ def _render_html(title: str, meta: Mapping[str, Any], sections: Sequence[_Sectio
     )
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&#])")
+_MD_FORMAT = re.compile(r"([*_~#])")
 
 
 def _m(s: Any) -> str:
-    """Markdown-escape text (CommonMark backslash escapes) and fold newlines for table cells."""
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(s).split()))
+    """Markdown-escape text and fold newlines for table cells: the shared chat-text escape
+    (no HTML, link, image or code span can form; ``|`` cannot end a cell), then backslashes
+    before the emphasis and heading marks so a question shows as it was asked."""
+    return _MD_FORMAT.sub(r"\\\1", escape_markdown(" ".join(str(s).split()), table_cell=True))
 
 
 def _md_block(b: Any) -> list[str]:
@@ -1857,7 +1861,8 @@ def _md_block(b: Any) -> list[str]:
     if isinstance(b, _Img):
         return [f"![{_m(b.alt)}]({b.filename})", "", f"*{_m(b.caption)}*", ""]
     if isinstance(b, _Code):
-        fence = "````" if "```" in b.text else "```"
+        # a fence longer than any backtick run in the text, so the text cannot close it
+        fence = "`" * max(3, 1 + max((len(r) for r in re.findall("`+", b.text)), default=0))
         return [f"{fence}sh", b.text, fence, ""]
     if isinstance(b, _List):
         return [*(f"- {_m(i)}" for i in b.items), ""]

@@ -70,6 +70,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memory_pipeline.core.common.escape import escape_markdown as _md
+from memory_pipeline.core.common.escape import unsafe_markup
 from memory_pipeline.core.common.schema import DOSSIERS
 from memory_pipeline.core.common.timelex import MONTH_NAME_PATTERN
 from memory_pipeline.core.memories.dossier_text import (
@@ -802,7 +804,13 @@ def _keep_recent(entries, limit: int) -> list[dict]:
 
 
 def render_markdown(state: DossierState, owner_label: str = "you") -> str:
-    """The dossier page: five sections, every bullet ending with its session citations."""
+    """The dossier page: five sections, every bullet ending with its session citations.
+
+    Every text that came from a chat (names, statements, titles, contexts, bookings) goes
+    through ``escape_markdown`` here, at the last step: a page is opened in viewers that
+    render HTML, and a name or message holding ``<script>`` or ``[x](javascript:…)`` must
+    show as text. The state keeps the text as it was."""
+    owner_label = _md(owner_label)
     day = dt.date.fromisoformat(state.last_updated)
     sections = {
         SECTIONS[0]: _profile_bullets(state, owner_label),
@@ -811,7 +819,7 @@ def render_markdown(state: DossierState, owner_label: str = "you") -> str:
         SECTIONS[3]: _topic_bullets(state, day),
         SECTIONS[4]: _timeline_bullets(state),
     }
-    lines = [f"{TITLE_PREFIX}{_clean(state.name)}", f"{UPDATED_PREFIX}{state.last_updated}"]
+    lines = [f"{TITLE_PREFIX}{_md(_clean(state.name))}", f"{UPDATED_PREFIX}{state.last_updated}"]
     for title, bullets in sections.items():
         lines += ["", f"## {title}", *(bullets or [EMPTY_BULLET])]
     return "\n".join(lines) + "\n"
@@ -826,7 +834,7 @@ def _who(entry: dict, state: DossierState, owner_label: str) -> str:
     subject = entry["subject"]
     if not subject or subject == state.contact_id or subject in entry["text"]:
         return ""
-    return f"{owner_label if entry['subject_is_owner'] else subject}: "
+    return f"{owner_label if entry['subject_is_owner'] else _md(subject)}: "
 
 
 def _entry_sessions(entry: dict) -> list[str]:
@@ -848,13 +856,13 @@ def _profile_bullets(state: DossierState, owner_label: str) -> list[str]:
         said.append(e["text"])
         notes = []
         if e["attribute"]:
-            notes.append(f"since {e['since']}")
+            notes.append(f"since {_md(e['since'])}")
         if e["previous"]:
             prev = e["previous"]["value"] or e["previous"]["text"]
-            notes.append(f"previously: {prev}")
+            notes.append(f"previously: {_md(prev)}")
         note = f" ({'; '.join(notes)})" if notes else ""
         who = _who(e, state, owner_label)
-        out.append(f"- {who}{e['text']}{note} {_cite(_entry_sessions(e))}")
+        out.append(f"- {who}{_md(e['text'])}{note} {_cite(_entry_sessions(e))}")
     return out
 
 
@@ -889,26 +897,27 @@ def _plan_bullets(state: DossierState, day: dt.date, owner_label: str) -> list[s
         sessions = _entry_sessions(e)
         tail = ""
         if e["previous"]:
-            tail += f" (previously: {e['previous']['value'] or e['previous']['text']})"
-        when = e["event_date"]
+            tail += f" (previously: {_md(e['previous']['value'] or e['previous']['text'])})"
+        when = _md(e["event_date"])
         a = next((a for a in agenda if a["date"] <= e["event_date"] <= a["end"]), None)
         if a is not None and a["key"] not in used:
             used.add(a["key"])
             if _norm(a["context"]) != _norm(e["text"]):
-                tail += f" — {a['context']}"
+                tail += f" — {_md(a['context'])}"
             if a["booked"]:
-                tail += f" (booked: {', '.join(a['booked'])})"
-            if a["date"] == when and a["end"] != when:
-                when = f"{when} to {a['end']}"
+                tail += f" (booked: {_md(', '.join(a['booked']))})"
+            if a["date"] == e["event_date"] and a["end"] != e["event_date"]:
+                when = f"{when} to {_md(a['end'])}"
             sessions = [*sessions, *a["sessions"]]
-        line = f"- {when} — {who}{e['text']}{tail} {_cite(sessions)}"
+        line = f"- {when} — {who}{_md(e['text'])}{tail} {_cite(sessions)}"
         dated.append((e["event_date"], e["key"], line))
     for a in agenda:
         if a["key"] in used:
             continue
         when = a["date"] if a["date"] == a["end"] else f"{a['date']} to {a['end']}"
-        booked = f" (booked: {', '.join(a['booked'])})" if a["booked"] else ""
-        line = f"- {when} — {a['title']}: {a['context']}{booked} {_cite(a['sessions'])}"
+        booked = f" (booked: {_md(', '.join(a['booked']))})" if a["booked"] else ""
+        what = f"{_md(a['title'])}: {_md(a['context'])}"
+        line = f"- {_md(when)} — {what}{booked} {_cite(a['sessions'])}"
         dated.append((a["date"], a["key"], line))
     undated = sorted(
         (e for e in open_plans if not e["event_date"]),
@@ -917,10 +926,10 @@ def _plan_bullets(state: DossierState, day: dt.date, owner_label: str) -> list[s
     out = [line for _, _, line in sorted(dated)]
     for e in undated:
         who = _who(e, state, owner_label)
-        tail = f" (mentioned {e['stated']})"
+        tail = f" (mentioned {_md(e['stated'])})"
         if e["previous"]:
-            tail += f" (previously: {e['previous']['value'] or e['previous']['text']})"
-        out.append(f"- {who}{e['text']}{tail} {_cite(_entry_sessions(e))}")
+            tail += f" (previously: {_md(e['previous']['value'] or e['previous']['text'])})"
+        out.append(f"- {who}{_md(e['text'])}{tail} {_cite(_entry_sessions(e))}")
     return out[:MAX_PLAN_BULLETS]
 
 
@@ -934,7 +943,7 @@ def _pattern_bullets(state: DossierState, owner_label: str) -> list[str]:
     (the latest ``MAX_PATTERN_CITES`` when there are more, and then it says so)."""
     if not state.sessions_total:
         return []
-    name = _clean(state.name)
+    name = _md(_clean(state.name))
     system = f", system {state.system_messages}" if state.system_messages else ""
 
     def more(sessions: list[str]) -> str:
@@ -986,8 +995,8 @@ def _topic_bullets(state: DossierState, day: dt.date) -> list[str]:
     out = []
     for r in recent:
         cite = _cite([r["session_id"]])
-        out.append(f"- {r['date']} — {r['title']} {cite}")
-        out += [f"  - {p} {cite}" for p in r.get("points") or []]
+        out.append(f"- {_md(r['date'])} — {_md(r['title'])} {cite}")
+        out += [f"  - {_md(p)} {cite}" for p in r.get("points") or []]
     return out
 
 
@@ -1097,7 +1106,7 @@ def _timeline_bullets(state: DossierState) -> list[str]:
         if _near_duplicate(state, e["text"], said):
             continue
         said.append(e["text"])
-        out.append(f"- {e['date']} — {e['text']} {_cite([e['session_id']])}")
+        out.append(f"- {_md(e['date'])} — {_md(e['text'])} {_cite([e['session_id']])}")
     return out
 
 
@@ -1244,14 +1253,17 @@ def cited_sessions(markdown: str) -> list[str]:
 def check_rewrite(original: str, rewritten: str) -> list[str]:
     """Problems with an LLM rewrite of a dossier (empty = safe to keep the rewrite).
 
-    A rewrite may reword, but must keep every section, every cited session, cite nothing new
-    and leave no line uncited; otherwise the caller keeps the deterministic text.
+    A rewrite may reword, but must keep every section, every cited session, cite nothing new,
+    leave no line uncited and hold no raw HTML or link (a model may copy an escaped
+    ``&lt;script&gt;`` back as a live tag); otherwise the caller keeps the deterministic text.
     """
     problems = [f"missing section: {s}" for s in missing_sections(rewritten)]
     before, after = set(cited_sessions(original)), set(cited_sessions(rewritten))
     problems += [f"dropped citation: {s}" for s in sorted(before - after)]
     problems += [f"invented citation: {s}" for s in sorted(after - before)]
     problems += [f"uncited line: {ln}" for ln in uncited_bullets(rewritten)]
+    # the rule page escapes every chat text; a rewrite may not bring back HTML or links
+    problems += [f"raw markup: {snippet}" for snippet in unsafe_markup(rewritten)]
     return problems
 
 
