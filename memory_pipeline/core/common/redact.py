@@ -43,13 +43,17 @@ from __future__ import annotations
 import re
 import unicodedata
 
+import phonenumbers
+
 EMAIL = "EMAIL"
 PHONE = "PHONE"
 CARD = "CARD"
 URL_WITH_SECRET = "URL_WITH_SECRET"
 ADDRESS = "ADDRESS"
 MY_NUMBER = "MY_NUMBER"
-KINDS = (EMAIL, PHONE, CARD, URL_WITH_SECRET, ADDRESS, MY_NUMBER)
+IBAN = "IBAN"
+SSN = "SSN"
+KINDS = (EMAIL, PHONE, CARD, URL_WITH_SECRET, ADDRESS, MY_NUMBER, IBAN, SSN)
 PLACEHOLDERS = {kind: f"[{kind}]" for kind in KINDS}
 
 _D = "[0-9０-９]"
@@ -68,8 +72,22 @@ _SECRET_NAMES = frozenset(
 token key apikey api_key api-key access_token accesstoken refresh_token id_token auth
 auth_token authtoken authorization sig signature password passwd pwd pass secret
 client_secret credential credentials private_key privatekey session_token sessiontoken
+code auth_code authcode oauth_code otp jwt sid ssid sessid session sessionid session_id
+phpsessid jsessionid aspsessionid connect.sid samlresponse samlrequest ticket
 """.split()
 )
+# URLs whose path is the secret: posting to them needs nothing else (chat webhooks, bot tokens).
+_SECRET_PATH = re.compile(
+    r"^[a-z]+://(?:hooks\.slack\.com/(?:services|workflows|triggers)/"
+    r"|(?:[\w-]+\.)?discord(?:app)?\.com/api/webhooks/"
+    r"|hooks\.zapier\.com/hooks/|api\.telegram\.org/bot"
+    r"|[\w-]+\.webhook\.office\.com/|outlook\.office\.com/webhook/)",
+    re.IGNORECASE,
+)
+# Invisible format characters (zero-width space/joiners, word joiner, BOM, soft hyphen, bidi
+# marks): they change nothing a reader sees, so one inside a phone number or an address must
+# not hide it. Matching skips them; the span masked keeps them inside.
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 _SECRET_SUFFIXES = tuple(f"{sep}{name}" for sep in "_-." for name in _SECRET_NAMES)
 
 # -- e-mail (matched on NFKC text: ＠ and ． are already @ and .) -------------------------------
@@ -85,10 +103,10 @@ _EMAIL = re.compile(
 _AT_STRONG = (
     r"\s*[\[(<{]\s*(?:at|@|アット)\s*[\])>}]\s*"
     r"|\s*(?:アットマーク|あっとまーく|アット|あっと)\s*"
-    r"|\s+@\s*|\s*@\s+"
+    r"|\s*@\s*"
 )
 _AT_WORD = r"\s+at\s+"
-_DOT = r"(?:\s*[\[(<{]\s*(?:dot|\.|ドット)\s*[\])>}]\s*|\s+dot\s+|\s*(?:ドット|どっと)\s*|\.)"
+_DOT = r"(?:\s*[\[(<{]\s*(?:dot|\.|ドット)\s*[\])>}]\s*|\s+dot\s+|\s*(?:ドット|どっと)\s*|\.|。|｡)"
 _TLDS = (
     "com|net|org|edu|gov|mil|info|biz|name|io|co|ne|or|ac|go|ed|lg|gr|ad|jp|uk|us|ca|au|nz|de|"
     "fr|it|es|nl|se|ch|kr|cn|tw|hk|sg|in|br|ru|me|ai|app|dev|xyz|mobi"
@@ -109,6 +127,21 @@ docomo ezweb au softbank ybb nifty ocn biglobe
 """.split()
 )
 _PLAIN_LOCAL = re.compile(r"[A-Za-z]+")
+# Words that sit before or after a spelled " at " in prose ("look at this dot com bubble",
+# "was looking at example.com"): such a local part or domain is not an address.
+_PROSE_WORDS = frozenset(
+    """
+a an the this that these those it its my your his her our their me him us them you here there
+home work school least most all once first last night noon dawn lunch dinner times random
+be is was were are am been being good bad great better best mad angry
+look looks looked looking stare stared staring laugh laughed laughing glance glanced
+arrive arrives arrived arriving stay stays stayed staying meet meets met meeting
+works worked working live lives lived living shop shopped shopping eat ate eating
+study studied studying play played playing sit sat sitting stand stood standing
+wait waited waiting aim aimed point pointed smile smiled yell yelled shout shouted
+born married hint hinted even only just also still right left back up down out off in on
+""".split()
+)
 
 # -- addresses ------------------------------------------------------------------------------
 _PREFS = (
@@ -165,7 +198,41 @@ _EN_ADDRESS = re.compile(
 )
 
 # -- numbers --------------------------------------------------------------------------------
-_CARD = re.compile(rf"{_NB}{_D}(?:[\u0020\-－]?{_D}){{12,18}}{_NA}")
+_CARD = re.compile(rf"{_NB}{_D}(?:[\u0020\-－.]?{_D}){{12,18}}{_NA}")
+# Dotted groupings a card is printed in (a dotted run of other lengths is an amount or an id).
+_CARD_DOTTED = frozenset({(4, 4, 4, 4), (4, 6, 5), (4, 6, 4), (4, 4, 4, 4, 3), (4, 4, 4, 2)})
+# IBAN: country, two check digits, 11-30 letters/digits, spaces or dashes between groups.
+_IBAN = re.compile(
+    r"(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}(?:[\u0020\-]?[A-Za-z0-9]){11,30}", re.IGNORECASE
+)
+# Lengths per country (the SWIFT registry), so a match stops where the IBAN ends.
+_IBAN_LENGTHS = {
+    **dict.fromkeys("NO".split(), 15),
+    **dict.fromkeys("BE".split(), 16),
+    **dict.fromkeys("DK FO FI GL NL".split(), 18),
+    **dict.fromkeys("MK SI".split(), 19),
+    **dict.fromkeys("AT BA EE KZ LT LU XK".split(), 20),
+    **dict.fromkeys("CH CR HR LI LV".split(), 21),
+    **dict.fromkeys("BG BH DE GB GE IE ME RS VA".split(), 22),
+    **dict.fromkeys("AE GI IL IQ TL".split(), 23),
+    **dict.fromkeys("AD CZ ES MD PK RO SA SE SK TN VG".split(), 24),
+    **dict.fromkeys("CV PT ST".split(), 25),
+    **dict.fromkeys("IS TR".split(), 26),
+    **dict.fromkeys("FR GR IT MC MR SM".split(), 27),
+    **dict.fromkeys("AL AZ BY CY DO GT HU LB PL SV".split(), 28),
+    **dict.fromkeys("BR EG PS QA UA".split(), 29),
+    **dict.fromkeys("JO KW MU".split(), 30),
+    **dict.fromkeys("MT".split(), 31),
+    **dict.fromkeys("LC".split(), 32),
+    **dict.fromkeys("RU".split(), 33),
+}
+# US Social Security number: dashed anywhere; spaced or unbroken only after a label.
+_SSN = re.compile(
+    r"(?<![0-9A-Za-z\-])([0-9]{3})([- ]?)([0-9]{2})\2([0-9]{4})(?![0-9A-Za-z])(?!-[0-9])"
+)
+_SSN_LABEL = re.compile(
+    r"\bSSN|social\s*security|\bsocial\b|ソーシャル・?セキュリティ|社会保障番号", re.IGNORECASE
+)
 _MY_NUMBER = re.compile(
     r"(?<![0-9A-Za-z+])(?<![0-9][- ])[0-9]{4}([- ]?)[0-9]{4}\1[0-9]{4}"
     r"(?![0-9A-Za-z])(?![- ][0-9])"
@@ -185,12 +252,37 @@ _PHONE = re.compile(
     rf"|1{_SEP}?[(]?{_D}{{3}}[)]?{_SEP}?{_D}{{3}}{_SEP}{_D}{{4}}"  # 1-800-555-0199
     rf")(?:{_EXT}|{_NA})"
 )
+# A looser digit cluster (optional + or 00 prefix, parentheses, dots, spaces, dashes) that the
+# phonenumbers library (libphonenumber's metadata) then checks as a valid number of one of
+# _PHONE_REGIONS: national formats the rules above do not know ("030 1234567",
+# "06 12 34 56 78", "02-312-3456") and the 00 international prefix ("0044 20 7946 0958").
+# Not glued to an id ("INV-2024-000123", "ISBN978-4-…"), a time or a decimal; a date-like
+# year group in front is skipped.
+_PHONE_CANDIDATE = re.compile(
+    r"(?<![\w+\-.:/])(?:\+|00)?[(]?[0-9][0-9().\- \u3000]{5,22}[0-9](?![\w:])(?![\-.][0-9])"
+)
+_DATE_LIKE = re.compile(
+    r"(?:19|20)[0-9]{2}[.\-/ ]|[0-9]{1,2}[.\-/][0-9]{1,2}[.\-/](?:19|20)[0-9]{2}$"
+)
+# Regions whose national numbers are dialled with a leading 0 (a national form without it is
+# an id or an amount more often than a phone; North America's 3-3-4 is in the rules above).
+_PHONE_REGIONS = ("JP", "GB", "DE", "FR", "IT", "NL", "KR", "CN", "TW", "AU", "IN", "BR")
 _DIGIT = re.compile(r"[0-9０-９]")
 _DIGIT_RUNS = re.compile(r"[0-9０-９]+")
 
 # Lower number = claimed first when candidate spans overlap. A kept URL (None) shields its
 # contents; an address swallows the digits in it before phone/card patterns see them.
-_PRIORITY = {None: 0, URL_WITH_SECRET: 0, EMAIL: 1, ADDRESS: 2, CARD: 3, MY_NUMBER: 4, PHONE: 5}
+_PRIORITY = {
+    None: 0,
+    URL_WITH_SECRET: 0,
+    EMAIL: 1,
+    IBAN: 2,
+    ADDRESS: 2,
+    CARD: 3,
+    MY_NUMBER: 4,
+    SSN: 4,
+    PHONE: 5,
+}
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -203,6 +295,39 @@ def _luhn_ok(digits: str) -> bool:
                 d -= 9
         total += d
     return total % 10 == 0
+
+
+def _iban_end(norm: str, m: re.Match[str]) -> int | None:
+    """Where the IBAN starting at ``m`` ends (its country's length, mod-97 check = 1)."""
+    country = m.group()[:2].upper()
+    length = _IBAN_LENGTHS.get(country)
+    if length is None:
+        return None
+    chars: list[str] = []
+    end = m.start()
+    for i in range(m.start(), m.end()):
+        if norm[i] not in " -":
+            chars.append(norm[i].upper())
+            end = i + 1
+            if len(chars) == length:
+                break
+    if len(chars) != length or not chars[-1].isalnum():
+        return None
+    if end < len(norm) and norm[end].isascii() and norm[end].isalnum():
+        return None  # glued to more letters or digits: not where the IBAN ends
+    code = "".join(chars[4:] + chars[:4])
+    return end if int("".join(str(int(c, 36)) for c in code)) % 97 == 1 else None
+
+
+def _ssn_ok(m: re.Match[str], norm: str) -> bool:
+    """Issued-looking (area not 000/666/9xx, group not 00, serial not 0000); spaced or
+    unbroken forms need an SSN label within the 30 characters before."""
+    area, sep, group, serial = m.groups()
+    if area in {"000", "666"} or area[0] == "9" or group == "00" or serial == "0000":
+        return False
+    if sep == "-":
+        return True
+    return _SSN_LABEL.search(norm, max(0, m.start() - 30), m.start()) is not None
 
 
 def _my_number_ok(digits: str) -> bool:
@@ -232,8 +357,48 @@ def _is_phone(s: str) -> bool:
     return lengths == [3, 3, 4] and runs[0][0] not in "1１"
 
 
+def _library_phones(norm: str, found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Phone spans the phonenumbers library finds valid in some region of ``_PHONE_REGIONS``
+    (the whole cluster must parse as one valid number), for grouped digit clusters of 8+
+    digits that the rules did not mask whole; a partial rule match ("0044 20 7946" of
+    "0044 20 7946 0958") is widened by it. Checked only there, so the library's cost is
+    paid by the few lines that need it."""
+    out = []
+    for m in _PHONE_CANDIDATE.finditer(norm):
+        cand = m.group()
+        if any(a <= m.start() and m.end() <= b for a, b, _ in found):
+            continue  # already masked whole
+        digits = sum(ch.isdigit() for ch in cand)
+        if not 8 <= digits <= 17 or _DATE_LIKE.search(cand):
+            continue
+        if not any(ch in " ().-\u3000" for ch in cand.lstrip("+")):
+            continue  # an unbroken run is an id more often than a phone
+        if _valid_phone(cand):
+            out.append((m.start(), m.end(), PHONE))
+    return out
+
+
+def _valid_phone(cand: str) -> bool:
+    """``cand`` parses as a valid number: international (+ or the 00 prefix) once, a
+    national form (leading 0) in each region of ``_PHONE_REGIONS`` until one accepts it."""
+    if cand.startswith(("+", "00")):
+        regions: tuple[str, ...] = ("DE",)  # any region that dials 00 abroad reads both
+    elif cand.lstrip("(").startswith("0"):
+        regions = _PHONE_REGIONS
+    else:
+        return False
+    for region in regions:
+        try:
+            number = phonenumbers.parse(cand, region)
+        except phonenumbers.NumberParseException:
+            continue
+        if phonenumbers.is_valid_number(number):
+            return True
+    return False
+
+
 def _secret_url(url: str) -> bool:
-    if _URL_USERINFO.match(url):
+    if _URL_USERINFO.match(url) or _SECRET_PATH.match(url):
         return True
     for name in _URL_PARAM.findall(url):
         low = name.lower()
@@ -248,14 +413,15 @@ def _normalize(text: str) -> tuple[str, list[int], list[int]]:
     Per character, so every normalized index maps back (NFKC may turn one character into
     several, "㍿" -> "株式会社", or leave it as is); composing across characters does not
     matter for the patterns here."""
-    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+    visible = _INVISIBLE.search(text) is None
+    if visible and (text.isascii() or unicodedata.is_normalized("NFKC", text)):
         idx = list(range(len(text)))
         return text, idx, [i + 1 for i in idx]
     parts: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
     for i, ch in enumerate(text):
-        norm = unicodedata.normalize("NFKC", ch)
+        norm = "" if not visible and _INVISIBLE.match(ch) else unicodedata.normalize("NFKC", ch)
         parts.append(norm)
         starts.extend([i] * len(norm))
         ends.extend([i + 1] * len(norm))
@@ -267,10 +433,11 @@ def _obfuscated_ok(m: re.Match[str]) -> bool:
     if m.group("at").strip().lower() != "at":
         return True
     local, domain = m.group("local"), m.group("domain")
-    if not _PLAIN_LOCAL.fullmatch(local):
-        return True  # john.doe / john dot doe / j_doe / taro99
     first = re.split(r"\s|\.|\[|\(", domain, maxsplit=1)[0].lower()
-    return first in _MAIL_PROVIDERS
+    if first in _MAIL_PROVIDERS or not _PLAIN_LOCAL.fullmatch(local):
+        return True  # john.doe / john dot doe / j_doe / taro99, or at gmail
+    # "name at example dot com", "kenji at example.com": a name-like word on both sides
+    return local.lower() not in _PROSE_WORDS and first not in _PROSE_WORDS
 
 
 def _candidates(norm: str) -> list[tuple[int, int, str]]:
@@ -289,10 +456,21 @@ def _candidates(norm: str) -> list[tuple[int, int, str]]:
         return found
     for pattern in (_JP_ADDRESS, _JP_ROMAN_ADDRESS, _EN_ADDRESS):
         found += [(m.start(), m.end(), ADDRESS) for m in pattern.finditer(norm)]
+    for m in _IBAN.finditer(norm):
+        end = _iban_end(norm, m)
+        if end is not None:
+            found.append((m.start(), end, IBAN))
     for m in _CARD.finditer(norm):
-        digits = "".join(_DIGIT_RUNS.findall(m.group()))
+        runs = _DIGIT_RUNS.findall(m.group())
+        digits = "".join(runs)
+        seps = set(re.sub(r"[0-9]", "", m.group()))
+        if len(seps) > 1 or ("." in seps and tuple(map(len, runs)) not in _CARD_DOTTED):
+            continue  # mixed separators, or dots in a grouping no card is printed in
         if 13 <= len(digits) <= 19 and _luhn_ok(digits):
             found.append((m.start(), m.end(), CARD))
+    for m in _SSN.finditer(norm):
+        if _ssn_ok(m, norm):
+            found.append((m.start(), m.end(), SSN))
     for m in _MY_NUMBER.finditer(norm):
         digits = m.group().replace("-", "").replace(" ", "")
         labelled = _MY_NUMBER_LABEL.search(norm, max(0, m.start() - 20), m.start())
@@ -301,20 +479,22 @@ def _candidates(norm: str) -> list[tuple[int, int, str]]:
     for m in _PHONE.finditer(norm):
         if _is_phone(m.group("core")):
             found.append((m.start(), m.end(), PHONE))
-    return found
+    return found + _library_phones(norm, found)
 
 
 def _urls(text: str) -> list[tuple[int, int, str | None]]:
     """URL spans of the original text: secret-bearing ones to mask, plain ones to shield."""
     spans: list[tuple[int, int, str | None]] = []
-    for m in _URL.finditer(text):
+    idx = [i for i, ch in enumerate(text) if not _INVISIBLE.match(ch)]
+    seen = text if len(idx) == len(text) else "".join(text[i] for i in idx)
+    for m in _URL.finditer(seen):
         url = m.group()
         while url and url[-1] in _URL_TRAILING:  # sentence punctuation, unless a ")" is paired
             if url[-1] == ")" and url.count("(") >= url.count(")"):
                 break
             url = url[:-1]
         kind = URL_WITH_SECRET if _secret_url(url) else None
-        spans.append((m.start(), m.start() + len(url), kind))
+        spans.append((idx[m.start()], idx[m.start() + len(url) - 1] + 1, kind))
     return spans
 
 

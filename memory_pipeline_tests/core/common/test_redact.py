@@ -117,6 +117,8 @@ def test_mixed_message_counts_every_kind() -> None:
         "URL_WITH_SECRET": 1,
         "ADDRESS": 0,
         "MY_NUMBER": 0,
+        "IBAN": 0,
+        "SSN": 0,
     }
 
 
@@ -139,6 +141,8 @@ def test_placeholders() -> None:
         "URL_WITH_SECRET": "[URL_WITH_SECRET]",
         "ADDRESS": "[ADDRESS]",
         "MY_NUMBER": "[MY_NUMBER]",
+        "IBAN": "[IBAN]",
+        "SSN": "[SSN]",
     }
 
 
