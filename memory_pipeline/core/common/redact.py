@@ -14,8 +14,14 @@
   prefecture, a 市区町村 municipality, the town and a 丁目/番地/号 or ``2-21-1`` block number),
   romanized Japanese ones (``2-21-1 Shibuya, Shibuya-ku, Tokyo``) and English street addresses
   (house number, street name, street suffix, optional unit, city, state and ZIP), P.O. boxes
-- card-like numbers: 13–19 digits, single spaces/dashes allowed between them, Luhn-valid
-  -> ``[CARD]``
+- card-like numbers: 13–19 digits, single spaces/dashes (or dots, in a card grouping such
+  as 4-4-4-4) allowed between them, Luhn-valid -> ``[CARD]``
+- IBANs (the country's registered length and the mod-97 check) -> ``[IBAN]``
+- US Social Security numbers (``123-45-6789``; spaced or unbroken only after a label;
+  never-issued areas kept) -> ``[SSN]``
+- URLs whose path is itself the secret (Slack/Discord/Zapier/Teams webhooks, Telegram bot
+  URLs) and parameters that carry a login or session (``code=``, ``sid=``, ``jwt=``,
+  ``session=``, ``jsessionid=`` …) -> ``[URL_WITH_SECRET]``
 - マイナンバー (Japan's 12-digit individual number, ``1234 5678 9012`` or unbroken) ->
   ``[MY_NUMBER]`` when its check digit is valid or a マイナンバー/個人番号/"my number" label
   precedes it
@@ -23,7 +29,9 @@
   03(1234)5678, 09012345678, full-width digits and hyphens, +81 …) and international ones
   (+1 415 555 0100, (415) 555-0100, 415-555-0100, 1-800-555-0199, +44 20 7946 0958,
   020 7946 0958), each with an optional extension (``ext. 12``, ``x12``, ``内線12``, a bare
-  ``ext`` glued on)
+  ``ext`` glued on); beyond these rules, a grouped cluster with the ``00`` international
+  prefix or a leading-0 national form that the phonenumbers library validates for one of
+  ``_PHONE_REGIONS`` (``030 1234567``, ``06 12 34 56 78``)
 
 and returns how many of each it replaced. Times (19:00), dates (2024/03/05, 2024-03-05, 3/23),
 money (¥4,500, $120, 1,150円), version numbers, ranges ("3-5 people"), years and short
@@ -34,8 +42,10 @@ a block number. A bare ``〒150-0002`` is kept: a postal code alone names a neig
 hundreds of households, not a person; with the address after it, the whole span goes.
 
 Matching runs on the NFKC-normalized text (so full-width ``＠``, ``．``, digits and hyphens
-look like their ASCII forms) but the span masked is the *original* one, mapped back character
-by character, so the rest of the text keeps its exact spelling. Regexes are compiled once.
+look like their ASCII forms) with invisible format characters dropped (a zero-width space
+inside a phone number must not hide it) but the span masked is the *original* one, mapped
+back character by character, so the rest of the text keeps its exact spelling. Regexes are
+compiled once.
 """
 
 from __future__ import annotations
@@ -517,8 +527,8 @@ def find_spans(text: str) -> list[tuple[int, int, str]]:
 
 
 def redact(text: str) -> tuple[str, dict[str, int]]:
-    """``text`` with e-mails, phones, card numbers, マイナンバー, postal addresses and
-    secret-bearing URLs replaced by placeholders, and the number of replacements per kind (all
+    """``text`` with e-mails, phones, card numbers, IBANs, SSNs, マイナンバー, postal addresses
+    and secret-bearing URLs replaced by placeholders, and the number of replacements per kind (all
     of ``KINDS`` as keys). Idempotent: placeholders hold nothing any pattern matches."""
     counts = dict.fromkeys(KINDS, 0)
     spans = find_spans(text)
