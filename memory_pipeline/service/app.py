@@ -179,21 +179,30 @@ class Guard:
             if length is not None and (not length.isdigit() or int(length) > self.max_body):
                 await _plain(send_logged, 413, "request body too large")
                 return
-            seen = {"n": 0}
+            if length is None and scope.get("method") in ("POST", "PUT", "PATCH"):
+                # no Content-Length (chunked): read it here, at most the limit, then replay
+                body, more = b"", True
+                while more:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        return  # the client left
+                    body += message.get("body", b"")
+                    more = message.get("more_body", False)
+                    if len(body) > self.max_body:
+                        await _plain(send_logged, 413, "request body too large")
+                        return
+                replayed = False
 
-            async def limited() -> dict:
-                message = await receive()
-                if message["type"] == "http.request":
-                    seen["n"] += len(message.get("body", b""))
-                    if seen["n"] > self.max_body:
-                        raise _TooLarge
-                return message
+                async def replay() -> dict:
+                    nonlocal replayed
+                    if replayed:
+                        return await receive()
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
 
-            try:
-                await self.app(scope, limited, send_logged)
-            except _TooLarge:
-                if status["code"] == 0:
-                    await _plain(send_logged, 413, "request body too large")
+                await self.app(scope, replay, send_logged)
+            else:
+                await self.app(scope, receive, send_logged)
         finally:
             # no query string, no body: the path and who asked
             log.info(
@@ -204,10 +213,6 @@ class Guard:
                 (time.perf_counter() - start) * 1000,
                 scope.get("memory_pipeline.key_id", "-"),
             )
-
-
-class _TooLarge(Exception):
-    pass
 
 
 async def _plain(send: Callable, code: int, detail: str, headers: dict | None = None) -> None:
