@@ -26,6 +26,7 @@ from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
+from memory_pipeline.core.context.packs import STRATEGIES
 from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
 from memory_pipeline.service.keys import KeyRecord, KeyStore
 from memory_pipeline.service.loader import OwnerUnavailable
@@ -117,7 +118,7 @@ class ContextRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: Text
     budget: Annotated[StrictInt, Field(ge=0, le=MAX_BUDGET)] = 24_000
-    strategy: Literal["split", "neighbors", "sessions", "none"] = "split"
+    strategy: Literal[STRATEGIES] = "split"  # type: ignore[valid-type]
     contact: Id | None = None
     as_of: AsOf | None = None
     k_memories: Annotated[StrictInt, Field(ge=1, le=50)] = 10

@@ -74,10 +74,13 @@ def add_commands(sub: Any) -> None:
 
 
 def _store(args: argparse.Namespace):
-    from memory_pipeline.cli import load_config
+    from memory_pipeline.config import load_config, object_store_options
+    from memory_pipeline.core.common import fs
     from memory_pipeline.service.keys import KeyStore, default_keys_path
 
     cfg = load_config(args.config)
+    if cfg.output_uri:  # as the CLI: the object store from the AWS_* variables
+        fs.configure_s3(object_store_options())
     path = args.keys or default_keys_path(cfg.output_dir)
     return cfg, KeyStore(path)
 

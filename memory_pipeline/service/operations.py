@@ -235,13 +235,25 @@ class MemoryService:
                 return {"dry_run": True, "forgotten": False, "summary": lines}
             import dagster as dg
 
-            from memory_pipeline.cli import _instance_home
             from memory_pipeline.core.privacy.forget import apply_forget
             from memory_pipeline.defs.forget_run import rebuild_after_forget
 
             apply_forget(plan)
             self.loader.drop(owner)
-            _instance_home(self.cfg)
+            _dagster_home(self.cfg)
             ok = rebuild_after_forget(self.cfg, dg.DagsterInstance.get())
             self.loader.drop(owner)
             return {"dry_run": False, "forgotten": True, "rebuilt": ok, "summary": lines}
+
+
+def _dagster_home(cfg: PipelineConfig) -> None:
+    """DAGSTER_HOME as the CLI's ``forget`` sets it (the variable, else the config file's
+    folder), so the rebuild's runs are recorded in the same instance."""
+    import os
+
+    home = os.environ.get("DAGSTER_HOME")
+    if home:
+        Path(home).mkdir(parents=True, exist_ok=True)
+        return
+    base = cfg.config_path.parent if cfg.config_path else Path.cwd()
+    os.environ["DAGSTER_HOME"] = str(base)
