@@ -184,8 +184,45 @@ def search(
     from memory_pipeline.core.retrieval.query import normalize_recent
 
     normalize_recent(recent)  # bad input fails before any index is opened
+    resolve(search_config, mode=mode, **options)
+    return search_with(
+        searcher(config, output_dir, owner),
+        query,
+        k,
+        contact=contact,
+        conversation=conversation,
+        as_of=as_of,
+        search_config=search_config,
+        mode=mode,
+        recent=recent,
+        rewriter=rewriter,
+        **options,
+    )
+
+
+def search_with(
+    s: Any,
+    query: str,
+    k: int = 5,
+    *,
+    contact: str | None = None,
+    conversation: str | None = None,
+    as_of: dt.datetime | None = None,
+    search_config: SearchConfig | str | None = None,
+    mode: str | None = None,
+    recent: Any = None,
+    rewriter: Any = None,
+    **options: Any,
+):
+    """:func:`search` over a given Searcher ``s`` (one index version, already loaded).
+
+    Why: a server pins the version a request started on (``memory_pipeline.service``), so
+    everything one request reads comes from that version, whatever is published meanwhile."""
+    _require_text(query, "query")
+    _require_int(k, "k", 1)
+    from memory_pipeline.core.retrieval.config import resolve
+
     ranking = resolve(search_config, mode=mode, **options)
-    s = searcher(config, output_dir, owner)
     query, as_of, notes = _resolve_recent(query, recent, as_of, s, rewriter)
     result = s.search(query, k, ranking, contact=contact, conversation=conversation, as_of=as_of)
     result.notes = [*result.notes, *notes]
@@ -233,16 +270,53 @@ def context(
     _require_text(question, "question")
     _require_int(budget, "budget", 0)
     _require_int(k_memories, "k_memories", 1)
+    from memory_pipeline.core.retrieval.query import normalize_recent
+
+    normalize_recent(recent)
+    s = searcher(config, output_dir, owner)
+    return context_with(
+        s,
+        memory_index(config, output_dir, owner),
+        question,
+        budget,
+        strategy=strategy,
+        contact=contact,
+        as_of=as_of,
+        k_memories=k_memories,
+        search_config=search_config,
+        recent=recent,
+        rewriter=rewriter,
+    )
+
+
+def context_with(
+    s: Any,
+    memories: Any,
+    question: str,
+    budget: int = 24_000,
+    *,
+    strategy: str = "split",
+    contact: str | None = None,
+    as_of: dt.datetime | None = None,
+    k_memories: int = 10,
+    search_config: SearchConfig | str | None = None,
+    recent: Any = None,
+    rewriter: Any = None,
+):
+    """:func:`context` over a given Searcher ``s`` and the MemoryIndex ``memories`` of the
+    same index version (see :func:`search_with`: one request, one version)."""
+    _require_text(question, "question")
+    _require_int(budget, "budget", 0)
+    _require_int(k_memories, "k_memories", 1)
     from memory_pipeline.core.context.packs import build_context
     from memory_pipeline.core.retrieval.config import resolve
     from memory_pipeline.core.retrieval.query import normalize_recent
 
     normalize_recent(recent)
-    s = searcher(config, output_dir, owner)
     question, as_of, notes = _resolve_recent(question, recent, as_of, s, rewriter)
     pack = build_context(
         s,
-        memory_index(config, output_dir, owner),
+        memories,
         question,
         budget,
         strategy=strategy,

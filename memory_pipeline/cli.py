@@ -1024,6 +1024,9 @@ def build_parser() -> argparse.ArgumentParser:
         owned.add_argument(
             "--owner", type=_text, help="whose memory (required when there are several owners)"
         )
+    from memory_pipeline.service.commands import add_commands
+
+    add_commands(sub)  # serve, mcp, keys (docs/service.md)
     return parser
 
 

@@ -1,0 +1,232 @@
+"""The service over HTTP vs in-process search(): latency, throughput, RSS, MCP.
+
+Starts ``memory-pipeline serve`` as a child process on 127.0.0.1 (a free port) over an
+already built output, with a temporary key file, then on the same queries:
+
+- in-process ``memory_pipeline.search()`` (one thread): p50 / p95 / p99;
+- HTTP ``POST /v1/search`` at 1, 8 and 32 concurrent clients: p50 / p95 / p99, throughput,
+  errors, and the ratio of the HTTP p50 at one client to the in-process p50;
+- an index switch under load (8 clients; a new version published by hard-linking the
+  current one, as a run's publish would swap it): errors during the switch;
+- MCP ``search`` tool calls over streamable HTTP: p50 / p95;
+- the server's peak RSS (VmHWM).
+
+Every request's query is distinct (a number appended), so each pays its query embedding,
+as a real app's would. Run: ``python benchmarks/bench_service.py --config memory_pipeline.toml
+[--owner ID] [--out benchmarks/results/service.md]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+QUERIES = [
+    "what did Maria say about the dog shelter?",
+    "when is the Kyoto trip?",
+    "birthday present for Misaki",
+    "train tickets to Kyoto",
+    "adopting a dog",
+    "引っ越しの日はいつ？",
+    "京都旅行の新幹線",
+    "book club next meeting",
+    "what did we plan for the weekend?",
+    "new job manager",
+    "先週の火曜日に何を話した？",
+    "restaurant reservation",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def _row(name: str, lat: list[float], wall: float, errors: int) -> str:
+    ms = [x * 1000 for x in lat]
+    return (
+        f"| {name} | {len(lat)} | {_pct(ms, 50):.1f} | {_pct(ms, 95):.1f} | {_pct(ms, 99):.1f} "
+        f"| {len(lat) / wall:.0f} | {errors} |"
+    )
+
+
+def _queries(n: int, start: int) -> list[str]:
+    return [f"{QUERIES[i % len(QUERIES)]} {start + i}" for i in range(n)]
+
+
+def _vm_hwm(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _load(url: str, key: str, queries: list[str], clients: int) -> tuple[list, float, int]:
+    """POST every query, ``clients`` at a time; (latencies, wall seconds, errors)."""
+    lat: list[float] = []
+    errors = 0
+    lock = threading.Lock()
+    chunks = [queries[i::clients] for i in range(clients)]
+
+    def worker(mine: list[str]) -> None:
+        nonlocal errors
+        with httpx.Client(timeout=60, headers={"Authorization": f"Bearer {key}"}) as c:
+            for q in mine:
+                t0 = time.perf_counter()
+                r = c.post(f"{url}/v1/search", json={"query": q, "k": 5})
+                dt_ = time.perf_counter() - t0
+                with lock:
+                    lat.append(dt_)
+                    errors += r.status_code != 200
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(worker, chunks))
+    return lat, time.perf_counter() - t0, errors
+
+
+def _republish(owner_dir: Path) -> str:
+    from memory_pipeline.core.indexes.publish import current_version, index_root, publish
+
+    root = Path(index_root(owner_dir))
+    new = root / f"v-{uuid.uuid4().hex[:12]}"
+    shutil.copytree(current_version(owner_dir), new, copy_function=os.link)
+    publish(root, new)
+    return new.name
+
+
+async def _mcp_calls(url: str, key: str, n: int) -> list[float]:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+    out = []
+    async with http, Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
+        for q in _queries(n, 900_000):
+            t0 = time.perf_counter()
+            r = await client.call_tool("search", {"query": q, "k": 5})
+            out.append(time.perf_counter() - t0)
+            assert not r.is_error
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="memory_pipeline.toml")
+    ap.add_argument("--owner", help="the owner to query (several owners)")
+    ap.add_argument("--n", type=int, default=240, help="requests per concurrency level")
+    ap.add_argument("--out", default="benchmarks/results/service.md")
+    args = ap.parse_args()
+
+    import memory_pipeline
+    from memory_pipeline.config import load_config, owner_config
+    from memory_pipeline.service.keys import KeyStore
+
+    cfg = load_config(args.config)
+    owner = args.owner or cfg.owner_id
+    owner_dir = Path(owner_config(cfg, args.owner).storage_root)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_service_"))
+    keys = KeyStore(tmp / "keys.json")
+    _, key = keys.create(owner, "read")
+
+    # in-process, warmed, the same kind of queries
+    memory_pipeline.search("warm up", 5, config=args.config, owner=args.owner)
+    inproc = []
+    t0 = time.perf_counter()
+    for q in _queries(args.n, 0):
+        t1 = time.perf_counter()
+        memory_pipeline.search(q, 5, config=args.config, owner=args.owner)
+        inproc.append(time.perf_counter() - t1)
+    inproc_wall = time.perf_counter() - t0
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "memory_pipeline.cli", "--config", args.config, "serve"]
+    cmd += ["--port", str(port), "--keys", str(keys.path), "--rate", "100000"]
+    cmd += ["--burst", "100000"]
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        started = time.perf_counter()
+        while True:
+            try:
+                if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.perf_counter() - started > 120:
+                raise SystemExit("server did not start")
+            time.sleep(0.1)
+        _load(url, key, _queries(16, 500_000), 1)  # the first load of the index and model
+        rows, results = [], {}
+        for i, clients in enumerate((1, 8, 32)):
+            lat, wall, errors = _load(url, key, _queries(args.n, (i + 1) * 100_000), clients)
+            results[clients] = lat
+            rows.append(_row(f"HTTP, {clients} client(s)", lat, wall, errors))
+        # index switch under load
+        switch: dict = {}
+
+        def publish_later() -> None:
+            time.sleep(1.0)
+            switch["version"] = _republish(owner_dir)
+
+        th = threading.Thread(target=publish_later)
+        th.start()
+        lat, wall, errors = _load(url, key, _queries(args.n, 700_000), 8)
+        th.join()
+        rows.append(_row("HTTP, 8 clients, index switch", lat, wall, errors))
+        mcp = asyncio.run(_mcp_calls(url, key, min(args.n, 60)))
+        rss = _vm_hwm(server.pid)
+    finally:
+        server.terminate()
+        server.wait(10)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    ratio = _pct(results[1], 50) / _pct(inproc, 50)
+    lines = [
+        "# Service benchmark (benchmarks/bench_service.py)",
+        "",
+        f"Output: `{cfg.storage_root}` (owner `{owner}`), {os.cpu_count()} cores, "
+        f"{args.n} distinct queries per row (each pays its query embedding), k = 5.",
+        "",
+        "| path | requests | p50 ms | p95 ms | p99 ms | req/s | errors |",
+        "|---|---|---|---|---|---|---|",
+        _row("in-process search()", inproc, inproc_wall, 0),
+        *rows,
+        "",
+        f"- HTTP overhead: p50 at 1 client / in-process p50 = {ratio:.2f}x "
+        f"(+{(_pct(results[1], 50) - _pct(inproc, 50)) * 1000:.1f} ms)",
+        f"- MCP `search` tool over streamable HTTP: p50 {_pct(mcp, 50) * 1000:.1f} ms, "
+        f"p95 {_pct(mcp, 95) * 1000:.1f} ms ({len(mcp)} calls)",
+        f"- server peak RSS (VmHWM): {rss:.0f} MiB",
+        f"- index switch under load: published {switch.get('version')} during the run",
+    ]
+    text = "\n".join(lines) + "\n"
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text, encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

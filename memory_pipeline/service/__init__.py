@@ -1,0 +1,8 @@
+"""The memory as a service: an authenticated HTTP API and an MCP server over the published
+index (``memory-pipeline serve`` / ``memory-pipeline mcp``; docs/service.md).
+
+Thin over the Python API (``memory_pipeline.search_with`` / ``context_with``): the service
+adds keys, owners taken from the key, the index version pinned per request, and the limits
+a hostile client meets. Nothing here is imported by ``import memory_pipeline``: FastAPI,
+uvicorn and the MCP SDK load only when a server starts.
+"""

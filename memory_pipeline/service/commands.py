@@ -1,0 +1,189 @@
+"""The service's subcommands: ``serve``, ``mcp`` and ``keys create|list|revoke``.
+
+Registered by ``memory_pipeline.cli.build_parser``; importing this module is cheap
+(FastAPI, uvicorn and the MCP SDK load only when a command runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port (0-65535): {text!r}")
+    return value
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+        return value
+
+    return parse
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``serve``, ``mcp`` and ``keys`` to the CLI's subparsers."""
+    sv = sub.add_parser("serve", help="serve the memory over HTTP (+ MCP at /mcp) to your apps")
+    sv.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1 only)")
+    sv.add_argument("--port", type=_port, default=8700, help="TCP port (default 8700)")
+    sv.add_argument("--keys", help="key file (default: <output>/service/keys.json)")
+    sv.add_argument("--rate", type=_positive(float), default=20.0, help="requests/s per key")
+    sv.add_argument("--burst", type=_positive(int), default=40, help="burst per key")
+    sv.add_argument("--timeout", type=_positive(float), default=30.0, help="seconds a request")
+    sv.add_argument("--max-body", type=_positive(int), default=64 * 1024, help="bytes a body")
+    sv.add_argument(
+        "--cors-origin", action="append", default=[], help="allow this browser origin (repeat)"
+    )
+    sv.add_argument("--no-mcp", action="store_true", help="no MCP endpoint at /mcp")
+    sv.set_defaults(func=cmd_serve)
+
+    mc = sub.add_parser("mcp", help="an MCP server on stdin/stdout (for desktop assistants)")
+    who = mc.add_mutually_exclusive_group()
+    who.add_argument("--owner", help="whose memory (required when there are several owners)")
+    who.add_argument("--key", help="serve the owner of this API key (checked against the key file)")
+    mc.add_argument("--keys", help="key file (default: <output>/service/keys.json)")
+    mc.set_defaults(func=cmd_mcp)
+
+    ks = sub.add_parser("keys", help="API keys of the service: create, list, revoke")
+    ks.add_argument("--keys", help="key file (default: <output>/service/keys.json)")
+    ksub = ks.add_subparsers(dest="keys_command", required=True)
+    kc = ksub.add_parser("create", help="a new key; printed once, on the last line")
+    kc.add_argument("--owner", required=True, help="the owner whose memory the key reads")
+    kc.add_argument("--scope", choices=["read", "admin"], default="read")
+    kc.set_defaults(func=cmd_keys_create)
+    kl = ksub.add_parser("list", help="key ids, owners, scopes, revocations (never the keys)")
+    kl.set_defaults(func=cmd_keys_list)
+    kr = ksub.add_parser("revoke", help="revoke a key by id (takes effect on the next request)")
+    kr.add_argument("key_id")
+    kr.set_defaults(func=cmd_keys_revoke)
+
+
+def _store(args: argparse.Namespace):
+    from memory_pipeline.config import load_config, object_store_options
+    from memory_pipeline.core.common import fs
+    from memory_pipeline.service.keys import KeyStore, default_keys_path
+
+    cfg = load_config(args.config)
+    if cfg.output_uri:  # as the CLI: the object store from the AWS_* variables
+        fs.configure_s3(object_store_options())
+    path = args.keys or default_keys_path(cfg.output_dir)
+    return cfg, KeyStore(path)
+
+
+def _known_owner(cfg: Any, owner: str) -> bool:
+    """A key names an owner of the deployment: a configured one, or one with a folder."""
+    if cfg.multi_owner:
+        return owner in {o.id for o in cfg.owner_specs()}
+    return owner == cfg.owner_id
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    from memory_pipeline.service.keys import KeyError_
+
+    cfg, store = _store(args)
+    if not _known_owner(cfg, args.owner):
+        known = [o.id for o in cfg.owner_specs()] if cfg.multi_owner else [cfg.owner_id]
+        print(f"error: unknown owner {args.owner!r}; owners: {', '.join(known)}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        record, token = store.create(args.owner, args.scope)
+    except (KeyError_, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"created {record.key_id} (owner {record.owner}, scope {record.scope}) in {store.path}")
+    print("the key is shown once; only its hash is stored:")
+    print(token)
+    return EXIT_OK
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    from memory_pipeline.service.keys import KeyError_
+
+    _, store = _store(args)
+    try:
+        records = store.records()
+    except KeyError_ as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for r in records:
+        state = f"revoked {r.revoked}" if r.revoked else "active"
+        print(f"{r.key_id}  {r.owner:<20}  {r.scope:<5}  created {r.created}  {state}")
+    print(f"{len(records)} keys in {store.path}")
+    return EXIT_OK
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    from memory_pipeline.service.keys import KeyError_
+
+    _, store = _store(args)
+    try:
+        record = store.revoke(args.key_id)
+    except KeyError_ as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"revoked {record.key_id} (owner {record.owner}) at {record.revoked}")
+    return EXIT_OK
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from memory_pipeline.service.app import ServiceSettings, serve
+    from memory_pipeline.service.operations import MemoryService
+
+    cfg, store = _store(args)
+    settings = ServiceSettings(
+        host=args.host,
+        port=args.port,
+        max_body=args.max_body,
+        rate=args.rate,
+        burst=args.burst,
+        timeout=args.timeout,
+        cors_origins=list(args.cors_origin),
+        mcp=not args.no_mcp,
+    )
+    if not store.records():
+        print(
+            f"note: no keys in {store.path}: create one with "
+            "`memory-pipeline keys create --owner OWNER`",
+            file=sys.stderr,
+        )
+    serve(MemoryService(cfg, args.config), store, settings)
+    return EXIT_OK
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from memory_pipeline.service.mcp_server import run_stdio
+    from memory_pipeline.service.operations import MemoryService
+
+    cfg, store = _store(args)
+    owner = args.owner
+    if args.key is not None:
+        record = store.verify(args.key)
+        if record is None:
+            print("error: unknown or revoked key", file=sys.stderr)
+            return EXIT_USAGE
+        owner = record.owner
+    if owner is None:
+        if cfg.multi_owner:
+            print("error: several owners: pass --owner ID or --key KEY", file=sys.stderr)
+            return EXIT_USAGE
+        owner = cfg.owner_id
+    if not _known_owner(cfg, owner):
+        print(f"error: unknown owner {owner!r}", file=sys.stderr)
+        return EXIT_USAGE
+    run_stdio(MemoryService(cfg, args.config), owner)
+    return EXIT_OK

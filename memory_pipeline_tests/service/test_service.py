@@ -1,0 +1,390 @@
+"""The service end to end: a real uvicorn server on 127.0.0.1 (a free port), real httpx and
+MCP clients, over a two-owner deployment built once for the module.
+
+Alice and Bob are built to collide (same contacts, same message texts and ids) and each
+has a secret word: nothing Bob's key or body can do reaches Alice's secret and vice versa.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memory_pipeline.core.indexes.publish import current_version, index_root, publish
+from memory_pipeline.service.app import ServiceSettings, create_app
+from memory_pipeline.service.keys import KeyStore
+from memory_pipeline.service.operations import MemoryService
+from memory_pipeline_tests.defs.test_owners_pipeline import DAYS, SECRET, _write_owner
+from memory_pipeline_tests.pipeline_helpers import Runner, build_all, write_config
+
+CONFIG = """
+[pipeline]
+owner = "Alice"
+timezone = "Asia/Tokyo"
+start_date = "2024-03-01"
+end_date = "2024-03-05"
+output_dir = "out"
+
+[[owners]]
+id = "alice"
+owner = "Alice"
+[[owners.sources]]
+name = "alice_chats"
+kind = "line_json"
+path = "chats/alice"
+
+[[owners]]
+id = "bob"
+owner = "Bob"
+[[owners.sources]]
+name = "bob_chats"
+kind = "line_json"
+path = "chats/bob"
+"""
+
+
+class Served:
+    """A uvicorn server in a thread of the test process, on a free 127.0.0.1 port."""
+
+    def __init__(self, app) -> None:
+        import uvicorn
+
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=0, access_log=False, log_level="warning")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not (self.server.started and self.server.servers):
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("service")
+    for oid in ("alice", "bob"):
+        _write_owner(root, oid, DAYS)
+    config = write_config(root, CONFIG)
+    runner = Runner(config, root / "out")
+    build_all(runner, DAYS)
+    store = KeyStore(root / "out" / "service" / "keys.json")
+    keys = {
+        "alice": store.create("alice", "read")[1],
+        "bob": store.create("bob", "read")[1],
+        "alice_admin": store.create("alice", "admin")[1],
+    }
+    return {"root": root, "config": config, "cfg": runner.cfg, "store": store, "keys": keys}
+
+
+@pytest.fixture(scope="module")
+def service(deployment: dict) -> MemoryService:
+    return MemoryService(deployment["cfg"], str(deployment["config"]))
+
+
+@pytest.fixture(scope="module")
+def server(deployment: dict, service: MemoryService) -> Iterator[Served]:
+    os.environ["DAGSTER_HOME"] = str(deployment["root"] / "dagster")  # forget records runs
+    settings = ServiceSettings(rate=10_000, burst=10_000, max_body=16 * 1024, warm=False)
+    served = Served(create_app(service, deployment["store"], settings))
+    yield served
+    served.stop()
+
+
+@pytest.fixture(scope="module")
+def strict_server(deployment: dict, service: MemoryService) -> Iterator[Served]:
+    """The same service with a tight rate limit and timeout (the error-code tests)."""
+    settings = ServiceSettings(rate=0.5, burst=2, timeout=0.001, mcp=False, warm=False)
+    served = Served(create_app(service, deployment["store"], settings))
+    yield served
+    served.stop()
+
+
+def _h(key: str) -> dict:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def _served(r: httpx.Response | str) -> str:
+    """What a response serves from the memory: its JSON without the echoed query/question
+    and the notes about it (which repeat the caller's own words)."""
+    data = json.loads(r if isinstance(r, str) else r.text)
+    for echo in ("query", "question", "notes"):
+        data.pop(echo, None)
+    return json.dumps(data, ensure_ascii=False)
+
+
+def _search(url: str, key: str, body: dict) -> httpx.Response:
+    return httpx.post(f"{url}/v1/search", json=body, headers=_h(key), timeout=60)
+
+
+# -- endpoints ----------------------------------------------------------------------------------
+def test_health_needs_no_key_and_names_the_version_for_a_key(server, deployment):
+    r = httpx.get(f"{server.url}/v1/health")
+    assert r.status_code == 200 and r.json()["status"] == "ok"
+    assert "alice" not in r.text  # no owner listing without a key
+    r = httpx.get(f"{server.url}/v1/health", headers=_h(deployment["keys"]["alice"]), timeout=60)
+    alice_dir = deployment["root"] / "out" / "owners" / "alice"
+    assert r.json()["index_version"] == current_version(alice_dir).name
+
+
+def test_search_returns_the_api_result_as_json(server, deployment):
+    import memory_pipeline
+
+    r = _search(server.url, deployment["keys"]["alice"], {"query": "Kyoto trip hotel", "k": 3})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    want = memory_pipeline.search(
+        "Kyoto trip hotel", 3, config=deployment["config"], owner="alice"
+    ).to_dict()
+    assert [c["chunk_id"] for c in got["chunks"]] == [c["chunk_id"] for c in want["chunks"]]
+    assert set(want) <= set(got)  # every field of SearchResult flows through
+    assert got["chunks"][0]["highlights"][0]["source_ref"]
+    assert r.headers["X-Index-Version"] == got["index_version"]
+
+
+def test_context_memories_dossier(server, deployment):
+    key = deployment["keys"]["alice"]
+    r = httpx.post(
+        f"{server.url}/v1/context",
+        json={"query": "When is the Kyoto trip?", "budget": 2000},
+        headers=_h(key),
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["text"] and r.json()["utf16"] <= 2000
+    r = httpx.get(f"{server.url}/v1/memories", params={"limit": 5}, headers=_h(key), timeout=60)
+    assert r.status_code == 200 and r.json()["count"] == len(r.json()["memories"]) <= 5
+    r = httpx.get(f"{server.url}/v1/dossiers/Maria", headers=_h(key), timeout=60)
+    assert r.status_code == 200 and r.json()["markdown"].startswith("# Dossier")
+    r = httpx.get(f"{server.url}/v1/dossiers/Nobody", headers=_h(key), timeout=60)
+    assert r.status_code == 404
+    r = httpx.get(f"{server.url}/openapi.json")
+    paths = r.json()["paths"]
+    assert {"/v1/search", "/v1/context", "/v1/memories", "/v1/forget"} <= set(paths)
+
+
+# -- error codes ----------------------------------------------------------------------------------
+def test_401_for_missing_wrong_and_revoked_keys_revocation_immediate(server, deployment):
+    url, body = server.url, {"query": "Kyoto", "k": 1}
+    assert httpx.post(f"{url}/v1/search", json=body).status_code == 401
+    assert _search(url, "mpk_" + "x" * 43, body).status_code == 401
+    assert _search(url, deployment["keys"]["alice"][:-1], body).status_code == 401
+    store: KeyStore = deployment["store"]
+    record, key = store.create("bob", "read")
+    assert _search(url, key, body).status_code == 200
+    KeyStore(store.path).revoke(record.key_id)  # another process's store: the file changes
+    assert _search(url, key, body).status_code == 401  # the very next request
+    assert (store.path.stat().st_mode & 0o777) == 0o600
+
+
+def test_403_422_413(server, deployment):
+    url, key = server.url, deployment["keys"]["alice"]
+    r = httpx.post(f"{url}/v1/forget", json={"contact": "Ken"}, headers=_h(key))
+    assert r.status_code == 403  # a read key cannot forget
+    for bad in (
+        {"query": "Kyoto", "k": 0},
+        {"query": "Kyoto", "k": 101},
+        {"query": "Kyoto", "k": "5"},
+        {"query": "Kyoto", "k": True},
+        {"query": ""},
+        {"query": "x" * 2001},
+        {"k": 3},
+        {"query": "Kyoto", "owner": "bob"},  # the owner is the key's, never the body's
+        {"query": "Kyoto", "as_of": "last week"},
+    ):
+        assert _search(url, key, bad).status_code == 422, bad
+    r = httpx.post(f"{url}/v1/context", json={"query": "q", "budget": -1}, headers=_h(key))
+    assert r.status_code == 422
+    r = httpx.post(f"{url}/v1/search", content=b"{" + b" " * 20_000 + b"}", headers=_h(key))
+    assert r.status_code == 413
+
+    def chunked():
+        for _ in range(40):
+            yield b" " * 1024
+
+    r = httpx.post(f"{url}/v1/search", content=chunked(), headers=_h(key))
+    assert r.status_code == 413  # no Content-Length: counted as it arrives
+
+
+def test_429_rate_limit_and_504_timeout(strict_server, deployment):
+    url = strict_server.url
+    record, key = deployment["store"].create("bob", "read")
+    codes = [_search(url, key, {"query": "Kyoto", "k": 1}).status_code for _ in range(4)]
+    assert codes[:2] == [504, 504]  # 1 ms per request: the search does not fit
+    assert codes[2:] == [429, 429]  # burst 2, then 0.5/s
+    r = _search(url, key, {"query": "Kyoto", "k": 1})
+    assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+
+
+# -- isolation ------------------------------------------------------------------------------------
+def test_two_owners_never_see_each_other(server, deployment):
+    url, keys = server.url, deployment["keys"]
+    for me, other in (("alice", "bob"), ("bob", "alice")):
+        mine = _search(url, keys[me], {"query": f"locker code word {SECRET[me]}", "k": 5})
+        assert SECRET[me] in mine.text
+        crafted = [
+            {"query": f"locker code word {SECRET[other]}", "k": 100},
+            {"query": SECRET[other], "k": 100, "contact": "Maria"},
+            {"query": SECRET[other], "k": 100, "conversation": "maria"},
+        ]
+        for body in crafted:
+            r = _search(url, keys[me], body)
+            assert r.status_code == 200 and SECRET[other] not in _served(r), body
+        r = httpx.post(
+            f"{url}/v1/context",
+            json={"query": f"code word {SECRET[other]}", "budget": 20_000},
+            headers=_h(keys[me]),
+            timeout=60,
+        )
+        assert r.status_code == 200 and SECRET[other] not in _served(r)
+        r = httpx.get(
+            f"{url}/v1/memories", params={"q": SECRET[other]}, headers=_h(keys[me]), timeout=60
+        )
+        assert SECRET[other] not in r.text
+        for path in ("Maria", f"..%2F..%2F{other}%2Fdossiers%2FMaria", "..", "%2E%2E"):
+            r = httpx.get(f"{url}/v1/dossiers/{path}", headers=_h(keys[me]), timeout=60)
+            assert SECRET[other] not in r.text and r.status_code in (200, 404), path
+
+
+# -- freshness ------------------------------------------------------------------------------------
+def _republish(owner_dir: Path) -> str:
+    """Publish a copy of the current version as a new version (what a run does)."""
+    root = index_root(owner_dir)
+    new = root / f"v-{uuid.uuid4().hex[:12]}"
+    shutil.copytree(current_version(owner_dir), new, symlinks=True)
+    publish(root, new)
+    return new.name
+
+
+def test_index_switch_under_load_fails_no_request(server, deployment):
+    key = deployment["keys"]["alice"]
+    owner_dir = deployment["root"] / "out" / "owners" / "alice"
+    before = current_version(owner_dir).name
+    stop = threading.Event()
+    seen: list[tuple[int, str]] = []
+
+    def hammer() -> None:
+        with httpx.Client(timeout=60) as client:
+            while not stop.is_set():
+                r = client.post(
+                    f"{server.url}/v1/search",
+                    json={"query": "Kyoto hotel station", "k": 3},
+                    headers=_h(key),
+                )
+                seen.append((r.status_code, r.headers.get("X-Index-Version", "")))
+
+    with ThreadPoolExecutor(6) as pool:
+        for _ in range(6):
+            pool.submit(hammer)
+
+        def wait_for(done) -> None:
+            deadline = time.monotonic() + 60
+            while not done() and time.monotonic() < deadline:
+                time.sleep(0.02)
+
+        wait_for(lambda: len(seen) >= 12)  # the load is on
+        versions = []
+        for _ in range(2):
+            versions.append(_republish(owner_dir))
+            n = len(seen)
+            wait_for(lambda n=n: len(seen) >= n + 12)
+        stop.set()
+    codes = {c for c, _ in seen}
+    assert codes == {200}, codes
+    served = [v for _, v in seen]
+    assert before in served and versions[-1] in served
+    assert served[-1] == versions[-1]  # switched without a restart
+    assert set(served) <= {before, *versions}
+
+
+# -- MCP ------------------------------------------------------------------------------------------
+async def _mcp_http(url: str, key: str, secret: str, other: str) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+    async with http, Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert names == {"search", "context", "memories", "dossier"}
+        r = await client.call_tool("search", {"query": f"code word {secret}", "k": 3})
+        assert not r.is_error and secret in r.content[0].text
+        r = await client.call_tool("context", {"question": f"code word {other}"})
+        assert other not in r.content[0].text
+        r = await client.call_tool("dossier", {"contact": "Maria"})
+        assert not r.is_error and "# Dossier" in r.content[0].text
+
+
+def test_mcp_over_streamable_http_with_the_keys(server, deployment):
+    asyncio.run(_mcp_http(server.url, deployment["keys"]["bob"], SECRET["bob"], SECRET["alice"]))
+    r = httpx.post(f"{server.url}/mcp", json={})
+    assert r.status_code == 401
+
+
+def test_mcp_over_stdio(deployment):
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "memory_pipeline.cli", "--config", str(deployment["config"]), "mcp"]
+        + ["--key", deployment["keys"]["alice"]],
+        env={"PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+
+    async def go() -> None:
+        async with Client(params) as client:
+            r = await client.call_tool("search", {"query": f"code word {SECRET['alice']}"})
+            assert SECRET["alice"] in r.content[0].text
+            r = await client.call_tool("search", {"query": SECRET["bob"], "k": 50})
+            assert SECRET["bob"] not in _served(r.content[0].text)
+
+    asyncio.run(asyncio.wait_for(go(), 120))
+
+
+# -- forget (last: it changes the deployment) -------------------------------------------------
+def test_forget_through_the_api(server, deployment):
+    url, admin = server.url, deployment["keys"]["alice_admin"]
+    reader = deployment["keys"]["alice"]
+    assert _search(url, reader, {"query": "Kyoto", "k": 3, "contact": "Ken"}).status_code == 200
+    r = httpx.post(f"{url}/v1/forget", json={"contact": "Ken"}, headers=_h(admin), timeout=60)
+    assert r.status_code == 200 and r.json()["dry_run"] is True
+    assert _search(url, reader, {"query": "Kyoto", "k": 3, "contact": "Ken"}).status_code == 200
+    r = httpx.post(
+        f"{url}/v1/forget", json={"contact": "Nobody", "confirm": True}, headers=_h(admin)
+    )
+    assert r.status_code == 404
+    r = httpx.post(
+        f"{url}/v1/forget",
+        json={"contact": "Ken", "confirm": True},
+        headers=_h(admin),
+        timeout=600,
+    )
+    assert r.status_code == 200 and r.json()["forgotten"] and r.json()["rebuilt"], r.text
+    # never served again, from the first request after forget returned
+    r = _search(url, reader, {"query": "Kyoto", "k": 3, "contact": "Ken"})
+    assert r.status_code == 404
+    r = _search(url, reader, {"query": "Kyoto trip hotel", "k": 100})
+    assert r.status_code == 200 and all(c["contact_id"] != "Ken" for c in r.json()["chunks"])
+    assert httpx.get(f"{url}/v1/dossiers/Ken", headers=_h(reader)).status_code == 404
+    # bob's Ken is untouched
+    r = _search(url, deployment["keys"]["bob"], {"query": "Kyoto", "k": 3, "contact": "Ken"})
+    assert r.status_code == 200 and r.json()["chunks"]
