@@ -278,15 +278,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     print(_evaluation_line(runs, cfg))
     backfill = runs[0].result.dagster_run.tags.get("dagster/backfill")
+    prog = invoked_as()
     print(
         f"search index: {fs.join(cfg.storage_root, 'indexes')}\n"
         f"dossiers: {cfg.dossiers_path}   storage report: "
         f"{store.table_dir(T.STORAGE_REPORT)}\n"
-        f'try:  memory-pipeline search "what did we plan?" --k 3\n'
-        f'      memory-pipeline context "When is the Kyoto trip?" --budget 4000\n'
+        f'try:  {prog} search "what did we plan?" --k 3\n'
+        f'      {prog} context "When is the Kyoto trip?" --budget 4000\n'
         f"\nDagster instance: {home}: {len(runs)} runs (jobs stage_<name>) in backfill "
         f"{backfill} (runs, checks, lineage)\n"
-        f"Open the UI:  cd {root} && DAGSTER_HOME={home} dg dev   then http://127.0.0.1:3000"
+        f"Open the UI:  cd {root} && DAGSTER_HOME={home} {_sibling(prog, 'dg')} dev   "
+        "then http://127.0.0.1:3000"
     )
     return 0
 
@@ -408,6 +410,34 @@ def print_owners_summary(cfg: PipelineConfig, span, timings: dict[str, float]) -
     print("search one owner:  memory-pipeline search --owner <owner_id> \"what did we plan?\"")
 
 
+def invoked_as(argv0: str | None = None, cwd: Path | None = None) -> str:
+    """How to call this CLI again, as the user can type it: the bare name when it is on PATH
+    (an activated venv, pipx), else the script's path relative to the working directory
+    (``.venv/bin/memory-pipeline``); ``python -m memory_pipeline.cli`` when run as a module."""
+    import shutil
+
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    script = Path(argv0)
+    if script.name != "memory-pipeline":
+        return f"{Path(sys.executable).name} -m memory_pipeline.cli"
+    on_path = shutil.which("memory-pipeline")
+    if on_path and Path(on_path).resolve() == script.resolve():
+        return "memory-pipeline"
+    here = (cwd or Path.cwd()).resolve()
+    try:
+        return str(script.resolve().relative_to(here))
+    except ValueError:
+        return str(script.resolve())
+
+
+def _sibling(prog: str, name: str) -> str:
+    """``name`` called the way ``prog`` was: bare when on PATH, else from the same folder."""
+    if prog == "memory-pipeline":
+        return name
+    folder = Path(prog).parent if "/" in prog else Path(sys.executable).parent
+    return str(folder / name)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from memory_pipeline.core.quality import checks as quality
 
@@ -421,15 +451,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     store = owner_store(cfg.output_dir, storage=cfg.storage_root)
     print(f"output: {cfg.storage_root}")
     any_data = False
+    width = max(len(table) for table in SUMMARY_TABLES)
     for table in SUMMARY_TABLES:
         dates = store.dates(table)
         if not dates:
-            print(f"{table:<14} not materialized")
+            print(f"{table:<{width}}  not materialized")
             continue
         any_data = True
         t = store.read(table, dates)
         print(
-            f"{table:<14} {len(dates):>4} partitions {dates[0]}..{dates[-1]} {t.num_rows:>9,} rows"
+            f"{table:<{width}}  {len(dates):>5} partitions {dates[0]}..{dates[-1]} "
+            f"{t.num_rows:>9,} rows"
         )
     if not any_data:
         print("nothing materialized yet: run `memory-pipeline run`")

@@ -212,3 +212,22 @@ def test_a_dagster_home_that_does_not_exist_yet_is_made(monkeypatch, tmp_path):
     home = tmp_path / "not" / "yet"
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     assert cli._instance_home(load_config(None)) == home and home.is_dir()
+
+
+def test_the_try_hint_is_a_command_that_works_as_printed(tmp_path, monkeypatch):
+    """Without an activated venv the bare name is not on PATH: the hint names the script's
+    path as the user can type it from where they are; on PATH, the bare name."""
+    from memory_pipeline.cli import _sibling, invoked_as
+
+    venv_bin = tmp_path / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    script = venv_bin / "memory-pipeline"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert invoked_as(str(script), cwd=tmp_path) == ".venv/bin/memory-pipeline"
+    assert _sibling(".venv/bin/memory-pipeline", "dg") == ".venv/bin/dg"
+    monkeypatch.setenv("PATH", f"{venv_bin}:/usr/bin:/bin")
+    assert invoked_as(str(script), cwd=tmp_path) == "memory-pipeline"
+    assert _sibling("memory-pipeline", "dg") == "dg"
+    assert invoked_as("/x/cli.py").endswith("-m memory_pipeline.cli")

@@ -10,6 +10,11 @@ from memory_pipeline.core.indexes.bm25 import search_sql
 from memory_pipeline_tests.paths import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = ROOT / "docs"
+
+
+def doc(name: str) -> str:
+    return (DOCS / name).read_text(encoding="utf-8")
 
 
 def readme_commands() -> list[str]:
@@ -31,9 +36,34 @@ def test_ci_runs_the_readme_test_command():
     assert readme_commands()[1] in ci
 
 
-def test_readme_documents_every_message_column():
+def test_readme_is_a_users_page():
+    """The README stays short; measurement history and internal references live elsewhere."""
+    assert len(README.splitlines()) <= 300
+    for banned in (r"\bissue \d", r"\bstop \d", r"\.\./shared"):
+        assert not re.search(banned, README, flags=re.I), banned
+
+
+def test_docs_site_builds_strictly(tmp_path):
+    """mkdocs build --strict: a broken link or a page missing from the nav fails it."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_docs_document_every_message_column():
+    page = doc("pipeline.md")
     for name in MESSAGES.names:
-        assert f"`{name}`" in README, name
+        assert f"`{name}`" in page, name
 
 
 def test_sql_views_file_matches_the_code():
@@ -45,14 +75,14 @@ def test_sql_bm25_search_file_is_the_packaged_query():
     assert (ROOT / "sql" / "bm25_search.sql").read_text(encoding="utf-8") == search_sql()
 
 
-def test_readme_dossier_excerpt_is_a_valid_dossier():
+def test_memories_page_dossier_excerpt_is_a_valid_dossier():
     from memory_pipeline.core.memories.dossier import (
         cited_sessions,
         missing_sections,
         uncited_bullets,
     )
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = doc("memories.md")
     start = text.index("```markdown\n# Dossier:") + len("```markdown\n")
     excerpt = text[start : text.index("```", start)]
     assert not missing_sections(excerpt)
@@ -60,13 +90,13 @@ def test_readme_dossier_excerpt_is_a_valid_dossier():
     assert cited_sessions(excerpt)
 
 
-def test_readme_architecture_lists_the_core_packages_in_dag_order():
+def test_architecture_page_lists_the_core_packages_in_dag_order():
     """One paragraph per core package, in the layer order the architecture test enforces,
     and every package of the tree is there (a new package needs its paragraph)."""
     from memory_pipeline_tests.test_architecture import LAYERS
 
-    section = README[README.index("## Architecture\n") :]
-    section = section[: section.index("\n## ", 1)]
+    page = doc("architecture.md")
+    section = page[: page.index("\n## Tests and CI")]
     named = re.findall(r"^- \*\*`core/(\w+)/`\*\*", section, flags=re.M)
     on_disk = sorted(
         p.name

@@ -33,6 +33,7 @@ A bundled sample that nobody re-runs turns to warn a day later; that is the trut
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterable
 
 import dagster as dg
@@ -40,6 +41,7 @@ import dagster as dg
 from memory_pipeline.defs.catalog import WAREHOUSE
 from memory_pipeline.defs.evaluation import EVALUATION
 from memory_pipeline.defs.indexes import BM25, MEMORY_INDEX, TIME_META, VECTORS
+from memory_pipeline.defs.jobs import FINAL_STAGE_TAG, INVOCATION_TAG, STAGE_TAG
 from memory_pipeline.defs.storage import STORAGE_REPORT
 
 AUTOMATION_SENSOR = "refresh_on_upstream_change"
@@ -74,6 +76,48 @@ class UpstreamNewerThanRequest(dg.AutomationCondition):
         return dg.AutomationResult(context, true_subset=subset)
 
 
+# How long after a call's stage ended its next stage may still be starting: the gap between two
+# stages of `memory-pipeline run` is a fraction of a second, so a minute only rules out a call
+# that died between stages (its runs stay as they were) holding the refresh back for ever.
+STAGE_GAP_SECONDS = 60.0
+
+
+class CliRunInFlight(dg.AutomationCondition):
+    """True while a ``memory-pipeline run`` call is between its first and last stage.
+
+    The call materializes the refreshed assets itself (its last stages are the indexes,
+    evaluation and warehouse), so a refresh requested between its stages would do the same
+    work twice and overlap the call. Its runs carry the call id and the call's last stage
+    (``defs/jobs.py``): the newest such run unfinished, or finished but not the last stage
+    and ended under :data:`STAGE_GAP_SECONDS` ago, means the call is still going."""
+
+    @property
+    def name(self) -> str:
+        return "cli_run_in_flight"
+
+    def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
+        busy = cli_run_in_flight(context.asset_graph_view.instance)
+        subset = context.candidate_subset if busy else context.get_empty_subset()
+        return dg.AutomationResult(context, true_subset=subset)
+
+
+def cli_run_in_flight(instance: dg.DagsterInstance, now: float | None = None) -> bool:
+    """Whether the newest run made by a ``memory-pipeline run`` call has stages to follow."""
+    now = time.time() if now is None else now
+    for record in instance.get_run_records(limit=20):
+        run = record.dagster_run
+        if INVOCATION_TAG not in run.tags:
+            continue
+        if not run.is_finished:
+            return True
+        final = run.tags.get(FINAL_STAGE_TAG)
+        if run.status != dg.DagsterRunStatus.SUCCESS or not final:
+            return False  # a failed stage ends the call; an older call has no such tag
+        ended = record.end_time or record.update_timestamp.timestamp()
+        return run.tags.get(STAGE_TAG) != final and now - ended < STAGE_GAP_SECONDS
+    return False
+
+
 def _latest_materialization(
     instance: dg.DagsterInstance, key: dg.AssetKey
 ) -> tuple[int, str | None]:
@@ -92,6 +136,7 @@ def follows_upstream() -> dg.AutomationCondition:
         )
         & ~dg.AutomationCondition.any_deps_in_progress()
         & ~dg.AutomationCondition.in_progress()
+        & ~CliRunInFlight()
     ).with_label("follows_upstream")
 
 

@@ -23,6 +23,11 @@ CATALOG_JOB = "refresh_warehouse"
 MEMORIES_JOB = "rebuild_memories"
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
+# tags of the runs `memory-pipeline run` makes (defs/runner.py): its stage, the call it belongs
+# to, and the call's last stage (the automation waits for a call that has stages to go)
+STAGE_TAG = "memory_pipeline/stage"
+INVOCATION_TAG = "memory_pipeline/invocation"
+FINAL_STAGE_TAG = "memory_pipeline/final_stage"
 
 
 def range_tags(start: dt.date, end: dt.date) -> dict[str, str]:

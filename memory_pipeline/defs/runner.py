@@ -51,7 +51,13 @@ from memory_pipeline.defs.chunks import CHUNKS
 from memory_pipeline.defs.evaluation import EVALUATION
 from memory_pipeline.defs.indexes import BM25, MEMORY_INDEX, TIME_META, VECTORS
 from memory_pipeline.defs.ingest import AUDIT, QUARANTINE, RAW
-from memory_pipeline.defs.jobs import RANGE_END, RANGE_START
+from memory_pipeline.defs.jobs import (
+    FINAL_STAGE_TAG,
+    INVOCATION_TAG,
+    RANGE_END,
+    RANGE_START,
+    STAGE_TAG,
+)
 from memory_pipeline.defs.memories import DOSSIERS, MEMORIES
 from memory_pipeline.defs.providers import provider_resources
 from memory_pipeline.defs.representations import (
@@ -65,8 +71,6 @@ from memory_pipeline.defs.retention import RETENTION
 from memory_pipeline.defs.sessions import SESSIONS
 from memory_pipeline.defs.storage import STORAGE_REPORT
 
-STAGE_TAG = "memory_pipeline/stage"
-INVOCATION_TAG = "memory_pipeline/invocation"
 PID_TAG = "memory_pipeline/pid"
 HOST_TAG = "memory_pipeline/host"
 BACKFILL_TAG = "dagster/backfill"
@@ -287,6 +291,7 @@ def materialize_stages(
     tags = {
         **(tags or {}),
         INVOCATION_TAG: invocation,
+        FINAL_STAGE_TAG: wanted[-1].name if wanted else "",
         PID_TAG: str(os.getpid()),
         HOST_TAG: socket.gethostname(),
     }

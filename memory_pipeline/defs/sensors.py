@@ -34,12 +34,13 @@ from memory_pipeline.config import ConfigError, PipelineConfig, SourceSpec
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.ingest.watch import (
     SourceMissingError,
-    WatchState,
     defer,
+    load_state,
     newest_change_ns,
     not_yet_ingested,
     range_digest,
     run_ranges,
+    save_state,
     scan,
 )
 from memory_pipeline.defs.ingest import RAW
@@ -64,10 +65,11 @@ def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.S
         description="One run per date whose records changed in the source folders.",
     )
     def source_files(context: dg.SensorEvaluationContext, pipeline: PipelineResource):
-        previous = WatchState.from_json(context.cursor)
         try:
             # the configuration itself refuses a missing source path when it is (re)loaded
             cfg = pipeline.cfg
+            state_dir = cfg.output_dir / "cache" / "source_files_sensor"
+            previous = load_state(context.cursor, state_dir)
             sources = watched_sources(cfg)
             changes = scan(sources, cfg.start_date, previous)
         except (SourceMissingError, ConfigError) as exc:
@@ -96,7 +98,7 @@ def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.S
             for first, last, days in run_ranges(dates, is_partition)
         ]
         state = defer(changes.state, later)
-        context.update_cursor(state.to_json())
+        context.update_cursor(save_state(state, state_dir))
         context.log.info(
             f"{SOURCE_SENSOR}: {len(changes.changed_sources)} changed sources, "
             f"{len(dates) - len(later)} changed dates in {len(requests)} runs (with their "

@@ -435,3 +435,24 @@ def test_nightly_job_purges_expired_partitions_then_the_rebuild_follows(
     assert {dg.AssetKey("bm25_index"), dg.AssetKey("warehouse")} <= requested
     d.launch(requested)
     assert d.finds(ONLY_D2) and not d.finds("coffee")
+
+
+def test_a_cli_run_between_its_stages_holds_the_refresh_back(tmp_path, instance, monkeypatch):
+    """`memory-pipeline run` materializes the refreshed assets in its own last stages: while it
+    has stages to go, the automation must not start the same refresh beside it."""
+    from memory_pipeline.defs import automation
+    from memory_pipeline.defs.jobs import FINAL_STAGE_TAG, INVOCATION_TAG, STAGE_TAG
+
+    d = Deployment(corpus(tmp_path), instance)
+    schedule = d.defs.resolve_schedule_def("nightly")
+    when = dt.datetime(D2.year, D2.month, D2.day, 3, tzinfo=dt.UTC)
+    ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=when)
+    [request] = list(schedule.evaluate_tick(ctx).run_requests)
+    cli = {INVOCATION_TAG: "call1", STAGE_TAG: "ingest", FINAL_STAGE_TAG: "warehouse"}
+    d.run_job(INGEST_JOB, tags={**request.tags, **cli})
+    assert d.automation() == set()  # the call's next stage is starting
+    monkeypatch.setattr(automation, "STAGE_GAP_SECONDS", 0.0)
+    assert d.automation() == REFRESHED  # a call that died between stages holds nothing back
+    monkeypatch.undo()
+    d.run_job(INGEST_JOB, tags={**request.tags, **cli, STAGE_TAG: "warehouse"})
+    assert d.automation() == REFRESHED  # its last stage done: nothing more is coming

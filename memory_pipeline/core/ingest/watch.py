@@ -19,6 +19,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,49 @@ class WatchState:
         if data.get("version") != STATE_VERSION:
             return cls()
         return cls(files=data["files"], dates=data["dates"], pending=data.get("pending", []))
+
+
+# How many saved states stay beside the newest: a failed tick keeps the previous cursor, which
+# must still find its state; older ones are never read again.
+KEEP_STATES = 3
+
+
+def save_state(state: WatchState, folder: Path) -> str:
+    """Store ``state`` in ``folder`` under its content digest and return the short cursor that
+    names it (``v1:<digest> files=N dates=M pending=P``).
+
+    The state lists every source file and a digest per source date, which grows with the
+    exports; Dagster shows a sensor's cursor verbatim on its page, so the cursor carries only
+    the digest and a readable count, and the state lives in a file named by it. The file is
+    written before the cursor is returned, so a cursor never names a state that is missing."""
+    text = state.to_json()
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{digest}.json"
+    if not path.exists():
+        tmp = folder / f".{digest}.{os.getpid()}.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    others = sorted(
+        (p for p in folder.glob("*.json") if p != path), key=lambda p: p.stat().st_mtime_ns
+    )
+    for old in others[: max(0, len(others) - KEEP_STATES)]:
+        old.unlink(missing_ok=True)
+    path.touch()
+    n_dates = sum(len(d) for d in state.dates.values())
+    return f"v1:{digest} files={len(state.files)} dates={n_dates} pending={len(state.pending)}"
+
+
+def load_state(cursor: str | None, folder: Path) -> WatchState:
+    """The state a cursor names; an empty state when there is no cursor, its file is gone
+    (a new output folder) or it is a cursor of the older inline format (a first look again)."""
+    if not cursor or not cursor.startswith("v1:"):
+        return WatchState()
+    digest = cursor[3:].split(" ", 1)[0]
+    path = folder / f"{digest}.json"
+    if not digest.isalnum() or not path.is_file():
+        return WatchState()
+    return WatchState.from_json(path.read_text(encoding="utf-8"))
 
 
 @dataclass

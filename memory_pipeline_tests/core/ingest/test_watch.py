@@ -131,3 +131,28 @@ def test_range_digest_changes_with_content_only():
     a = {D1: "x", D2: "y"}
     assert range_digest(a, [D1, D2]) == range_digest(dict(a), [D2, D1])
     assert range_digest(a, [D1, D2]) != range_digest({D1: "x", D2: "z"}, [D1, D2])
+
+
+def test_the_cursor_is_short_and_names_a_stored_state(tmp_path: Path):
+    """Dagster shows a sensor's cursor on its page: it carries a digest and counts, not every
+    file; the state comes back from the file it names, and a failed tick's older cursor too."""
+    from memory_pipeline.core.ingest.watch import KEEP_STATES, load_state, save_state
+
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    for i in range(30):
+        (folder / f"friend{i}.txt").write_text(export(f"F{i}", {D1: ["a", "b"], D2: ["c"]}))
+    _, state = look(folder, WatchState())
+    states = tmp_path / "state"
+    cursor = save_state(state, states)
+    assert len(cursor) < 100 and len(state.to_json()) > 2_000
+    assert cursor.startswith("v1:") and f"files={len(state.files)}" in cursor
+    assert load_state(cursor, states).to_json() == state.to_json()
+    older = cursor
+    for n in range(KEEP_STATES + 3):
+        state.pending = [f"2024-04-{n + 1:02d}"]
+        cursor = save_state(state, states)
+    assert len(list(states.glob("*.json"))) == KEEP_STATES + 1
+    assert load_state(cursor, states).pending == state.pending
+    assert load_state(older, states).files == {}  # long gone: a first look, not a crash
+    assert load_state(None, states).files == {} and load_state('{"version":1}', states).files == {}
