@@ -6,6 +6,11 @@ shipped config, the sample, the SQL files), runs ``memory-pipeline run`` there o
 ```bash / ```python block of the README and docs/ in file order, and compares an output shown
 right after a command block with what the command printed.
 
+A block marked ``<!-- docs-test: server -->`` talks to the memory service: the harness starts
+``memory-pipeline serve`` on a free port for it, exports ``KEY`` (read) and ``ADMIN_KEY``
+(admin) — a placeholder line ``KEY=mpk_...`` stands for that — points ``localhost:8700`` at the
+port, and makes ``curl`` fail on an HTTP error status.
+
 A block that cannot run here (it installs packages, opens the UI, needs a server, a key or data
 a clone does not have) carries ``<!-- docs-test: skip: <why> -->`` on the line above its fence;
 a block with neither a runnable command nor that mark fails the test, so nothing drifts silently.
@@ -18,8 +23,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +40,7 @@ from memory_pipeline_tests.paths import ROOT
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
 SKIP = re.compile(r"<!-- docs-test: skip: [^>]+ -->\s*$")
+SERVER = re.compile(r"<!-- docs-test: server -->\s*$")
 TIMEOUT = 300
 
 
@@ -40,7 +51,8 @@ class Example:
     lang: str
     code: str
     skipped: bool
-    shown: str | None  # the plain ``` block right after it: the output the docs show
+    shown: str | None
+    server: bool = False  # the plain ``` block right after it: the output the docs show
 
     @property
     def where(self) -> str:
@@ -70,6 +82,7 @@ def examples() -> list[Example]:
                     m.group(2),
                     bool(SKIP.search(before)),
                     shown,
+                    bool(SERVER.search(before)),
                 )
             )
     return found
@@ -113,6 +126,40 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ws
 
 
+@contextmanager
+def service(ws: Path) -> Iterator[dict[str, str]]:
+    """``memory-pipeline serve`` on a free port, with a read and an admin key."""
+    keys = {}
+    for name, scope in (("KEY", "read"), ("ADMIN_KEY", "admin")):
+        create = f".venv/bin/memory-pipeline keys create --owner default --scope {scope}"
+        made = _run("bash", create, ws)
+        assert made.returncode == 0, made.stderr
+        keys[name] = made.stdout.strip().splitlines()[-1]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [str(ws / ".venv" / "bin" / "memory-pipeline"), "serve", "--port", str(port)],
+        cwd=ws,
+        env=_env(ws),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health", timeout=2):
+                    break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
+                time.sleep(0.5)
+        yield {**keys, "PORT": str(port)}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def _env(ws: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_PIPELINE_")}
     env.update(
@@ -123,14 +170,23 @@ def _env(ws: Path) -> dict[str, str]:
     return env
 
 
-def _run(lang: str, code: str, ws: Path) -> subprocess.CompletedProcess[str]:
+def _run(
+    lang: str, code: str, ws: Path, extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     if lang == "python":
         cmd = [sys.executable, "-c", code]
     else:
         cmd = ["bash", "-e", "-o", "pipefail", "-c", code]
+    env = {**_env(ws), **(extra or {})}
     return subprocess.run(
-        cmd, cwd=ws, env=_env(ws), capture_output=True, text=True, timeout=TIMEOUT, check=False
+        cmd, cwd=ws, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False
     )
+
+
+def _with_server(code: str, server: dict[str, str]) -> str:
+    code = re.sub(r"^KEY=mpk_\.\.\..*$", "", code, flags=re.M)
+    code = code.replace("localhost:8700", f"localhost:{server['PORT']}")
+    return 'curl() { command curl --fail-with-body "$@"; }\n' + code
 
 
 def test_every_example_is_run_or_marked() -> None:
@@ -154,7 +210,11 @@ def test_documented_examples_run(workspace: Path) -> None:
         code = ex.code
         if ex.lang == "python" and "import memory_pipeline" not in code:
             code = "import memory_pipeline\nfrom memory_pipeline import *\n" + code
-        done = _run(ex.lang, code, workspace)
+        if ex.server:
+            with service(workspace) as server:
+                done = _run(ex.lang, _with_server(code, server), workspace, server)
+        else:
+            done = _run(ex.lang, code, workspace)
         if done.returncode != 0:
             err = (done.stderr.strip().splitlines() or ["(no stderr)"])[-1]
             failures.append(f"{ex.where}: exit {done.returncode}: {err}")
