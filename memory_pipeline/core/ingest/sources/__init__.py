@@ -4,11 +4,15 @@ Importing this package registers every built-in reader in ``READERS``.
 """
 
 from memory_pipeline.core.ingest.sources import (  # noqa: F401
+    auto,
     line_json,
+    line_pc,
     line_txt,
     locomo,
     realpersonachat,
     rpc_columnar,
+    telegram,
+    whatsapp,
 )
 from memory_pipeline.core.ingest.sources.base import (
     READERS,
