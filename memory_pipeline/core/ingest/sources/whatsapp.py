@@ -294,7 +294,7 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
     for idx, raw in enumerate(raw_lines):
         no = idx + 1
         m = stamps[idx]
-        if m is None:
+        if m is None or bad_line(raw):
             if bad_line(raw):
                 yield from flush()
                 yield quarantine(
