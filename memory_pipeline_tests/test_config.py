@@ -171,7 +171,8 @@ NO_SOURCE = {
                 "sources[0].name: required, lowercase letters, digits and _",
                 "sources[1].name: required, lowercase letters, digits and _",
                 "sources[2] (a).kind: 'nope' is not one of "
-                "['line_json', 'line_txt', 'locomo', 'realpersonachat']",
+                "['auto', 'line_json', 'line_pc', 'line_txt', 'locomo', 'realpersonachat', "
+                "'telegram', 'whatsapp']",
                 "sources[3] (a).name: duplicate source name",
                 "sources[3] (a).path: required",
                 "sources[4] (b).path: <base>/missing does not exist",

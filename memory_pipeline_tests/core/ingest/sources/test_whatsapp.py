@@ -112,9 +112,9 @@ def test_bad_input(tmp_path: Path) -> None:
     (tmp_path / "bomb.zip").write_bytes(_zip({"_chat.txt": b"\0" * (64 << 20)}))
     (tmp_path / "broken.zip").write_bytes(b"PK\x03\x04 not really a zip")
     (tmp_path / "notes.txt").write_text("hello\nworld\n", encoding="utf-8")
-    good = "12/03/2022, 09:16 - Maria: hi\n".encode()
+    good = b"12/03/2022, 09:16 - Maria: hi\n"
     (tmp_path / "chat.txt").write_bytes(
-        good + b"12/03/2022, 09:17 - Maria: \xff bad\n" + "31/02/2022, 09:18 - Maria: x\n".encode()
+        good + b"12/03/2022, 09:17 - Maria: \xff bad\n" + b"31/02/2022, 09:18 - Maria: x\n"
     )
     recs = read("whatsapp", tmp_path)
     by_file = {q.source_file: q.reason for q in quarantined(recs)}
