@@ -11,6 +11,7 @@ from memory_pipeline.core.ingest.sources import (  # noqa: F401
     locomo,
     realpersonachat,
     rpc_columnar,
+    sms_backup,
     telegram,
     whatsapp,
 )

@@ -27,7 +27,12 @@ from memory_pipeline.core.common.records import (
     Record,
     SourceError,
 )
-from memory_pipeline.core.ingest.sources import line_pc, telegram, whatsapp  # noqa: F401
+from memory_pipeline.core.ingest.sources import (  # noqa: F401
+    line_pc,
+    sms_backup,
+    telegram,
+    whatsapp,
+)
 from memory_pipeline.core.ingest.sources.base import READERS, SourceSpec, register
 from memory_pipeline.core.ingest.sources.exports import (
     DETECTORS,
@@ -153,4 +158,5 @@ read_auto.depends_on = (  # type: ignore[attr-defined]
     "memory_pipeline.core.ingest.sources.line_pc",
     "memory_pipeline.core.ingest.sources.whatsapp",
     "memory_pipeline.core.ingest.sources.telegram",
+    "memory_pipeline.core.ingest.sources.sms_backup",
 )

@@ -482,3 +482,38 @@ def head_text(data: bytes, n: int = 8192) -> str:
     if chunk.startswith(codecs.BOM_UTF8):
         chunk = chunk[3:]
     return chunk.decode("utf-8", "replace")
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def from_epoch_ms(ms: int, tz: str) -> tuple[dt.datetime, dt.datetime]:
+    """(naive local in ``tz``, aware UTC) of an epoch instant in milliseconds, exactly (no
+    float rounding): SMS backups, Meta exports and Slack keep milliseconds or finer."""
+    utc = _EPOCH + dt.timedelta(milliseconds=ms)
+    return utc.astimezone(zone(tz)).replace(tzinfo=None), utc
+
+
+def epoch_ms(value: object) -> int | None:
+    """An epoch value in milliseconds, from seconds or milliseconds (int, float or numeric
+    string): values below 10^11 are seconds (10^11 ms is 1973, 10^11 s is year 5138).
+    None when the value is not a number."""
+    try:
+        x = float(str(value).strip())
+    except ValueError:
+        return None
+    if x != x or x in (float("inf"), float("-inf")) or x < 0:
+        return None
+    return round(x * 1000) if x < 1e11 else round(x)
+
+
+def phone_key(address: str) -> str:
+    """A phone number as one key whatever its format: the last 10 digits ("+81 90-1234-5678"
+    and "090-1234-5678" both give ``9012345678``); an address with letters (a short code
+    name, an e-mail) is its :func:`safe_id`. A heuristic (libphonenumber compares fewer
+    digits): two numbers that share their last 10 digits are taken as one."""
+    s = clean_name(address)
+    if re.search(r"[^\d\s+\-().]", s):
+        return safe_id(s, "unknown")
+    d = _digits(s)
+    return d[-10:] if d else "unknown"
