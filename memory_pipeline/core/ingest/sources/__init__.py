@@ -5,6 +5,8 @@ Importing this package registers every built-in reader in ``READERS``.
 
 from memory_pipeline.core.ingest.sources import (  # noqa: F401
     auto,
+    chatgpt,
+    claude,
     line_json,
     line_pc,
     line_txt,

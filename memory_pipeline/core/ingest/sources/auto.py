@@ -28,6 +28,8 @@ from memory_pipeline.core.common.records import (
     SourceError,
 )
 from memory_pipeline.core.ingest.sources import (  # noqa: F401
+    chatgpt,
+    claude,
     line_pc,
     sms_backup,
     telegram,
@@ -159,4 +161,6 @@ read_auto.depends_on = (  # type: ignore[attr-defined]
     "memory_pipeline.core.ingest.sources.whatsapp",
     "memory_pipeline.core.ingest.sources.telegram",
     "memory_pipeline.core.ingest.sources.sms_backup",
+    "memory_pipeline.core.ingest.sources.chatgpt",
+    "memory_pipeline.core.ingest.sources.claude",
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import datetime as dt
 import io
+import json
 import re
 import unicodedata
 import zipfile
@@ -22,6 +23,8 @@ from pathlib import Path, PurePosixPath
 from memory_pipeline.core.common.records import (
     MAX_RAW_EXCERPT,
     R_ENCODING,
+    R_MALFORMED_JSON,
+    R_NOT_AN_EXPORT,
     R_TOO_LARGE,
     Message,
     QuarantineRecord,
@@ -32,9 +35,11 @@ from memory_pipeline.core.common.timeutil import to_utc, zone
 from memory_pipeline.core.ingest.sources.base import (
     SourceSpec,
     UnreadableGate,
+    may_hold_surrogates,
     path_problem,
     path_quarantine,
     read_problem,
+    scrub_json,
     scrub_surrogates,
 )
 
@@ -517,3 +522,47 @@ def phone_key(address: str) -> str:
         return safe_id(s, "unknown")
     d = _digits(s)
     return d[-10:] if d else "unknown"
+
+
+BAD_BYTE = "\ufdd0"  # a noncharacter (valid in XML and JSON) standing for an undecodable byte
+
+
+def _bad_byte(exc: UnicodeError) -> tuple[str, int]:
+    return BAD_BYTE, exc.end  # type: ignore[attr-defined]
+
+
+codecs.register_error("memory_pipeline_bad_byte", _bad_byte)
+
+
+def has_bad_bytes(value: object) -> bool:
+    """True when a parsed record (a string, or a dict/list of them) holds bytes of the file
+    that were not UTF-8 (see :func:`load_json`): the record is quarantined, its neighbours
+    are kept."""
+    if isinstance(value, str):
+        return BAD_BYTE in value
+    if isinstance(value, dict):
+        return any(has_bad_bytes(v) or has_bad_bytes(k) for k, v in value.items())
+    if isinstance(value, list):
+        return any(has_bad_bytes(v) for v in value)
+    return False
+
+
+def load_json(f: ExportFile, what: str) -> object:
+    """The parsed JSON of an export file (BOM-aware; lone surrogates replaced). Bytes that
+    are not UTF-8 become :data:`BAD_BYTE`, so only the records holding them are lost
+    (:func:`has_bad_bytes`). Raises ``Rejected``: ``malformed_json`` for a broken (e.g.
+    truncated) JSON document, ``not_an_export`` for a file that is not JSON at all; ``what``
+    names the format."""
+    data = f.data
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        text = decode_text(data)
+    else:
+        text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "memory_pipeline_bad_byte")
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, ValueError) as exc:
+        looks = text.lstrip()[:1] in ("{", "[")
+        reason = R_MALFORMED_JSON if looks else R_NOT_AN_EXPORT
+        where = f"line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else "?"
+        raise Rejected(reason, f"not valid JSON ({where}), expected {what}") from None
+    return scrub_json(doc) if may_hold_surrogates(text) else doc

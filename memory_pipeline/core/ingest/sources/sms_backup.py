@@ -44,6 +44,7 @@ from memory_pipeline.core.common.records import (
 )
 from memory_pipeline.core.ingest.sources.base import SourceSpec, register
 from memory_pipeline.core.ingest.sources.exports import (
+    BAD_BYTE,
     ExportFile,
     Owners,
     Rejected,
@@ -74,7 +75,6 @@ _SURR_PAIR = re.compile(
     rb"&#(?:(5[56]\d{3})|x([dD][89abAB][0-9a-fA-F]{2}));&#(?:(5[67]\d{3})|x([dD][c-fC-F][0-9a-fA-F]{2}));"
 )
 _SURR_ONE = re.compile(rb"&#(?:5[5-7]\d{3}|x[dD][89a-fA-F][0-9a-fA-F]{2});")
-BAD_BYTE = "\ufdd0"  # a noncharacter XML allows: marks an undecodable byte of the record
 _UNKNOWN_NAMES = {"", "(unknown)", "null", "unknown"}
 _SENT_SMS = {"2", "4", "5", "6"}  # sent, outbox, failed, queued: written by the owner
 _SENT_MMS = {"2", "4"}
@@ -88,13 +88,6 @@ _CALL_TYPES = {
 }
 _MEDIA = (("image/", "photo"), ("video/", "video"), ("audio/", "audio"),
           ("text/x-vcard", "contact"), ("text/vcard", "contact"))  # fmt: skip
-
-
-def _bad_byte(exc: UnicodeDecodeError) -> tuple[str, int]:
-    return BAD_BYTE, exc.end
-
-
-codecs.register_error("memory_pipeline_xml_bad_byte", _bad_byte)
 
 
 class _Forbidden(Exception):
@@ -152,7 +145,7 @@ class _Bytes:
             if not last and exc.reason == "unexpected end of data" and exc.start >= len(buf) - 3:
                 self.carry = buf[exc.start :] + self.carry
                 buf = buf[: exc.start]
-        return buf.decode("utf-8", "memory_pipeline_xml_bad_byte").encode("utf-8")
+        return buf.decode("utf-8", "memory_pipeline_bad_byte").encode("utf-8")
 
 
 def sniff(f: ExportFile) -> bool:
