@@ -7,6 +7,7 @@ from memory_pipeline.core.ingest.sources import (  # noqa: F401
     auto,
     chatgpt,
     claude,
+    discord,
     line_json,
     line_pc,
     line_txt,

@@ -30,6 +30,7 @@ from memory_pipeline.core.common.records import (
 from memory_pipeline.core.ingest.sources import (  # noqa: F401
     chatgpt,
     claude,
+    discord,
     line_pc,
     sms_backup,
     telegram,
@@ -163,4 +164,5 @@ read_auto.depends_on = (  # type: ignore[attr-defined]
     "memory_pipeline.core.ingest.sources.sms_backup",
     "memory_pipeline.core.ingest.sources.chatgpt",
     "memory_pipeline.core.ingest.sources.claude",
+    "memory_pipeline.core.ingest.sources.discord",
 )

@@ -39,6 +39,7 @@ from memory_pipeline.core.ingest.sources.exports import (
     head_text,
     load_json,
     message,
+    parse_iso,
     quarantine,
     read_exports,
     register_detector,
@@ -54,17 +55,6 @@ def sniff(f: ExportFile) -> bool:
     """A JSON list of objects with Claude's ``chat_messages``."""
     head = head_text(f.data, 65536).lstrip()
     return head.startswith("[") and '"chat_messages"' in head
-
-
-def parse_iso(value: object) -> dt.datetime | None:
-    """An ISO 8601 instant with an offset (``Z`` too) as aware UTC, else None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t.astimezone(dt.UTC) if t.tzinfo is not None else None
 
 
 def _text(m: dict) -> tuple[str, str]:

@@ -566,3 +566,14 @@ def load_json(f: ExportFile, what: str) -> object:
         where = f"line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else "?"
         raise Rejected(reason, f"not valid JSON ({where}), expected {what}") from None
     return scrub_json(doc) if may_hold_surrogates(text) else doc
+
+
+def parse_iso(value: object) -> dt.datetime | None:
+    """An ISO 8601 instant with an offset (``Z`` too) as aware UTC, else None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t.astimezone(dt.UTC) if t.tzinfo is not None else None
