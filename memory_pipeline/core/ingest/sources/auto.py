@@ -31,7 +31,9 @@ from memory_pipeline.core.ingest.sources import (  # noqa: F401
     chatgpt,
     claude,
     discord,
+    instagram,
     line_pc,
+    messenger,
     sms_backup,
     telegram,
     whatsapp,
@@ -165,4 +167,6 @@ read_auto.depends_on = (  # type: ignore[attr-defined]
     "memory_pipeline.core.ingest.sources.chatgpt",
     "memory_pipeline.core.ingest.sources.claude",
     "memory_pipeline.core.ingest.sources.discord",
+    "memory_pipeline.core.ingest.sources.messenger",
+    "memory_pipeline.core.ingest.sources.instagram",
 )
