@@ -16,6 +16,7 @@ from memory_pipeline.core.ingest.sources import (  # noqa: F401
     messenger,
     realpersonachat,
     rpc_columnar,
+    slack,
     sms_backup,
     telegram,
     whatsapp,

@@ -34,6 +34,7 @@ from memory_pipeline.core.ingest.sources import (  # noqa: F401
     instagram,
     line_pc,
     messenger,
+    slack,
     sms_backup,
     telegram,
     whatsapp,
@@ -169,4 +170,5 @@ read_auto.depends_on = (  # type: ignore[attr-defined]
     "memory_pipeline.core.ingest.sources.discord",
     "memory_pipeline.core.ingest.sources.messenger",
     "memory_pipeline.core.ingest.sources.instagram",
+    "memory_pipeline.core.ingest.sources.slack",
 )
