@@ -32,6 +32,7 @@ from memory_pipeline.core.ingest.sources import (  # noqa: F401
     claude,
     discord,
     instagram,
+    kakaotalk,
     line_pc,
     messenger,
     slack,
@@ -171,4 +172,5 @@ read_auto.depends_on = (  # type: ignore[attr-defined]
     "memory_pipeline.core.ingest.sources.messenger",
     "memory_pipeline.core.ingest.sources.instagram",
     "memory_pipeline.core.ingest.sources.slack",
+    "memory_pipeline.core.ingest.sources.kakaotalk",
 )
