@@ -8,6 +8,7 @@ from memory_pipeline.core.ingest.sources import (  # noqa: F401
     chatgpt,
     claude,
     discord,
+    imessage,
     instagram,
     kakaotalk,
     line_json,

@@ -31,6 +31,7 @@ from memory_pipeline.core.ingest.sources import (  # noqa: F401
     chatgpt,
     claude,
     discord,
+    imessage,
     instagram,
     kakaotalk,
     line_pc,
@@ -173,4 +174,5 @@ read_auto.depends_on = (  # type: ignore[attr-defined]
     "memory_pipeline.core.ingest.sources.instagram",
     "memory_pipeline.core.ingest.sources.slack",
     "memory_pipeline.core.ingest.sources.kakaotalk",
+    "memory_pipeline.core.ingest.sources.imessage",
 )

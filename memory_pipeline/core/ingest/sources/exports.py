@@ -59,7 +59,8 @@ ZIP_MAX_MEMBERS = 200_000
 ATTACHMENT_SUFFIXES = frozenset(
     ".jpg .jpeg .png .gif .webp .heic .heif .bmp .tif .tiff .svg .mp4 .mov .m4v .avi .mkv "
     ".webm .3gp .opus .ogg .oga .m4a .mp3 .aac .amr .wav .flac .pdf .vcf .tgs .css .js .woff "
-    ".woff2 .ttf .ico .thumb .doc .docx .xls .xlsx .ppt .pptx .apk".split()
+    ".woff2 .ttf .ico .thumb .doc .docx .xls .xlsx .ppt .pptx .apk "
+    ".db-wal .db-shm .db-journal".split()  # SQLite's sidecars of a chat.db
 )
 
 # Bidi controls, zero-width characters, the BOM and the soft hyphen: invisible in the app,
