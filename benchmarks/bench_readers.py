@@ -5,7 +5,8 @@ Usage (from the repository root)::
     python benchmarks/bench_readers.py               # 200k messages per format
     python benchmarks/bench_readers.py --messages 1000000
 
-For each format (LINE PC, LINE mobile, WhatsApp Android, WhatsApp iOS, Telegram JSON) one
+For each format (LINE PC, LINE mobile, WhatsApp Android, WhatsApp iOS, Telegram JSON, SMS
+Backup & Restore XML, KakaoTalk Android) one
 file of N messages is generated in a temporary folder (three senders, 1-3 line texts, one
 message a minute), then read in a fresh subprocess by ``read_source`` (every record
 consumed, none kept), so each peak RSS is that reader's alone. Figures: wall seconds,
@@ -81,12 +82,42 @@ def gen_telegram(path: Path, n: int) -> None:
     )
 
 
+def gen_sms_backup(path: Path, n: int) -> None:
+    from xml.sax.saxutils import quoteattr
+
+    base = int(T0.replace(tzinfo=dt.UTC).timestamp() * 1000)
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write(
+            f"<?xml version='1.0' encoding='UTF-8' standalone='yes' ?>\n<smses count=\"{n}\">\n"
+        )
+        for i in range(n):
+            who = ["+819012345678", "+14155550123", "+447700900123"][i % 3]
+            fh.write(
+                f'  <sms protocol="0" address="{who}" date="{base + 60_000 * i}" '
+                f'type="{1 + i % 2}" subject="null" body={quoteattr(_text(i))} toa="null" '
+                f'read="1" status="-1" readable_date="x" contact_name="{SENDERS[i % 3]}" />\n'
+            )
+        fh.write("</smses>\n")
+
+
+def gen_kakaotalk(path: Path, n: int) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write("민지 님과 카카오톡 대화\n저장한 날짜 : 2024-03-05 14:22:33\n\n")
+        for i in range(n):
+            t = T0 + dt.timedelta(minutes=i)
+            ap, h = ("오후", t.hour - 12) if t.hour >= 12 else ("오전", t.hour)
+            stamp = f"{t.year}년 {t.month}월 {t.day}일 {ap} {h or 12}:{t.minute:02d}"
+            fh.write(f"{stamp}, {SENDERS[i % 3]} : {_text(i)}\n")
+
+
 FORMATS = {
     "line_pc": ("line_pc", "[LINE] Maria.txt", gen_line_pc),
     "line_txt": ("line_txt", "Maria.txt", gen_line_txt),
     "whatsapp_android": ("whatsapp", "WhatsApp Chat with Maria.txt", gen_whatsapp),
     "whatsapp_ios": ("whatsapp", "_chat.txt", lambda p, n: gen_whatsapp(p, n, ios=True)),
     "telegram": ("telegram", "result.json", gen_telegram),
+    "sms_backup": ("sms_backup", "sms-20240301.xml", gen_sms_backup),
+    "kakaotalk": ("kakaotalk", "KakaoTalk_민지.txt", gen_kakaotalk),
 }
 
 
@@ -110,13 +141,17 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--child", nargs=2)
+    ap.add_argument("--only", help="comma-separated format names (default: all)")
     args = ap.parse_args()
     if args.child:
         child(*args.child)
         return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        wanted = set(args.only.split(",")) if args.only else set(FORMATS)
         for name, (kind, fname, gen) in FORMATS.items():
+            if name not in wanted:
+                continue
             path = Path(tmp) / name / fname
             path.parent.mkdir()
             gen(path, args.messages)
