@@ -18,6 +18,7 @@ from memory_pipeline.core.ingest.sources import (  # noqa: F401
     messenger,
     realpersonachat,
     rpc_columnar,
+    signal,
     slack,
     sms_backup,
     telegram,

@@ -36,6 +36,7 @@ from memory_pipeline.core.ingest.sources import (  # noqa: F401
     kakaotalk,
     line_pc,
     messenger,
+    signal,
     slack,
     sms_backup,
     telegram,
@@ -175,4 +176,5 @@ read_auto.depends_on = (  # type: ignore[attr-defined]
     "memory_pipeline.core.ingest.sources.slack",
     "memory_pipeline.core.ingest.sources.kakaotalk",
     "memory_pipeline.core.ingest.sources.imessage",
+    "memory_pipeline.core.ingest.sources.signal",
 )
