@@ -9,7 +9,7 @@ import pytest
 
 from memory_pipeline.config import ConfigError, PipelineConfig, load_config, parse_config
 from memory_pipeline.core.indexes.tokenize import TOKENIZER_CHOICES
-from memory_pipeline.core.ingest.sources import SourceSpec
+from memory_pipeline.core.ingest.sources import READERS, SourceSpec
 from memory_pipeline_tests.paths import ROOT
 
 GOOD = """
@@ -170,8 +170,7 @@ NO_SOURCE = {
                 "[pipeline].chunk_stride: 11 > chunk_size 10 would skip messages",
                 "sources[0].name: required, lowercase letters, digits and _",
                 "sources[1].name: required, lowercase letters, digits and _",
-                "sources[2] (a).kind: 'nope' is not one of "
-                "['line_json', 'line_txt', 'locomo', 'realpersonachat']",
+                f"sources[2] (a).kind: 'nope' is not one of {sorted(READERS)}",
                 "sources[3] (a).name: duplicate source name",
                 "sources[3] (a).path: required",
                 "sources[4] (b).path: <base>/missing does not exist",

@@ -51,6 +51,9 @@ R_PERMISSION = "permission_denied"
 R_NOT_AN_EXPORT = "not_an_export"
 R_FORGOTTEN = "forgotten"  # on the forget list (core/common/forget_list.py): no text kept
 R_EXPIRED = "expired"  # older than [privacy] retain_days (core/ingest/normalize.py): no text kept
+# an edited or regenerated alternative that is not on the conversation's current branch
+# (ChatGPT keeps every version of an edited prompt and every regenerated answer)
+R_SUPERSEDED = "superseded"
 
 QUARANTINE_REASONS = frozenset(
     {
@@ -73,6 +76,7 @@ QUARANTINE_REASONS = frozenset(
         R_NOT_AN_EXPORT,
         R_FORGOTTEN,
         R_EXPIRED,
+        R_SUPERSEDED,
     }
 )
 

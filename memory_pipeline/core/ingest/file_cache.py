@@ -114,6 +114,8 @@ def _code_version(kind: str) -> str:
     """Hash of the code that shapes a cached record (reader, base, records, this module)."""
     mods = {
         READERS[kind].__module__,
+        # modules the reader's output also depends on (shared helpers, the readers auto calls)
+        *getattr(READERS[kind], "depends_on", ()),
         "memory_pipeline.core.ingest.sources.base",
         R.__name__,
         normalize.__name__,

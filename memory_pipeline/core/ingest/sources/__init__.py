@@ -4,11 +4,25 @@ Importing this package registers every built-in reader in ``READERS``.
 """
 
 from memory_pipeline.core.ingest.sources import (  # noqa: F401
+    auto,
+    chatgpt,
+    claude,
+    discord,
+    imessage,
+    instagram,
+    kakaotalk,
     line_json,
+    line_pc,
     line_txt,
     locomo,
+    messenger,
     realpersonachat,
     rpc_columnar,
+    signal,
+    slack,
+    sms_backup,
+    telegram,
+    whatsapp,
 )
 from memory_pipeline.core.ingest.sources.base import (
     READERS,

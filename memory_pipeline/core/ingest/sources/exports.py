@@ -1,0 +1,580 @@
+"""What the readers of app chat exports share: file listing (folders, zips), decoding, names.
+
+The app exports (LINE for PC, WhatsApp, Telegram, ...) each have their own module with a
+``parse(spec, file, dates)`` generator over one export file's bytes; this module walks the
+configured path (one file, or a folder with subfolders and zips), accounts for every path it
+cannot read, and turns a whole-file rejection into one quarantine row. ``kind = "auto"`` uses
+the same walk and the same per-file parsers, so a reader behaves the same alone or in a folder.
+"""
+
+from __future__ import annotations
+
+import codecs
+import datetime as dt
+import io
+import json
+import re
+import unicodedata
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from memory_pipeline.core.common.records import (
+    MAX_RAW_EXCERPT,
+    R_ENCODING,
+    R_MALFORMED_JSON,
+    R_NOT_AN_EXPORT,
+    R_TOO_LARGE,
+    Message,
+    QuarantineRecord,
+    Record,
+    SourceError,
+)
+from memory_pipeline.core.common.timeutil import to_utc, zone
+from memory_pipeline.core.ingest.sources.base import (
+    SourceSpec,
+    UnreadableGate,
+    may_hold_surrogates,
+    path_problem,
+    path_quarantine,
+    read_problem,
+    scrub_json,
+    scrub_surrogates,
+)
+
+FILE_REF = "file"  # record_ref of a row that stands for a whole file
+
+# Zip limits: a zip bomb is rejected from its directory (declared sizes), before any byte is
+# inflated, and reading stops at the declared size (zipfile checks it), so a lying header
+# cannot inflate more than the limits either.
+ZIP_MAX_MEMBER_BYTES = 2 << 30  # one member, uncompressed
+ZIP_MAX_TOTAL_BYTES = 8 << 30  # all members read from one zip
+ZIP_MAX_RATIO = 100  # uncompressed / compressed, for members over ZIP_RATIO_FLOOR
+ZIP_RATIO_FLOOR = 1 << 20
+ZIP_MAX_MEMBERS = 200_000
+
+# Attachments and viewer assets that sit beside an export (WhatsApp media, Telegram photos/,
+# ChatGPT's chat.html styling): they hold no messages, so they are not records to account for.
+ATTACHMENT_SUFFIXES = frozenset(
+    ".jpg .jpeg .png .gif .webp .heic .heif .bmp .tif .tiff .svg .mp4 .mov .m4v .avi .mkv "
+    ".webm .3gp .opus .ogg .oga .m4a .mp3 .aac .amr .wav .flac .pdf .vcf .tgs .css .js .woff "
+    ".woff2 .ttf .ico .thumb .doc .docx .xls .xlsx .ppt .pptx .apk "
+    ".db-wal .db-shm .db-journal".split()  # SQLite's sidecars of a chat.db
+)
+
+# Bidi controls, zero-width characters, the BOM and the soft hyphen: invisible in the app,
+# they make one contact two senders ("\u202a+81 90…\u202c" vs "+81 90…").
+_INVISIBLE = re.compile(
+    "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+)
+_SPACES = re.compile(r"[\s\u00a0\u202f\u2007\u2009]+")
+_UNSAFE_ID = re.compile(r"[^\w\-]+")
+
+
+class Rejected(SourceError):
+    """A whole export file is unusable: its quarantine ``reason`` and a log-safe ``detail``."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class ExportFile:
+    """One export file's bytes and its name relative to the source path (zip members as
+    ``chat.zip/_chat.txt``); ``stem`` is the name that best names the chat."""
+
+    rel: str
+    data: bytes
+    stem: str
+    path: Path | None = None  # the file on disk (None for a zip member)
+
+
+# parse(spec, file, dates) -> records; raises Rejected before its first record
+Parse = Callable[[SourceSpec, ExportFile, "frozenset[dt.date] | None"], Iterator[Record]]
+
+
+Sniff = Callable[[ExportFile], bool]
+
+
+@dataclass(frozen=True)
+class Detector:
+    """How ``kind = "auto"`` recognises and reads one format: ``sniff`` looks at the file's
+    content (its first bytes), ``parse`` reads it; lower ``rank`` is tried first (the more
+    specific formats before the lenient ones)."""
+
+    kind: str
+    sniff: Sniff
+    parse: Parse
+    rank: int
+
+
+DETECTORS: dict[str, Detector] = {}
+
+
+def register_detector(kind: str, sniff: Sniff, parse: Parse, rank: int) -> None:
+    """Make a format detectable by ``kind = "auto"``."""
+    DETECTORS[kind] = Detector(kind, sniff, parse, rank)
+
+
+def clean_name(name: str) -> str:
+    """A sender or chat name as one identity: no bidi/zero-width marks, NFC, spaces folded."""
+    s = _INVISIBLE.sub("", name)
+    s = _SPACES.sub(" ", unicodedata.normalize("NFC", s)).strip()
+    return s
+
+
+def clean_text(text: str) -> str:
+    """Message text: NFC, CRLF -> LF, bidi marks removed (they differ between phones)."""
+    t = unicodedata.normalize("NFC", text.replace("\r\n", "\n"))
+    return _INVISIBLE.sub("", t) if _INVISIBLE.search(t) else t
+
+
+def _digits(s: str) -> str:
+    return re.sub(r"\D", "", s)
+
+
+class Owners:
+    """Who "me" is in a source: ``owner`` plus the ``owner_aliases`` option ("You", "あなた",
+    a phone number). Phone numbers compare by their digits, so "+81 90-1234-5678" matches
+    "+819012345678"."""
+
+    def __init__(self, spec: SourceSpec) -> None:
+        names = [spec.owner] if spec.owner else []
+        aliases = spec.options.get("owner_aliases", [])
+        if isinstance(aliases, str):
+            aliases = [aliases]
+        names += [a for a in aliases if isinstance(a, str)]
+        self.names = frozenset(clean_name(n).casefold() for n in names if n.strip())
+        self.phones = frozenset(
+            _digits(n) for n in names if len(_digits(n)) >= 7 and not re.search(r"[^\d\s+\-().]", n)
+        )
+
+    def __contains__(self, sender: str) -> bool:
+        if sender.casefold() in self.names:
+            return True
+        return bool(self.phones) and len(d := _digits(sender)) >= 7 and d in self.phones
+
+
+def safe_id(name: str, default: str = "conversation") -> str:
+    """A name made into a conversation id: NFKC, lowercase, other runs -> ``_``."""
+    s = unicodedata.normalize("NFKC", clean_name(name))
+    return _UNSAFE_ID.sub("_", s).strip("_").lower() or default
+
+
+def conversation_option(spec: SourceSpec) -> str | None:
+    """The ``conversation`` option: one chat id for every file of the source (for exports
+    whose names differ between devices and UI languages)."""
+    value = spec.options.get("conversation")
+    return safe_id(value) if isinstance(value, str) and value.strip() else None
+
+
+def decode_text(data: bytes, legacy: tuple[str, ...] = ()) -> str:
+    """Text of an export file. UTF-16 with a BOM, UTF-8 (BOM or not), else one of ``legacy``
+    (cp932 for old Windows LINE, cp874 for Thai) when it decodes the whole file; else UTF-8
+    with bad bytes kept as lone surrogates, so :func:`bad_line` can quarantine just those
+    lines. Raises ``Rejected`` for a broken UTF-16 file."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError as exc:
+            raise Rejected(
+                R_ENCODING, f"UTF-16 BOM but invalid UTF-16 at byte {exc.start}"
+            ) from None
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    if legacy and not _any_utf8_line(data):
+        for enc in legacy:
+            try:
+                return data.decode(enc)
+            except UnicodeDecodeError:
+                continue
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _any_utf8_line(data: bytes) -> bool:
+    """True when some non-ASCII line is valid UTF-8: then the file is UTF-8 with a few damaged
+    bytes (quarantined per line), not a legacy-encoded file to decode as a whole."""
+    for raw in data.split(b"\n"):
+        if raw.isascii():
+            continue
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        return True
+    return False
+
+
+_LONE = re.compile("[\udc80-\udcff]")
+
+
+def bad_line(line: str) -> bool:
+    """True when a line decoded by :func:`decode_text` holds bytes that are not UTF-8."""
+    return _LONE.search(line) is not None
+
+
+def excerpt(text: str) -> str:
+    """At most MAX_RAW_EXCERPT characters of a record, safe to store."""
+    return scrub_surrogates(text[:MAX_RAW_EXCERPT])
+
+
+def local_and_utc(local: dt.datetime, tz: str) -> tuple[dt.datetime, dt.datetime]:
+    """(naive local, aware UTC) of a naive wall time in ``tz``. A wall time in a DST gap
+    (02:30 on a spring-forward night) is moved forward by the gap, as the phone's clock was."""
+    utc = to_utc(local, tz)
+    back = utc.astimezone(zone(tz)).replace(tzinfo=None)
+    return back, utc
+
+
+def from_epoch(seconds: float, tz: str) -> tuple[dt.datetime, dt.datetime]:
+    """(naive local in ``tz``, aware UTC) of an epoch instant."""
+    utc = dt.datetime.fromtimestamp(seconds, dt.UTC)
+    return utc.astimezone(zone(tz)).replace(tzinfo=None), utc
+
+
+def message(
+    spec: SourceSpec,
+    f: ExportFile,
+    *,
+    conv: str,
+    contact: str,
+    sender: str,
+    owners: Owners,
+    local: dt.datetime,
+    utc: dt.datetime,
+    type_: str,
+    text: str,
+    order: int,
+    line: int | None,
+    ref: str | None = None,
+) -> Message:
+    """A Message with the fields every export reader fills the same way."""
+    return Message(
+        source=spec.name,
+        conversation_id=conv,
+        contact_id=contact,
+        sender=sender,
+        is_owner=bool(sender) and sender in owners,
+        ts=utc,
+        local_ts=local,
+        tz=spec.timezone,
+        type=type_,
+        text=text,
+        source_order=order,
+        source_ref=ref or (f"{f.rel}:{line}" if line is not None else f.rel),
+        source_file=f.rel,
+        source_line=line,
+    )
+
+
+def quarantine(
+    spec: SourceSpec,
+    f: ExportFile,
+    reason: str,
+    detail: str,
+    *,
+    conv: str | None,
+    day: dt.date | None,
+    line: int | None = None,
+    ref: str | None = None,
+    raw: str = "",
+) -> QuarantineRecord:
+    """A QuarantineRecord of one record of an export file."""
+    return QuarantineRecord(
+        source=spec.name,
+        source_file=f.rel,
+        source_line=line,
+        record_ref=ref or (f"line {line}" if line is not None else FILE_REF),
+        conversation_id=conv,
+        partition_date=day,
+        reason=reason,
+        detail=detail,
+        raw=excerpt(raw),
+    )
+
+
+# -- the walk over a source path -------------------------------------------------------------
+
+
+def zip_members(data: bytes, rel: str) -> Iterator[ExportFile | tuple[str, str, str]]:
+    """The members of a zip that are not attachments, as ExportFiles, or
+    ``(rel, reason, detail)`` for a member (or the whole zip) refused.
+
+    Checked from the central directory before inflating anything: member count, each
+    member's declared size, the total and the compression ratio (a zip bomb is one
+    ``too_large`` row). Encrypted members are refused; a member whose data is corrupt is one
+    row, its neighbours still read.
+    """
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        yield rel, R_ENCODING, f"not a readable zip ({type(exc).__name__})"
+        return
+    with zf:
+        infos = [i for i in zf.infolist() if not i.is_dir()]
+        if len(infos) > ZIP_MAX_MEMBERS:
+            yield rel, R_TOO_LARGE, f"zip has {len(infos)} members > {ZIP_MAX_MEMBERS}"
+            return
+        wanted = [i for i in infos if _readable_member(i.filename)]
+        total = sum(i.file_size for i in wanted)
+        if total > ZIP_MAX_TOTAL_BYTES:
+            yield rel, R_TOO_LARGE, f"zip declares {total} bytes > {ZIP_MAX_TOTAL_BYTES}"
+            return
+        for info in sorted(wanted, key=lambda i: i.filename):
+            name = scrub_surrogates(info.filename)
+            mrel = f"{rel}/{name}"
+            ratio = info.file_size / max(info.compress_size, 1)
+            if info.file_size > ZIP_MAX_MEMBER_BYTES:
+                yield mrel, R_TOO_LARGE, f"member declares {info.file_size} bytes"
+                continue
+            if info.file_size > ZIP_RATIO_FLOOR and ratio > ZIP_MAX_RATIO:
+                yield mrel, R_TOO_LARGE, f"compression ratio {ratio:.0f} > {ZIP_MAX_RATIO}"
+                continue
+            if info.flag_bits & 0x1:
+                yield mrel, R_ENCODING, "encrypted zip member"
+                continue
+            try:
+                body = zf.read(info)
+            except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, EOFError) as exc:
+                yield mrel, R_ENCODING, f"corrupt zip member ({type(exc).__name__})"
+                continue
+            if body[:4] == b"PK\x03\x04":  # a zip inside the zip is not expanded again
+                yield mrel, R_ENCODING, "nested zip is not read"
+                continue
+            yield ExportFile(mrel, body, _member_stem(PurePosixPath(rel).stem, name))
+
+
+def _readable_member(name: str) -> bool:
+    p = PurePosixPath(name)
+    if any(part.startswith(".") or part == "__MACOSX" for part in p.parts):
+        return False
+    return p.suffix.lower() not in ATTACHMENT_SUFFIXES
+
+
+def _member_stem(zip_stem: str, member: str) -> str:
+    """A generic member name (``_chat.txt``, ``result.json``) is named by its zip."""
+    stem = PurePosixPath(member).stem
+    return zip_stem if stem.lower() in {"_chat", "chat", "result", "conversations"} else stem
+
+
+def list_paths(root: Path, accept: Callable[[Path], bool] | None = None) -> list[Path]:
+    """Every non-hidden file under ``root`` (recursive, sorted), links included so that the
+    walk can account for dangling ones; ``accept`` filters by name (None: all but
+    attachments)."""
+    out: list[Path] = []
+    try:
+        entries = sorted(root.iterdir())
+    except OSError as exc:
+        raise SourceError(f"cannot list {root}: {exc.strerror or type(exc).__name__}") from None
+    for p in entries:
+        if p.name.startswith(".") or p.name == "__MACOSX":
+            continue
+        if p.is_dir() and not p.is_symlink():
+            out.extend(list_paths(p, accept))
+        elif p.suffix.lower() in ATTACHMENT_SUFFIXES:
+            continue
+        elif accept is None or accept(p) or p.suffix.lower() == ".zip":
+            out.append(p)
+    return out
+
+
+def walk(
+    spec: SourceSpec, accept: Callable[[Path], bool] | None = None
+) -> Iterator[ExportFile | QuarantineRecord]:
+    """The export files of a source (zip members expanded), or a file-level quarantine row
+    for each path that cannot be read. A source where no file can be read at all is a
+    ``SourceError`` (a setup problem, see ``UnreadableGate``)."""
+    root = spec.path
+    paths = [root] if root.is_file() else None
+    if paths is None:
+        if not root.is_dir():
+            raise SourceError(f"source {spec.name!r}: input path does not exist: {root}")
+        try:
+            paths = list_paths(root, accept)
+        except SourceError as exc:
+            raise SourceError(f"source {spec.name!r}: {exc}") from None
+        if not paths:
+            raise SourceError(f"source {spec.name!r}: no export files in {root}")
+    gate = UnreadableGate()
+    for path in paths:
+        rel = scrub_surrogates(path.name if path == root else path.relative_to(root).as_posix())
+        problem = path_problem(path)
+        if problem is not None:
+            yield file_row(spec, rel, *problem)
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            error = SourceError(
+                f"source {spec.name!r}: cannot read {path}: {exc.strerror or type(exc).__name__}"
+            )
+            yield from gate.hold(file_row(spec, rel, *read_problem(exc)), error)
+            continue
+        yield from gate.opened()
+        if path.suffix.lower() == ".zip" or data[:4] == b"PK\x03\x04":
+            for item in zip_members(data, rel):
+                yield item if isinstance(item, ExportFile) else file_row(spec, *item)
+        else:
+            yield ExportFile(rel, data, path.stem, path)
+    gate.close()
+
+
+def file_row(spec: SourceSpec, rel: str, reason: str, detail: str) -> QuarantineRecord:
+    """The one quarantine row of a file that yields no records."""
+    return path_quarantine(
+        spec, rel, reason, detail, conversation_id=None, partition_date=None, record_ref=FILE_REF
+    )
+
+
+def read_exports(
+    spec: SourceSpec,
+    dates: frozenset[dt.date] | None,
+    parse: Parse,
+    accept: Callable[[Path], bool] | None = None,
+) -> Iterator[Record]:
+    """A reader's body: every export file of the source through ``parse``.
+
+    A lone configured file that is not this kind of export fails the source with a one-line
+    error (the config is wrong); in a folder, such a file is one quarantine row and its
+    neighbours are read.
+    """
+    try:
+        zone(spec.timezone)
+    except ValueError as exc:
+        raise SourceError(f"source {spec.name!r}: {exc}") from None
+    lone = spec.path.is_file()
+    for item in walk(spec, accept):
+        if isinstance(item, QuarantineRecord):
+            yield item
+            continue
+        yield from parse_file(spec, item, dates, parse, lone=lone)
+
+
+def parse_file(
+    spec: SourceSpec,
+    f: ExportFile,
+    dates: frozenset[dt.date] | None,
+    parse: Parse,
+    *,
+    lone: bool = False,
+) -> Iterator[Record]:
+    """One file through ``parse``; a rejected file is one row (or, ``lone``, a SourceError)."""
+    records = parse(spec, f, dates)
+    try:
+        first = next(records)
+    except StopIteration:
+        return
+    except Rejected as exc:
+        if lone and "/" not in f.rel:
+            raise SourceError(f"source {spec.name!r}: {spec.path}: {exc.detail}") from None
+        yield file_row(spec, f.rel, exc.reason, exc.detail)
+        return
+    yield first
+    yield from records
+
+
+def head_text(data: bytes, n: int = 8192) -> str:
+    """The first ``n`` bytes as text (BOM-aware, lenient): what the sniffers look at."""
+    chunk = data[:n]
+    if chunk.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return chunk[: n - n % 2].decode("utf-16", "replace")
+    if chunk.startswith(codecs.BOM_UTF8):
+        chunk = chunk[3:]
+    return chunk.decode("utf-8", "replace")
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def from_epoch_ms(ms: int, tz: str) -> tuple[dt.datetime, dt.datetime]:
+    """(naive local in ``tz``, aware UTC) of an epoch instant in milliseconds, exactly (no
+    float rounding): SMS backups, Meta exports and Slack keep milliseconds or finer."""
+    utc = _EPOCH + dt.timedelta(milliseconds=ms)
+    return utc.astimezone(zone(tz)).replace(tzinfo=None), utc
+
+
+def epoch_ms(value: object) -> int | None:
+    """An epoch value in milliseconds, from seconds or milliseconds (int, float or numeric
+    string): values below 10^11 are seconds (10^11 ms is 1973, 10^11 s is year 5138).
+    None when the value is not a number."""
+    try:
+        x = float(str(value).strip())
+    except ValueError:
+        return None
+    if x != x or x in (float("inf"), float("-inf")) or x < 0:
+        return None
+    return round(x * 1000) if x < 1e11 else round(x)
+
+
+def phone_key(address: str) -> str:
+    """A phone number as one key whatever its format: the last 10 digits ("+81 90-1234-5678"
+    and "090-1234-5678" both give ``9012345678``); an address with letters (a short code
+    name, an e-mail) is its :func:`safe_id`. A heuristic (libphonenumber compares fewer
+    digits): two numbers that share their last 10 digits are taken as one."""
+    s = clean_name(address)
+    if re.search(r"[^\d\s+\-().]", s):
+        return safe_id(s, "unknown")
+    d = _digits(s)
+    return d[-10:] if d else "unknown"
+
+
+BAD_BYTE = "\ufdd0"  # a noncharacter (valid in XML and JSON) standing for an undecodable byte
+
+
+def _bad_byte(exc: UnicodeError) -> tuple[str, int]:
+    return BAD_BYTE, exc.end  # type: ignore[attr-defined]
+
+
+codecs.register_error("memory_pipeline_bad_byte", _bad_byte)
+
+
+def has_bad_bytes(value: object) -> bool:
+    """True when a parsed record (a string, or a dict/list of them) holds bytes of the file
+    that were not UTF-8 (see :func:`load_json`): the record is quarantined, its neighbours
+    are kept."""
+    if isinstance(value, str):
+        return BAD_BYTE in value
+    if isinstance(value, dict):
+        return any(has_bad_bytes(v) or has_bad_bytes(k) for k, v in value.items())
+    if isinstance(value, list):
+        return any(has_bad_bytes(v) for v in value)
+    return False
+
+
+def load_json(f: ExportFile, what: str) -> object:
+    """The parsed JSON of an export file (BOM-aware; lone surrogates replaced). Bytes that
+    are not UTF-8 become :data:`BAD_BYTE`, so only the records holding them are lost
+    (:func:`has_bad_bytes`). Raises ``Rejected``: ``malformed_json`` for a broken (e.g.
+    truncated) JSON document, ``not_an_export`` for a file that is not JSON at all; ``what``
+    names the format."""
+    data = f.data
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        text = decode_text(data)
+    else:
+        text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "memory_pipeline_bad_byte")
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, ValueError) as exc:
+        looks = text.lstrip()[:1] in ("{", "[")
+        reason = R_MALFORMED_JSON if looks else R_NOT_AN_EXPORT
+        where = f"line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else "?"
+        raise Rejected(reason, f"not valid JSON ({where}), expected {what}") from None
+    return scrub_json(doc) if may_hold_surrogates(text) else doc
+
+
+def parse_iso(value: object) -> dt.datetime | None:
+    """An ISO 8601 instant with an offset (``Z`` too) as aware UTC, else None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t.astimezone(dt.UTC) if t.tzinfo is not None else None

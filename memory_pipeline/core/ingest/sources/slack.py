@@ -1,0 +1,300 @@
+"""Reader for a Slack workspace export (the zip, or the folder it unpacks to).
+
+The export holds ``users.json``, ``channels.json`` (and ``groups.json``/``mpims.json``/
+``dms.json`` in private exports) and one folder per channel of day files
+``<channel>/<YYYY-MM-DD>.json``, each a list of messages. Each entry of a day file is one
+record; the workspace files hold no messages (zero records) and give the names. ``ts`` is
+the instant (epoch seconds with microseconds, a string); the sender is the user's display
+name, else real name, else handle (``users.json``, else the message's ``user_profile``); a
+``bot_message`` is sent by its ``username``/bot name. Mentions and links in Slack's markup
+are resolved: ``<@U123>`` -> ``@Maria``, ``<#C1|general>`` -> ``#general``, ``<url|label>``
+-> ``label (url)``, ``&lt;``/``&gt;``/``&amp;`` unescaped. Joins, leaves, topic and name
+changes are ``system``; shared files give the type (``photo``, ``video``, ``audio``,
+``file``), the text is the caption. One conversation per channel folder (``slack_<name>``);
+``source_ref`` is ``slack:<channel>/<ts>``, the message's id in Slack.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import re
+import zipfile
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from memory_pipeline.core.common.records import (
+    R_BAD_TIMESTAMP,
+    R_EMPTY_TEXT,
+    R_ENCODING,
+    R_MISSING_TIMESTAMP,
+    R_NOT_AN_EXPORT,
+    R_UNKNOWN_TYPE,
+    Record,
+)
+from memory_pipeline.core.common.timeutil import zone
+from memory_pipeline.core.ingest.sources.base import SourceSpec, register
+from memory_pipeline.core.ingest.sources.exports import (
+    ZIP_MAX_MEMBER_BYTES,
+    ExportFile,
+    Owners,
+    Rejected,
+    clean_name,
+    clean_text,
+    conversation_option,
+    has_bad_bytes,
+    head_text,
+    load_json,
+    message,
+    quarantine,
+    read_exports,
+    register_detector,
+    safe_id,
+)
+
+KIND = "slack"
+WORKSPACE_FILES = frozenset(
+    "users.json channels.json groups.json mpims.json dms.json integration_logs.json "
+    "canvases.json org_users.json huddles.json".split()
+)
+_SYSTEM = {
+    "channel_join", "channel_leave", "channel_topic", "channel_purpose", "channel_name",
+    "channel_archive", "channel_unarchive", "group_join", "group_leave", "group_topic",
+    "group_purpose", "group_name", "pinned_item", "unpinned_item", "bot_add", "bot_remove",
+    "reminder_add", "channel_convert_to_private", "channel_convert_to_public",
+}  # fmt: skip
+_CALLS = {"huddle_thread", "sh_room_created"}
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}\.json$")
+_MARKUP = re.compile(r"<([@#!])?([^<>|]*)(?:\|([^<>]*))?>")
+_TS = re.compile(r"(\d{1,12})(?:\.(\d{1,6}))?")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def sniff(f: ExportFile) -> bool:
+    """A day file (a JSON list of ``type: message`` entries with ``ts``) or a workspace file
+    (``users.json``'s ``team_id`` + ``profile``, ``channels.json``'s ``created`` +
+    ``is_archived``)."""
+    head = head_text(f.data, 8192).lstrip()
+    if not head.startswith("["):
+        return False
+    if re.search(r'"type"\s*:\s*"message"', head) and re.search(r'"ts"\s*:\s*"\d+\.\d+"', head):
+        return True
+    name = PurePosixPath(f.rel).name.lower()
+    if name in WORKSPACE_FILES:
+        return (
+            ('"team_id"' in head and '"profile"' in head)
+            or ('"created"' in head and ('"is_archived"' in head or '"members"' in head))
+            or head.rstrip() in ("[]", "[\n]")
+        )
+    return False
+
+
+def parse_ts(ts: object) -> dt.datetime | None:
+    """Slack's ``ts`` (``"1709251200.000200"``) as aware UTC, to the microsecond."""
+    m = _TS.fullmatch(str(ts).strip()) if ts is not None else None
+    if m is None:
+        return None
+    micro = int((m[2] or "0").ljust(6, "0"))
+    return _EPOCH + dt.timedelta(seconds=int(m[1]), microseconds=micro)
+
+
+class Workspace:
+    """Names of one export: user id -> (display name, handle), channel name -> id."""
+
+    def __init__(self, users: Any, channels: list[Any]) -> None:
+        self.users: dict[str, tuple[str, str]] = {}
+        for u in users if isinstance(users, list) else []:
+            if not isinstance(u, dict) or not u.get("id"):
+                continue
+            p = u.get("profile") if isinstance(u.get("profile"), dict) else {}
+            shown = (
+                p.get("display_name") or p.get("real_name") or u.get("real_name") or u.get("name")
+            )
+            self.users[str(u["id"])] = (clean_name(str(shown or u["id"])), str(u.get("name") or ""))
+        self.channels: dict[str, str] = {}
+        for block in channels:
+            for c in block if isinstance(block, list) else []:
+                if isinstance(c, dict) and c.get("id"):
+                    self.channels[str(c["id"])] = str(c.get("name") or c["id"])
+
+    def name(self, uid: str) -> str:
+        return self.users.get(uid, (uid, ""))[0]
+
+    def render(self, text: str) -> str:
+        """Slack markup as the app shows it (mentions and channel links by name)."""
+
+        def sub(m: re.Match[str]) -> str:
+            sigil, target, label = m[1], m[2], m[3]
+            if sigil == "@":
+                return "@" + (label or self.name(target))
+            if sigil == "#":
+                return "#" + (label or self.channels.get(target, target))
+            if sigil == "!":
+                return "@" + (label.lstrip("@") if label else target.split("^")[0])
+            return f"{label} ({target})" if label and label != target else target
+
+        return html.unescape(_MARKUP.sub(sub, text)) if "<" in text or "&" in text else text
+
+
+_EMPTY = Workspace([], [])
+
+
+def _read_member(zpath: Path, stamp: tuple[int, int], inside: str) -> bytes | None:
+    """One small workspace file of a zip (None when absent or too large)."""
+    del stamp  # part of the cache key only
+    try:
+        with zipfile.ZipFile(zpath) as z:
+            info = z.getinfo(inside)
+            return z.read(info) if info.file_size <= ZIP_MAX_MEMBER_BYTES // 16 else None
+    except (KeyError, OSError, zipfile.BadZipFile, ValueError):
+        return None
+
+
+@lru_cache(maxsize=16)
+def _workspace_zip(zpath: Path, stamp: tuple[int, int], prefix: str) -> Workspace:
+    def load(name: str) -> Any:
+        data = _read_member(zpath, stamp, f"{prefix}{name}")
+        try:
+            return json.loads(data) if data else []
+        except ValueError:
+            return []
+
+    return Workspace(load("users.json"), [load(n) for n in ("channels.json", "groups.json",
+                                                           "mpims.json", "dms.json")])  # fmt: skip
+
+
+@lru_cache(maxsize=16)
+def _workspace_dir(root: Path, stamp: tuple[int, int]) -> Workspace:
+    del stamp
+
+    def load(name: str) -> Any:
+        try:
+            return json.loads((root / name).read_bytes())
+        except (OSError, ValueError):
+            return []
+
+    return Workspace(load("users.json"), [load(n) for n in ("channels.json", "groups.json",
+                                                           "mpims.json", "dms.json")])  # fmt: skip
+
+
+def _stamp(p: Path) -> tuple[int, int]:
+    try:
+        st = p.stat()
+        return st.st_mtime_ns, st.st_size
+    except OSError:
+        return 0, 0
+
+
+def workspace(spec: SourceSpec, f: ExportFile) -> Workspace:
+    """The names of the export a day file belongs to: the ``users.json`` beside its channel
+    folder, on disk or in the same zip."""
+    if f.path is not None:
+        folder = f.path.parent.parent
+        return _workspace_dir(folder, _stamp(folder / "users.json"))
+    rel = PurePosixPath(f.rel)
+    parts = rel.parts
+    for i, part in enumerate(parts):
+        if part.lower().endswith(".zip"):
+            zpath = spec.path if spec.path.is_file() else spec.path.joinpath(*parts[: i + 1])
+            inner = parts[i + 1 : -2]
+            prefix = "/".join(inner) + "/" if inner else ""
+            return _workspace_zip(zpath, _stamp(zpath), prefix)
+    return _EMPTY
+
+
+def _files_kind(files: list[Any]) -> str:
+    f = next((x for x in files if isinstance(x, dict)), {})
+    mime = str(f.get("mimetype") or "")
+    for prefix, kind in (("image/", "photo"), ("video/", "video"), ("audio/", "audio")):
+        if mime.startswith(prefix):
+            return kind
+    return "file"
+
+
+def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> Iterator[Record]:
+    """Records of one day file; a workspace file has none (raises Rejected before the first)."""
+    doc = load_json(f, "a Slack export day file")
+    name = PurePosixPath(f.rel).name.lower()
+    if name in WORKSPACE_FILES and isinstance(doc, list):
+        return
+    if not isinstance(doc, list) or not all(isinstance(m, dict) and "ts" in m for m in doc):
+        raise Rejected(R_NOT_AN_EXPORT, "JSON that is not a Slack day file (a list with 'ts')")
+    ws = workspace(spec, f)
+    channel = PurePosixPath(f.rel).parent.name or f.stem
+    channel = ws.channels.get(channel, channel)
+    conv = conversation_option(spec) or f"slack_{safe_id(channel)}"
+    contact = f"#{clean_name(channel)}"
+    owners = Owners(spec)
+    tz = zone(spec.timezone)
+    for i, m in enumerate(doc):
+        ts = str(m.get("ts", ""))
+        ref = f"slack:{channel}/{ts or i}"
+        raw = json.dumps(m, ensure_ascii=False)[:2000]
+        if has_bad_bytes(m):
+            yield quarantine(spec, f, R_ENCODING, "invalid UTF-8 in the message", conv=conv,
+                             day=None, ref=ref, raw=raw)  # fmt: skip
+            continue
+        utc = parse_ts(ts)
+        if utc is None:
+            reason = R_MISSING_TIMESTAMP if not ts else R_BAD_TIMESTAMP
+            yield quarantine(spec, f, reason, "no usable ts", conv=conv, day=None, ref=ref,
+                             raw=raw)  # fmt: skip
+            continue
+        local = utc.astimezone(tz).replace(tzinfo=None)
+        if dates is not None and local.date() not in dates:
+            continue
+        if m.get("type", "message") != "message":
+            yield quarantine(spec, f, R_UNKNOWN_TYPE, "entry type is not message", conv=conv,
+                             day=local.date(), ref=ref, raw=raw)  # fmt: skip
+            continue
+        subtype = m.get("subtype") or ""
+        uid = str(m.get("user") or "")
+        if subtype == "bot_message" or (not uid and m.get("bot_id")):
+            bot = m.get("bot_profile") if isinstance(m.get("bot_profile"), dict) else {}
+            sender = clean_name(str(m.get("username") or bot.get("name") or m.get("bot_id") or ""))
+            handle = ""
+        elif uid in ws.users:
+            sender, handle = ws.users[uid]
+        else:
+            prof = m.get("user_profile") if isinstance(m.get("user_profile"), dict) else {}
+            shown = prof.get("display_name") or prof.get("real_name") or prof.get("name") or uid
+            sender, handle = clean_name(str(shown)), str(prof.get("name") or "")
+        text = ws.render(str(m.get("text") or ""))
+        files = m.get("files") if isinstance(m.get("files"), list) else []
+        if subtype in _SYSTEM:
+            kind = "system"
+        elif subtype in _CALLS:
+            kind = "call"
+        elif files:
+            kind = _files_kind(files)
+        else:
+            kind = "text"
+        if kind == "text" and not text.strip():
+            yield quarantine(spec, f, R_EMPTY_TEXT, "message without text or files", conv=conv,
+                             day=local.date(), ref=ref, raw=raw)  # fmt: skip
+            continue
+        out = message(
+            spec, f, conv=conv, contact=contact, sender="" if kind == "system" else sender,
+            owners=owners, local=local, utc=utc, type_=kind, text=clean_text(text), order=i,
+            line=None, ref=ref,
+        )  # fmt: skip
+        if kind != "system" and not out.is_owner:
+            out.is_owner = bool(uid and uid in owners) or bool(handle and handle in owners)
+        yield out
+
+
+def _accept(path: Path) -> bool:
+    return path.suffix.lower() == ".json"
+
+
+@register(KIND)
+def read_slack(spec: SourceSpec, dates: frozenset[dt.date] | None) -> Iterator[Record]:
+    """Every day file of the Slack export(s) under the source path."""
+    yield from read_exports(spec, dates, parse, _accept)
+
+
+read_slack.depends_on = ("memory_pipeline.core.ingest.sources.exports",)  # type: ignore[attr-defined]
+register_detector(KIND, sniff, parse, rank=10)

@@ -1,0 +1,222 @@
+"""Reader for Telegram Desktop's "Export chat history" / "Export Telegram data" JSON.
+
+``result.json`` holds one chat (``{name, type, id, messages}``) or a whole account
+(``{personal_information, chats: {list: [...]}, left_chats: {list: [...]}}``). Each entry of
+``messages`` is one record. Time: ``date_unixtime`` (epoch seconds, newer exports) is the
+instant; without it, ``date`` is the exporting machine's wall time, read in the source's zone.
+Text is a string or a list of strings and ``{type, text}`` entities, concatenated. Service
+messages (joins, pins, calls) are ``type = "system"`` (a phone call is ``call``); media become
+typed messages with the caption as text. The account owner is recognised from
+``personal_information.user_id`` (``from_id`` ``user<id>``), besides ``owner`` /
+``owner_aliases``. ``source_ref`` is ``telegram:<chat id>/<message id>``, stable across
+re-exports; a message id repeated within one chat of one file is a ``duplicate``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from memory_pipeline.core.common.records import (
+    R_BAD_TIMESTAMP,
+    R_DUPLICATE,
+    R_MALFORMED_JSON,
+    R_MISSING_TIMESTAMP,
+    R_NOT_AN_EXPORT,
+    R_UNKNOWN_TYPE,
+    Record,
+)
+from memory_pipeline.core.ingest.sources.base import SourceSpec, register, scrub_json
+from memory_pipeline.core.ingest.sources.exports import (
+    ExportFile,
+    Owners,
+    Rejected,
+    clean_name,
+    clean_text,
+    conversation_option,
+    decode_text,
+    from_epoch,
+    head_text,
+    local_and_utc,
+    message,
+    quarantine,
+    read_exports,
+    register_detector,
+    safe_id,
+)
+
+KIND = "telegram"
+
+_MEDIA = {
+    "sticker": "sticker",
+    "voice_message": "audio",
+    "audio_file": "audio",
+    "video_file": "video",
+    "video_message": "video",
+    "animation": "video",
+}
+
+
+def flatten_text(value: Any) -> str:
+    """A message's ``text``: a string, or a list of strings and ``{type, text}`` entities."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(
+            part if isinstance(part, str) else str(part.get("text", ""))
+            for part in value
+            if isinstance(part, str | dict)
+        )
+    return ""
+
+
+def _chats(doc: dict) -> list[dict] | None:
+    if isinstance(doc.get("messages"), list):
+        return [doc]
+    chats = []
+    for key in ("chats", "left_chats"):
+        block = doc.get(key)
+        if isinstance(block, dict) and isinstance(block.get("list"), list):
+            chats += [c for c in block["list"] if isinstance(c, dict)]
+    return chats if chats or "personal_information" in doc else None
+
+
+def sniff(f: ExportFile) -> bool:
+    """True when the file opens like a Telegram export (a JSON object with its keys)."""
+    head = head_text(f.data, 65536).lstrip()
+    return head.startswith("{") and (
+        '"personal_information"' in head
+        or ('"messages"' in head and '"date"' in head and '"type"' in head)
+    )
+
+
+def _type(m: dict) -> tuple[str, str]:
+    """(type, text) of one message entry."""
+    text = flatten_text(m.get("text"))
+    if m.get("type") == "service":
+        action = str(m.get("action", ""))
+        if action == "phone_call" or action == "group_call":
+            secs = m.get("duration_seconds")
+            extra = f" ({secs} s)" if isinstance(secs, int) else ""
+            return "call", text or f"{action.replace('_', ' ')}{extra}"
+        actor = m.get("actor")
+        return "system", text or " ".join(x for x in (str(actor or ""), action) if x)
+    media = m.get("media_type")
+    if media in _MEDIA:
+        kind = _MEDIA[media]
+        if kind == "sticker" and not text:
+            text = str(m.get("sticker_emoji", ""))
+        return kind, text
+    if "photo" in m:
+        return "photo", text
+    if "file" in m:
+        return "file", text
+    if "location_information" in m or "place_name" in m:
+        return "location", text
+    if "contact_information" in m:
+        return "contact", text
+    if "poll" in m and not text:
+        return "text", str(m["poll"].get("question", "")) if isinstance(m["poll"], dict) else ""
+    return "text", text
+
+
+def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> Iterator[Record]:
+    """Records of one ``result.json`` (raises Rejected before the first)."""
+    text = decode_text(f.data)
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, ValueError) as exc:
+        reason = R_MALFORMED_JSON if text.lstrip().startswith("{") else R_NOT_AN_EXPORT
+        raise Rejected(reason, f"not valid JSON (line {getattr(exc, 'lineno', '?')})") from None
+    if not isinstance(doc, dict) or (chats := _chats(doc)) is None:
+        raise Rejected(R_NOT_AN_EXPORT, "JSON without Telegram's 'messages' or 'chats'")
+    if "\\ud" in text or "\\uD" in text:
+        doc = scrub_json(doc)
+        chats = _chats(doc) or []
+    owners = Owners(spec)
+    me = doc.get("personal_information", {})
+    my_id = f"user{me['user_id']}" if isinstance(me, dict) and "user_id" in me else None
+    forced = conversation_option(spec)
+    order = 0
+    for ci, chat in enumerate(chats):
+        chat_id = chat.get("id", ci)
+        name = clean_name(str(chat.get("name") or "")) or f"chat {chat_id}"
+        conv = forced or f"telegram_{safe_id(str(chat_id))}"
+        seen: set[Any] = set()
+        for mi, m in enumerate(chat.get("messages") or []):
+            ref = f"telegram:{chat_id}/{m.get('id', f'#{mi}') if isinstance(m, dict) else mi}"
+            ordr, order = order, order + 1
+            raw = json.dumps(m, ensure_ascii=False)[:2000]
+            if not isinstance(m, dict):
+                yield quarantine(spec, f, R_MALFORMED_JSON, "message is not an object",
+                                 conv=conv, day=None, ref=ref, raw=raw)  # fmt: skip
+                continue
+            local, utc = _when(m, spec.timezone)
+            if local is None:
+                reason = R_MISSING_TIMESTAMP if utc is None else R_BAD_TIMESTAMP
+                yield quarantine(spec, f, reason, "no usable date_unixtime or date",
+                                 conv=conv, day=None, ref=ref, raw=raw)  # fmt: skip
+                continue
+            if dates is not None and local.date() not in dates:
+                continue
+            mid = m.get("id")
+            if mid is not None and mid in seen:
+                yield quarantine(spec, f, R_DUPLICATE, f"message id {mid} repeated in the chat",
+                                 conv=conv, day=local.date(), ref=ref, raw=raw)  # fmt: skip
+                continue
+            seen.add(mid)
+            if m.get("type") not in ("message", "service", None):
+                yield quarantine(spec, f, R_UNKNOWN_TYPE, "entry type is not message/service",
+                                 conv=conv, day=local.date(), ref=ref, raw=raw)  # fmt: skip
+                continue
+            kind, body = _type(m)
+            sender = clean_name(str(m.get("from") or m.get("actor") or ""))
+            if kind == "system":
+                sender = ""
+            from_id = m.get("from_id") or m.get("actor_id")
+            msg = message(
+                spec, f, conv=conv, contact=name, sender=sender, owners=owners, local=local,
+                utc=utc, type_=kind, text=clean_text(body), order=ordr, line=None, ref=ref,
+            )  # fmt: skip
+            if my_id is not None and from_id == my_id and kind != "system":
+                msg.is_owner = True
+            yield msg
+
+
+def _when(m: dict, tz: str) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """(local, utc) of a message: ``date_unixtime`` first, else ``date`` in ``tz``.
+    (None, None): no time field; (None, x): a field that does not parse."""
+    unix = m.get("date_unixtime")
+    if unix not in (None, ""):
+        try:
+            return from_epoch(int(str(unix)), tz)
+        except (ValueError, OverflowError, OSError):
+            return None, dt.datetime.min
+    date = m.get("date")
+    if not isinstance(date, str) or not date:
+        return None, None
+    try:
+        local = dt.datetime.fromisoformat(date)
+    except ValueError:
+        return None, dt.datetime.min
+    if local.tzinfo is not None:
+        utc = local.astimezone(dt.UTC)
+        return from_epoch(utc.timestamp(), tz)
+    return local_and_utc(local, tz)
+
+
+def _accept(path: Path) -> bool:
+    return path.suffix.lower() == ".json"
+
+
+@register(KIND)
+def read_telegram(spec: SourceSpec, dates: frozenset[dt.date] | None) -> Iterator[Record]:
+    """Every Telegram Desktop JSON export under the source path."""
+    yield from read_exports(spec, dates, parse, _accept)
+
+
+read_telegram.depends_on = ("memory_pipeline.core.ingest.sources.exports",)  # type: ignore[attr-defined]
+register_detector(KIND, sniff, parse, rank=10)

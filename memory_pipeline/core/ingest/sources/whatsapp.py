@@ -1,0 +1,362 @@
+"""Reader for WhatsApp's "Export chat" text (Android ``.txt``, iOS ``_chat.txt`` in a zip).
+
+Android writes ``D/M/YY, HH:MM - Sender: text``, iOS ``[D/M/YY, HH:MM:SS] Sender: text``; the
+phone's locale sets the date order, separators, year digits (Reiwa ``R4``, Buddhist ``2565``),
+12/24-hour clock, brackets and digits (Arabic-Indic). The marks phones put in (U+200E before
+iOS media and system lines, U+202F before ``PM``, U+202A/U+202C around phone numbers, RLM in
+Arabic dates) are removed before matching. The date order is decided per file: the order
+under which every date is valid and the dates run forward (the ``date_order`` option, ``dmy``
+/ ``mdy`` / ``ymd``, overrides). Lines without a timestamp continue the message above.
+
+Media placeholders become typed messages (photo, video, audio, sticker, file, contact,
+location) with the caption as text; system lines (encryption notice, joins, subject changes,
+deleted messages) are ``type = "system"``. Each message is one record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from memory_pipeline.core.common.records import (
+    R_BAD_TIMESTAMP,
+    R_ENCODING,
+    R_NOT_AN_EXPORT,
+    R_UNPARSEABLE_LINE,
+    Record,
+)
+from memory_pipeline.core.ingest.sources.base import SourceSpec, register
+from memory_pipeline.core.ingest.sources.exports import (
+    ExportFile,
+    Owners,
+    Rejected,
+    bad_line,
+    clean_name,
+    clean_text,
+    conversation_option,
+    decode_text,
+    head_text,
+    local_and_utc,
+    message,
+    quarantine,
+    read_exports,
+    register_detector,
+    safe_id,
+)
+
+KIND = "whatsapp"
+
+_DIGITS = str.maketrans("٠١٢٣٤٥٦٧٨٩۰۱۲۳۴۵۶۷۸۹", "01234567890123456789")
+_MARKS = re.compile("[\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069\ufeff]")
+_DATE = r"(?P<d>\d{1,4}[./\-]\s?\d{1,2}[./\-]\s?(?:[RHrh]\s?)?\d{1,4})\.?"
+_TIME = r"(?P<t>\d{1,2}[:.]\d{2}(?:[:.]\d{2})?)"
+_HALF = r"(?P<ap>[AaPp]\.?\s?[Mm]\.?|午前|午後|ص|م|오전|오후|上午|下午)"
+_STAMP = re.compile(
+    rf"(?P<br>\[)?{_DATE}(?:,|\s|،)\s*(?:{_HALF}\s?)?{_TIME}(?:\s?{_HALF.replace('ap', 'ap2')})?"
+    r"(?(br)\]\s?|\s?[-–]\s)(?P<rest>.*)"
+)
+_PM = {"p", "午後", "م", "오후", "下午"}
+# Placeholders (compared after marks are removed, case-insensitive)
+_PLACEHOLDERS = {
+    "<media omitted>": "file",
+    "<メディアなし>": "file",
+    "<без медиафайлов>": "file",
+    "<medien ausgeschlossen>": "file",
+    "<multimedia omitido>": "file",
+    "<archivo omitido>": "file",
+    "<mídia oculta>": "file",
+    "<médias omis>": "file",
+    "<media weggelaten>": "file",
+    "<file multimediali omessi>": "file",
+    "image omitted": "photo",
+    "video omitted": "video",
+    "audio omitted": "audio",
+    "sticker omitted": "sticker",
+    "gif omitted": "video",
+    "document omitted": "file",
+    "contact card omitted": "contact",
+    "画像は含まれていません": "photo",
+    "画像を省略しました": "photo",
+    "動画は含まれていません": "video",
+    "動画を省略しました": "video",
+    "音声は含まれていません": "audio",
+    "音声を省略しました": "audio",
+    "ステッカーは含まれていません": "sticker",
+    "スタンプは含まれていません": "sticker",
+    "gifは含まれていません": "video",
+    "連絡先カードは含まれていません": "contact",
+    "ドキュメントは含まれていません": "file",
+    "bild weggelassen": "photo",
+    "imagen omitida": "photo",
+    "изображение отсутствует": "photo",
+}
+_EXT_TYPES = {
+    "photo": {".jpg", ".jpeg", ".png", ".webp", ".heic", ".gif"},
+    "video": {".mp4", ".mov", ".3gp", ".mkv"},
+    "audio": {".opus", ".ogg", ".m4a", ".mp3", ".aac", ".amr"},
+    "contact": {".vcf"},
+}
+_ATTACHED = re.compile(
+    r"(?:<attached: (?P<ios>[^>]+)>|(?P<and>\S+\.\w{2,5}) \((?:file attached|ファイル添付|"
+    r"Datei angehängt|archivo adjunto|arquivo anexado|fichier joint|файл добавлен)\))",
+    re.IGNORECASE,
+)
+_LOCATION = re.compile(
+    r"(?:location|位置情報|standort|ubicación|localização|местоположение|"
+    r"live location shared|ライブ位置情報を共有しました)\s*[:：]?\s*(?:https?://\S+)?",
+    re.IGNORECASE,
+)
+_CALL = re.compile(
+    r"(?:missed (?:voice|video) call|不在着信|(?:voice|video) call)\b", re.IGNORECASE
+)
+# Events WhatsApp writes under a sender's name (iOS): the encryption notice, deletions.
+_SENDER_EVENT = re.compile(
+    r"(?:.*end-to-end encrypted.*|.*エンドツーエンド暗号化.*|.*Ende-zu-Ende-verschlüsselt.*|"
+    r".*cifrad[oa]s? de extremo a extremo.*|.*сквозным шифрованием.*|"
+    r"this message was deleted\.?|you deleted this message\.?|"
+    r"このメッセージは削除されました。?|このメッセージを削除しました。?|"
+    r"diese nachricht wurde gelöscht\.?|se eliminó este mensaje\.?|"
+    r"это сообщение удалено\.?|waiting for this message.*|"
+    r".*(?:created group|created this group|changed the subject|changed this group's icon|"
+    r"security code (?:with .* )?changed).*)",
+    re.IGNORECASE,
+)
+_STEM = re.compile(
+    r"^(?:WhatsApp\s*(?:Chat|チャット|Чат|Unterhaltung|Conversa|Discussion)?\s*"
+    r"(?:with|mit|con|avec|com|с|-|–|:|で)?\s*)|\s*\(\d+\)$",
+    re.IGNORECASE,
+)
+_MAX_SENDER = 80
+
+
+def conversation_id(stem: str) -> tuple[str, str]:
+    """(id, chat name): ``WhatsApp Chat with Maria`` / ``WhatsApp Chat - Maria (2)`` ->
+    ``("maria", "Maria")``."""
+    name = _STEM.sub("", stem).strip()
+    return safe_id(name or stem), (name or stem)
+
+
+def _norm(line: str) -> str:
+    line = _MARKS.sub("", line).translate(_DIGITS)
+    return line.replace("\u202f", " ").replace("\u00a0", " ").replace("\u2009", " ")
+
+
+def _year(y: str) -> int | None:
+    era = y[:1].upper()
+    digits = y.lstrip("RHrh ").strip()
+    if not digits.isdigit():
+        return None
+    n = int(digits)
+    if era == "R":
+        return 2018 + n
+    if era == "H":
+        return 1988 + n
+    if n < 100:
+        return 2000 + n
+    if n > 2400:  # Buddhist calendar (Thai phones)
+        return n - 543
+    return n
+
+
+def _fields(d: str) -> tuple[str, str, str] | None:
+    parts = re.split(r"[./\-]\s?", d.strip())
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
+
+
+def _date(parts: tuple[str, str, str], order: str) -> dt.date | None:
+    a, b, c = parts
+    try:
+        if order == "ymd":
+            y, mo, da = _year(a), int(b), int(c)
+        elif order == "mdy":
+            y, mo, da = _year(c), int(a), int(b)
+        else:
+            y, mo, da = _year(c), int(b), int(a)
+        return dt.date(y, mo, da) if y is not None else None
+    except (ValueError, TypeError):
+        return None
+
+
+def choose_order(date_fields: list[str], forced: str | None = None) -> str:
+    """The date order of a file: all dates valid, then dates running forward the most."""
+    if forced in ("dmy", "mdy", "ymd"):
+        return forced
+    parsed = [p for p in (_fields(d) for d in dict.fromkeys(date_fields)) if p]
+    best, best_score = "dmy", (-1, -1)
+    for order in ("dmy", "mdy", "ymd"):
+        ds = [_date(p, order) for p in parsed]
+        valid = sum(d is not None for d in ds)
+        seq = [d for d in ds if d is not None]
+        forward = sum(x <= y for x, y in zip(seq, seq[1:], strict=False))
+        score = (valid, forward)
+        if score > best_score:
+            best, best_score = order, score
+    return best
+
+
+def _clock(t: str, ap: str | None) -> dt.time | None:
+    parts = [int(x) for x in re.split(r"[:.]", t)]
+    h, m, s = parts[0], parts[1], parts[2] if len(parts) > 2 else 0
+    if m > 59 or s > 59:
+        return None
+    if ap:
+        if not 1 <= h <= 12:
+            return None
+        pm = ap[:1].lower() in _PM or ap in _PM
+        h = h % 12 + (12 if pm else 0)
+    elif h > 23:
+        return None
+    return dt.time(h, m, s)
+
+
+def classify(first: str, rest_lines: list[str]) -> tuple[str, str]:
+    """(type, text) of a message body: placeholders -> type, caption kept as the text."""
+    head = first.strip()
+    caption = "\n".join(rest_lines).strip("\n")
+    low = head.casefold()
+    kind = _PLACEHOLDERS.get(low)
+    if (
+        kind is None and low.endswith("omitted") and "•" in low
+    ):  # "name.pdf • 3 pages document omitted"
+        kind = "file"
+    if kind is not None:
+        return kind, caption
+    m = _ATTACHED.fullmatch(head) or _ATTACHED.match(head)
+    if m is not None:
+        name = m["ios"] or m["and"]
+        suffix = Path(name).suffix.lower()
+        if "STICKER" in name.upper() and suffix == ".webp":
+            return "sticker", caption
+        kind = next((k for k, exts in _EXT_TYPES.items() if suffix in exts), "file")
+        tail = head[m.end() :].strip()
+        return kind, "\n".join(x for x in (tail, caption) if x)
+    if _LOCATION.fullmatch(head) and ("http" in head or not caption):
+        return "location", "\n".join([head] + rest_lines).strip()
+    if _CALL.fullmatch(low):
+        return "call", "\n".join([head] + rest_lines).strip()
+    return "text", "\n".join([first] + rest_lines)
+
+
+def sniff(f: ExportFile) -> bool:
+    """True when the first non-empty lines are WhatsApp message lines."""
+    lines = [x for x in head_text(f.data).splitlines() if x.strip()][:5]
+    return (
+        bool(lines)
+        and sum(_STAMP.fullmatch(_norm(x)) is not None for x in lines[:3]) >= 1
+        and (_STAMP.fullmatch(_norm(lines[0])) is not None)
+    )
+
+
+def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> Iterator[Record]:
+    """Records of one WhatsApp export, in file order (raises Rejected before the first)."""
+    text = decode_text(f.data)
+    raw_lines = text.split("\n")
+    raw_lines = [s[:-1] if s.endswith("\r") else s for s in raw_lines]
+    stamps = [_STAMP.fullmatch(_norm(s)) for s in raw_lines]
+    first = next((i for i, m in enumerate(stamps) if m is not None), None)
+    if first is None or first > 5:
+        raise Rejected(R_NOT_AN_EXPORT, "no WhatsApp message line ('D/M/YY, HH:MM - Name: text')")
+    order_name = choose_order(
+        [m["d"] for m in stamps if m is not None], spec.options.get("date_order")
+    )
+    owners = Owners(spec)
+    conv = conversation_option(spec)
+    cid, contact = conversation_id(f.stem)
+    conv = conv or cid
+    order = 0
+    pending: list | None = None  # [line no, local, sender, body lines, order, system]
+
+    def flush() -> Iterator[Record]:
+        nonlocal pending
+        if pending is None:
+            return
+        no, local, sender, body, ordr, system = pending
+        pending = None
+        body[0] = _MARKS.sub("", body[0])
+        while len(body) > 1 and not body[-1].strip():  # the blank line(s) before the next
+            body.pop()
+        if dates is not None and local.date() not in dates:
+            return
+        if system:
+            kind, txt = "system", "\n".join(body).strip()
+        else:
+            kind, txt = classify(body[0], body[1:])
+            if kind == "text" and _SENDER_EVENT.fullmatch(_norm(body[0]).strip()):
+                kind, txt = "system", "\n".join(body).strip()
+        local2, utc = local_and_utc(local, spec.timezone)
+        yield message(
+            spec, f, conv=conv, contact=contact, sender=sender, owners=owners, local=local2,
+            utc=utc, type_=kind, text=clean_text(txt), order=ordr, line=no,
+        )  # fmt: skip
+
+    for idx, raw in enumerate(raw_lines):
+        no = idx + 1
+        m = stamps[idx]
+        if m is None or bad_line(raw):
+            if bad_line(raw):
+                yield from flush()
+                yield quarantine(
+                    spec, f, R_ENCODING, "invalid UTF-8 in the line", conv=conv, day=None,
+                    line=no, raw=raw,
+                )  # fmt: skip
+                order += 1
+            elif pending is not None:
+                pending[3].append(_MARKS.sub("", raw))
+            elif raw.strip():
+                yield quarantine(
+                    spec, f, R_UNPARSEABLE_LINE, "text before the first message line",
+                    conv=conv, day=None, line=no, raw=raw,
+                )  # fmt: skip
+                order += 1
+            continue
+        yield from flush()
+        parts = _fields(m["d"])
+        day = _date(parts, order_name) if parts else None
+        clock = _clock(m["t"], m["ap"] or m["ap2"])
+        if day is None or clock is None:
+            what = "date" if day is None else "time"
+            yield quarantine(
+                spec, f, R_BAD_TIMESTAMP, f"{what} not valid in the file's order {order_name}",
+                conv=conv, day=day, line=no, raw=raw,
+            )  # fmt: skip
+            order += 1
+            continue
+        rest = _original_tail(raw, m.start("rest"))
+        sender, sep, body = rest.partition(": ")
+        system = False
+        if not sep or len(sender) > _MAX_SENDER:  # Android events have no "Sender: "
+            sender, body, system = "", rest, True
+        else:
+            sender = clean_name(sender.lstrip("~").strip())
+        local = dt.datetime.combine(day, clock)
+        pending = [no, local, sender, [body], order, system]
+        order += 1
+    yield from flush()
+
+
+def _original_tail(raw: str, start: int) -> str:
+    """The text of ``raw`` from the ``start``-th character of its normalised form (marks
+    removed, digits mapped), so a message keeps its own digits and spaces."""
+    kept = 0
+    for pos, ch in enumerate(raw):
+        if kept == start:
+            return _MARKS.sub("", raw[pos:]) if _MARKS.match(raw, pos) else raw[pos:]
+        if not _MARKS.match(ch):
+            kept += 1
+    return ""
+
+
+def _accept(path: Path) -> bool:
+    return path.suffix.lower() == ".txt"
+
+
+@register(KIND)
+def read_whatsapp(spec: SourceSpec, dates: frozenset[dt.date] | None) -> Iterator[Record]:
+    """Every WhatsApp export under the source path (``.txt`` files and export zips)."""
+    yield from read_exports(spec, dates, parse, _accept)
+
+
+read_whatsapp.depends_on = ("memory_pipeline.core.ingest.sources.exports",)  # type: ignore[attr-defined]
+register_detector(KIND, sniff, parse, rank=30)
