@@ -15,7 +15,7 @@ _SEP = "\x1f"
 def stable_id(prefix: str, *parts: object, nbytes: int = 10) -> str:
     """``prefix`` + hex blake2b of the parts joined by a unit separator.
 
-    ``surrogatepass``: a lone surrogate (from a ``\ud800`` JSON escape or an undecodable
+    ``surrogatepass``: a lone surrogate (from a ``\\ud800`` JSON escape or an undecodable
     file name) must not crash an id; valid text encodes exactly as before.
     """
     key = _SEP.join(map(str, parts)).encode("utf-8", "surrogatepass")
