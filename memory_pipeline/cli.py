@@ -568,13 +568,14 @@ def _sql_param(text: str) -> tuple[str, object]:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    """One SQL statement on the warehouse (read-only), e.g. sql/bm25_search.sql with
-    ``--query``: the query is tokenized by the published index into ``$tokens``."""
+    """One SELECT on the warehouse, e.g. sql/bm25_search.sql with ``--query``: the query is
+    tokenized by the published index into ``$tokens``. Read-only and confined to the
+    project's tables by ``catalog.connect`` (docs/security.md, "SQL surface")."""
     import json
 
     import duckdb
 
-    from memory_pipeline.core.common.catalog import connect
+    from memory_pipeline.core.common.catalog import StatementRefused, connect
     from memory_pipeline.core.indexes.bm25 import query_tokens
     from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
 
@@ -604,13 +605,17 @@ def cmd_sql(args: argparse.Namespace) -> int:
     except IndexNotBuilt as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    con = connect(cfg.warehouse_path)
+    try:
+        con = connect(cfg.warehouse_path)
+    except (duckdb.Error, OSError) as exc:
+        print(f"error: cannot open {cfg.warehouse_path}: {_first_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         cur = con.execute(statement, params or None)
         columns = [d[0] for d in cur.description or []]
         rows = cur.fetchall()
-    except duckdb.Error as exc:
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+    except (duckdb.Error, StatementRefused) as exc:
+        print(f"error: {_first_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         con.close()
@@ -622,6 +627,11 @@ def cmd_sql(args: argparse.Namespace) -> int:
         for r in rows:
             print("\t".join("" if v is None else str(v) for v in r))
     return EXIT_OK
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's first non-empty line (DuckDB appends the statement and a caret)."""
+    return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
 
 
 def cmd_context(args: argparse.Namespace) -> int:
