@@ -8,6 +8,8 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -15,6 +17,7 @@ from memory_pipeline.config import ConfigError, PipelineConfig, owner_config
 from memory_pipeline.config import load_config as _load_config
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common.lock import LockBusy
 from memory_pipeline.core.common.records import SourceError
 
 # the date-partitioned tables, in DAG order: what `run` and `status` count
@@ -25,6 +28,8 @@ DEFAULT_LOCOMO = "../shared/data/locomo/locomo_dev.json"
 # exit codes (README, "CLI"): like grep, 1 is "no match" for search; 2 is bad input of any kind
 EXIT_OK, EXIT_NO_MATCH, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a writer killed by SIGPIPE
+# how long a writing command waits for another one on the same output (--wait)
+DEFAULT_WAIT_SECONDS = 3600
 
 
 def load_config(path: str | Path | None = None) -> PipelineConfig:
@@ -179,6 +184,35 @@ def plan_range(
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.start and args.end and args.start > args.end:
+        print(f"error: --start {args.start} is after --end {args.end}", file=sys.stderr)
+        return EXIT_USAGE
+    cfg = load_config(args.config)
+    with _writing(cfg, args.wait):
+        return _run(args, cfg)
+
+
+@contextmanager
+def _writing(cfg: PipelineConfig, wait: float) -> Iterator[None]:
+    """Hold the output folder's writer lock for a command that writes (run, forget --yes):
+    a second writer waits up to ``wait`` seconds, saying for whom, then gives up with
+    LockBusy (one line, exit 2). docs/security.md, "Concurrency"."""
+    from memory_pipeline.core.common.lock import output_lock
+
+    def waiting(pid: int | None) -> None:
+        who = f"pid {pid}" if pid else "another process"
+        print(
+            f"waiting for the run in progress ({who}) on {cfg.output_dir} "
+            f"(up to {wait:.0f} s; --wait SECONDS)…",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    with output_lock(cfg.output_dir, wait=wait, on_wait=waiting):
+        yield
+
+
+def _run(args: argparse.Namespace, cfg: PipelineConfig) -> int:
     import dagster as dg
     from tqdm import tqdm
 
@@ -188,10 +222,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from memory_pipeline.defs.retention import TODAY_TAG
     from memory_pipeline.defs.runner import Stage, StageResult, materialize_stages, stages
 
-    if args.start and args.end and args.start > args.end:
-        print(f"error: --start {args.start} is after --end {args.end}", file=sys.stderr)
-        return EXIT_USAGE
-    cfg = load_config(args.config)
     home = _instance_home(cfg)
     root = cfg.config_path.parent if cfg.config_path else Path.cwd()  # where `dg dev` runs
     print(f"config: {cfg.config_path}  sources: {', '.join(s.name for s in cfg.sources)}")
@@ -874,7 +904,7 @@ def _review_selection(meta: dict, *, accept: bool) -> None:
 
 def cmd_forget(args: argparse.Namespace) -> int:
     """Forget a contact everywhere (dry run unless --yes), or list what is forgotten."""
-    from memory_pipeline.core.privacy.forget import UnknownContact, apply_forget, forgotten_entries
+    from memory_pipeline.core.privacy.forget import forgotten_entries
 
     deployment = load_config(args.config)
     try:
@@ -891,6 +921,14 @@ def cmd_forget(args: argparse.Namespace) -> int:
     if not args.contact:
         print("error: forget needs --contact NAME (or --list)", file=sys.stderr)
         return 2
+    if not args.yes:  # a dry run writes nothing: no need to wait for a run
+        return _forget(args, cfg, deployment)
+    with _writing(deployment, args.wait):
+        return _forget(args, cfg, deployment)
+
+
+def _forget(args: argparse.Namespace, cfg: PipelineConfig, deployment: PipelineConfig) -> int:
+    from memory_pipeline.core.privacy.forget import UnknownContact, apply_forget
     from memory_pipeline.defs.forget import plan_for
     from memory_pipeline.defs.forget_run import rebuild_after_forget
 
@@ -928,6 +966,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--start", type=_iso_date, help="first partition (YYYY-MM-DD)")
     run.add_argument("--end", type=_iso_date, help="last partition (YYYY-MM-DD)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_wait_flag(run)
     run.set_defaults(func=cmd_run)
     status = sub.add_parser("status", help="partitions, row counts and checks of the outputs")
     status.set_defaults(func=cmd_status)
@@ -1029,6 +1068,7 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("--contact", help="contact_id or display name")
     fg.add_argument("--yes", action="store_true", help="remove (without it: only show what)")
     fg.add_argument("--list", action="store_true", help="what is forgotten (hashes and dates)")
+    _add_wait_flag(fg)
     fg.set_defaults(func=cmd_forget)
     for owned in (status, search, ctx, sq, tk, fg):
         owned.add_argument(
@@ -1037,13 +1077,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_wait_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--wait",
+        type=_non_negative_int,
+        default=DEFAULT_WAIT_SECONDS,
+        metavar="SECONDS",
+        help="when another command is writing the same output, wait this long for it "
+        f"(default {DEFAULT_WAIT_SECONDS}; 0: refuse at once)",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse, run the subcommand, return its exit code (0 ok, 1 no match, 2 bad input)."""
     try:
         args = build_parser().parse_args(argv)
         try:
             return args.func(args)
-        except (ConfigError, SourceError) as exc:
+        except (ConfigError, SourceError, LockBusy) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         finally:

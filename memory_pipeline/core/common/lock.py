@@ -36,9 +36,13 @@ class LockBusy(RuntimeError):
 
     def __init__(self, folder: Path, holder: int | None, waited: float) -> None:
         who = f"pid {holder}" if holder else "another process"
-        super().__init__(
-            f"{folder} is being written by another memory-pipeline command ({who}); "
+        gave_up = (
             f"gave up after waiting {waited:.0f} s (--wait SECONDS waits longer)"
+            if waited > 0
+            else "not waiting for it (--wait SECONDS waits)"
+        )
+        super().__init__(
+            f"{folder} is being written by another memory-pipeline command ({who}); {gave_up}"
         )
         self.folder, self.holder, self.waited = folder, holder, waited
 
@@ -67,8 +71,9 @@ def output_lock(
 ) -> Iterator[Path]:
     """Hold the exclusive lock of ``output_dir`` for the ``with`` block.
 
-    When another process holds it, ``on_wait(holder_pid)`` is called once and the lock is
-    retried for up to ``wait`` seconds (0: not at all); then :class:`LockBusy` is raised.
+    When another process holds it, the lock is retried for up to ``wait`` seconds (0: not
+    at all; ``on_wait(holder_pid)`` is called once before waiting), then :class:`LockBusy`
+    is raised.
     Yields the lock file's path."""
     folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -88,10 +93,12 @@ def _acquire(
 ) -> None:
     if _try_lock(fd):
         return
+    if wait <= 0:
+        raise LockBusy(folder, holder_pid(folder), 0.0)
     if on_wait is not None:
         on_wait(holder_pid(folder))
     start = time.monotonic()
-    deadline = start + max(0.0, wait)
+    deadline = start + wait
     while time.monotonic() < deadline:
         time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
         if _try_lock(fd):
