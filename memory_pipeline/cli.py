@@ -183,15 +183,6 @@ def plan_range(
     return first, last
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    if args.start and args.end and args.start > args.end:
-        print(f"error: --start {args.start} is after --end {args.end}", file=sys.stderr)
-        return EXIT_USAGE
-    cfg = load_config(args.config)
-    with _writing(cfg, args.wait):
-        return _run(args, cfg)
-
-
 @contextmanager
 def _writing(cfg: PipelineConfig, wait: float) -> Iterator[None]:
     """Hold the output folder's writer lock for a command that writes (run, forget --yes):
@@ -212,7 +203,7 @@ def _writing(cfg: PipelineConfig, wait: float) -> Iterator[None]:
         yield
 
 
-def _run(args: argparse.Namespace, cfg: PipelineConfig) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     import dagster as dg
     from tqdm import tqdm
 
@@ -222,6 +213,10 @@ def _run(args: argparse.Namespace, cfg: PipelineConfig) -> int:
     from memory_pipeline.defs.retention import TODAY_TAG
     from memory_pipeline.defs.runner import Stage, StageResult, materialize_stages, stages
 
+    if args.start and args.end and args.start > args.end:
+        print(f"error: --start {args.start} is after --end {args.end}", file=sys.stderr)
+        return EXIT_USAGE
+    cfg = load_config(args.config)
     home = _instance_home(cfg)
     root = cfg.config_path.parent if cfg.config_path else Path.cwd()  # where `dg dev` runs
     print(f"config: {cfg.config_path}  sources: {', '.join(s.name for s in cfg.sources)}")
@@ -234,7 +229,7 @@ def _run(args: argparse.Namespace, cfg: PipelineConfig) -> int:
         found = [d for d in found if d >= cutoff]
     if not found:
         print("no records in the configured sources: nothing to do")
-        return _purge_only(cfg, root, today) if cutoff is not None else 0
+        return _purge_only(cfg, root, today, args.wait) if cutoff is not None else 0
     first, last = plan_range(cfg, found, today)
     if args.start:
         first = max(first, args.start)
@@ -247,44 +242,45 @@ def _run(args: argparse.Namespace, cfg: PipelineConfig) -> int:
         print(
             f"nothing to do: no partition with data in {asked} (data: {min(found)} .. {max(found)})"
         )
-        return _purge_only(cfg, root, today) if cutoff is not None else 0
+        return _purge_only(cfg, root, today, args.wait) if cutoff is not None else 0
     later = sum(1 for d in found if d > last)
     print(f"partitions: {first} .. {last} ({(last - first).days + 1} days)")
     if later:
         print(f"note: {later} dates with data lie after {last}; they wait for their partitions")
-    # the code location's assets, great-expectations checks (non-blocking, ride along with
-    # each stage) and resources
-    defs = build_definitions(cfg)
-    instance = dg.DagsterInstance.get()
-    selection = stages()
-    with tqdm(total=len(selection), unit="stage", disable=args.quiet) as bar:
+    with _writing(cfg, args.wait):  # from here on the run writes the output
+        # the code location's assets, great-expectations checks (non-blocking, ride along with
+        # each stage) and resources
+        defs = build_definitions(cfg)
+        instance = dg.DagsterInstance.get()
+        selection = stages()
+        with tqdm(total=len(selection), unit="stage", disable=args.quiet) as bar:
 
-        def start(stage: Stage) -> None:
-            bar.set_description(stage.name)
+            def start(stage: Stage) -> None:
+                bar.set_description(stage.name)
 
-        def done(run: StageResult) -> bool:
-            purged = _retention_line(run)
-            if purged:
-                tqdm.write(purged)
-            for w in run.warned:
-                tqdm.write(f"warning: check {w.asset_key.to_user_string()} {w.check_name}")
-            if run.failed:
-                return False
-            bar.update(1)
-            return True
+            def done(run: StageResult) -> bool:
+                purged = _retention_line(run)
+                if purged:
+                    tqdm.write(purged)
+                for w in run.warned:
+                    tqdm.write(f"warning: check {w.asset_key.to_user_string()} {w.check_name}")
+                if run.failed:
+                    return False
+                bar.update(1)
+                return True
 
-        runs = materialize_stages(
-            defs,
-            selection,
-            days=[first, last],
-            instance=instance,
-            raise_on_error=False,
-            on_start=start,
-            on_done=done,
-            backfill=True,
-            code_location=root,
-            tags={TODAY_TAG: today.isoformat()},  # the purge's day is the range's
-        )
+            runs = materialize_stages(
+                defs,
+                selection,
+                days=[first, last],
+                instance=instance,
+                raise_on_error=False,
+                on_start=start,
+                on_done=done,
+                backfill=True,
+                code_location=root,
+                tags={TODAY_TAG: today.isoformat()},  # the purge's day is the range's
+            )
     final = runs[-1]
     if not final.success:
         _report_failure(final.result, final.stage.name)
@@ -338,7 +334,7 @@ def _retention_line(run) -> str | None:
     return f"retention: purged {meta[META_PURGED]} partitions before {meta[META_CUTOFF]}"
 
 
-def _purge_only(cfg: PipelineConfig, root: Path, today: dt.date) -> int:
+def _purge_only(cfg: PipelineConfig, root: Path, today: dt.date, wait: float) -> int:
     """Nothing to build, but retention is on: the purge still runs, as the retention asset
     (one run of ``stage_retention``), so expired data never outlives a run."""
     import dagster as dg
@@ -347,14 +343,15 @@ def _purge_only(cfg: PipelineConfig, root: Path, today: dt.date) -> int:
     from memory_pipeline.defs.retention import TODAY_TAG
     from memory_pipeline.defs.runner import materialize_stages, stages
 
-    [run] = materialize_stages(
-        build_definitions(cfg),
-        stages("retention"),
-        instance=dg.DagsterInstance.get(),
-        raise_on_error=False,
-        code_location=root,
-        tags={TODAY_TAG: today.isoformat()},
-    )
+    with _writing(cfg, wait):
+        [run] = materialize_stages(
+            build_definitions(cfg),
+            stages("retention"),
+            instance=dg.DagsterInstance.get(),
+            raise_on_error=False,
+            code_location=root,
+            tags={TODAY_TAG: today.isoformat()},
+        )
     if not run.success:
         _report_failure(run.result, run.stage.name)
         return 1

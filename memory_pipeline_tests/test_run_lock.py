@@ -35,6 +35,7 @@ CONFIG = """\
 owner = "Me"
 timezone = "UTC"
 start_date = "2024-03-01"
+end_date = "2024-03-02"
 output_dir = "out"
 
 [[sources]]
@@ -123,9 +124,17 @@ def test_the_lock_is_reentrant_only_by_releasing(tmp_path: Path):
         pass
 
 
+DAY = """{"date": "2024-03-01", "contact": "Sam", "messages": [
+  {"time": "10:00:00", "sender": "Sam", "type": "text", "text": "lunch?", "source_order": 0},
+  {"time": "10:01:00", "sender": "Me", "type": "text", "text": "sure", "source_order": 1}]}
+"""
+
+
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
-    (tmp_path / "src").mkdir()
+    """A config with one day of data: a run gets as far as writing (where it locks)."""
+    (tmp_path / "src" / "sam").mkdir(parents=True)
+    (tmp_path / "src" / "sam" / "2024-03-01.json").write_text(DAY, encoding="utf-8")
     (tmp_path / "m.toml").write_text(CONFIG, encoding="utf-8")
     (tmp_path / "out").mkdir()
     return tmp_path
@@ -183,5 +192,16 @@ def test_forget_yes_waits_for_the_run_too(site: Path):
     try:
         done = _cli(site, "forget", "--contact", "Sam", "--yes", "--wait", "0")
         assert len(_refused(done, holder)) == 1
+    finally:
+        _stop(holder)
+
+
+def test_a_run_with_nothing_to_do_does_not_wait(site: Path):
+    """The lock is taken where a run starts writing: planning an empty range needs none."""
+    holder = _hold(site / "out", 120)
+    try:
+        done = _cli(site, "run", "--quiet", "--start", "2024-03-02", "--wait", "0")
+        assert done.returncode == 0, done.stderr
+        assert "nothing to do" in done.stdout and "waiting" not in done.stderr
     finally:
         _stop(holder)
