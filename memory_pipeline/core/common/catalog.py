@@ -197,7 +197,11 @@ def connect(
     try:
         # allowed_directories can only be set once the database runs, and only while
         # external access is still on: this order, then the lock
-        con.execute(f"SET allowed_directories = ['{_literal(root.as_posix())}/']")
+        # the folder, and the escaped form the views' glob patterns spell it in (the
+        # files a pattern expands to are checked against the folder itself)
+        allowed = dict.fromkeys([root.as_posix(), view_root(root)])
+        listed = ", ".join(f"'{_literal(a)}/'" for a in allowed)
+        con.execute(f"SET allowed_directories = [{listed}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
     except BaseException:
@@ -215,8 +219,10 @@ def local_tables(parquet_root: Path) -> list[str]:
 def view_root(parquet_root: Path) -> str:
     """The folder the views name: absolute and resolved (symlinks too), so plain DuckDB
     reads them from any working directory and the confined connection's
-    ``allowed_directories`` (also resolved) covers them."""
-    return Path(parquet_root).resolve().as_posix()
+    ``allowed_directories`` (also resolved) covers them. Glob characters of the folder's
+    own name are escaped (``[`` -> ``[[]``): the views' paths are glob patterns, and a
+    folder such as ``chats[2024]`` would otherwise match nothing."""
+    return "".join(f"[{c}]" if c in "[*?" else c for c in Path(parquet_root).resolve().as_posix())
 
 
 def refresh_catalog(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from memory_pipeline.core.common import catalog
 from memory_pipeline.core.common import tables as T
@@ -134,9 +135,13 @@ def test_plain_connect_works_from_any_working_directory(tmp_path: Path, monkeypa
             con.close()
 
 
-def test_a_folder_with_a_quote_in_its_name(tmp_path: Path):
-    out = tmp_path / "o'brien" / "out"
+@pytest.mark.parametrize("name", ["o'brien", "chats[2024]", "all*", "a b"])
+def test_a_folder_whose_name_is_not_plain(tmp_path: Path, name: str):
+    """The absolute path is inside a SQL literal and a glob pattern: quotes and glob
+    characters of the folder's name are escaped."""
+    out = tmp_path / name / "out"
     _write(out, T.SESSIONS, 2)
+    _write(tmp_path / f"{name}x" / "out", T.SESSIONS, 5)  # what an unescaped * would add
     refresh_catalog(out / "warehouse.duckdb", out / "parquet")
     assert _count(out / "warehouse.duckdb", T.SESSIONS) == 2
 
