@@ -8,6 +8,8 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -15,6 +17,7 @@ from memory_pipeline.config import ConfigError, PipelineConfig, owner_config
 from memory_pipeline.config import load_config as _load_config
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common.lock import LockBusy
 from memory_pipeline.core.common.records import SourceError
 
 # the date-partitioned tables, in DAG order: what `run` and `status` count
@@ -25,6 +28,8 @@ DEFAULT_LOCOMO = "../shared/data/locomo/locomo_dev.json"
 # exit codes (README, "CLI"): like grep, 1 is "no match" for search; 2 is bad input of any kind
 EXIT_OK, EXIT_NO_MATCH, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a writer killed by SIGPIPE
+# how long a writing command waits for another one on the same output (--wait)
+DEFAULT_WAIT_SECONDS = 3600
 
 
 def load_config(path: str | Path | None = None) -> PipelineConfig:
@@ -178,6 +183,26 @@ def plan_range(
     return first, last
 
 
+@contextmanager
+def _writing(cfg: PipelineConfig, wait: float) -> Iterator[None]:
+    """Hold the output folder's writer lock for a command that writes (run, forget --yes):
+    a second writer waits up to ``wait`` seconds, saying for whom, then gives up with
+    LockBusy (one line, exit 2). docs/security.md, "Concurrency"."""
+    from memory_pipeline.core.common.lock import output_lock
+
+    def waiting(pid: int | None) -> None:
+        who = f"pid {pid}" if pid else "another process"
+        print(
+            f"waiting for the run in progress ({who}) on {cfg.output_dir} "
+            f"(up to {wait:.0f} s; --wait SECONDS)…",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    with output_lock(cfg.output_dir, wait=wait, on_wait=waiting):
+        yield
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import dagster as dg
     from tqdm import tqdm
@@ -204,7 +229,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         found = [d for d in found if d >= cutoff]
     if not found:
         print("no records in the configured sources: nothing to do")
-        return _purge_only(cfg, root, today) if cutoff is not None else 0
+        return _purge_only(cfg, root, today, args.wait) if cutoff is not None else 0
     first, last = plan_range(cfg, found, today)
     if args.start:
         first = max(first, args.start)
@@ -217,44 +242,45 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(
             f"nothing to do: no partition with data in {asked} (data: {min(found)} .. {max(found)})"
         )
-        return _purge_only(cfg, root, today) if cutoff is not None else 0
+        return _purge_only(cfg, root, today, args.wait) if cutoff is not None else 0
     later = sum(1 for d in found if d > last)
     print(f"partitions: {first} .. {last} ({(last - first).days + 1} days)")
     if later:
         print(f"note: {later} dates with data lie after {last}; they wait for their partitions")
-    # the code location's assets, great-expectations checks (non-blocking, ride along with
-    # each stage) and resources
-    defs = build_definitions(cfg)
-    instance = dg.DagsterInstance.get()
-    selection = stages()
-    with tqdm(total=len(selection), unit="stage", disable=args.quiet) as bar:
+    with _writing(cfg, args.wait):  # from here on the run writes the output
+        # the code location's assets, great-expectations checks (non-blocking, ride along with
+        # each stage) and resources
+        defs = build_definitions(cfg)
+        instance = dg.DagsterInstance.get()
+        selection = stages()
+        with tqdm(total=len(selection), unit="stage", disable=args.quiet) as bar:
 
-        def start(stage: Stage) -> None:
-            bar.set_description(stage.name)
+            def start(stage: Stage) -> None:
+                bar.set_description(stage.name)
 
-        def done(run: StageResult) -> bool:
-            purged = _retention_line(run)
-            if purged:
-                tqdm.write(purged)
-            for w in run.warned:
-                tqdm.write(f"warning: check {w.asset_key.to_user_string()} {w.check_name}")
-            if run.failed:
-                return False
-            bar.update(1)
-            return True
+            def done(run: StageResult) -> bool:
+                purged = _retention_line(run)
+                if purged:
+                    tqdm.write(purged)
+                for w in run.warned:
+                    tqdm.write(f"warning: check {w.asset_key.to_user_string()} {w.check_name}")
+                if run.failed:
+                    return False
+                bar.update(1)
+                return True
 
-        runs = materialize_stages(
-            defs,
-            selection,
-            days=[first, last],
-            instance=instance,
-            raise_on_error=False,
-            on_start=start,
-            on_done=done,
-            backfill=True,
-            code_location=root,
-            tags={TODAY_TAG: today.isoformat()},  # the purge's day is the range's
-        )
+            runs = materialize_stages(
+                defs,
+                selection,
+                days=[first, last],
+                instance=instance,
+                raise_on_error=False,
+                on_start=start,
+                on_done=done,
+                backfill=True,
+                code_location=root,
+                tags={TODAY_TAG: today.isoformat()},  # the purge's day is the range's
+            )
     final = runs[-1]
     if not final.success:
         _report_failure(final.result, final.stage.name)
@@ -310,7 +336,7 @@ def _retention_line(run) -> str | None:
     return f"retention: purged {meta[META_PURGED]} partitions before {meta[META_CUTOFF]}"
 
 
-def _purge_only(cfg: PipelineConfig, root: Path, today: dt.date) -> int:
+def _purge_only(cfg: PipelineConfig, root: Path, today: dt.date, wait: float) -> int:
     """Nothing to build, but retention is on: the purge still runs, as the retention asset
     (one run of ``stage_retention``), so expired data never outlives a run."""
     import dagster as dg
@@ -319,14 +345,15 @@ def _purge_only(cfg: PipelineConfig, root: Path, today: dt.date) -> int:
     from memory_pipeline.defs.retention import TODAY_TAG
     from memory_pipeline.defs.runner import materialize_stages, stages
 
-    [run] = materialize_stages(
-        build_definitions(cfg),
-        stages("retention"),
-        instance=dg.DagsterInstance.get(),
-        raise_on_error=False,
-        code_location=root,
-        tags={TODAY_TAG: today.isoformat()},
-    )
+    with _writing(cfg, wait):
+        [run] = materialize_stages(
+            build_definitions(cfg),
+            stages("retention"),
+            instance=dg.DagsterInstance.get(),
+            raise_on_error=False,
+            code_location=root,
+            tags={TODAY_TAG: today.isoformat()},
+        )
     if not run.success:
         _report_failure(run.result, run.stage.name)
         return 1
@@ -600,13 +627,14 @@ def _sql_param(text: str) -> tuple[str, object]:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    """One SQL statement on the warehouse (read-only), e.g. sql/bm25_search.sql with
-    ``--query``: the query is tokenized by the published index into ``$tokens``."""
+    """One SELECT on the warehouse, e.g. sql/bm25_search.sql with ``--query``: the query is
+    tokenized by the published index into ``$tokens``. Read-only and confined to the
+    project's tables by ``catalog.connect`` (docs/security.md, "SQL surface")."""
     import json
 
     import duckdb
 
-    from memory_pipeline.core.common.catalog import connect
+    from memory_pipeline.core.common.catalog import StatementRefused, connect
     from memory_pipeline.core.indexes.bm25 import query_tokens
     from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
 
@@ -636,13 +664,17 @@ def cmd_sql(args: argparse.Namespace) -> int:
     except IndexNotBuilt as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    con = connect(cfg.warehouse_path)
+    try:
+        con = connect(cfg.warehouse_path)
+    except (duckdb.Error, OSError) as exc:
+        print(f"error: cannot open {cfg.warehouse_path}: {_first_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         cur = con.execute(statement, params or None)
         columns = [d[0] for d in cur.description or []]
         rows = cur.fetchall()
-    except duckdb.Error as exc:
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+    except (duckdb.Error, StatementRefused) as exc:
+        print(f"error: {_first_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         con.close()
@@ -654,6 +686,11 @@ def cmd_sql(args: argparse.Namespace) -> int:
         for r in rows:
             print("\t".join("" if v is None else str(v) for v in r))
     return EXIT_OK
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's first non-empty line (DuckDB appends the statement and a caret)."""
+    return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
 
 
 def cmd_context(args: argparse.Namespace) -> int:
@@ -896,7 +933,7 @@ def _review_selection(meta: dict, *, accept: bool) -> None:
 
 def cmd_forget(args: argparse.Namespace) -> int:
     """Forget a contact everywhere (dry run unless --yes), or list what is forgotten."""
-    from memory_pipeline.core.privacy.forget import UnknownContact, apply_forget, forgotten_entries
+    from memory_pipeline.core.privacy.forget import forgotten_entries
 
     deployment = load_config(args.config)
     try:
@@ -913,6 +950,14 @@ def cmd_forget(args: argparse.Namespace) -> int:
     if not args.contact:
         print("error: forget needs --contact NAME (or --list)", file=sys.stderr)
         return 2
+    if not args.yes:  # a dry run writes nothing: no need to wait for a run
+        return _forget(args, cfg, deployment)
+    with _writing(deployment, args.wait):
+        return _forget(args, cfg, deployment)
+
+
+def _forget(args: argparse.Namespace, cfg: PipelineConfig, deployment: PipelineConfig) -> int:
+    from memory_pipeline.core.privacy.forget import UnknownContact, apply_forget
     from memory_pipeline.defs.forget import plan_for
     from memory_pipeline.defs.forget_run import rebuild_after_forget
 
@@ -950,6 +995,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--start", type=_iso_date, help="first partition (YYYY-MM-DD)")
     run.add_argument("--end", type=_iso_date, help="last partition (YYYY-MM-DD)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_wait_flag(run)
     run.set_defaults(func=cmd_run)
     status = sub.add_parser("status", help="partitions, row counts and checks of the outputs")
     status.set_defaults(func=cmd_status)
@@ -1051,6 +1097,7 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("--contact", help="contact_id or display name")
     fg.add_argument("--yes", action="store_true", help="remove (without it: only show what)")
     fg.add_argument("--list", action="store_true", help="what is forgotten (hashes and dates)")
+    _add_wait_flag(fg)
     fg.set_defaults(func=cmd_forget)
     for owned in (status, search, ctx, sq, tk, fg):
         owned.add_argument(
@@ -1062,13 +1109,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_wait_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--wait",
+        type=_non_negative_int,
+        default=DEFAULT_WAIT_SECONDS,
+        metavar="SECONDS",
+        help="when another command is writing the same output, wait this long for it "
+        f"(default {DEFAULT_WAIT_SECONDS}; 0: refuse at once)",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse, run the subcommand, return its exit code (0 ok, 1 no match, 2 bad input)."""
     try:
         args = build_parser().parse_args(argv)
         try:
             return args.func(args)
-        except (ConfigError, SourceError) as exc:
+        except (ConfigError, SourceError, LockBusy) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         finally:

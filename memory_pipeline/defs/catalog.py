@@ -1,13 +1,12 @@
 """warehouse: the DuckDB file with one view per table, for apps that speak SQL."""
 
-import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import dagster as dg
 
-from memory_pipeline.core.common.catalog import local_tables, refresh_catalog
+from memory_pipeline.core.common.catalog import local_tables, refresh_catalog, view_root
 from memory_pipeline.core.common.owners import save_fingerprint, stored_fingerprint
 from memory_pipeline.core.common.tables import REGISTRY
 from memory_pipeline.defs.helpers import asset_info, code_version, inputs_fingerprint, per_owner
@@ -20,8 +19,8 @@ DUCKDB_POOL = "duckdb_writer"
 
 def _warehouse_settings(scope: Any) -> str | None:
     """What the warehouse file holds besides the tables (None: the file is missing, build):
-    this code and, on a local store, the views' owner filter, where they point and which
-    tables have files."""
+    this code and, on a local store, the views' owner filter, the folder they point at and
+    which tables have files."""
     cfg = scope.cfg
     if not cfg.warehouse_path.is_file():
         return None
@@ -31,8 +30,8 @@ def _warehouse_settings(scope: Any) -> str | None:
     root = Path(scope.store.parquet_root)
     present = local_tables(root)
     owner = cfg.owner_id if cfg.root_dir is not None else None
-    where = os.path.relpath(root.resolve(), cfg.warehouse_path.parent.resolve())
-    return _SEP.join([code, str(owner), where, *present])
+    # the views hold this absolute path: a moved output folder gets its views rewritten
+    return _SEP.join([code, str(owner), view_root(root), *present])
 
 
 # what the warehouse's views were last written from (fingerprints/<VIEWS>.json): a local

@@ -18,6 +18,7 @@ import sqlite3
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -73,7 +74,12 @@ def _decoded(path: Path) -> list[str]:
         finally:
             con.close()
     elif path.suffix == ".duckdb":
-        con = catalog.connect(path)  # the views' relative paths resolve beside it
+        # the warehouse through the apps' confined connection (it reads only the tables'
+        # folder beside it); another DuckDB file (eval's) directly
+        if path.name == "warehouse.duckdb":
+            con = catalog.connect(path)
+        else:
+            con = duckdb.connect(str(path), read_only=True)
         try:
             names = [
                 r[0]

@@ -6,6 +6,7 @@ import datetime as dt
 from types import SimpleNamespace
 
 from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common.catalog import local_tables
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.common.tables import REGISTRY
 from memory_pipeline.defs.catalog import _warehouse_settings
@@ -35,6 +36,17 @@ def test_a_new_partition_keeps_the_views_a_new_table_changes_them(tmp_path):
     # a table with its first file needs a view: rewrite
     store.write(T.QUARANTINE, T.QUARANTINE.schema.empty_table(), day)
     assert _warehouse_settings(scope) != first
+    # the views hold the folder's absolute path: the same tables elsewhere need new views
+    elsewhere = _scope(tmp_path / "moved", TableStore(tmp_path / "moved" / "out"))
+    elsewhere.cfg.warehouse_path.parent.mkdir(parents=True)
+    elsewhere.cfg.warehouse_path.write_bytes(b"")
+    for d in (1, 2):
+        moved_day = dt.date(2024, 3, d)
+        rows = store.read(T.RAW_MESSAGES, [moved_day])
+        elsewhere.store.write(T.RAW_MESSAGES, rows, moved_day)
+    elsewhere.store.write(T.QUARANTINE, T.QUARANTINE.schema.empty_table(), day)
+    assert local_tables(elsewhere.store.parquet_root) == local_tables(store.parquet_root)
+    assert _warehouse_settings(elsewhere) != _warehouse_settings(scope)
     # the views filter on the owner in a multi-owner folder
     before = _warehouse_settings(scope)
     scope.cfg.root_dir = tmp_path

@@ -1,4 +1,4 @@
-"""The warehouse for apps: refresh while a reader holds it, views relative to its folder."""
+"""The warehouse for apps: refresh while a reader holds it, views that open from anywhere."""
 
 from __future__ import annotations
 
@@ -91,7 +91,12 @@ def test_refresh_succeeds_while_another_process_holds_a_read_only_connection(tmp
     assert not list(out.glob(f"warehouse.duckdb{TMP_MARK}*"))
 
 
-def test_moving_the_output_folder_keeps_the_views_working(tmp_path: Path):
+def test_moving_the_output_folder_then_refreshing_points_the_views_at_the_new_place(
+    tmp_path: Path,
+):
+    """The views hold absolute paths (so plain DuckDB opens them from anywhere); a moved
+    folder's views are rewritten by the next refresh (the warehouse asset's settings hold
+    the path, see test_warehouse_fingerprint)."""
     out = tmp_path / "out"
     _write(out, T.SESSIONS, 3)
     _write(out, T.CHUNKS, 2)
@@ -101,34 +106,44 @@ def test_moving_the_output_folder_keeps_the_views_working(tmp_path: Path):
     shutil.move(out, moved)
     assert not out.exists()
     db = moved / "warehouse.duckdb"
+    refresh_catalog(db, moved / "parquet")
     assert _count(db, T.SESSIONS) == 3 and _count(db, T.CHUNKS) == 2
     con = catalog.connect(db)
     try:
-        rows = con.execute("SELECT sql FROM duckdb_views()").fetchall()
+        rows = con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal").fetchall()
         definitions = " ".join(r[0] for r in rows)
     finally:
         con.close()
-    assert "'parquet/sessions/*.parquet'" in definitions
-    assert str(tmp_path) not in definitions  # no absolute path was stored
+    assert f"'{moved.resolve().as_posix()}/parquet/sessions/*.parquet'" in definitions
+    assert f"{out.as_posix()}/" not in definitions
 
 
-def test_plain_connect_resolves_against_the_working_directory(tmp_path: Path, monkeypatch):
-    """Why apps open the warehouse with catalog.connect (or from its folder): DuckDB resolves
-    relative view paths against the working directory, not the database file."""
+def test_plain_connect_works_from_any_working_directory(tmp_path: Path, monkeypatch):
+    """Apps need no helper: a plain read-only connection from another directory reads the
+    views (they held relative paths that resolved against the working directory)."""
     import duckdb
 
     out = tmp_path / "out"
     _write(out, T.SESSIONS, 3)
     refresh_catalog(out / "warehouse.duckdb", out / "parquet")
-    monkeypatch.chdir(tmp_path)
-    con = duckdb.connect(str(out / "warehouse.duckdb"), read_only=True)
-    with pytest.raises(duckdb.IOException):
-        con.execute(f"SELECT count(*) FROM {T.SESSIONS.name}").fetchone()
-    con.close()
-    monkeypatch.chdir(out)
-    con = duckdb.connect("warehouse.duckdb", read_only=True)
-    assert con.execute(f"SELECT count(*) FROM {T.SESSIONS.name}").fetchone()[0] == 3
-    con.close()
+    for cwd in (tmp_path, out, Path("/")):
+        monkeypatch.chdir(cwd)
+        con = duckdb.connect(str(out / "warehouse.duckdb"), read_only=True)
+        try:
+            assert con.execute(f"SELECT count(*) FROM {T.SESSIONS.name}").fetchone()[0] == 3
+        finally:
+            con.close()
+
+
+@pytest.mark.parametrize("name", ["o'brien", "chats[2024]", "all*", "a b"])
+def test_a_folder_whose_name_is_not_plain(tmp_path: Path, name: str):
+    """The absolute path is inside a SQL literal and a glob pattern: quotes and glob
+    characters of the folder's name are escaped."""
+    out = tmp_path / name / "out"
+    _write(out, T.SESSIONS, 2)
+    _write(tmp_path / f"{name}x" / "out", T.SESSIONS, 5)  # what an unescaped * would add
+    refresh_catalog(out / "warehouse.duckdb", out / "parquet")
+    assert _count(out / "warehouse.duckdb", T.SESSIONS) == 2
 
 
 def test_refresh_drops_vanished_tables_and_leftovers(tmp_path: Path):
@@ -138,10 +153,39 @@ def test_refresh_drops_vanished_tables_and_leftovers(tmp_path: Path):
     _write(out, T.CHUNKS, 1)
     refresh_catalog(db, out / "parquet")
     shutil.rmtree(out / "parquet" / T.CHUNKS.name)
-    leftover = out / f"warehouse.duckdb{TMP_MARK}dead"
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    leftover = out / f"warehouse.duckdb{TMP_MARK}{dead.stdout.strip()}-0123456789ab"
     leftover.write_bytes(b"half written")
     assert refresh_catalog(db, out / "parquet") == [T.SESSIONS.name]
     assert _views(db) == [T.SESSIONS.name]
     assert not leftover.exists()
     shutil.rmtree(out / "parquet")
     assert refresh_catalog(db, out / "parquet") == [] and _views(db) == []
+
+
+def test_refresh_never_removes_a_live_refreshs_temp_file(tmp_path: Path):
+    """Two refreshes at once (a CLI run beside a Dagster run): each one's file is private
+    until its rename. The sweep removed every ``<warehouse>.tmp-*`` before, including the
+    other process's file in the middle of being written, and that run died."""
+    out = tmp_path / "out"
+    db = out / "warehouse.duckdb"
+    _write(out, T.SESSIONS, 1)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        theirs = out / f"warehouse.duckdb{TMP_MARK}{live.pid}-0123456789ab"
+        theirs.write_bytes(b"being written")
+        unnamed = out / f"warehouse.duckdb{TMP_MARK}0123456789ab"  # older naming, fresh
+        unnamed.write_bytes(b"being written")
+        assert refresh_catalog(db, out / "parquet") == [T.SESSIONS.name]
+        assert theirs.read_bytes() == b"being written"
+        assert unnamed.exists()
+    finally:
+        live.kill()
+        live.wait(timeout=10)
+    refresh_catalog(db, out / "parquet")  # their process is gone now: a leftover
+    assert not theirs.exists()
