@@ -51,6 +51,12 @@ R_PERMISSION = "permission_denied"
 R_NOT_AN_EXPORT = "not_an_export"
 R_FORGOTTEN = "forgotten"  # on the forget list (core/common/forget_list.py): no text kept
 R_EXPIRED = "expired"  # older than [privacy] retain_days (core/ingest/normalize.py): no text kept
+# Hostile input (core/ingest/sources/base.py): a value or structure no reader can hold.
+R_VALUE_OUT_OF_RANGE = "value_out_of_range"  # an integer beyond 64 bits, a time beyond year 1..9999
+R_TOO_DEEP = "too_deeply_nested"  # JSON nested deeper than MAX_JSON_DEPTH
+R_DUPLICATE_KEY = "duplicate_key"  # a JSON object names a key the reader uses twice
+R_NO_RECORDS = "no_records"  # a file that holds no record at all (never a silent empty file)
+R_SYMLINK_OUTSIDE = "symlink_outside_source"  # a link leading out of the source folder
 
 QUARANTINE_REASONS = frozenset(
     {
@@ -73,6 +79,11 @@ QUARANTINE_REASONS = frozenset(
         R_NOT_AN_EXPORT,
         R_FORGOTTEN,
         R_EXPIRED,
+        R_VALUE_OUT_OF_RANGE,
+        R_TOO_DEEP,
+        R_DUPLICATE_KEY,
+        R_NO_RECORDS,
+        R_SYMLINK_OUTSIDE,
     }
 )
 
