@@ -461,3 +461,30 @@ def canonical_name(name: str) -> str:
     if name.isascii() or unicodedata.is_normalized("NFC", name):
         return name
     return unicodedata.normalize("NFC", name)
+
+
+# -- lines ---------------------------------------------------------------------------------
+
+_CR_LINES = re.compile("\r\n?")
+_CR_LINES_B = re.compile(b"\r\n?")
+
+
+def split_lines(text: str | bytes) -> list:
+    """The lines of a text export without their terminators, decided once per file.
+
+    ``\\n`` ends a line (a ``\\r`` before it is dropped: Windows), unless the file ends its
+    lines with a lone ``\\r`` (classic Mac OS exports): when lone ``\\r`` outnumber ``\\n``,
+    ``\\r`` and ``\\r\\n`` end lines and a stray ``\\n`` stays in the text. Without that rule a
+    CR-only export was one long line and yielded nothing. U+2028, U+2029 and NEL (U+0085) are
+    never line ends: no chat export writes them as such, and inside a message they are text.
+    Works on ``bytes`` the same way, so a file decoded line by line splits where its decoded
+    text would.
+    """
+    if isinstance(text, bytes):
+        cr, lf, crlf, pattern = b"\r", b"\n", b"\r\n", _CR_LINES_B
+    else:
+        cr, lf, crlf, pattern = "\r", "\n", "\r\n", _CR_LINES
+    n_lf = text.count(lf)
+    if cr in text and text.count(cr) - text.count(crlf) > n_lf:
+        return pattern.split(text)
+    return [s[:-1] if s.endswith(cr) else s for s in text.split(lf)]
