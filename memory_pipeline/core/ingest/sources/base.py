@@ -488,3 +488,13 @@ def split_lines(text: str | bytes) -> list:
     if cr in text and text.count(cr) - text.count(crlf) > n_lf:
         return pattern.split(text)
     return [s[:-1] if s.endswith(cr) else s for s in text.split(lf)]
+
+
+class FileRejected(SourceError):
+    """One input file is unusable as a whole, with the quarantine ``reason`` it gets when
+    it lies in a folder beside other files (a lone configured file still fails its source,
+    as any SourceError). For readers of folders: catch it per file, quarantine, go on."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
