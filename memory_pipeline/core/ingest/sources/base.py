@@ -8,7 +8,6 @@ import json
 import os
 import re
 import stat
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from memory_pipeline.core.common.names import canonical_name  # noqa: F401  (readers use it)
 from memory_pipeline.core.common.records import (
     R_DANGLING_LINK,
     R_NOT_A_FILE,
@@ -444,23 +444,6 @@ def duplicate_problem(
             if d.path[len(prefix)] in used:
                 return d
     return None
-
-
-# -- names ---------------------------------------------------------------------------------
-
-
-def canonical_name(name: str) -> str:
-    """A contact, sender or conversation name in the one form ingest stores: Unicode NFC.
-
-    Why: the same folder copied from macOS (decomposed, NFD) and from Linux (composed, NFC)
-    is the same person, and must be one contact. NFC, not NFKC: text already in NFC (what
-    nearly every export writes) is unchanged, so content-derived message ids stay the same.
-    Matching for ``forget`` goes further (``forget_list.match_key``: case and surrounding
-    spaces too).
-    """
-    if name.isascii() or unicodedata.is_normalized("NFC", name):
-        return name
-    return unicodedata.normalize("NFC", name)
 
 
 # -- lines ---------------------------------------------------------------------------------
