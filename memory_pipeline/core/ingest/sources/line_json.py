@@ -265,6 +265,10 @@ def _read_file(spec: SourceSpec, path: Path, file_date: dt.date, data: bytes) ->
     conv_or_dir = header.conv if isinstance(header.conv, str) and header.conv else src.conv_dir
     dropped = list(_dropped_entries(src, conv_or_dir, dups))
     yield from dropped
+    if not messages and not dropped:
+        raw = _excerpt(text[:MAX_RAW_EXCERPT])
+        yield src.file_quarantine(R_NO_RECORDS, "the messages array is empty", raw, None)
+        return
     problem = _header_problem(doc, file_date, header.conv, header.contact, header.tz)
     if problem is None and (dup := duplicate_problem(dups, (), _HEADER_KEYS)) is not None:
         problem = R_DUPLICATE_KEY, _duplicate_detail(dup)
@@ -276,9 +280,6 @@ def _read_file(spec: SourceSpec, path: Path, file_date: dt.date, data: bytes) ->
         conv = header.conv if isinstance(header.conv, str) else src.conv_dir
         for i, entry in enumerate(messages):
             yield src.entry_quarantine(i, conv, reason, detail, entry)
-        return
-    if not messages and not dropped:
-        yield src.file_quarantine(R_NO_RECORDS, "the messages array is empty", text[:200], None)
         return
     midnight = dt.datetime.combine(file_date, dt.time())
     for i, entry in enumerate(messages):
