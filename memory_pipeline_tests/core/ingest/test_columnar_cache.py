@@ -49,7 +49,9 @@ def calls(monkeypatch) -> dict[str, int]:
         return columns
 
     monkeypatch.setattr(file_cache, "read_source", rows)
-    monkeypatch.setattr(file_cache, "TABLE_READERS", {k: wrap(v) for k, v in real_columns.items()})
+    monkeypatch.setattr(
+        file_cache, "TABLE_READERS", {k: wrap(v) for k, v in real_columns.items()}
+    )
     return seen
 
 
