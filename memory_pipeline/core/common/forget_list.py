@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common import records as R
 from memory_pipeline.core.common.fs import Location
+from memory_pipeline.core.common.names import match_key
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
 from memory_pipeline.core.common.storage import write_text_atomic
 
@@ -31,6 +32,9 @@ PRIVACY_DIR = "privacy"
 LIST_FILE = "forget_list.json"
 SALT_FILE = "forget_salt"
 KINDS = ("contact", "conversation", "file")
+# Kinds matched by name (core/common/names.py: match_key), not byte for byte: a re-export that
+# spells the contact in another Unicode form, case or with surrounding spaces is still them.
+NAMED_KINDS = frozenset({"contact", "conversation"})
 FORGOTTEN_DETAIL = "the conversation is on the forget list"
 
 
@@ -70,23 +74,34 @@ class ForgetList:
         """List ``value`` (hashed); False when it was already listed."""
         if kind not in KINDS:
             raise ValueError(f"unknown forget-list kind {kind!r}")
-        h = salted_hash(self.salt, kind, value)
-        if h in self.hashes(kind):
+        if self.has(kind, value):
             return False
+        h = salted_hash(self.salt, kind, match_key(value) if kind in NAMED_KINDS else value)
         self.entries.append({"kind": kind, "hash": h, "forgotten_on": on.isoformat()})
         self._refresh()
         return True
 
     def has(self, kind: str, value: str) -> bool:
-        return salted_hash(self.salt, kind, value) in self.hashes(kind)
+        """True when ``value`` is listed: by :func:`match_key` for names (entries written
+        before names were matched that way hold the exact value, so that is checked too)."""
+        hashes = {
+            "contact": self._contacts,
+            "conversation": self._conversations,
+            "file": self._files,
+        }.get(kind)
+        if hashes is None:
+            hashes = self.hashes(kind)
+        if salted_hash(self.salt, kind, value) in hashes:
+            return True
+        return kind in NAMED_KINDS and salted_hash(self.salt, kind, match_key(value)) in hashes
 
     def forgets(self, rec: Record) -> bool:
         """True when ``rec`` belongs to a forgotten contact, conversation or source file."""
         conv = rec.conversation_id or ""
-        if conv and salted_hash(self.salt, "conversation", conv) in self._conversations:
+        if conv and self._conversations and self.has("conversation", conv):
             return True
         contact = getattr(rec, "contact_id", "") or ""
-        if contact and salted_hash(self.salt, "contact", contact) in self._contacts:
+        if contact and self._contacts and self.has("contact", contact):
             return True
         key = file_key(rec.source, rec.source_file)
         return salted_hash(self.salt, "file", key) in self._files

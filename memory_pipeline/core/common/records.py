@@ -54,6 +54,12 @@ R_EXPIRED = "expired"  # older than [privacy] retain_days (core/ingest/normalize
 # an edited or regenerated alternative that is not on the conversation's current branch
 # (ChatGPT keeps every version of an edited prompt and every regenerated answer)
 R_SUPERSEDED = "superseded"
+# Hostile input (core/ingest/sources/base.py): a value or structure no reader can hold.
+R_VALUE_OUT_OF_RANGE = "value_out_of_range"  # an integer beyond 64 bits, a time beyond year 1..9999
+R_TOO_DEEP = "too_deeply_nested"  # JSON nested deeper than MAX_JSON_DEPTH
+R_DUPLICATE_KEY = "duplicate_key"  # a JSON object names a key the reader uses twice
+R_NO_RECORDS = "no_records"  # a file that holds no record at all (never a silent empty file)
+R_SYMLINK_OUTSIDE = "symlink_outside_source"  # a link leading out of the source folder
 
 QUARANTINE_REASONS = frozenset(
     {
@@ -77,6 +83,11 @@ QUARANTINE_REASONS = frozenset(
         R_FORGOTTEN,
         R_EXPIRED,
         R_SUPERSEDED,
+        R_VALUE_OUT_OF_RANGE,
+        R_TOO_DEEP,
+        R_DUPLICATE_KEY,
+        R_NO_RECORDS,
+        R_SYMLINK_OUTSIDE,
     }
 )
 

@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memory_pipeline.core.common import records as R
-from memory_pipeline.core.common.forget_list import ForgetList, forgotten_row, salted_hash
+from memory_pipeline.core.common.forget_list import ForgetList, forgotten_row
+from memory_pipeline.core.common.names import canonical_names
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record, gc_paused
 from memory_pipeline.core.common.schema import MESSAGES
 from memory_pipeline.core.ingest.normalize import (
@@ -98,12 +99,9 @@ def _to_messages(table: pa.Table, rows: np.ndarray) -> list[Message]:
 def _forgotten_mask(t: pa.Table, forget: ForgetList) -> np.ndarray:
     """``forget.forgets`` per row, hashing each distinct conversation / contact / file once."""
 
-    def listed(values: pa.ChunkedArray | pa.Array, kind: str, hashes: frozenset[str]) -> np.ndarray:
+    def listed(values: pa.ChunkedArray | pa.Array, kind: str) -> np.ndarray:
         enc = pc.dictionary_encode(values).combine_chunks()
-        hit = [
-            bool(v) and salted_hash(forget.salt, kind, v) in hashes
-            for v in enc.dictionary.to_pylist()
-        ]
+        hit = [bool(v) and forget.has(kind, v) for v in enc.dictionary.to_pylist()]
         return (
             np.array(hit, dtype=bool)[enc.indices.to_numpy()]
             if hit
@@ -113,9 +111,9 @@ def _forgotten_mask(t: pa.Table, forget: ForgetList) -> np.ndarray:
     # forget_list.file_key(source, source_file), per row
     files = pc.binary_join_element_wise(t.column("source"), t.column("source_file"), "\x1f")
     return (
-        listed(t.column("conversation_id"), "conversation", forget.hashes("conversation"))
-        | listed(t.column("contact_id"), "contact", forget.hashes("contact"))
-        | listed(files, "file", forget.hashes("file"))
+        listed(t.column("conversation_id"), "conversation")
+        | listed(t.column("contact_id"), "contact")
+        | listed(files, "file")
     )
 
 
@@ -193,6 +191,7 @@ def ingest_tables(
     if retain_from is not None and retain_from > start_date:
         start_date = retain_from
     t = pa.concat_tables([s.messages.select(CANDIDATES.names) for s in sources]).combine_chunks()
+    t = canonical_names(t)  # one spelling per name, as normalize.ingest (core/common/names.py)
     if t.num_rows == 0:
         return out
     n = t.num_rows

@@ -120,6 +120,7 @@ def _code_version(kind: str) -> str:
         R.__name__,
         normalize.__name__,
         "memory_pipeline.core.common.forget_list",
+        "memory_pipeline.core.common.names",
         __name__,
     }
     h = hashlib.blake2b(f"format {FORMAT}".encode(), digest_size=16)

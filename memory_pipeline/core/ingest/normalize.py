@@ -18,6 +18,7 @@ import pyarrow as pa
 from memory_pipeline.core.common import records as R
 from memory_pipeline.core.common.forget_list import ForgetList, forgotten_row
 from memory_pipeline.core.common.ids import stable_id
+from memory_pipeline.core.common.names import canonical_record
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
 from memory_pipeline.core.common.schema import INGEST_AUDIT, MESSAGES, QUARANTINE
 
@@ -162,6 +163,7 @@ def ingest(
     seen: dict[str, Message] = {}  # message id -> the kept message
     occurrences: _Occurrences = {}
     for rec in records:
+        canonical_record(rec)  # one spelling per name, whichever reader (core/common/names.py)
         if forget and forget.forgets(rec):
             fday = rec.partition_date if isinstance(rec, QuarantineRecord) else rec.local_date
             fday = start_date if fday is None or fday < start_date else fday
@@ -234,9 +236,7 @@ def expired_row(rec: Record, day: dt.date, forget: ForgetList | None) -> Quarant
         source=rec.source,
         source_file="",
         source_line=None,
-        record_ref=forget.expired_ref(
-            rec.source, rec.conversation_id or "", rec.source_file, ref
-        ),
+        record_ref=forget.expired_ref(rec.source, rec.conversation_id or "", rec.source_file, ref),
         conversation_id="",
         partition_date=day,
         reason=R.R_EXPIRED,

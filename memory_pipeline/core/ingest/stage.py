@@ -54,11 +54,12 @@ def read_all(
     ``retain_from``: see ingest). With ``cache_dir`` (the pipeline's cache folder), records
     of unchanged source files come from the parsed-record cache (core/ingest/file_cache.py)."""
     wanted = sorted(set(dates))
+    hint = _reader_hint(wanted, start_date, retain_from)
 
     def records():
         for spec in sources:
             if cache_dir is None:
-                yield from read_source(spec, wanted)
+                yield from read_source(spec, hint)
             else:
                 yield from cached_records(
                     spec,
@@ -94,7 +95,8 @@ def read_all_tables(
     wanted = sorted(set(dates))
     fills: list = []  # cache entries to write: on a thread, while the ingest runs
     if cache_dir is None:
-        tables = [read_source_tables(spec, wanted) for spec in sources]
+        hint = _reader_hint(wanted, start_date, retain_from)
+        tables = [read_source_tables(spec, hint) for spec in sources]
     else:
         tables = [
             cached_tables(
@@ -120,6 +122,19 @@ def read_all_tables(
         )
         written.result()  # a failed cache write fails the read, as when written in line
     return result
+
+
+def _reader_hint(
+    wanted: list[dt.date], start_date: dt.date, retain_from: dt.date | None
+) -> list[dt.date] | None:
+    """The dates hint a reader may skip input by, or None: read everything.
+
+    The first kept partition also takes every record dated before it (``out_of_range``,
+    ``expired``), so when it is wanted no reader may skip a file for its early date: the
+    hint used to drop those records unaccounted (the parsed-record cache, which reads
+    everything, accounted them), so the two entrances disagreed."""
+    first = start_date if retain_from is None else max(start_date, retain_from)
+    return None if first in wanted else wanted
 
 
 def split_ingest(

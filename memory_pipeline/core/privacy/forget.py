@@ -52,6 +52,7 @@ from memory_pipeline.core.common.forget_list import (
 )
 from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.ids import text_hash
+from memory_pipeline.core.common.names import match_key
 from memory_pipeline.core.common.owners import owner_store
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.indexes.parts import drop_parts
@@ -90,6 +91,9 @@ class ForgetPlan:
 
     contact_id: str
     output_dir: Location
+    # every stored spelling of the contact (core/common/names.py match_key: Unicode form,
+    # case, surrounding spaces), matched the way ingest's forget list matches them
+    contact_ids: set[str] = field(default_factory=set)
     conversations: set[str] = field(default_factory=set)
     files: set[tuple[str, str]] = field(default_factory=set)
     session_ids: set[str] = field(default_factory=set)
@@ -122,20 +126,30 @@ class ForgetPlan:
 
 
 def resolve_contact(store: TableStore, name: str) -> str:
-    """The stored contact_id for ``name``: exact id, else case-insensitive id or dossier name."""
-    ids = set(store.read(T.RAW_MESSAGES, columns=["contact_id"]).column(0).to_pylist())
-    ids |= set(store.read(T.DOSSIERS, columns=["contact_id"]).column(0).to_pylist())
+    """The stored contact_id for ``name``: exact id, else the id or dossier name that
+    matches it as the forget list matches names (``match_key``: Unicode form, case,
+    surrounding spaces)."""
+    ids = _stored_contacts(store)
     if name in ids:
         return name
-    folded = {c for c in ids if c.casefold() == name.casefold()}
+    key = match_key(name)
+    folded = {c for c in ids if match_key(c) == key}
+    if len({match_key(c) for c in folded}) == 1:
+        return min(folded)  # spellings of one contact: the plan takes them all
     if not folded and store.dates(T.DOSSIERS):
         dossiers = store.read(T.DOSSIERS, columns=["contact_id", "name"]).to_pylist()
-        folded = {r["contact_id"] for r in dossiers if r["name"].casefold() == name.casefold()}
+        folded = {r["contact_id"] for r in dossiers if match_key(r["name"]) == key}
     if len(folded) == 1:
         return folded.pop()
     if folded:
         raise UnknownContact(f"{name!r} matches several contacts; pass the contact_id")
     raise UnknownContact(f"no stored conversation is with contact {name!r}")
+
+
+def _stored_contacts(store: TableStore) -> set[str]:
+    ids = set(store.read(T.RAW_MESSAGES, columns=["contact_id"]).column(0).to_pylist())
+    ids |= set(store.read(T.DOSSIERS, columns=["contact_id"]).column(0).to_pylist())
+    return {c for c in ids if c}
 
 
 def _partitioned() -> list[T.Table]:
@@ -147,7 +161,8 @@ def _mask(t: T.Table, data: pa.Table, plan: ForgetPlan) -> pa.Array:
     names = data.schema.names
     hit = pa.array([False] * data.num_rows, pa.bool_())
     if "contact_id" in names:
-        hit = pc.or_(hit, pc.fill_null(pc.equal(data["contact_id"], plan.contact_id), False))
+        ids = pa.array(sorted(plan.contact_ids | {plan.contact_id}), pa.string())
+        hit = pc.or_(hit, pc.fill_null(pc.is_in(data["contact_id"], ids), False))
     if "conversation_id" in names and plan.conversations:
         conv = pc.is_in(data["conversation_id"], pa.array(sorted(plan.conversations)))
         hit = pc.or_(hit, pc.fill_null(conv, False))
@@ -184,14 +199,20 @@ def plan_forget(
         cache_path=cache_path,
         work_dir=work_dir,
     )
+    key = match_key(plan.contact_id)
+    plan.contact_ids = {c for c in _stored_contacts(store) if match_key(c) == key}
+    plan.contact_ids.add(plan.contact_id)
+    spellings = pa.array(sorted(plan.contact_ids), pa.string())
     msgs = store.read(T.RAW_MESSAGES)
-    mine = msgs.filter(pc.equal(msgs["contact_id"], plan.contact_id))
+    mine = msgs.filter(pc.fill_null(pc.is_in(msgs["contact_id"], spellings), False))
     plan.conversations = set(mine["conversation_id"].to_pylist())
     plan.files = set(zip(mine["source"].to_pylist(), mine["source_file"].to_pylist(), strict=True))
     plan.texts |= {t for t in mine["text"].to_pylist() if t}
     sessions = store.read(T.SESSIONS, columns=["session_id", "contact_id"])
     plan.session_ids = set(
-        sessions.filter(pc.equal(sessions["contact_id"], plan.contact_id))["session_id"].to_pylist()
+        sessions.filter(pc.fill_null(pc.is_in(sessions["contact_id"], spellings), False))[
+            "session_id"
+        ].to_pylist()
     )
     quarantine = store.read(T.QUARANTINE)
     for t in _partitioned():
@@ -224,8 +245,8 @@ def plan_forget(
     plan.index_versions = list_versions(index_root(output_dir))
     plan.rebuilt = derived_outputs(store, work_dir or Path(output_dir))
     plan.cache_entries = len(_cache_victims(cache_path, plan)) if cache_path.is_file() else 0
-    dossier = fs.join(dossier_dir, contact_file_name(plan.contact_id))
-    plan.dossier_files = [dossier] if fs.is_file(dossier) else []
+    dossiers = [fs.join(dossier_dir, contact_file_name(c)) for c in sorted(plan.contact_ids)]
+    plan.dossier_files = [d for d in dossiers if fs.is_file(d)]
     return plan
 
 
@@ -286,7 +307,8 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
     today = today or timeutil.utc_today()  # the pipeline's one clock (UTC)
     out = plan.output_dir
     forget = load_forget_list(out, create=True)
-    forget.add("contact", plan.contact_id, today)
+    for contact in sorted(plan.contact_ids | {plan.contact_id}):
+        forget.add("contact", contact, today)
     for conv in sorted(plan.conversations):
         forget.add("conversation", conv, today)
     for source, file in sorted(plan.files):

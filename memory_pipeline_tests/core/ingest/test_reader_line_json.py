@@ -38,7 +38,8 @@ def count_input_records(root: Path) -> int:
     total = 0
     for path in sorted(root.glob("*/*.json")):
         try:
-            doc = json.loads(path.read_bytes().decode("utf-8-sig"))
+            # invalid bytes cost their entries only: the file's entries still count
+            doc = json.loads(path.read_bytes().decode("utf-8", "surrogateescape").lstrip("\ufeff"))
         except ValueError:
             total += 1
             continue
@@ -130,7 +131,8 @@ EXPECTED_BAD = {
     ("chat/2024-03-02.json", "messages[13]"): (None, None),
     ("chat/2024-03-02.json", "messages[14]"): (None, None),
     ("chat/2024-03-02.json", "messages[15]"): ("bad_timestamp", None),
-    ("chat/2024-03-03.json", "$"): ("encoding_error", 6),
+    ("chat/2024-03-03.json", "messages[0]"): (None, None),
+    ("chat/2024-03-03.json", "messages[1]"): ("encoding_error", None),
     ("chat/2024-03-04.json", "messages[0]"): ("bad_timestamp", None),
     ("chat/2024-03-04.json", "messages[1]"): ("bad_timestamp", None),
     ("chat/2024-03-05.json", "messages[0]"): (None, None),
@@ -266,7 +268,7 @@ EXPECTED_BAD_DETAILS = {
     ("chat/2024-03-02.json", "messages[10]"): "no text field",
     ("chat/2024-03-02.json", "messages[11]"): "entry is str, expected an object",
     ("chat/2024-03-02.json", "messages[15]"): "time is int, expected 'HH:MM[:SS]'",
-    ("chat/2024-03-03.json", "$"): "invalid UTF-8 at byte 202 (line 6)",
+    ("chat/2024-03-03.json", "messages[1]"): "invalid UTF-8 in the entry",
     ("chat/2024-03-04.json", "messages[0]"): (
         "date field '2024-03-05' does not match file name date 2024-03-04"
     ),
@@ -288,9 +290,11 @@ def test_bad_fixture_file_level_raw_excerpts(bad_records: list) -> None:
     files = BAD / "records" / "chat"
     listed = (files / "2024-03-07.json").read_text(encoding="utf-8")
     assert by["chat/2024-03-07.json", "$"].raw == listed  # whole text when short
-    # an undecodable file keeps a replacement-decoded excerpt
-    undecodable = (files / "2024-03-03.json").read_bytes().decode("utf-8", "replace")
-    assert by["chat/2024-03-03.json", "$"].raw == undecodable[:2000]
+    # an entry with an invalid byte keeps a replacement-decoded excerpt; its neighbour is read
+    assert by["chat/2024-03-03.json", "messages[1]"].raw == (
+        '{"time": "09:01", "sender": "Alex", "type": "text", "text": "caf\ufffd"}'
+    )
+    assert by["chat/2024-03-03.json", "messages[0]"].text == "ok"
     broken = (files / "2024-03-01.json").read_text(encoding="utf-8")
     assert by["chat/2024-03-01.json", "$"].raw == broken[:2000]  # error near the start
     # an entry's raw is its JSON, non-ASCII kept

@@ -19,26 +19,40 @@ from pathlib import Path
 from memory_pipeline.core.common.records import (
     MAX_RAW_EXCERPT,
     R_BAD_TIMESTAMP,
+    R_DUPLICATE_KEY,
     R_ENCODING,
     R_MALFORMED_JSON,
     R_MISSING_FIELD,
     R_MISSING_TIMESTAMP,
+    R_NO_RECORDS,
+    R_SYMLINK_OUTSIDE,
+    R_VALUE_OUT_OF_RANGE,
     Message,
     QuarantineRecord,
     Record,
     SourceError,
 )
-from memory_pipeline.core.common.timeutil import to_utc, zone
+from memory_pipeline.core.common.timeutil import zone
 from memory_pipeline.core.ingest.sources.base import (
+    OUT_OF_RANGE_TIME,
+    SYMLINK_OUTSIDE_DETAIL,
+    DuplicateKey,
+    JsonRejected,
     SourceSpec,
     UnreadableGate,
+    canonical_name,
+    duplicate_problem,
+    fits_int64,
+    load_json,
     may_hold_surrogates,
+    outside_source,
     path_problem,
     path_quarantine,
     read_problem,
     register,
     scrub_json,
     scrub_surrogates,
+    utc_or_none,
 )
 
 _DATE_FILE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.json")
@@ -47,6 +61,11 @@ _TIME = re.compile(r"\s*(\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,6}))?)?\s*")
 _NAT_LIKE = frozenset({"", "nat", "nan", "none", "null", "nil"})
 # Record reference for a whole file (a JSON path to its root).
 FILE_REF = "$"
+# The keys this reader reads: a duplicate of one of them (with another value) is ambiguous.
+_HEADER_KEYS = frozenset({"date", "conversation_id", "contact", "timezone"})
+_ENTRY_KEYS = frozenset({"time", "type", "sender", "text", "source_order"})
+# Characters ``surrogateescape`` decodes invalid UTF-8 bytes to.
+_BAD_BYTE = re.compile("[\udc80-\udcff]")
 
 
 # -- helpers shared with the line_txt reader -------------------------------------------------
@@ -120,8 +139,11 @@ def _date_files(spec: SourceSpec) -> list[_Entry]:
         for conv_dir in sorted(root.iterdir()):
             if conv_dir.name.startswith("."):
                 continue
+            if conv_dir.is_dir() and outside_source(conv_dir, root):
+                found.append((conv_dir, None, (R_SYMLINK_OUTSIDE, SYMLINK_OUTSIDE_DETAIL)))
+                continue
             if not conv_dir.is_dir():
-                problem = path_problem(conv_dir) if conv_dir.is_symlink() else None
+                problem = path_problem(conv_dir, root) if conv_dir.is_symlink() else None
                 if problem is not None:
                     found.append((conv_dir, None, problem))
                     continue
@@ -134,7 +156,7 @@ def _date_files(spec: SourceSpec) -> list[_Entry]:
             for path in sorted(conv_dir.iterdir()):
                 if path.name.startswith(".") or path.suffix.lower() != ".json":
                     continue
-                problem = path_problem(path)
+                problem = path_problem(path, root)
                 if problem is not None:
                     found.append((path, _lenient_date(path), problem))
                     continue
@@ -228,19 +250,30 @@ def _read_file(spec: SourceSpec, path: Path, file_date: dt.date, data: bytes) ->
 
     Four phases, each of which can end the file: decode the bytes, parse the JSON document,
     resolve and check the file-level header, then turn each message entry into a record.
+    A file with a few invalid UTF-8 bytes costs only the entries that hold them; the values
+    of a duplicated ``messages`` key are quarantined, not dropped; a file with no entry at
+    all is one ``no_records`` row.
     """
     src = _FileSource(spec, relative_name(path, spec.path), path.parent.name, file_date)
-    text = _decode(src, data)
-    if isinstance(text, QuarantineRecord):
-        yield text
-        return
-    parsed = _parse_document(src, text)
+    text, damage = _decode(src, data)
+    parsed = _parse_document(src, text, damage)
     if isinstance(parsed, QuarantineRecord):
         yield parsed
         return
-    doc, messages = parsed
+    doc, messages, dups, bad = parsed
     header = _Header.resolve(doc, src)
+    conv_or_dir = header.conv if isinstance(header.conv, str) and header.conv else src.conv_dir
+    dropped = list(_dropped_entries(src, conv_or_dir, dups))
+    yield from dropped
+    if not messages and not dropped:
+        raw = _excerpt(text[:MAX_RAW_EXCERPT])
+        yield src.file_quarantine(R_NO_RECORDS, "the messages array is empty", raw, None)
+        return
     problem = _header_problem(doc, file_date, header.conv, header.contact, header.tz)
+    if problem is None and (dup := duplicate_problem(dups, (), _HEADER_KEYS)) is not None:
+        problem = R_DUPLICATE_KEY, _duplicate_detail(dup)
+    if problem is None and None in bad:
+        problem = R_ENCODING, "invalid UTF-8 in a file-level field"
     if problem is not None:
         # Per message, not per file: the file parsed, so its messages are countable records.
         reason, detail = problem
@@ -250,7 +283,34 @@ def _read_file(spec: SourceSpec, path: Path, file_date: dt.date, data: bytes) ->
         return
     midnight = dt.datetime.combine(file_date, dt.time())
     for i, entry in enumerate(messages):
-        yield _entry_record(src, header, midnight, i, entry)
+        dup = duplicate_problem(dups, ("messages", i), _ENTRY_KEYS)
+        if dup is not None:
+            yield src.entry_quarantine(
+                i, str(header.conv), R_DUPLICATE_KEY, _duplicate_detail(dup), entry
+            )
+        elif i in bad:
+            yield src.entry_quarantine(i, str(header.conv), R_ENCODING, bad[i], entry)
+        else:
+            yield _entry_record(src, header, midnight, i, entry)
+
+
+def _duplicate_detail(dup: DuplicateKey) -> str:
+    return f"key {dup.key[:40]!r} appears twice with different values (JSON keeps the last)"
+
+
+def _dropped_entries(src: _FileSource, conv: str, dups: list[DuplicateKey]) -> Iterator[Record]:
+    """The entries of every earlier ``messages`` array of a duplicated key (JSON keeps the
+    last array only): each is a ``duplicate_key`` record, so the counts reconcile."""
+    n = 0
+    for d in dups:
+        if d.path != () or d.key != "messages":
+            continue
+        n += 1
+        detail = f"in an earlier 'messages' array (number {n}) of a duplicated key"
+        values = d.dropped if isinstance(d.dropped, list) else [d.dropped]
+        for j, entry in enumerate(values):
+            ref = f"messages#{n}[{j}]" if isinstance(d.dropped, list) else f"messages#{n}"
+            yield src.quarantine_at(ref, conv, R_DUPLICATE_KEY, detail, entry)
 
 
 @dataclass(frozen=True)
@@ -283,11 +343,17 @@ class _FileSource:
         self, i: int, conv: str, reason: str, detail: str, entry: object
     ) -> QuarantineRecord:
         """The record of ``messages[i]`` when it cannot become a Message."""
+        return self.quarantine_at(f"messages[{i}]", conv, reason, detail, entry)
+
+    def quarantine_at(
+        self, ref: str, conv: str, reason: str, detail: str, entry: object
+    ) -> QuarantineRecord:
+        """The record of the entry at ``ref`` (a JSON path) when it cannot become a Message."""
         return QuarantineRecord(
             source=self.spec.name,
             source_file=self.rel,
             source_line=None,
-            record_ref=f"messages[{i}]",
+            record_ref=ref,
             conversation_id=conv,
             partition_date=self.file_date,
             reason=reason,
@@ -296,30 +362,60 @@ class _FileSource:
         )
 
 
-def _decode(src: _FileSource, data: bytes) -> str | QuarantineRecord:
-    """The file's text (a UTF-8 BOM dropped), or its quarantine record naming the byte and
-    line of the first invalid sequence."""
+# (byte offset, line) of the first invalid UTF-8 sequence of a file, None when it has none
+_Damage = tuple[int, int] | None
+
+
+def _decode(src: _FileSource, data: bytes) -> tuple[str, _Damage]:
+    """The file's text (a UTF-8 BOM dropped) and where its first invalid byte is.
+
+    Invalid bytes are kept as ``surrogateescape`` characters, so a file with a few damaged
+    bytes still parses and only the entries holding them are lost (``encoding_error``)."""
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8-sig"), None
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        detail = f"invalid UTF-8 at byte {exc.start} (line {line})"
-        raw = raw_excerpt(data.decode("utf-8", "replace"))
-        return src.file_quarantine(R_ENCODING, detail, raw, line)
+        text = data.decode("utf-8", "surrogateescape")
+        return text.removeprefix("\ufeff"), (exc.start, line)
 
 
-def _parse_document(src: _FileSource, text: str) -> tuple[dict, list] | QuarantineRecord:
-    """(document, its messages array), or the file's quarantine record when the text is not
-    JSON, not an object, or has no messages array (the raw excerpt of a JSON error starts
-    near the error, where a repair is needed)."""
+def _parse_document(
+    src: _FileSource, text: str, damage: _Damage
+) -> tuple[dict, list, list[DuplicateKey], dict[int | None, str]] | QuarantineRecord:
+    """(document, its messages array, duplicated keys, {entry index or None for the header:
+    why it is damaged}), or the file's quarantine record when the text is not JSON, not an
+    object, has no messages array, nests too deeply or holds an unreadable number (the raw
+    excerpt of a JSON error starts near the error, where a repair is needed)."""
     try:
-        doc = json.loads(text)
+        parsed = load_json(text, scrub=damage is None)
+    except JsonRejected as exc:
+        return src.file_quarantine(exc.reason, exc.detail, _excerpt(text[:MAX_RAW_EXCERPT]), None)
     except json.JSONDecodeError as exc:
+        if damage is not None:
+            return _encoding_quarantine(src, text, damage)
         detail = f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         start = max(0, exc.pos - MAX_RAW_EXCERPT // 2)
         return src.file_quarantine(R_MALFORMED_JSON, detail, raw_excerpt(text[start:]), exc.lineno)
-    if may_hold_surrogates(text):
+    doc, dups = parsed.value, parsed.duplicates
+    bad: dict[int | None, str] = {}
+    if damage is not None:
+        if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+            return _encoding_quarantine(src, text, damage)
+        detail = "invalid UTF-8 in the entry"
+        bad = {i: detail for i, e in enumerate(doc["messages"]) if _has_bad_bytes(e)}
+        if _has_bad_bytes({k: v for k, v in doc.items() if k != "messages"}):
+            bad[None] = "invalid UTF-8 in a file-level field"
         doc = scrub_json(doc)
+        dups = [
+            DuplicateKey(
+                tuple(scrub_json(p) for p in d.path),
+                scrub_surrogates(d.key),
+                scrub_json(d.dropped),
+                scrub_json(d.kept),
+            )
+            for d in dups
+        ]
+    elif may_hold_surrogates(text):
         text = scrub_surrogates(text)
     if not isinstance(doc, dict):
         detail = f"top level is {type(doc).__name__}, expected an object"
@@ -331,7 +427,34 @@ def _parse_document(src: _FileSource, text: str) -> tuple[dict, list] | Quaranti
         else:
             reason, detail = R_MALFORMED_JSON, f"messages is {type(messages).__name__}, not array"
         return src.file_quarantine(reason, detail, raw_excerpt(text), None)
-    return doc, messages
+    return doc, messages, dups, bad
+
+
+def _excerpt(text: str) -> str:
+    return raw_excerpt(scrub_surrogates(text))
+
+
+def _encoding_quarantine(src: _FileSource, text: str, damage: tuple[int, int]) -> QuarantineRecord:
+    start, line = damage
+    detail = f"invalid UTF-8 at byte {start} (line {line})"
+    raw = raw_excerpt(_BAD_BYTE.sub("\ufffd", text))
+    return src.file_quarantine(R_ENCODING, detail, scrub_surrogates(raw), line)
+
+
+def _has_bad_bytes(value: object) -> bool:
+    """True when a string (or key) anywhere in ``value`` holds an undecodable byte."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if _BAD_BYTE.search(v):
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
 
 
 @dataclass(frozen=True)
@@ -367,14 +490,18 @@ def _entry_record(
         local_ts, kind, sender, body, order = _entry_fields(entry, i, midnight)
     except _Reject as rej:
         return src.entry_quarantine(i, conv, rej.reason, rej.detail, entry)
+    ts = utc_or_none(local_ts, tz)
+    if ts is None:
+        return src.entry_quarantine(i, conv, R_VALUE_OUT_OF_RANGE, OUT_OF_RANGE_TIME, entry)
     ref = f"messages[{i}]"
+    owner = src.spec.owner
     return Message(
         source=src.spec.name,
         conversation_id=conv,
         contact_id=contact,
         sender=sender,
-        is_owner=sender == src.spec.owner,
-        ts=to_utc(local_ts, tz),
+        is_owner=owner is not None and canonical_name(sender) == canonical_name(owner),
+        ts=ts,
         local_ts=local_ts,
         tz=tz,
         type=kind,
@@ -411,6 +538,8 @@ def _entry_fields(
         order = i
     elif type(order) is not int or order < 0:
         raise _Reject(R_MISSING_FIELD, "source_order must be a non-negative integer")
+    elif not fits_int64(order):
+        raise _Reject(R_VALUE_OUT_OF_RANGE, "source_order does not fit 64 bits")
     return local_ts, kind, sender, body, order
 
 

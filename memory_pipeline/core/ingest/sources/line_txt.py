@@ -20,22 +20,27 @@ from pathlib import Path
 from memory_pipeline.core.common.records import (
     R_BAD_TIMESTAMP,
     R_ENCODING,
+    R_NO_RECORDS,
     R_NOT_AN_EXPORT,
     R_UNPARSEABLE_LINE,
+    R_VALUE_OUT_OF_RANGE,
     Message,
     QuarantineRecord,
     Record,
     SourceError,
 )
 from memory_pipeline.core.common.timelex import WEEKDAY_NUMBERS
-from memory_pipeline.core.common.timeutil import to_utc
 from memory_pipeline.core.ingest.sources.base import (
+    OUT_OF_RANGE_TIME,
     SourceSpec,
     UnreadableGate,
+    canonical_name,
     path_problem,
     path_quarantine,
     read_problem,
     register,
+    split_lines,
+    utc_or_none,
 )
 from memory_pipeline.core.ingest.sources.line_json import (
     check_timezone,
@@ -183,56 +188,76 @@ def _decode_lines(data: bytes, spec: SourceSpec, path: Path) -> tuple[list[str],
     """Lines without terminators, plus {line index: detail} for lines that are not UTF-8.
 
     The whole file is decoded at once; only a file with bad bytes pays for per-line decoding,
-    so one bad byte costs one line, not the file.
+    so one bad byte costs one line, not the file. Line ends are found by
+    :func:`~memory_pipeline.core.ingest.sources.base.split_lines` (``\\n``, ``\\r\\n``, or a
+    classic Mac export's lone ``\\r``), the same way on every path.
     """
     bad: dict[int, str] = {}
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         try:
-            lines = data.decode("utf-16").split("\n")
+            return split_lines(data.decode("utf-16")), bad
         except UnicodeDecodeError as exc:
             raise _Rejected(
                 R_ENCODING,
                 f"source {spec.name!r}: {path} starts with a UTF-16 BOM but is not valid "
                 f"UTF-16 (byte {exc.start})",
             ) from None
-    else:
-        if data.startswith(codecs.BOM_UTF8):
-            data = data[len(codecs.BOM_UTF8) :]
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8) :]
+    try:
+        return split_lines(data.decode("utf-8")), bad
+    except UnicodeDecodeError:
+        pass
+    legacy = _legacy_decode(data)
+    if legacy is not None:
+        return split_lines(legacy), bad
+    lines = []
+    for i, raw in enumerate(split_lines(data)):
         try:
-            lines = data.decode("utf-8").split("\n")
-        except UnicodeDecodeError:
-            legacy = _legacy_decode(data)
-            if legacy is not None:
-                return [s[:-1] if s.endswith("\r") else s for s in legacy.split("\n")], bad
-            lines = []
-            for i, raw in enumerate(data.split(b"\n")):
-                try:
-                    lines.append(raw.decode("utf-8"))
-                except UnicodeDecodeError as exc:
-                    bad[i] = f"invalid UTF-8 at byte {exc.start} of the line"
-                    lines.append(raw.decode("utf-8", "replace"))
-    return [s[:-1] if s.endswith("\r") else s for s in lines], bad
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            bad[i] = f"invalid UTF-8 at byte {exc.start} of the line"
+            lines.append(raw.decode("utf-8", "replace"))
+    return lines, bad
+
+
+# Share of a file's non-ASCII bytes that must be invalid UTF-8 before cp932 is considered,
+# and share of the cp932 reading's non-ASCII characters that must be Japanese script.
+_LEGACY_MIN_INVALID = 0.5
+_LEGACY_MIN_JAPANESE = 0.9
+_LEGACY_MIN_CHARS = 4
+_NON_ASCII = re.compile("[^\x00-\x7f]")
+_JAPANESE = re.compile(
+    "[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff01-\uff9f\u2010-\u203b"
+    "\u2160-\u2169\u2190-\u21ff\u2200-\u22ff\u2460-\u24ff\u2500-\u257f\u25a0-\u266f"
+    "\u00a7\u00a8\u00b0\u00b1\u00b4\u00b6\u00d7\u00f7\u0391-\u03c9\u0401-\u0451]"
+)
 
 
 def _legacy_decode(data: bytes) -> str | None:
     """The text of a Shift-JIS (cp932) export, LINE's legacy Windows encoding, or None.
 
-    Only tried once UTF-8 failed, and only taken when no non-ASCII line of the file is valid
-    UTF-8: a UTF-8 export with a few damaged bytes keeps its per-line ``encoding_error`` rows
-    instead of being mis-decoded as a whole.
+    Only tried once UTF-8 failed, and only taken when UTF-8 is clearly the wrong reading and
+    cp932 a clean one: most non-ASCII bytes are invalid UTF-8 (a UTF-8 export with a few
+    damaged bytes has almost all of them valid), cp932 decodes the whole file, and what it
+    decodes to is Japanese script (kana, kanji, full-width forms), at least a few characters
+    of it. Otherwise the file is read as UTF-8 and only its damaged lines are quarantined
+    (``encoding_error``): a wrong guess must never turn a whole export into mojibake.
     """
-    for raw in data.split(b"\n"):
-        if raw.isascii():
-            continue
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
+    utf8 = data.decode("utf-8", "surrogateescape")
+    invalid = sum(1 for c in utf8 if "\udc80" <= c <= "\udcff")
+    non_ascii = len(data) - len(data.translate(None, bytes(range(0x80, 0x100))))
+    if invalid < _LEGACY_MIN_INVALID * non_ascii:
         return None
     try:
-        return data.decode("cp932")
+        text = data.decode("cp932")
     except UnicodeDecodeError:
         return None
+    wide = _NON_ASCII.findall(text)
+    japanese = sum(1 for c in wide if _JAPANESE.match(c))
+    if japanese < _LEGACY_MIN_CHARS or japanese < _LEGACY_MIN_JAPANESE * len(wide):
+        return None
+    return text
 
 
 def _find_header(lines: list[str], spec: SourceSpec, path: Path) -> str | None:
@@ -269,7 +294,7 @@ def _read_export(
     chat = _find_header(lines, spec, path)
     conv = conversation_id(chat, path)
     contact = chat or conv
-    owner = spec.owner
+    owner = canonical_name(spec.owner) if spec.owner is not None else None
     last_close = -1  # index of the last line that could close a quote; computed on first use
     cur_date: dt.date | None = None
     order = 0
@@ -315,22 +340,26 @@ def _read_export(
                     yield quarantine(R_ENCODING, detail, first, idx)
             elif keep:
                 local_ts = dt.datetime.combine(cur_date, clock)
-                yield Message(
-                    source=spec.name,
-                    conversation_id=conv,
-                    contact_id=contact,
-                    sender=sender,
-                    is_owner=sender == owner,
-                    ts=to_utc(local_ts, tz),
-                    local_ts=local_ts,
-                    tz=tz,
-                    type=message_type(sender, text),
-                    text=text,
-                    source_order=order,
-                    source_ref=f"{rel}:{first + 1}",
-                    source_file=rel,
-                    source_line=first + 1,
-                )
+                ts = utc_or_none(local_ts, tz)
+                if ts is None:
+                    yield quarantine(R_VALUE_OUT_OF_RANGE, OUT_OF_RANGE_TIME, first, idx)
+                else:
+                    yield Message(
+                        source=spec.name,
+                        conversation_id=conv,
+                        contact_id=contact,
+                        sender=sender,
+                        is_owner=owner is not None and canonical_name(sender) == owner,
+                        ts=ts,
+                        local_ts=local_ts,
+                        tz=tz,
+                        type=message_type(sender, text),
+                        text=text,
+                        source_order=order,
+                        source_ref=f"{rel}:{first + 1}",
+                        source_file=rel,
+                        source_line=first + 1,
+                    )
             order += 1
             idx += 1
             continue
@@ -356,6 +385,18 @@ def _read_export(
         if cur_date is None or dates is None or cur_date in dates:
             yield quarantine(reason, detail, first, first)
         order += 1
+    if order == 0:  # a header and date lines, or nothing: never a silently empty file
+        yield QuarantineRecord(
+            source=spec.name,
+            source_file=rel,
+            source_line=None,
+            record_ref=FILE_REF,
+            conversation_id=conv,
+            partition_date=None,
+            reason=R_NO_RECORDS,
+            detail=f"no message line in {n} lines",
+            raw=raw_excerpt("\n".join(lines[:20])),
+        )
 
 
 def _unquote(text: str, lines: list[str], idx: int, last_close: int) -> tuple[str, int]:
@@ -418,7 +459,7 @@ def read_line_txt(spec: SourceSpec, dates: frozenset[dt.date] | None) -> Iterato
     for path in _export_files(spec):
         rel = relative_name(path, spec.path)
         conv = conversation_id_from_stem(path.stem)
-        problem = path_problem(path)
+        problem = path_problem(path, spec.path)
         if problem is not None:
             yield _file_record(spec, rel, conv, *problem)
             continue

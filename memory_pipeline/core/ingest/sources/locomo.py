@@ -20,21 +20,33 @@ from typing import Any
 from memory_pipeline.core.common.records import (
     MAX_RAW_EXCERPT,
     R_BAD_TIMESTAMP,
+    R_DUPLICATE_KEY,
+    R_ENCODING,
     R_MALFORMED_JSON,
     R_MISSING_FIELD,
     R_MISSING_TIMESTAMP,
+    R_NO_RECORDS,
+    R_TOO_DEEP,
+    R_VALUE_OUT_OF_RANGE,
     Message,
     QuarantineRecord,
     Record,
     SourceError,
 )
 from memory_pipeline.core.common.timelex import MONTH_NUMBERS
-from memory_pipeline.core.common.timeutil import to_utc, zone
+from memory_pipeline.core.common.timeutil import zone
 from memory_pipeline.core.ingest.sources.base import (
+    OUT_OF_RANGE_TIME,
+    DuplicateKey,
+    FileRejected,
+    JsonRejected,
     SourceSpec,
-    may_hold_surrogates,
+    duplicate_problem,
+    load_json,
+    path_problem,
+    path_quarantine,
     register,
-    scrub_json,
+    utc_or_none,
 )
 
 log = logging.getLogger(__name__)
@@ -74,45 +86,61 @@ def load_locomo_samples(path: Path) -> list[dict[str, Any]]:
     Shared with evaluation (which reads ``qa`` from the same samples), so a wrong file fails
     here with a SourceError naming the file and the first offending sample, not a KeyError.
     """
+    return _load(path)[0]
+
+
+def _load(path: Path) -> tuple[list[dict[str, Any]], list[DuplicateKey]]:
+    """(samples, duplicated keys); raises ``FileRejected`` (a SourceError with the
+    quarantine reason the file gets when it lies beside other LoCoMo files)."""
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
-        data = json.loads(raw)
-        if may_hold_surrogates(raw):  # lone \ud800 escapes: valid JSON, not encodable
-            data = scrub_json(data)
+        parsed = load_json(raw)
     except FileNotFoundError as exc:
         raise SourceError(f"{path}: LoCoMo file not found") from exc
     except UnicodeDecodeError as exc:
-        raise SourceError(f"{path}: not UTF-8 JSON ({exc.reason} at byte {exc.start})") from exc
+        raise FileRejected(
+            R_ENCODING, f"{path}: not UTF-8 JSON ({exc.reason} at byte {exc.start})"
+        ) from exc
+    except JsonRejected as exc:
+        raise FileRejected(exc.reason, f"{path}: {exc.detail}") from exc
     except ValueError as exc:
-        raise SourceError(f"{path}: not JSON ({exc})") from exc
+        raise FileRejected(R_MALFORMED_JSON, f"{path}: not JSON ({exc})") from exc
     except OSError as exc:
         raise SourceError(f"{path}: cannot read ({exc})") from exc
+    data = parsed.value
     if not isinstance(data, list):
-        raise SourceError(
-            f"{path}: LoCoMo top level must be a list of samples, got {type(data).__name__}"
+        raise FileRejected(
+            R_MALFORMED_JSON,
+            f"{path}: LoCoMo top level must be a list of samples, got {type(data).__name__}",
         )
     for i, sample in enumerate(data):
         where = f"{path}: sample {i}"
         if not isinstance(sample, dict):
-            raise SourceError(f"{where} is not an object ({type(sample).__name__})")
+            raise FileRejected(
+                R_MALFORMED_JSON, f"{where} is not an object ({type(sample).__name__})"
+            )
         sid = sample.get("sample_id")
         if not isinstance(sid, str) or not sid:
-            raise SourceError(f"{where} has no string 'sample_id'")
+            raise FileRejected(R_MISSING_FIELD, f"{where} has no string 'sample_id'")
         conv = sample.get("conversation")
         if not isinstance(conv, dict):
-            raise SourceError(f"{where} ({sid}) has no 'conversation' object")
+            raise FileRejected(R_MISSING_FIELD, f"{where} ({sid}) has no 'conversation' object")
         for key in ("speaker_a", "speaker_b"):
             if not isinstance(conv.get(key), str) or not conv[key]:
-                raise SourceError(f"{where} ({sid}) has no string conversation.{key}")
-    return data
+                raise FileRejected(
+                    R_MISSING_FIELD, f"{where} ({sid}) has no string conversation.{key}"
+                )
+    return data, parsed.duplicates
 
 
 def _inputs(spec: SourceSpec) -> list[tuple[Path, str]]:
     """(file, source_file) pairs: the file itself, or a directory's *.json files by name."""
     path = spec.path
     if path.is_dir():
-        files = sorted(p for p in path.glob("*.json") if p.is_file())
+        # every *.json is listed, readable or not: a dangling link, a loop or a link out of
+        # the folder becomes a quarantine row in read_locomo instead of being skipped
+        files = sorted(p for p in path.glob("*.json") if not p.name.startswith("."))
         if not files:
             raise SourceError(f"source {spec.name!r}: no *.json LoCoMo files in {path}")
         return [(p, p.relative_to(path).as_posix()) for p in files]
@@ -170,8 +198,26 @@ def read_locomo(spec: SourceSpec, dates: frozenset[dt.date] | None) -> Iterator[
     except ValueError as exc:
         raise SourceError(f"source {spec.name!r}: {exc}") from exc
     read = skipped = 0
+    in_folder = spec.path.is_dir()
+    rejected: list[tuple[QuarantineRecord, SourceError]] = []
+    loaded = 0
     for path, rel in inputs:
-        for sample in load_locomo_samples(path):
+        if in_folder:
+            problem = path_problem(path, spec.path)
+            if problem is not None:
+                yield _file_record(spec, rel, *problem)
+                continue
+        try:
+            samples, dups = _load(path)
+        except FileRejected as exc:
+            if not in_folder:
+                raise
+            # one bad file beside good ones costs only itself; all bad: the setup is wrong
+            rejected.append((_file_record(spec, rel, exc.reason, _REJECTED[exc.reason]), exc))
+            continue
+        loaded += 1
+        turns = 0
+        for n, sample in enumerate(samples):
             conv = sample["conversation"]
             a, b = conv["speaker_a"], conv["speaker_b"]
             owner = a if spec.owner is None else spec.owner
@@ -180,7 +226,17 @@ def read_locomo(spec: SourceSpec, dates: frozenset[dt.date] | None) -> Iterator[
                 continue
             read += 1
             contact = b if owner == a else a
-            yield from _sample_records(spec, rel, sample, owner, contact, turn_seconds)
+            mine = [d for d in dups if d.path[:1] == (n,)]
+            for rec in _sample_records(spec, rel, sample, owner, contact, turn_seconds, n, mine):
+                turns += 1
+                yield rec
+        if not turns and (read or spec.owner is None):
+            detail = "no dialogue turn in the samples read"
+            yield _file_record(spec, rel, R_NO_RECORDS, detail)
+    if rejected and not loaded:
+        raise rejected[0][1]
+    for rec, _ in rejected:
+        yield rec
     if spec.owner is not None and read == 0:
         raise SourceError(
             f"source {spec.name!r}: owner {spec.owner!r} is a speaker in none of the "
@@ -203,6 +259,8 @@ def _sample_records(
     owner: str,
     contact: str,
     turn_seconds: float,
+    index: int = 0,
+    dups: list[DuplicateKey] = (),  # type: ignore[assignment]
 ) -> Iterator[Record]:
     sid: str = sample["sample_id"]
     conv: dict[str, Any] = sample["conversation"]
@@ -222,6 +280,13 @@ def _sample_records(
             raw=_excerpt(raw),
         )
 
+    top = duplicate_problem(dups, (index,), _SAMPLE_KEYS) if dups else None
+    for n, d in enumerate(d for d in dups if d.path == (index, "conversation")):
+        if _SESSION_KEY.fullmatch(d.key) and isinstance(d.dropped, list):
+            detail = f"in an earlier {d.key!r} list of a duplicated key"
+            for i, turn in enumerate(d.dropped):
+                ref = f"{sid}/{d.key}#{n + 1}/{i}"
+                yield quarantine(ref, R_DUPLICATE_KEY, detail, turn, None)
     for key in _sessions(conv):
         turns = conv[key]
         if turns is None:
@@ -252,11 +317,22 @@ def _sample_records(
                 date_reason = R_BAD_TIMESTAMP
                 date_detail = f"{key}_date_time is not like '1:56 pm on 8 May, 2023'"
 
+        where = (index, "conversation")
+        dup = top or (duplicate_problem(dups, where, frozenset({key, f"{key}_date_time"})))
         for i, turn in enumerate(turns):
             pos = order
             order += 1
-            local = start + dt.timedelta(seconds=i * turn_seconds) if start else None
+            try:
+                local = start + dt.timedelta(seconds=i * turn_seconds) if start else None
+                ts = utc_or_none(local, tz) if local else None
+            except OverflowError:
+                local = ts = None
             day = local.date() if local else None
+            turn_dup = dup or duplicate_problem(dups, (*where, key, i), _TURN_KEYS)
+            if turn_dup is not None:
+                ref = f"{sid}/{key}/{i}"
+                yield quarantine(ref, R_DUPLICATE_KEY, _duplicate_detail(turn_dup), turn, day)
+                continue
             if not isinstance(turn, dict):
                 yield quarantine(
                     f"{sid}/{key}/{i}", R_MALFORMED_JSON, "turn is not a JSON object", turn, day
@@ -274,8 +350,10 @@ def _sample_records(
                 yield quarantine(ref, R_MISSING_FIELD, "turn has no 'speaker'", turn, day)
             elif not isinstance(text, str):
                 yield quarantine(ref, R_MISSING_FIELD, "turn has no string 'text'", turn, day)
-            elif local is None:
+            elif start is None:
                 yield quarantine(ref, date_reason, date_detail, turn, None)
+            elif local is None or ts is None:
+                yield quarantine(ref, R_VALUE_OUT_OF_RANGE, OUT_OF_RANGE_TIME, turn, day)
             else:
                 yield Message(
                     source=spec.name,
@@ -283,7 +361,7 @@ def _sample_records(
                     contact_id=contact,
                     sender=speaker,
                     is_owner=speaker == owner,
-                    ts=to_utc(local, tz),
+                    ts=ts,
                     local_ts=local,
                     tz=tz,
                     type="text",
@@ -294,3 +372,25 @@ def _sample_records(
                     source_line=None,
                     ts_inferred=True,
                 )
+
+
+_SAMPLE_KEYS = frozenset({"sample_id", "conversation"})
+_TURN_KEYS = frozenset({"dia_id", "speaker", "text", "blip_caption"})
+# Log-safe details of a rejected file's quarantine row (the SourceError names the path).
+_REJECTED = {
+    R_ENCODING: "not UTF-8 JSON",
+    R_MALFORMED_JSON: "not a LoCoMo JSON list of samples",
+    R_MISSING_FIELD: "a sample without sample_id, conversation or speakers",
+    R_TOO_DEEP: "JSON nested too deeply",
+    R_VALUE_OUT_OF_RANGE: "a number too long to read",
+}
+
+
+def _duplicate_detail(dup: DuplicateKey) -> str:
+    return f"key {str(dup.key)[:40]!r} appears twice with different values (JSON keeps the last)"
+
+
+def _file_record(spec: SourceSpec, rel: str, reason: str, detail: str) -> QuarantineRecord:
+    return path_quarantine(
+        spec, rel, reason, detail, conversation_id=None, partition_date=None, record_ref="file"
+    )

@@ -24,10 +24,14 @@ from typing import Any
 from memory_pipeline.core.common.records import (
     MAX_RAW_EXCERPT,
     R_BAD_TIMESTAMP,
+    R_DUPLICATE_KEY,
     R_ENCODING,
     R_MALFORMED_JSON,
     R_MISSING_FIELD,
     R_MISSING_TIMESTAMP,
+    R_NO_RECORDS,
+    R_SYMLINK_OUTSIDE,
+    R_VALUE_OUT_OF_RANGE,
     Message,
     QuarantineRecord,
     Record,
@@ -35,10 +39,16 @@ from memory_pipeline.core.common.records import (
 )
 from memory_pipeline.core.common.timeutil import to_utc, zone
 from memory_pipeline.core.ingest.sources.base import (
+    OUT_OF_RANGE_TIME,
+    SYMLINK_OUTSIDE_DETAIL,
+    DuplicateKey,
+    JsonRejected,
     SourceSpec,
-    may_hold_surrogates,
+    duplicate_problem,
+    fits_int64,
+    load_json,
+    outside_source,
     register,
-    scrub_json,
 )
 
 log = logging.getLogger(__name__)
@@ -80,6 +90,10 @@ _new_message = (
     if tuple(f.name for f in fields(Message))[: len(_MESSAGE_ARGS)] == _MESSAGE_ARGS
     else _message_by_keywords
 )
+
+# The keys the reader reads: a duplicate of one of them (with another value) is ambiguous.
+DIALOGUE_KEYS = frozenset({"dialogue_id", "interlocutors"})
+UTTERANCE_KEYS = frozenset({"utterance_id", "interlocutor_id", "text", "timestamp"})
 
 # A parsed timestamp: (naive local wall time, aware UTC instant), or a quarantine reason code.
 _Parsed = tuple[dt.datetime, dt.datetime] | str
@@ -147,6 +161,8 @@ def _resolve(spec: SourceSpec) -> tuple[Path, str]:
     path = spec.path
     if path.is_dir():
         path, rel = path / FILE_NAME, FILE_NAME
+        if outside_source(path, spec.path):
+            return path, rel  # not read: the reader accounts for it (symlink_outside_source)
     else:
         rel = path.name
     if not path.is_file():
@@ -199,19 +215,19 @@ def _excerpt(obj: Any) -> str:
         return repr(obj)[:MAX_RAW_EXCERPT]
 
 
-def _parse_line(line: bytes) -> tuple[Any, str, str]:
-    """(object, "", "") or (None, reason, detail); the detail never quotes the line."""
+def _parse_line(line: bytes) -> tuple[Any, str, str, list[DuplicateKey]]:
+    """(object, "", "", duplicated keys) or (None, reason, detail, []); the detail never
+    quotes the line. Lone surrogates are scrubbed (``load_json``)."""
     try:
-        obj = json.loads(line)
-        # a \ud800 escape is valid JSON but no encoder takes the lone surrogate it yields
-        return (scrub_json(obj) if may_hold_surrogates(line) else obj), "", ""
+        parsed = load_json(line)
+        return parsed.value, "", "", parsed.duplicates
     except UnicodeDecodeError as exc:
-        return None, R_ENCODING, f"line is not valid UTF-8 (byte offset {exc.start})"
+        return None, R_ENCODING, f"line is not valid UTF-8 (byte offset {exc.start})", []
+    except JsonRejected as exc:
+        return None, exc.reason, exc.detail, []
     except ValueError as exc:
         pos = getattr(exc, "pos", None)
-        return None, R_MALFORMED_JSON, f"line is not valid JSON (char {pos})"
-    except RecursionError:
-        return None, R_MALFORMED_JSON, "line nests too deeply"
+        return None, R_MALFORMED_JSON, f"line is not valid JSON (char {pos})", []
 
 
 def _nearest_date(parsed: list[_Parsed], i: int) -> dt.date | None:
@@ -253,12 +269,14 @@ def _parse_timestamps(utts: list[Any], clock: _Clock) -> list[_Parsed]:
                 try:
                     append((fromiso(s), fromiso(s + "+00:00") - off))
                     continue
-                except ValueError:
+                except (ValueError, OverflowError):
                     pass
             try:
                 append(parse(s))
             except ValueError:
                 append(R_BAD_TIMESTAMP)
+            except OverflowError:  # year 1 east of UTC, year 9999 west of it
+                append(R_VALUE_OUT_OF_RANGE)
         elif s is None or s == NAT or s == "":
             append(R_MISSING_TIMESTAMP)
         else:
@@ -319,7 +337,12 @@ def _read(
 
     # Bad lines seen before the first dialogue object are held back: if no line of the file
     # is a dialogue, the whole input is unreadable (SourceError), not a pile of quarantines.
+    if spec.path.is_dir() and outside_source(path, spec.path):
+        if emit:
+            yield line_record(0, b"", R_SYMLINK_OUTSIDE, SYMLINK_OUTSIDE_DETAIL)
+        return
     first_wanted = min(dates) if dates else None
+    utterances = 0  # in the dialogues in scope: a file of none is one no_records row
     pending: list[QuarantineRecord] | None = []
     in_scope = 0  # lines that produce records; what dialogue_limit counts
     valid = 0
@@ -330,7 +353,7 @@ def _read(
             break
         if not line.strip():
             continue  # blank lines (e.g. a trailing newline) are not records
-        obj, reason, detail = _parse_line(line)
+        obj, reason, detail, dups = _parse_line(line)
         utts = obj.get("utterances") if type(obj) is dict else None
         if type(utts) is not list:
             if not reason:
@@ -364,14 +387,19 @@ def _read(
             contact = "+".join(sorted(people))
         in_scope += 1
         stats.dialogues_read += 1
+        utterances += len(utts)
+        if dups:
+            utterances += sum(len(v) for v in _dropped_utterances(dups))
         if not emit:
             continue
 
         parsed = _parse_timestamps(utts, clock)
+        if dups:
+            yield from _duplicate_records(spec, rel, no, obj, parsed, dups)
         if first_wanted is not None and _outside(parsed, dates, first_wanted):
             stats.skipped_by_dates += 1
             continue
-        yield from _dialogue_records(spec, rel, no, obj, utts, parsed, contact)
+        yield from _dialogue_records(spec, rel, no, obj, utts, parsed, contact, dups)
 
     if pending is not None and not stats.limited:
         # Every non-blank line was bad (or the file is empty): nothing here is a dialogue.
@@ -380,6 +408,9 @@ def _read(
     if pending:
         if emit:
             yield from pending
+    if emit and stats.dialogues_read and not utterances:
+        detail = f"{stats.dialogues_read} dialogues in scope, none with an utterance"
+        yield line_record(0, b"", R_NO_RECORDS, detail)
     if emit:
         log.info(
             "realpersonachat %s: %d dialogues read, %d without owner %r skipped, %d skipped by "
@@ -406,6 +437,7 @@ def _dialogue_records(
     utts: list[Any],
     parsed: list[_Parsed],
     contact: str,
+    dups: list[DuplicateKey] = (),  # type: ignore[assignment]
 ) -> list[Record]:
     """Pass 2 over one dialogue: exactly one record per utterance, in file order.
 
@@ -422,14 +454,24 @@ def _dialogue_records(
     out: list[Record] = []
     append = out.append
 
+    top = duplicate_problem(dups, (), DIALOGUE_KEYS) if dups else None
     for i, u in enumerate(utts):
         p = parsed[i]
+        dup = top or (duplicate_problem(dups, ("utterances", i), UTTERANCE_KEYS) if dups else None)
         if type(u) is dict:
             uid = u.get("utterance_id", i)
-            order = uid if type(uid) is int else i
+            uid_ok = type(uid) is not int or fits_int64(uid)
+            order = uid if type(uid) is int and uid_ok else i
             sender = u.get("interlocutor_id")
             text = u.get("text")
-            if type(p) is tuple and id_ok and type(sender) is str and type(text) is str:
+            if (
+                type(p) is tuple
+                and id_ok
+                and type(sender) is str
+                and type(text) is str
+                and uid_ok
+                and dup is None
+            ):
                 append(
                     new_message(
                         source,
@@ -449,14 +491,20 @@ def _dialogue_records(
                     )
                 )
                 continue
-            if not id_ok:
+            if dup is not None:
+                reason, detail = R_DUPLICATE_KEY, _duplicate_detail(dup)
+            elif not id_ok:
                 reason, detail = R_MISSING_FIELD, "dialogue has no usable 'dialogue_id'"
+            elif not uid_ok:
+                reason, detail = R_VALUE_OUT_OF_RANGE, "utterance_id does not fit 64 bits"
             elif type(sender) is not str:
                 reason, detail = R_MISSING_FIELD, "utterance has no string 'interlocutor_id'"
             elif type(text) is not str:
                 reason, detail = R_MISSING_FIELD, "utterance has no string 'text'"
             elif p == R_MISSING_TIMESTAMP:
                 reason, detail = p, "timestamp is missing or 'NaT'"
+            elif p == R_VALUE_OUT_OF_RANGE:
+                reason, detail = p, OUT_OF_RANGE_TIME
             else:
                 ts_raw = u.get("timestamp")
                 reason = R_BAD_TIMESTAMP
@@ -478,3 +526,45 @@ def _dialogue_records(
             )
         )
     return out
+
+
+def _duplicate_detail(dup: DuplicateKey) -> str:
+    return f"key {dup.key[:40]!r} appears twice with different values (JSON keeps the last)"
+
+
+def _dropped_utterances(dups: list[DuplicateKey]) -> list[list[Any]]:
+    """The earlier ``utterances`` arrays of a duplicated key (a non-list value as one item)."""
+    return [
+        d.dropped if isinstance(d.dropped, list) else [d.dropped]
+        for d in dups
+        if d.path == () and d.key == "utterances"
+    ]
+
+
+def _duplicate_records(
+    spec: SourceSpec,
+    rel: str,
+    line_no: int,
+    obj: dict[str, Any],
+    parsed: list[_Parsed],
+    dups: list[DuplicateKey],
+) -> Iterator[QuarantineRecord]:
+    """One ``duplicate_key`` record per utterance of an earlier ``utterances`` array (JSON
+    keeps the last array; the earlier ones are input records too)."""
+    did = obj.get("dialogue_id")
+    id_ok = type(did) is int or (type(did) is str and did != "")
+    day = next((p[0].date() for p in parsed if type(p) is tuple), None)
+    for n, values in enumerate(_dropped_utterances(dups), 1):
+        for j, u in enumerate(values):
+            prefix = f"dialogue:{did}" if id_ok else f"line:{line_no}"
+            yield QuarantineRecord(
+                source=spec.name,
+                source_file=rel,
+                source_line=line_no,
+                record_ref=f"{prefix}/utterances#{n}[{j}]",
+                conversation_id=f"rpc-{did}" if id_ok else None,
+                partition_date=day,
+                reason=R_DUPLICATE_KEY,
+                detail=f"in an earlier 'utterances' array (number {n}) of a duplicated key",
+                raw=_excerpt(u),
+            )

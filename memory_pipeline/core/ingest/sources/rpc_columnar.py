@@ -39,8 +39,11 @@ from memory_pipeline.core.common.schema import TS_LOCAL, TS_UTC
 from memory_pipeline.core.common.timeutil import to_utc
 from memory_pipeline.core.ingest.sources.base import (
     CANDIDATES,
+    MAX_JSON_DEPTH,
     SourceSpec,
     SourceTables,
+    json_depth_exceeds,
+    outside_source,
     register_tables,
 )
 from memory_pipeline.core.ingest.sources.realpersonachat import (
@@ -103,6 +106,8 @@ def _parse(buf: bytes) -> pa.Table | None:
         return None
     if table.num_rows != lines:  # a blank line was skipped: line numbers would shift
         return None
+    if _too_deep(buf):  # pyarrow reads any depth in an ignored field; json.loads cannot
+        return None
     table = table.combine_chunks()
     for name in ("dialogue_id", "interlocutors", "utterances"):
         if table.column(name).null_count:
@@ -116,6 +121,26 @@ def _parse(buf: bytes) -> pa.Table | None:
     # the JSON reader skips whitespace-only lines too; a line with only a value of another
     # shape fails the parse, so rows map to lines 1..n
     return table
+
+
+def _too_deep(buf: bytes) -> bool:
+    """True when a line nests deeper than ``MAX_JSON_DEPTH`` (the row reader quarantines it
+    as ``too_deeply_nested``). Per line, the count of ``[`` and ``{`` bounds the depth, so
+    only the rare line with more openers than the limit is scanned exactly (``bytes.find``
+    and ``bytes.count`` run in C: about as fast as one pass over the buffer)."""
+    start, n = 0, len(buf)
+    while start < n:
+        end = buf.find(b"\n", start)
+        end = n if end < 0 else end
+        opens = buf.count(b"[", start, end) + buf.count(b"{", start, end)
+        if opens > MAX_JSON_DEPTH and json_depth_exceeds(buf[start:end]):
+            return True
+        start = end + 1
+    return False
+
+
+class _NotClean(Exception):
+    """A value this path does not decide (a time outside year 1..9999): the row reader does."""
 
 
 def _local_and_utc(stamps: pa.Array, clock: _Clock) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -148,8 +173,11 @@ def _local_and_utc(stamps: pa.Array, clock: _Clock) -> tuple[np.ndarray, np.ndar
     for i, h in enumerate(uniq.tolist()):
         start = epoch + dt.timedelta(microseconds=h * _HOUR_US)
         end = start + _HOUR_END
-        off_start = start - to_utc(start, clock.tz).replace(tzinfo=None)
-        off_end = end - to_utc(end, clock.tz).replace(tzinfo=None)
+        try:
+            off_start = start - to_utc(start, clock.tz).replace(tzinfo=None)
+            off_end = end - to_utc(end, clock.tz).replace(tzinfo=None)
+        except OverflowError:
+            continue  # the rows go through clock.parse, which decides them
         if off_start == off_end:
             constant[i] = True
             offsets[i] = off_start // dt.timedelta(microseconds=1)
@@ -166,6 +194,8 @@ def _local_and_utc(stamps: pa.Array, clock: _Clock) -> tuple[np.ndarray, np.ndar
             lt, ut = clock.parse(s)
         except ValueError:
             continue
+        except OverflowError:
+            raise _NotClean from None
         local[row] = (lt - epoch) // dt.timedelta(microseconds=1)
         utc[row] = (ut.replace(tzinfo=None) - epoch) // dt.timedelta(microseconds=1)
         ok[row] = True
@@ -190,6 +220,8 @@ _EPOCH_DATE = dt.date(1970, 1, 1)
 def read_realpersonachat_tables(spec: SourceSpec) -> SourceTables | None:
     """The columnar twin of ``read_realpersonachat`` (no date hint: ingest filters dates)."""
     path, rel = _resolve(spec)
+    if spec.path.is_dir() and outside_source(path, spec.path):
+        return None  # the row reader accounts for the link
     limit = _dialogue_limit(spec)
     owner, source, tz = spec.owner, spec.name, spec.timezone
     try:
@@ -233,9 +265,14 @@ def read_realpersonachat_tables(spec: SourceSpec) -> SourceTables | None:
     )
     sender = utts.field("interlocutor_id")
     stamps = utts.field("timestamp")
-    local_us, utc_us, ok = _local_and_utc(stamps, clock)
+    try:
+        local_us, utc_us, ok = _local_and_utc(stamps, clock)
+    except _NotClean:
+        return None
 
     n = len(utts)
+    if n == 0 and len(scope_rows):
+        return None  # no utterance at all: the row reader's no_records row
     contact = pa.array(contacts, pa.string()).take(pa.array(scope_rows, pa.int64())).take(parent)
     lines = line_no.take(parent)
     is_owner = (
