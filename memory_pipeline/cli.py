@@ -252,6 +252,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             days=[first, last],
             instance=instance,
             raise_on_error=False,
+            # a failed step is reported below in one line (its root cause); Dagster's own
+            # ERROR event, with the stack, stays in the instance's event log (the UI)
+            log_level="CRITICAL",
             on_start=start,
             on_done=done,
             backfill=True,
@@ -325,6 +328,7 @@ def _purge_only(cfg: PipelineConfig, root: Path, today: dt.date) -> int:
         stages("retention"),
         instance=dg.DagsterInstance.get(),
         raise_on_error=False,
+        log_level="CRITICAL",  # a failure is one line (_report_failure), as in cmd_run
         code_location=root,
         tags={TODAY_TAG: today.isoformat()},
     )

@@ -571,6 +571,12 @@ def _read(
         return setting.default
 
 
+def _origin(section: str, key: str, env: Mapping[str, str]) -> str:
+    """ " (from MEMORY_PIPELINE_X)" when that variable set the key's value, else ""."""
+    name = _BY_NAME[section, key].env
+    return f" (from {name})" if name and (env.get(name) or "").strip() else ""
+
+
 def _table(raw: Mapping[str, Any], name: str, errors: list[str]) -> Mapping[str, Any]:
     """``[name]`` of the file, its unknown keys a problem that names the known ones; {} (and a
     problem) when it is not a table."""
@@ -736,7 +742,7 @@ def _pipeline_values(
     start, end = value["start_date"], value["end_date"]
     if start and end and end < start:
         errors.append(f"[pipeline].end_date: {end} is before start_date {start}")
-    output_dir, output_uri = _output(value["output_dir"], value["work_dir"], base_dir, errors)
+    output_dir, output_uri = _output(value["output_dir"], value["work_dir"], base_dir, env, errors)
     dossier_dir = None
     if value["dossier_dir"]:
         if fs.is_remote(value["dossier_dir"]):
@@ -747,7 +753,8 @@ def _pipeline_values(
         else:
             dossier_dir = (base_dir / value["dossier_dir"]).resolve()
             if problem := _local_folder_problem(dossier_dir):
-                errors.append(f"[pipeline].dossier_dir: {problem}")
+                where = _origin("pipeline", "dossier_dir", env)
+                errors.append(f"[pipeline].dossier_dir: {problem}{where}")
     size, stride = value["chunk_size"], value["chunk_stride"]
     if stride > size and not {"[pipeline].chunk_size", "[pipeline].chunk_stride"} & bad:
         errors.append(f"[pipeline].chunk_stride: {stride} > chunk_size {size} would skip messages")
@@ -767,7 +774,7 @@ def _pipeline_values(
 
 
 def _output(
-    value: str, work: str | None, base_dir: Path, errors: list[str]
+    value: str, work: str | None, base_dir: Path, env: Mapping[str, str], errors: list[str]
 ) -> tuple[Path, str | None]:
     """(local folder, object-storage URI or None) of ``output_dir``.
 
@@ -778,14 +785,16 @@ def _output(
     if not fs.is_remote(value):
         folder = base_dir / value
         if problem := _local_folder_problem(folder.resolve()):
-            errors.append(f"[pipeline].output_dir: {problem}")
+            errors.append(
+                f"[pipeline].output_dir: {problem}{_origin('pipeline', 'output_dir', env)}"
+            )
         return folder, None
     uri = str(fs.normalize(value))
     if problem := fs.check_uri(uri):
-        errors.append(f"[pipeline].output_dir: {problem}")
+        errors.append(f"[pipeline].output_dir: {problem}{_origin('pipeline', 'output_dir', env)}")
     folder = (base_dir / work) if work else fs.cache_dir(uri) / "work"
     if problem := _local_folder_problem(folder.resolve()):
-        errors.append(f"[pipeline].work_dir: {problem}")
+        errors.append(f"[pipeline].work_dir: {problem}{_origin('pipeline', 'work_dir', env)}")
     return folder, uri
 
 
