@@ -420,7 +420,7 @@ def _check_number(value: Any) -> float:
     return value
 
 
-NON_NEGATIVE_NUMBER = Kind("a number >= 0", _check_number)
+NON_NEGATIVE_NUMBER = Kind("a number in 0..1000000000", _check_number)
 
 
 def _check_names(value: Any) -> list[str]:
