@@ -572,7 +572,7 @@ def _read(
 
 
 def _origin(section: str, key: str, env: Mapping[str, str]) -> str:
-    """ " (from MEMORY_PIPELINE_X)" when that variable set the key's value, else ""."""
+    """The suffix naming the variable that set ``[section].key`` (" (from ...)"), else ""."""
     name = _BY_NAME[section, key].env
     return f" (from {name})" if name and (env.get(name) or "").strip() else ""
 
@@ -738,6 +738,7 @@ def _pipeline_values(
     pipe = _table(raw, "pipeline", errors)
     before = len(errors)
     value = {s.key: _read(s, pipe, env, errors) for s in SETTINGS if s.section == "pipeline"}
+    # the keys refused just now: a check between two values runs only on values that passed
     bad = {e.split(":", 1)[0] for e in errors[before:]}
     start, end = value["start_date"], value["end_date"]
     if start and end and end < start:
