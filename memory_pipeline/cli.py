@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import builtins
 import datetime as dt
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -27,6 +29,7 @@ DEFAULT_LOCOMO = "../shared/data/locomo/locomo_dev.json"
 
 # exit codes (README, "CLI"): like grep, 1 is "no match" for search; 2 is bad input of any kind
 EXIT_OK, EXIT_NO_MATCH, EXIT_USAGE = 0, 1, 2
+EXIT_FAILED = 1  # a run (or a write) that failed for a reason other than the input
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a writer killed by SIGPIPE
 # how long a writing command waits for another one on the same output (--wait)
 DEFAULT_WAIT_SECONDS = 3600
@@ -275,6 +278,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 days=[first, last],
                 instance=instance,
                 raise_on_error=False,
+                # a failed step is reported below in one line (its root cause); Dagster's own
+                # ERROR event, with the stack, stays in the instance's event log (the UI)
+                log_level="CRITICAL",
                 on_start=start,
                 on_done=done,
                 backfill=True,
@@ -283,7 +289,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
     final = runs[-1]
     if not final.success:
-        _report_failure(final.result, final.stage.name)
+        _report_failure(final.result, final.stage.name, cfg.storage_root)
         return 1
     if final.failed:
         for f in final.failed:
@@ -351,11 +357,12 @@ def _purge_only(cfg: PipelineConfig, root: Path, today: dt.date, wait: float) ->
             stages("retention"),
             instance=dg.DagsterInstance.get(),
             raise_on_error=False,
+            log_level="CRITICAL",  # a failure is one line (_report_failure), as in cmd_run
             code_location=root,
             tags={TODAY_TAG: today.isoformat()},
         )
     if not run.success:
-        _report_failure(run.result, run.stage.name)
+        _report_failure(run.result, run.stage.name, cfg.storage_root)
         return 1
     print(_retention_line(run) or "retention: nothing expired")
     return 0
@@ -378,17 +385,54 @@ def _evaluation_line(runs, cfg: PipelineConfig) -> str:
     return "evaluation: not run"
 
 
-def _report_failure(result, stage: str) -> None:
+def _report_failure(result, stage: str, output: Path | str | None = None) -> None:
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data:
             err = event.step_failure_data.error
             user = event.step_failure_data.user_failure_data
             message = (user.description if user and user.description else None) or (
-                err.message.strip() if err else "unknown error"
+                failure_line(err, output) if err else "unknown error"
             )
             print(f"error in {stage}: {message}", file=sys.stderr)
             return
     print(f"error in {stage}: run failed", file=sys.stderr)
+
+
+# every OSError subclass by name: a step failure carries class names, not classes
+_OS_ERRORS = frozenset(
+    n for n, c in vars(builtins).items() if isinstance(c, type) and issubclass(c, OSError)
+)
+_ERRNO_MESSAGE = re.compile(r"\[Errno (\d+)\] [^:\n]*(?:: '([^'\n]*)')?")
+
+
+def failure_line(err, output: Path | str | None = None) -> str:
+    """One line for a failed step's error (Dagster's ``SerializableErrorInfo``).
+
+    Dagster wraps what the asset raised ("Error occurred while executing op ...:"), so the
+    useful line is at the bottom of the cause chain; an ``OSError`` there (disk full, no
+    permission) is said as ``<path>: <reason>``, the path from the error or, when the writer
+    did not name it (a buffered write), the output folder."""
+    chain = []
+    while err is not None:
+        chain.append(err)
+        err = err.cause or err.context
+    os_error = next((e for e in reversed(chain) if e.cls_name in _OS_ERRORS), None)
+    if os_error is not None:
+        match = _ERRNO_MESSAGE.search(os_error.message)
+        if match:
+            reason = os.strerror(int(match.group(1))).lower()
+            where = match.group(2) or output
+            return f"{where}: {reason}" if where else reason
+    root = chain[-1] if chain else None
+    lines = (root.message.strip().splitlines() if root else []) or ["unknown error"]
+    return lines[0]
+
+
+def os_error_line(exc: OSError, output: Path | str | None = None) -> str:
+    """``<path>: <reason>`` for an OSError the CLI itself met (e.g. no space left on device)."""
+    reason = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()
+    where = exc.filename or output
+    return f"{where}: {reason}" if where else reason
 
 
 def print_summary(store, cfg: PipelineConfig, span, timings: dict[str, float]) -> None:
@@ -1129,6 +1173,11 @@ def main(argv: list[str] | None = None) -> int:
         except (ConfigError, SourceError, LockBusy) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        except BrokenPipeError:
+            raise
+        except OSError as exc:  # disk full, no permission: the command failed, one line
+            print(f"error: {os_error_line(exc)}", file=sys.stderr)
+            return EXIT_FAILED
         finally:
             sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
     except BrokenPipeError:

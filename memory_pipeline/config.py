@@ -11,7 +11,7 @@ import datetime as dt
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,24 @@ DEFAULT_CONFIG_NAME = "memory_pipeline.toml"
 
 
 class ConfigError(ValueError):
-    """The configuration is invalid; the message lists every problem found."""
+    """The configuration is invalid; the message lists every problem found, on one line.
+
+    One line because the CLI prints it as ``error: <message>`` and a log or a terminal shows
+    the line that names the key; a value quoted from the file or the environment (a path with
+    a newline in it, say) is escaped rather than allowed to break it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(_one_line(message))
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every line break (as ``str.splitlines`` sees them) escaped."""
+    if len(text.splitlines()) <= 1 and not text.endswith(("\n", "\r")):
+        return text
+    return "".join(
+        ch.encode("unicode_escape").decode("ascii") if len(f"a{ch}b".splitlines()) > 1 else ch
+        for ch in text
+    )
 
 
 # A source option that fans one corpus out to many owners in one read pass: every speaker
@@ -180,9 +197,15 @@ def find_config_file(
 ) -> Path:
     """Explicit path, else $MEMORY_PIPELINE_CONFIG, else ./memory_pipeline.toml."""
     env = os.environ if env is None else env
-    candidate = explicit or env.get(CONFIG_ENV) or DEFAULT_CONFIG_NAME
-    path = Path(candidate).expanduser().resolve()
-    if not path.is_file():
+    candidate = os.fspath(explicit or env.get(CONFIG_ENV) or DEFAULT_CONFIG_NAME)
+    try:
+        if "\x00" in candidate:
+            raise ValueError("a NUL character")
+        path = Path(candidate).expanduser().resolve()
+        found = path.is_file()
+    except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: ~ without a home
+        raise ConfigError(f"config file {candidate!r} is not a usable path: {exc}") from None
+    if not found:
         raise ConfigError(
             f"config file not found: {path}; run from the repository root, pass --config, or set "
             f"{CONFIG_ENV}=/path/to/{DEFAULT_CONFIG_NAME}"
@@ -198,7 +221,9 @@ def load_config(
     file = find_config_file(path, env)
     try:
         raw = tomllib.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    # ValueError: tomllib's int() of an integer beyond Python's digit limit; RecursionError:
+    # arrays nested thousands deep. Both are a file that is not a config, not a crash.
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ConfigError(f"{file}: cannot read config: {exc}") from None
     return parse_config(raw, base_dir=file.parent, env=env, origin=str(file))
 
@@ -207,22 +232,423 @@ def _env_key(name: str) -> str:
     return re.sub(r"[^A-Z0-9]", "_", name.upper())
 
 
-# [pipeline] keys; each can be overridden by MEMORY_PIPELINE_<KEY>
-PIPELINE_KEYS = (
-    "owner",
-    "owner_id",
-    "timezone",
-    "start_date",
-    "end_date",
-    "output_dir",
-    "session_gap_minutes",
-    "chunk_size",
-    "chunk_stride",
-    "dossier_dir",
-    "work_dir",
+# -- typed settings ---------------------------------------------------------------------------
+# Every key and every variable is read through one ``Kind``: what a TOML value of that type is,
+# how an environment string becomes one, and the allowed values a message names. A value
+# outside the set is a problem, never a fallback: a typo of "on" must not switch redaction off,
+# "1.5" must not become 1 day of retention, true must not become a 1-minute session gap.
+
+
+class _Bad(ValueError):
+    """A value outside its setting's set; ``reason`` replaces the generic "is not <allowed>"."""
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _show(value: Any) -> str:
+    """A value as a message shows it: its repr, at most 60 characters (a pasted paragraph or a
+    200-digit number must not become the message)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond str()'s digit limit
+        return "<an integer of thousands of digits>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _stripped(text: str) -> str:
+    return text.strip()
+
+
+@dataclass(frozen=True)
+class Kind:
+    """The type of a setting. ``allowed`` names its documented values (every message says
+    them); ``check`` takes a TOML value, returns it (converted) or raises ``_Bad``; ``parse``
+    turns an environment string (always text) into a TOML-like value for ``check``."""
+
+    allowed: str
+    check: Callable[[Any], Any]
+    parse: Callable[[str], Any] = _stripped
+
+    def accept(self, value: Any) -> Any:
+        """``check``; a ``_Bad`` without a reason reads "<value> is not <allowed>"."""
+        try:
+            return self.check(value)
+        except _Bad as bad:
+            raise _Bad(bad.reason or f"{_show(value)} is not {self.allowed}") from None
+
+
+def int_kind(lo: int, hi: int) -> Kind:
+    """A whole number in ``lo..hi``. A TOML value must be an integer (not a bool, a float or a
+    string); an environment value is ASCII digits with an optional sign."""
+
+    def check(value: Any) -> int:
+        if type(value) is not int:
+            raise _Bad()
+        if not lo <= value <= hi:
+            raise _Bad(f"{_show(value)} is outside {lo}..{hi}")
+        return value
+
+    def parse(text: str) -> Any:
+        text = text.strip()
+        return int(text) if re.fullmatch(r"[+-]?[0-9]{1,30}", text) else text
+
+    return Kind(f"an integer in {lo}..{hi}", check, parse)
+
+
+TRUE_WORDS = ("true", "on", "yes", "1")
+FALSE_WORDS = ("false", "off", "no", "0")
+
+
+def _parse_bool(text: str) -> Any:
+    word = text.strip().lower()
+    return True if word in TRUE_WORDS else False if word in FALSE_WORDS else text
+
+
+def _check_bool(value: Any) -> bool:
+    if type(value) is not bool:
+        raise _Bad()
+    return value
+
+
+BOOL = Kind("true or false", _check_bool, _parse_bool)
+
+
+def _check_date(value: Any) -> dt.date:
+    """A TOML date, or text ``YYYY-MM-DD`` (environment values, quoted dates). A TOML
+    date-time is a date (a subclass) to Python: refused by name, as it is a common slip."""
+    if isinstance(value, dt.datetime):
+        raise _Bad(f"{value.isoformat()} is a date and time, not a date like 2024-03-01")
+    if isinstance(value, dt.date):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value.strip()):
+        try:
+            return dt.date.fromisoformat(value.strip())
+        except ValueError:
+            pass
+    raise _Bad()
+
+
+DATE = Kind("a date like 2024-03-01", _check_date)
+
+
+def _check_text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _Bad()
+    return value.strip()
+
+
+TEXT = Kind("a non-empty string", _check_text)
+
+
+def _check_path(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        raise _Bad()
+    return value
+
+
+PATH = Kind("a path (a string)", _check_path, parse=lambda text: text)
+
+
+def _check_timezone(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _Bad()
+    try:
+        zone(value.strip())
+    except (ValueError, OSError, TypeError):
+        raise _Bad(f"unknown IANA timezone {_show(value)}") from None
+    return value.strip()
+
+
+TIMEZONE = Kind("an IANA timezone like Asia/Tokyo", _check_timezone)
+
+
+def _check_slug(value: Any) -> str:
+    if not isinstance(value, str) or not valid_owner_id(value.strip()):
+        raise _Bad()
+    return value.strip()
+
+
+SLUG = Kind("a slug like 'yuki' ([a-z0-9][a-z0-9_-]{0,63})", _check_slug)
+
+
+def _check_url(value: Any) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"https?://[^\s/]+\S*", value.strip()):
+        raise _Bad()
+    return value.strip()
+
+
+URL = Kind("an http:// or https:// URL", _check_url)
+
+
+def enum_kind(choices: tuple[str, ...], *, fold_case: bool = False) -> Kind:
+    """One of ``choices`` (exactly; an environment value case-folded when ``fold_case``)."""
+
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise _Bad()
+        return value
+
+    def parse(text: str) -> str:
+        return text.strip().lower() if fold_case else text.strip()
+
+    return Kind("one of " + ", ".join(choices), check, parse)
+
+
+def subset_kind(choices: tuple[str, ...]) -> Kind:
+    """A list drawn from ``choices`` (the environment: comma separated)."""
+
+    def check(value: Any) -> list[str]:
+        if not isinstance(value, list) or not all(
+            isinstance(v, str) and v in choices for v in value
+        ):
+            raise _Bad()
+        return value
+
+    def parse(text: str) -> list[str]:
+        return [v.strip() for v in text.split(",") if v.strip()]
+
+    return Kind("a list drawn from " + ", ".join(choices), check, parse)
+
+
+def _check_number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Bad()
+    if not (0 <= value <= 10**9):  # also nan and inf
+        raise _Bad(f"{_show(value)} is outside 0..1000000000")
+    return value
+
+
+NON_NEGATIVE_NUMBER = Kind("a number in 0..1000000000", _check_number)
+
+
+def _check_names(value: Any) -> list[str]:
+    if not isinstance(value, list) or not value or not all(isinstance(x, str) for x in value):
+        raise _Bad()
+    return value
+
+
+NAMES = Kind("a non-empty list of strings", _check_names)
+
+
+def _check_prefix(value: Any) -> str:
+    if not isinstance(value, str) or (value and not valid_owner_id(value + "x")):
+        raise _Bad()
+    return value
+
+
+OWNER_PREFIX = Kind("a prefix of lowercase letters, digits, _ and -", _check_prefix)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One documented setting: its TOML ``[section] key`` (None: environment only), its
+    ``MEMORY_PIPELINE_*`` variable (None: file only), type, default and whether required.
+    ``docs/configuration.md`` lists every one (a test checks that)."""
+
+    section: str | None
+    key: str
+    kind: Kind
+    default: Any = None
+    env: str | None = None
+    required: bool = False
+
+    @property
+    def where(self) -> str:
+        """How a message names the setting: the TOML key, else the variable."""
+        return f"[{self.section}].{self.key}" if self.section else str(self.env)
+
+
+def _pipeline(key: str, kind: Kind, default: Any = None, required: bool = False) -> Setting:
+    return Setting("pipeline", key, kind, default, ENV_PREFIX + key.upper(), required)
+
+
+def _provider(key: str, kind: Kind, default: Any = None) -> Setting:
+    return Setting(None, key, kind, default, ENV_PREFIX + key.upper())
+
+
+MAX_RETAIN_DAYS = 365_000  # a thousand years: anything larger is a typo, not a policy
+# MEMORY_PIPELINE_REDACT: auto | on | off, and the words for on and off it always took.
+# Anything else is refused: a typo of "on" must never read as "off".
+REDACT_WORDS = {
+    "auto": "auto",
+    **dict.fromkeys(TRUE_WORDS, "on"),
+    **dict.fromkeys(FALSE_WORDS, "off"),
+}
+REDACT = Kind(
+    "one of auto, on, off (also true/false, yes/no, 1/0)",
+    enum_kind(("auto", "on", "off")).check,
+    parse=lambda text: REDACT_WORDS.get(text.strip().lower(), text.strip()),
 )
+SETTINGS: tuple[Setting, ...] = (
+    _pipeline("owner", TEXT, required=True),
+    _pipeline("owner_id", SLUG, DEFAULT_OWNER_ID),
+    _pipeline("timezone", TIMEZONE, required=True),
+    _pipeline("start_date", DATE, required=True),
+    _pipeline("end_date", DATE),
+    _pipeline("output_dir", PATH, "data/output"),
+    _pipeline("session_gap_minutes", int_kind(1, MAX_GAP_MINUTES), 180),
+    _pipeline("chunk_size", int_kind(1, 10_000), DEFAULT_SIZE),
+    _pipeline("chunk_stride", int_kind(1, 10_000), DEFAULT_STRIDE),
+    _pipeline("dossier_dir", PATH),
+    _pipeline("work_dir", PATH),
+    Setting(
+        "representations",
+        "dense",
+        subset_kind(REPRESENTATIONS),
+        list(DEFAULT_DENSE),
+        ENV_PREFIX + "DENSE_REPRESENTATIONS",
+    ),
+    Setting(
+        "retrieval", "tokenizer", enum_kind(TOKENIZER_CHOICES), "auto", ENV_PREFIX + "TOKENIZER"
+    ),
+    Setting("retrieval", "hnsw_threshold", int_kind(0, 10**12), 50_000),
+    Setting("evaluation", "questions", PATH, None, ENV_PREFIX + "EVAL_QUESTIONS"),
+    Setting("evaluation", "locomo", PATH, None, ENV_PREFIX + "EVAL_LOCOMO"),
+    Setting(
+        "privacy", "retain_days", int_kind(1, MAX_RETAIN_DAYS), None, ENV_PREFIX + "RETAIN_DAYS"
+    ),
+    # providers: environment only (see README, "Providers"); a remote one sends chat text out
+    _provider("embedder", enum_kind(("local", "openai", "voyage"), fold_case=True), "local"),
+    _provider("embedding_model", TEXT),
+    _provider("embedding_dimensions", int_kind(1, 100_000)),
+    _provider("summarizer", enum_kind(("extractive", "openai"), fold_case=True), "extractive"),
+    _provider("llm_model", TEXT),
+    _provider("llm_base_url", URL),
+    _provider("memory_extractor", enum_kind(("rules", "openai"), fold_case=True), "rules"),
+    _provider("dossier_writer", enum_kind(("rules", "openai"), fold_case=True), "rules"),
+    _provider("dossier_model", TEXT),
+    _provider("query_rewriter", enum_kind(("rules", "openai"), fold_case=True), "rules"),
+    _provider("redact", REDACT, "auto"),
+    _provider("dask_scheduler", TEXT),
+    _provider("dask_workers", int_kind(0, 1024), 0),
+)
+_BY_NAME = {(s.section, s.key): s for s in SETTINGS}
+SECTIONS = (
+    "pipeline",
+    "sources",
+    "owners",
+    "representations",
+    "retrieval",
+    "evaluation",
+    "privacy",
+)
+PIPELINE_KEYS = tuple(s.key for s in SETTINGS if s.section == "pipeline")
 # a tokenizer name as [retrieval].tokenizer accepts it: one of the indexes' tokenizers, or auto
 TOKENIZERS = frozenset(TOKENIZER_CHOICES)
+
+
+def _read(
+    setting: Setting,
+    table: Mapping[str, Any],
+    env: Mapping[str, str],
+    errors: list[str],
+    where: str | None = None,
+) -> Any:
+    """The value of ``setting``: its variable when set, else the table's key, else the default.
+
+    Blank text (in the file or the environment) means "not set": the default, or a
+    "required" problem; a set variable wins over the file, so an empty one switches an
+    optional setting off. A value outside the kind's set is a problem naming the key
+    (``where``, default ``setting.where``), the variable it came from and the allowed values,
+    and reads as the default so the other checks still run.
+    """
+    where = where or setting.where
+    origin = ""
+    value: Any = table.get(setting.key)
+    if setting.env and (text := env.get(setting.env)) is not None:
+        origin = f" (from {setting.env})"
+        value = setting.kind.parse(text) if text.strip() else None
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if setting.required:
+            errors.append(f"{where}: required, {setting.kind.allowed}{origin}")
+        return setting.default
+    try:
+        return setting.kind.accept(value)
+    except _Bad as bad:
+        errors.append(f"{where}: {bad.reason}{origin}")
+        return setting.default
+
+
+def _origin(section: str, key: str, env: Mapping[str, str]) -> str:
+    """The suffix naming the variable that set ``[section].key`` (" (from ...)"), else ""."""
+    name = _BY_NAME[section, key].env
+    return f" (from {name})" if name and (env.get(name) or "").strip() else ""
+
+
+def _table(raw: Mapping[str, Any], name: str, errors: list[str]) -> Mapping[str, Any]:
+    """``[name]`` of the file, its unknown keys a problem that names the known ones; {} (and a
+    problem) when it is not a table."""
+    table = raw.get(name, {})
+    if not isinstance(table, Mapping):
+        errors.append(f"[{name}]: must be a table, not {_show(table)}")
+        return {}
+    known = [s.key for s in SETTINGS if s.section == name]
+    _unknown_keys(f"[{name}]", table, known, errors)
+    return table
+
+
+def _unknown_keys(
+    where: str, table: Mapping[str, Any], known: Iterable[str], errors: list[str]
+) -> None:
+    known = list(known)
+    unknown = sorted(str(k) for k in table if k not in known)
+    if unknown:
+        errors.append(f"{where}: unknown keys {unknown} (known: {', '.join(known)})")
+
+
+def _local_folder_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be (or become) a folder: it, or the nearest existing folder above
+    it, is a file; None when it can. Checked at load so a run never dies on mkdir."""
+    for candidate in (path, *path.parents):
+        try:
+            if candidate.exists():
+                return None if candidate.is_dir() else f"{candidate} is a file, not a folder"
+        except (OSError, ValueError) as exc:
+            return f"{candidate} is not a usable path ({exc})"
+    return None
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """The provider variables, validated (``defs.providers`` builds its resources from it)."""
+
+    embedder: str = "local"
+    embedding_model: str | None = None
+    embedding_dimensions: int | None = None
+    summarizer: str = "extractive"
+    llm_model: str | None = None
+    llm_base_url: str | None = None
+    memory_extractor: str = "rules"
+    dossier_writer: str = "rules"
+    dossier_model: str | None = None
+    query_rewriter: str = "rules"
+    redact: str = "auto"  # auto | on | off
+    dask_scheduler: str | None = None
+    dask_workers: int = 0
+
+    @property
+    def redact_flag(self) -> bool | None:
+        """None for auto (on for remote providers), else on/off as a bool."""
+        return None if self.redact == "auto" else self.redact == "on"
+
+
+def _provider_values(env: Mapping[str, str], errors: list[str]) -> ProviderSettings:
+    """Every environment-only setting (the providers and the Dask cluster), read."""
+    values = {s.key: _read(s, {}, env, errors) for s in SETTINGS if s.section is None}
+    return ProviderSettings(**values)
+
+
+def provider_settings(env: Mapping[str, str] | None = None) -> ProviderSettings:
+    """The provider variables of ``env`` (default: the process environment); a ConfigError in
+    one line naming every variable whose value is outside its documented set."""
+    env = os.environ if env is None else env
+    errors: list[str] = []
+    settings = _provider_values(env, errors)
+    if errors:
+        raise ConfigError("invalid environment: " + "; ".join(errors))
+    return settings
 
 
 def parse_config(
@@ -236,20 +662,29 @@ def parse_config(
 
     Each section is read by its own function that appends its problems to one list instead
     of raising, in the order of the file, so the user sees every problem of every section in
-    one message; only then is the config built.
+    one message (one line); only then is the config built. The provider variables are
+    checked here too, so a bad one stops every command before anything runs.
     """
     env = {} if env is None else env
     errors: list[str] = []
+    _unknown_keys("config", raw, SECTIONS, errors)
     pipe = _pipeline_values(raw, env, base_dir, errors)
     sources = _sources(raw, env, base_dir, pipe.owner, pipe.timezone, errors)
-    owners = _owners(raw, env, base_dir, pipe.timezone, sources, errors)
-    dense = _dense_representations(raw, env, errors)
-    tokenizer, hnsw_threshold = _retrieval(raw, env, errors)
+    owners = _owners(raw, env, base_dir, pipe, sources, errors)
+    dense = _read(
+        _BY_NAME["representations", "dense"], _table(raw, "representations", errors), env, errors
+    )
+    retrieval = _table(raw, "retrieval", errors)
+    tokenizer = _read(_BY_NAME["retrieval", "tokenizer"], retrieval, env, errors)
+    hnsw_threshold = _read(_BY_NAME["retrieval", "hnsw_threshold"], retrieval, env, errors)
     eval_paths = _evaluation_paths(raw, env, base_dir, errors)
-    retain_days = _privacy(raw, env, errors)
+    retain_days = _read(
+        _BY_NAME["privacy", "retain_days"], _table(raw, "privacy", errors), env, errors
+    )
     _check_sources_enabled(sources, env, errors)
+    _provider_values(env, errors)
     if errors:
-        raise ConfigError(f"invalid configuration in {origin}:\n  - " + "\n  - ".join(errors))
+        raise ConfigError(f"invalid configuration in {origin}: " + "; ".join(errors))
     assert pipe.start is not None
     return PipelineConfig(
         owner=pipe.owner,
@@ -300,110 +735,68 @@ def _pipeline_values(
 ) -> _PipelineValues:
     """[pipeline] with its environment overrides applied, each value checked alone, then the
     checks between values (end after start, stride within size)."""
-    pipe = dict(raw.get("pipeline", {}))
-    for key in PIPELINE_KEYS:
-        if (value := env.get(ENV_PREFIX + key.upper())) is not None:
-            pipe[key] = value
-    unknown = set(pipe) - set(PIPELINE_KEYS)
-    if unknown:
-        errors.append(f"[pipeline]: unknown keys {sorted(unknown)}")
-
-    owner = _required_str(pipe, "owner", errors)
-    owner_id = str(pipe.get("owner_id", DEFAULT_OWNER_ID)).strip()
-    if not valid_owner_id(owner_id):
-        errors.append(
-            f"[pipeline].owner_id: {owner_id!r} is not a slug like 'yuki' "
-            "([a-z0-9][a-z0-9_-]{0,63})"
-        )
-        owner_id = DEFAULT_OWNER_ID
-    timezone = _required_str(pipe, "timezone", errors)
-    if timezone:
-        try:
-            zone(timezone)
-        except ValueError:
-            errors.append(f"[pipeline].timezone: unknown IANA timezone {timezone!r}")
-    start = _date(pipe, "start_date", True, errors)
-    end = _date(pipe, "end_date", False, errors)
+    pipe = _table(raw, "pipeline", errors)
+    before = len(errors)
+    value = {s.key: _read(s, pipe, env, errors) for s in SETTINGS if s.section == "pipeline"}
+    # the keys refused just now: a check between two values runs only on values that passed
+    bad = {e.split(":", 1)[0] for e in errors[before:]}
+    start, end = value["start_date"], value["end_date"]
     if start and end and end < start:
         errors.append(f"[pipeline].end_date: {end} is before start_date {start}")
-    output_dir, output_uri = _output(pipe, base_dir, errors)
+    output_dir, output_uri = _output(value["output_dir"], value["work_dir"], base_dir, env, errors)
     dossier_dir = None
-    if pipe.get("dossier_dir"):
-        value = str(pipe["dossier_dir"])
-        if fs.is_remote(value):
+    if value["dossier_dir"]:
+        if fs.is_remote(value["dossier_dir"]):
             errors.append(
                 "[pipeline].dossier_dir: an s3:// dossier folder is the default "
                 "(<output_dir>/dossiers) when output_dir is on object storage"
             )
         else:
-            dossier_dir = (base_dir / value).resolve()
-    gap = _int_in_range(pipe, "session_gap_minutes", 180, 1, MAX_GAP_MINUTES, errors)
-    size = _int_in_range(pipe, "chunk_size", DEFAULT_SIZE, 1, 10_000, errors)
-    stride = _int_in_range(pipe, "chunk_stride", DEFAULT_STRIDE, 1, 10_000, errors)
-    if stride > size:
+            dossier_dir = (base_dir / value["dossier_dir"]).resolve()
+            if problem := _local_folder_problem(dossier_dir):
+                where = _origin("pipeline", "dossier_dir", env)
+                errors.append(f"[pipeline].dossier_dir: {problem}{where}")
+    size, stride = value["chunk_size"], value["chunk_stride"]
+    if stride > size and not {"[pipeline].chunk_size", "[pipeline].chunk_stride"} & bad:
         errors.append(f"[pipeline].chunk_stride: {stride} > chunk_size {size} would skip messages")
     return _PipelineValues(
-        owner, owner_id, timezone, start, end, output_dir, output_uri, dossier_dir, gap, size,
+        value["owner"] or "",
+        value["owner_id"],
+        value["timezone"] or "",
+        start,
+        end,
+        output_dir,
+        output_uri,
+        dossier_dir,
+        value["session_gap_minutes"],
+        size,
         stride,
     )
 
 
-def _output(pipe: Mapping[str, Any], base_dir: Path, errors: list[str]) -> tuple[Path, str | None]:
+def _output(
+    value: str, work: str | None, base_dir: Path, env: Mapping[str, str], errors: list[str]
+) -> tuple[Path, str | None]:
     """(local folder, object-storage URI or None) of ``output_dir``.
 
     A local output is its own working folder (unchanged behaviour; ``work_dir`` is not
     used). An ``s3://bucket/prefix`` output keeps its derived state in ``work_dir``
-    (relative to the config file), by default a cache folder keyed by the URI."""
-    value = str(pipe.get("output_dir", "data/output"))
+    (relative to the config file), by default a cache folder keyed by the URI. A local
+    folder that is a file (or lies under one) is a problem now, not a crash mid-run."""
     if not fs.is_remote(value):
-        return base_dir / value, None
+        folder = base_dir / value
+        if problem := _local_folder_problem(folder.resolve()):
+            errors.append(
+                f"[pipeline].output_dir: {problem}{_origin('pipeline', 'output_dir', env)}"
+            )
+        return folder, None
     uri = str(fs.normalize(value))
     if problem := fs.check_uri(uri):
-        errors.append(f"[pipeline].output_dir: {problem}")
-    work = pipe.get("work_dir")
-    return (base_dir / str(work)) if work else fs.cache_dir(uri) / "work", uri
-
-
-def _required_str(pipe: Mapping[str, Any], key: str, errors: list[str]) -> str:
-    """The stripped value of a required [pipeline] string; "" (and a problem) when absent."""
-    value = pipe.get(key)
-    if not isinstance(value, str) or not value.strip():
-        errors.append(f"[pipeline].{key}: required, a non-empty string")
-        return ""
-    return value.strip()
-
-
-def _date(pipe: Mapping[str, Any], key: str, required: bool, errors: list[str]) -> dt.date | None:
-    """A [pipeline] date: a TOML date as is, a string parsed as ISO (environment values are
-    strings); None (and a problem unless optional and absent) otherwise."""
-    value = pipe.get(key)
-    if value is None:
-        if required:
-            errors.append(f"[pipeline].{key}: required, a date like 2024-03-01")
-        return None
-    if isinstance(value, dt.date):
-        return value
-    try:
-        return dt.date.fromisoformat(str(value))
-    except ValueError:
-        errors.append(f"[pipeline].{key}: {value!r} is not a date like 2024-03-01")
-        return None
-
-
-def _int_in_range(
-    pipe: Mapping[str, Any], key: str, default: int, lo: int, hi: int, errors: list[str]
-) -> int:
-    """A [pipeline] integer (environment strings converted); out of range is a problem but
-    the number is kept, so the stride/size check still compares the values the user gave."""
-    value = pipe.get(key, default)
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        errors.append(f"[pipeline].{key}: {value!r} is not an integer")
-        return default
-    if not lo <= number <= hi:
-        errors.append(f"[pipeline].{key}: {number} is outside {lo}..{hi}")
-    return number
+        errors.append(f"[pipeline].output_dir: {problem}{_origin('pipeline', 'output_dir', env)}")
+    folder = (base_dir / work) if work else fs.cache_dir(uri) / "work"
+    if problem := _local_folder_problem(folder.resolve()):
+        errors.append(f"[pipeline].work_dir: {problem}{_origin('pipeline', 'work_dir', env)}")
+    return folder, uri
 
 
 @dataclass
@@ -445,9 +838,50 @@ def _sources(
     return out
 
 
+# The keys of a [[sources]] table: the common ones, the fan-out ones, then each kind's own
+# options (its reader reads them). A key no kind knows (a typo of `enabled`, say) is a
+# problem, never silently passed on.
+SOURCE_KEYS = ("name", "kind", "path", "enabled", "owner", "timezone")
+FAN_OUT_OPTIONS: dict[str, Kind] = {
+    FAN_OUT_OPTION: enum_kind((FAN_OUT_SPEAKERS,)),
+    "speakers": NAMES,
+    "owner_prefix": OWNER_PREFIX,
+}
+# what every export reader reads (core/ingest/sources/exports.py): more names that mean the
+# owner, and one conversation id for every file of the source
+_EXPORT_OPTIONS: dict[str, Kind] = {"owner_aliases": NAMES, "conversation": TEXT}
+_WHATSAPP_DATE_ORDER = enum_kind(("dmy", "mdy", "ymd"))
+SOURCE_OPTIONS: dict[str, dict[str, Kind]] = {
+    "line_json": {},
+    "line_txt": {},
+    "locomo": {"turn_seconds": NON_NEGATIVE_NUMBER},
+    "realpersonachat": {"dialogue_limit": int_kind(0, 10**12)},
+    **{
+        kind: dict(_EXPORT_OPTIONS)
+        for kind in (
+            "chatgpt",
+            "claude",
+            "discord",
+            "imessage",
+            "instagram",
+            "kakaotalk",
+            "messenger",
+            "signal",
+            "slack",
+            "sms_backup",
+            "telegram",
+        )
+    },
+    "line_pc": {**_EXPORT_OPTIONS, "members": NAMES},
+    "whatsapp": {**_EXPORT_OPTIONS, "date_order": _WHATSAPP_DATE_ORDER},
+    # auto hands each file to the reader of its format: it takes every reader's options
+    "auto": {**_EXPORT_OPTIONS, "members": NAMES, "date_order": _WHATSAPP_DATE_ORDER},
+}
+
+
 def _read_source(
     i: int,
-    src: Mapping[str, Any],
+    src: Any,
     env: Mapping[str, str],
     base_dir: Path,
     owner: str,
@@ -457,58 +891,68 @@ def _read_source(
 ) -> None:
     """Validate ``sources[i]`` and add it to ``out`` as a spec, a disabled name, or nothing.
 
-    A disabled source's path is not checked: it may well point at data not present here.
+    Every value is checked, also a disabled table's (a typo is a typo), but a disabled
+    source's path need not exist: it may well point at data not present here.
     """
     where = f"sources[{i}]"
+    if not isinstance(src, Mapping):
+        errors.append(f"{where}: must be a table, not {_show(src)}")
+        return
     name = src.get("name")
-    if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name or ""):
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name):
         errors.append(f"{where}.name: required, lowercase letters, digits and _")
         return
     where = f"sources[{i}] ({name})"
     if name in out.names:
         errors.append(f"{where}.name: duplicate source name")
     out.names.add(name)
+
+    def read(key: str, kind: Kind, default: Any = None, **more: Any) -> Any:
+        setting = Setting(None, key, kind, default, **more)
+        return _read(setting, src, env, errors, where=f"{where}.{key}")
+
+    kinds = tuple(sorted(READERS))
+    kind = read("kind", enum_kind(kinds), required=True)
+    path_env = f"{ENV_PREFIX}SOURCE_{_env_key(name)}_PATH"
+    path_value = read("path", PATH, env=path_env, required=True)
+    enabled = read("enabled", BOOL, True)
+    src_owner = src.get("owner", owner)
     if "owner" in src:
         out.explicit_owner.add(name)
-    kind = src.get("kind")
-    if kind not in READERS:
-        errors.append(f"{where}.kind: {kind!r} is not one of {sorted(READERS)}")
-    path_value = env.get(f"{ENV_PREFIX}SOURCE_{_env_key(name)}_PATH", src.get("path"))
-    if not path_value:
-        errors.append(f"{where}.path: required")
+        if not isinstance(src_owner, str):
+            errors.append(f"{where}.owner: {_show(src_owner)} is not a string ('' = nobody)")
+    src_tz = read("timezone", TIMEZONE, timezone)
+    options = {k: v for k, v in src.items() if k not in SOURCE_KEYS}
+    known = {**FAN_OUT_OPTIONS, **SOURCE_OPTIONS.get(kind, {})} if kind else {}
+    if kind:
+        _unknown_keys(where, options, [*SOURCE_KEYS, *known], errors)
+    for key, option_kind in known.items():
+        read(key, option_kind)
+    fan_out = FAN_OUT_OPTION in options
+    if fan_out and kind and kind not in FAN_OUT_KINDS:
+        errors.append(f"{where}.{FAN_OUT_OPTION}: only for kinds {sorted(FAN_OUT_KINDS)}")
+    if path_value is None or kind is None:
         return
-    if out.enabled_names is None:
-        enabled = bool(src.get("enabled", True))
-    else:
+    if out.enabled_names is not None:
         enabled = name in out.enabled_names
     if not enabled:
         out.disabled.append(name)
         return
-    path = (base_dir / str(path_value)).resolve()
-    if not path.exists():
+    path = (base_dir / path_value).resolve()
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):
+        exists = False
+    if not exists:
         errors.append(f"{where}.path: {path} does not exist")
-    src_tz = src.get("timezone", timezone)
-    if src_tz != timezone:
-        try:
-            zone(src_tz)
-        except ValueError:
-            errors.append(f"{where}.timezone: unknown IANA timezone {src_tz!r}")
-    options = {
-        k: v
-        for k, v in src.items()
-        if k not in {"name", "kind", "path", "enabled", "owner", "timezone"}
-    }
-    fan_out = FAN_OUT_OPTION in options
-    if fan_out:
-        _check_fan_out(where, str(kind), options, errors)
     out.specs.append(
         SourceSpec(
             name=name,
-            kind=str(kind),
+            kind=kind,
             path=path,
             timezone=str(src_tz),
             # a fan-out source is read once for everyone: no owner filters the read
-            owner=None if fan_out else (src.get("owner", owner) or None),
+            owner=None if fan_out else (src_owner if isinstance(src_owner, str) else owner) or None,
             options=options,
         )
     )
@@ -518,36 +962,19 @@ def _fans_out(spec: SourceSpec) -> bool:
     return FAN_OUT_OPTION in spec.options
 
 
-def _check_fan_out(where: str, kind: str, options: Mapping[str, Any], errors: list[str]) -> None:
-    """``owners = "speakers"`` (optionally ``speakers = [...]``, ``owner_prefix = "..."``) on
-    a corpus whose dialogues name their speakers."""
-    if options[FAN_OUT_OPTION] != FAN_OUT_SPEAKERS:
-        errors.append(f"{where}.{FAN_OUT_OPTION}: must be {FAN_OUT_SPEAKERS!r}")
-    if kind not in FAN_OUT_KINDS:
-        errors.append(f"{where}.{FAN_OUT_OPTION}: only for kinds {sorted(FAN_OUT_KINDS)}")
-    speakers = options.get("speakers")
-    if speakers is not None and not (
-        isinstance(speakers, list) and speakers and all(isinstance(x, str) for x in speakers)
-    ):
-        errors.append(f"{where}.speakers: a non-empty list of speaker ids")
-    prefix = options.get("owner_prefix", "")
-    if not isinstance(prefix, str) or (prefix and not valid_owner_id(prefix + "x")):
-        errors.append(f"{where}.owner_prefix: lowercase letters, digits, _ and -")
-
-
 def fan_out_owner_id(spec: SourceSpec, speaker: str) -> str:
     """The owner id a speaker of a fan-out source gets (``owner_prefix`` + slug)."""
     return owner_slug(speaker, str(spec.options.get("owner_prefix", "")))
 
 
-OWNER_KEYS = frozenset({"id", "owner", "sources"})
+OWNER_KEYS = ("id", "owner", "sources")
 
 
 def _owners(
     raw: Mapping[str, Any],
     env: Mapping[str, str],
     base_dir: Path,
-    timezone: str,
+    pipe: _PipelineValues,
     sources: _Sources,
     errors: list[str],
 ) -> list[OwnerSpec]:
@@ -570,9 +997,7 @@ def _owners(
         if not isinstance(entry, Mapping):
             errors.append(f"{where}: must be a table")
             continue
-        unknown = set(entry) - OWNER_KEYS
-        if unknown:
-            errors.append(f"{where}: unknown keys {sorted(unknown)}")
+        _unknown_keys(where, entry, OWNER_KEYS, errors)
         oid = entry.get("id")
         if not isinstance(oid, str) or not valid_owner_id(oid):
             errors.append(f"{where}.id: required, a slug like 'alice' ([a-z0-9][a-z0-9_-]{{0,63}})")
@@ -596,7 +1021,7 @@ def _owners(
                 spec = by_name.get(item)
                 if spec is None:
                     if item not in sources.disabled:
-                        errors.append(f"{where}.sources[{j}]: unknown source {item!r}")
+                        errors.append(f"{where}.sources[{j}]: unknown source {_show(item)}")
                     continue
                 if _fans_out(spec):
                     errors.append(f"{where}.sources[{j}]: {item!r} fans out to its speakers")
@@ -608,7 +1033,7 @@ def _owners(
             elif isinstance(item, Mapping):
                 before = len(sources.specs)
                 at = len(sources.names)
-                _read_source(at, item, env, base_dir, name, timezone, sources, errors)
+                _read_source(at, item, env, base_dir, name, pipe.timezone, sources, errors)
                 specs.extend(sources.specs[before:])
             else:
                 errors.append(f"{where}.sources[{j}]: a source name or a source table")
@@ -616,51 +1041,12 @@ def _owners(
     if out or any(_fans_out(s) for s in top_level):
         rest = [s for s in top_level if s.name not in claimed and not _fans_out(s)]
         if rest:
-            pipe = raw.get("pipeline", {})
-            pid = str(env.get(ENV_PREFIX + "OWNER_ID", pipe.get("owner_id", DEFAULT_OWNER_ID)))
-            pname = str(env.get(ENV_PREFIX + "OWNER", pipe.get("owner", ""))).strip()
-            if pid in seen:
+            if pipe.owner_id in seen:
                 names = ", ".join(s.name for s in rest)
                 errors.append(f"[[owners]]: sources {names} belong to no listed owner")
             else:
-                out.append(OwnerSpec(pid, pname, tuple(rest)))
+                out.append(OwnerSpec(pipe.owner_id, pipe.owner, tuple(rest)))
     return out
-
-
-def _dense_representations(
-    raw: Mapping[str, Any], env: Mapping[str, str], errors: list[str]
-) -> list[str]:
-    """The representations to embed ($MEMORY_PIPELINE_DENSE_REPRESENTATIONS, comma separated,
-    wins; unset: ``DEFAULT_DENSE``, the ones the default search reads); a problem when the
-    value is not a subset of the representations."""
-    reps = raw.get("representations", {})
-    dense_value = env.get(ENV_PREFIX + "DENSE_REPRESENTATIONS")
-    dense = (
-        [v.strip() for v in dense_value.split(",") if v.strip()]
-        if dense_value is not None
-        else reps.get("dense", list(DEFAULT_DENSE))
-    )
-    if not isinstance(dense, list) or not set(dense) <= set(REPRESENTATIONS):
-        errors.append(f"[representations].dense: {dense!r} must be a subset of {REPRESENTATIONS}")
-        dense = list(DEFAULT_DENSE)
-    return dense
-
-
-def _retrieval(
-    raw: Mapping[str, Any], env: Mapping[str, str], errors: list[str]
-) -> tuple[str, int]:
-    """(tokenizer, hnsw_threshold) of [retrieval]; the tokenizer is checked here, against the
-    names the indexes know, so a typo fails at load time and not in the first index build."""
-    retrieval = raw.get("retrieval", {})
-    tokenizer = str(env.get(ENV_PREFIX + "TOKENIZER", retrieval.get("tokenizer", "auto")))
-    if tokenizer not in TOKENIZERS:
-        errors.append(f"[retrieval].tokenizer: {tokenizer!r} is not a known tokenizer")
-    try:
-        hnsw_threshold = int(retrieval.get("hnsw_threshold", 50_000))
-    except (TypeError, ValueError):
-        errors.append("[retrieval].hnsw_threshold: must be an integer")
-        hnsw_threshold = 50_000
-    return tokenizer, hnsw_threshold
 
 
 def _evaluation_paths(
@@ -668,49 +1054,20 @@ def _evaluation_paths(
 ) -> dict[str, Path | None]:
     """{"questions", "locomo"} -> resolved file path or None; a path that is not a file is a
     problem now rather than a failure at the end of a long run."""
-    evaluation = raw.get("evaluation", {})
+    evaluation = _table(raw, "evaluation", errors)
     eval_paths: dict[str, Path | None] = {}
     for key in ("questions", "locomo"):
-        value = env.get(f"{ENV_PREFIX}EVAL_{key.upper()}", evaluation.get(key))
-        eval_paths[key] = (base_dir / str(value)).resolve() if value else None
-        if eval_paths[key] is not None and not eval_paths[key].is_file():
-            errors.append(f"[evaluation].{key}: {eval_paths[key]} is not a file")
+        value = _read(_BY_NAME["evaluation", key], evaluation, env, errors)
+        path = eval_paths[key] = (base_dir / value).resolve() if value else None
+        if path is None:
+            continue
+        try:
+            is_file = path.is_file()
+        except (OSError, ValueError):
+            is_file = False
+        if not is_file:
+            errors.append(f"[evaluation].{key}: {path} is not a file")
     return eval_paths
-
-
-PRIVACY_KEYS = ("retain_days",)
-MAX_RETAIN_DAYS = 365_000  # a thousand years: anything larger is a typo, not a policy
-
-
-def _privacy(raw: Mapping[str, Any], env: Mapping[str, str], errors: list[str]) -> int | None:
-    """``[privacy] retain_days`` (env ``MEMORY_PIPELINE_RETAIN_DAYS``): None when unset.
-
-    Retention deletes data, so a value that is not a whole number of days >= 1 is a problem
-    at load time, never silently "keep everything" or "keep nothing". An empty environment
-    value switches retention off (how a user overrides a file that sets it).
-    """
-    privacy = raw.get("privacy", {})
-    if not isinstance(privacy, Mapping):
-        errors.append("[privacy]: must be a table")
-        return None
-    unknown = set(privacy) - set(PRIVACY_KEYS)
-    if unknown:
-        errors.append(f"[privacy]: unknown keys {sorted(unknown)}")
-    value = env.get(ENV_PREFIX + "RETAIN_DAYS", privacy.get("retain_days"))
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, bool):
-        errors.append(f"[privacy].retain_days: {value!r} is not an integer")
-        return None
-    try:
-        days = int(value)
-    except (TypeError, ValueError):
-        errors.append(f"[privacy].retain_days: {value!r} is not an integer")
-        return None
-    if not 1 <= days <= MAX_RETAIN_DAYS:
-        errors.append(f"[privacy].retain_days: {days} is outside 1..{MAX_RETAIN_DAYS}")
-        return None
-    return days
 
 
 def _check_sources_enabled(sources: _Sources, env: Mapping[str, str], errors: list[str]) -> None:
@@ -758,6 +1115,8 @@ def object_store_options(env: Mapping[str, str] | None = None) -> fs.S3Options:
         secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
         region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
     )
+
+
 def owner_config(cfg: PipelineConfig, owner: str | None) -> PipelineConfig:
     """The configuration of ``owner`` (their folder for every output), or ``cfg`` itself in a
     single-owner deployment; raises ``OwnerError`` (a ValueError listing the owners) when

@@ -144,20 +144,22 @@ NO_SOURCE = {
             BAD_PIPELINE,
             {},
             [
-                "[pipeline]: unknown keys ['bogus', 'zz']",
+                "[pipeline]: unknown keys ['bogus', 'zz'] (known: owner, owner_id, timezone, "
+                "start_date, end_date, output_dir, session_gap_minutes, chunk_size, "
+                "chunk_stride, dossier_dir, work_dir)",
                 "[pipeline].owner: required, a non-empty string",
                 "[pipeline].timezone: unknown IANA timezone 'Mars/Olympus'",
                 "[pipeline].start_date: 'March first' is not a date like 2024-03-01",
                 "[pipeline].end_date: 5 is not a date like 2024-03-01",
-                "[pipeline].session_gap_minutes: 'x' is not an integer",
+                "[pipeline].session_gap_minutes: 'x' is not an integer in 1..1440",
                 "[pipeline].chunk_size: 0 is outside 1..10000",
                 "[pipeline].chunk_stride: 20000 is outside 1..10000",
-                "[pipeline].chunk_stride: 20000 > chunk_size 0 would skip messages",
                 "[[sources]]: must be an array of tables",
-                "[representations].dense: ['raw_text', 'nope'] must be a subset of "
-                "('raw_text', 'summary', 'embedding_text')",
-                "[retrieval].tokenizer: 'mecab' is not a known tokenizer",
-                "[retrieval].hnsw_threshold: must be an integer",
+                "[representations].dense: ['raw_text', 'nope'] is not a list drawn from "
+                "raw_text, summary, embedding_text",
+                "[retrieval].tokenizer: 'mecab' is not one of regex, sudachi, cjk_bigram, "
+                "english, auto",
+                "[retrieval].hnsw_threshold: 'many' is not an integer in 0..1000000000000",
                 "[evaluation].questions: <base>/nope.jsonl is not a file",
                 "[evaluation].locomo: <base>/in is not a file",
             ],
@@ -170,11 +172,11 @@ NO_SOURCE = {
                 "[pipeline].chunk_stride: 11 > chunk_size 10 would skip messages",
                 "sources[0].name: required, lowercase letters, digits and _",
                 "sources[1].name: required, lowercase letters, digits and _",
-                f"sources[2] (a).kind: 'nope' is not one of {sorted(READERS)}",
+                "sources[2] (a).kind: 'nope' is not one of " + ", ".join(sorted(READERS)),
                 "sources[3] (a).name: duplicate source name",
-                "sources[3] (a).path: required",
-                "sources[4] (b).path: <base>/missing does not exist",
+                "sources[3] (a).path: required, a path (a string)",
                 "sources[4] (b).timezone: unknown IANA timezone 'Nowhere/X'",
+                "sources[4] (b).path: <base>/missing does not exist",
                 "MEMORY_PIPELINE_SOURCES names unknown sources ['yy', 'zz']",
             ],
         ),
@@ -184,7 +186,7 @@ NO_SOURCE = {
             {},
             [
                 "[pipeline].owner: required, a non-empty string",
-                "[pipeline].timezone: required, a non-empty string",
+                "[pipeline].timezone: required, an IANA timezone like Asia/Tokyo",
                 "[pipeline].start_date: required, a date like 2024-03-01",
             ],
         ),
@@ -196,7 +198,7 @@ def test_every_problem_message_in_order(tmp_path, raw, env, problems):
     with pytest.raises(ConfigError) as err:
         parse_config(raw, base_dir=tmp_path, env=env)
     text = str(err.value).replace(str(tmp_path), "<base>")
-    assert text == "invalid configuration in <config>:\n  - " + "\n  - ".join(problems)
+    assert text == "invalid configuration in <config>: " + "; ".join(problems)
 
 
 def test_every_field_from_file_and_environment(tmp_path):
@@ -212,12 +214,12 @@ def test_every_field_from_file_and_environment(tmp_path):
             "output_dir": "ignored",
         },
         "sources": [
-            {"name": "chats", "kind": "line_json", "path": "in", "owner": "", "lang": "ja"},
+            {"name": "chats", "kind": "line_json", "path": "in", "owner": ""},
             {"name": "txt", "kind": "line_txt", "path": "in", "timezone": "Europe/Madrid"},
             {"name": "off", "kind": "line_txt", "path": "missing"},
         ],
         "representations": {"dense": ["summary"]},
-        "retrieval": {"tokenizer": "regex", "hnsw_threshold": "7"},
+        "retrieval": {"tokenizer": "regex", "hnsw_threshold": 7},
         "evaluation": {"questions": "q.jsonl"},
     }
     env = {
@@ -246,7 +248,7 @@ def test_every_field_from_file_and_environment(tmp_path):
                 path=(tmp_path / "in").resolve(),
                 timezone="Asia/Tokyo",
                 owner=None,  # an empty owner means "nobody", not the pipeline owner
-                options={"lang": "ja"},
+                options={},
             ),
             SourceSpec(
                 name="txt",
@@ -290,3 +292,33 @@ def test_retain_days_off_by_default_set_by_file_or_env_and_validated(tmp_path):
         path = write(tmp_path, GOOD + f"\n[privacy]\nretain_days = {bad}\n")
         with pytest.raises(ConfigError, match=rf"\[privacy\]\.retain_days: .*{needle}"):
             load_config(path, env={})
+
+
+def test_every_reader_kind_lists_its_options():
+    """A kind missing from SOURCE_OPTIONS would refuse every option its reader reads."""
+    from memory_pipeline.config import SOURCE_OPTIONS
+
+    assert sorted(READERS) == sorted(SOURCE_OPTIONS)
+
+
+def test_export_reader_options_are_typed(tmp_path):
+    (tmp_path / "chats").mkdir()
+    good = """
+[pipeline]
+owner = "Yuki"
+timezone = "Asia/Tokyo"
+start_date = "2024-03-01"
+
+[[sources]]
+name = "mine"
+kind = "auto"
+path = "chats"
+owner_aliases = ["You", "あなた"]
+date_order = "mdy"
+"""
+    (tmp_path / "a.toml").write_text(good, encoding="utf-8")
+    [spec] = load_config(tmp_path / "a.toml", env={}).sources
+    assert spec.options["owner_aliases"] == ["You", "あなた"]
+    (tmp_path / "b.toml").write_text(good.replace('"mdy"', '"dym"'), encoding="utf-8")
+    with pytest.raises(ConfigError, match="date_order"):
+        load_config(tmp_path / "b.toml", env={})

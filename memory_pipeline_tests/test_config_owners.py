@@ -181,10 +181,10 @@ owner_prefix = "R-"
             env={},
         )
     text = str(exc.value)
-    assert "sources[0] (chats).owners: must be 'speakers'" in text
+    assert "sources[0] (chats).owners: 'everyone' is not one of speakers" in text
     assert "only for kinds ['realpersonachat']" in text
-    assert "sources[0] (chats).speakers: a non-empty list" in text
-    assert "owner_prefix: lowercase letters" in text
+    assert "sources[0] (chats).speakers: 'AA' is not a non-empty list" in text
+    assert "owner_prefix: 'R-' is not a prefix of lowercase letters" in text
 
 
 def test_owner_spec_is_a_value():

@@ -95,10 +95,10 @@ class DaskResource(dg.ConfigurableResource):
 def dask_resource(env: Mapping[str, str] | None = None) -> DaskResource:
     """The resource from the environment: a scheduler address (as an ``EnvVar``), a local
     worker count, or neither (serial, the default)."""
+    from memory_pipeline.config import provider_settings  # one reader for every variable
+
     env = os.environ if env is None else env
-    if env.get(SCHEDULER_ENV, "").strip():
+    settings = provider_settings(env)  # a bad worker count: a ConfigError naming the variable
+    if settings.dask_scheduler:
         return DaskResource(scheduler_address=dg.EnvVar(SCHEDULER_ENV))
-    workers = env.get(WORKERS_ENV, "").strip() or "0"
-    if not workers.isdigit():
-        raise ValueError(f"{WORKERS_ENV} must be a whole number of workers, got {workers!r}")
-    return DaskResource(local_workers=int(workers))
+    return DaskResource(local_workers=settings.dask_workers)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import dagster as dg
 
+from memory_pipeline.config import provider_settings
 from memory_pipeline.core.represent.providers.base import Embedder, Summarizer
 from memory_pipeline.core.represent.providers.factory import (
     MissingExtra,
@@ -161,52 +162,47 @@ class DossierWriterResource(dg.ConfigurableResource):
         return LlmDossierWriter(llm, cache=cache, redact_text=self.redact is not False)
 
 
-def _redact_flag(env: Mapping[str, str]) -> bool | None:
-    value = env.get("MEMORY_PIPELINE_REDACT", "auto").strip().lower()
-    return None if value == "auto" else value in {"1", "true", "on", "yes"}
-
-
 def provider_resources(env: Mapping[str, str] | None = None) -> dict[str, dg.ConfigurableResource]:
-    """Resources from the environment (see README, "Providers")."""
+    """Resources from the environment (see README, "Providers").
+
+    Every variable is read through ``config.provider_settings``: a value outside its
+    documented set (``MEMORY_PIPELINE_REDACT=of``, ``MEMORY_PIPELINE_EMBEDDER=opnai``) is a
+    ``ConfigError`` naming it, never a silent default, and redaction is never switched off by
+    anything but an explicit off."""
     env = os.environ if env is None else env
-    embedder = env.get("MEMORY_PIPELINE_EMBEDDER", "local").strip().lower()
-    summarizer = env.get("MEMORY_PIPELINE_SUMMARIZER", "extractive").strip().lower()
-    extractor = env.get("MEMORY_PIPELINE_MEMORY_EXTRACTOR", "rules").strip().lower()
-    writer = env.get("MEMORY_PIPELINE_DOSSIER_WRITER", "rules").strip().lower()
-    key_var = {"openai": "OPENAI_API_KEY", "voyage": "VOYAGE_API_KEY"}.get(embedder)
-    base_var = {"openai": "OPENAI_BASE_URL", "voyage": "VOYAGE_BASE_URL"}.get(embedder)
-    dims = env.get("MEMORY_PIPELINE_EMBEDDING_DIMENSIONS")
+    s = provider_settings(env)
+    key_var = {"openai": "OPENAI_API_KEY", "voyage": "VOYAGE_API_KEY"}.get(s.embedder)
+    base_var = {"openai": "OPENAI_BASE_URL", "voyage": "VOYAGE_BASE_URL"}.get(s.embedder)
+    base_url = s.llm_base_url or env.get("OPENAI_BASE_URL")
     return {
         "embedder": EmbeddingResource(
-            provider=embedder,
-            model=env.get("MEMORY_PIPELINE_EMBEDDING_MODEL") or None,
-            dimensions=int(dims) if dims else None,
+            provider=s.embedder,
+            model=s.embedding_model,
+            dimensions=s.embedding_dimensions,
             api_key=dg.EnvVar(key_var) if key_var else None,
             base_url=env.get(base_var) if base_var else None,
-            redact=_redact_flag(env),
+            redact=s.redact_flag,
         ),
         "summarizer": SummarizerResource(
-            provider=summarizer,
-            model=env.get("MEMORY_PIPELINE_LLM_MODEL") or None,
-            api_key=dg.EnvVar("OPENAI_API_KEY") if summarizer == "openai" else None,
-            base_url=env.get("MEMORY_PIPELINE_LLM_BASE_URL") or env.get("OPENAI_BASE_URL"),
-            redact=_redact_flag(env),
+            provider=s.summarizer,
+            model=s.llm_model,
+            api_key=dg.EnvVar("OPENAI_API_KEY") if s.summarizer == "openai" else None,
+            base_url=base_url,
+            redact=s.redact_flag,
         ),
         "memory_extractor": MemoryExtractorResource(
-            provider=extractor,
-            model=env.get("MEMORY_PIPELINE_LLM_MODEL") or None,
-            api_key=dg.EnvVar("OPENAI_API_KEY") if extractor == "openai" else None,
-            base_url=env.get("MEMORY_PIPELINE_LLM_BASE_URL") or env.get("OPENAI_BASE_URL"),
-            redact=_redact_flag(env),
+            provider=s.memory_extractor,
+            model=s.llm_model,
+            api_key=dg.EnvVar("OPENAI_API_KEY") if s.memory_extractor == "openai" else None,
+            base_url=base_url,
+            redact=s.redact_flag,
         ),
         "dossier_writer": DossierWriterResource(
-            provider=writer,
-            model=env.get("MEMORY_PIPELINE_DOSSIER_MODEL")
-            or env.get("MEMORY_PIPELINE_LLM_MODEL")
-            or None,
-            api_key=dg.EnvVar("OPENAI_API_KEY") if writer == "openai" else None,
-            base_url=env.get("MEMORY_PIPELINE_LLM_BASE_URL") or env.get("OPENAI_BASE_URL"),
-            redact=_redact_flag(env),
+            provider=s.dossier_writer,
+            model=s.dossier_model or s.llm_model,
+            api_key=dg.EnvVar("OPENAI_API_KEY") if s.dossier_writer == "openai" else None,
+            base_url=base_url,
+            redact=s.redact_flag,
         ),
         # where the heavy batches run (serial unless a Dask cluster is configured)
         DASK_KEY: dask_resource(env),
@@ -249,11 +245,11 @@ def query_rewriter_resource(env: Mapping[str, str] | None = None) -> QueryRewrit
     """``MEMORY_PIPELINE_QUERY_REWRITER`` (rules | openai; default rules), the key as an
     ``EnvVar`` (never read into the config), model and endpoint as for the extractor."""
     env = os.environ if env is None else env
-    provider = env.get("MEMORY_PIPELINE_QUERY_REWRITER", "rules").strip().lower()
+    s = provider_settings(env)
     return QueryRewriterResource(
-        provider=provider,
-        model=env.get("MEMORY_PIPELINE_LLM_MODEL") or None,
-        api_key=dg.EnvVar("OPENAI_API_KEY") if provider == "openai" else None,
-        base_url=env.get("MEMORY_PIPELINE_LLM_BASE_URL") or env.get("OPENAI_BASE_URL"),
-        redact=_redact_flag(env),
+        provider=s.query_rewriter,
+        model=s.llm_model,
+        api_key=dg.EnvVar("OPENAI_API_KEY") if s.query_rewriter == "openai" else None,
+        base_url=s.llm_base_url or env.get("OPENAI_BASE_URL"),
+        redact=s.redact_flag,
     )
