@@ -41,7 +41,7 @@ from memory_pipeline.core.evaluation import evaluate as E
 from memory_pipeline.core.evaluation import metrics as M
 from memory_pipeline.core.evaluation.evalsets import load_locomo_questions
 from memory_pipeline.core.retrieval.config import PRESETS, SearchConfig
-from memory_pipeline.core.retrieval.query import boost_turns
+from memory_pipeline.core.retrieval.query import boost_turns, speakers_in
 from memory_pipeline.core.retrieval.searcher import Searcher, turn_weights
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +69,7 @@ def load(locomo: Path, work: Path):
     else:
         cands = E.gather(searcher, scored, ["embedding_text"])
         for q in scored:
-            cands[q.question_id].names = tuple(E.speakers_in(q.question, searcher.known_speakers))
+            cands[q.question_id].names = tuple(speakers_in(q.question, searcher.known_speakers))
         cache.write_bytes(pickle.dumps(cands))  # without speakers_of: a closure
 
     def speakers_of(c: str) -> Sequence[str]:

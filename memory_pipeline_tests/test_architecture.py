@@ -48,6 +48,8 @@ SHELL = (
     f"{PACKAGE}.eval_runner",
     f"{PACKAGE}.definitions",
 )
+
+
 @dataclass(frozen=True)
 class Import:
     """One import statement's target as the interpreter resolves it."""
@@ -371,7 +373,7 @@ TABLE_WORD_ALLOWED = frozenset(
         (f"{PACKAGE}/defs/memories.py", "memories"),  # the Dagster group name
         (f"{PACKAGE}/core/context/packs.py", "sessions"),  # a context-pack strategy
         (f"{PACKAGE}/core/memories/llm.py", "memories"),  # the LLM answer's JSON field
-        (f"{PACKAGE}/core/evaluation/report.py", "memories"),  # a report section id
+        (f"{PACKAGE}/core/evaluation/report/memory_sections.py", "memories"),  # a report section id
         (f"{PACKAGE}/defs/jobs.py", "memories"),  # the Dagster group name
         # stage names of the runner's stage table (a stage is not a table)
         (f"{PACKAGE}/defs/runner.py", "sessions"),

@@ -9,7 +9,8 @@ import dagster as dg
 from memory_pipeline.core.common.catalog import local_tables, refresh_catalog, view_root
 from memory_pipeline.core.common.owners import save_fingerprint, stored_fingerprint
 from memory_pipeline.core.common.tables import REGISTRY
-from memory_pipeline.defs.helpers import asset_info, code_version, inputs_fingerprint, per_owner
+from memory_pipeline.defs.helpers import asset_info, code_version
+from memory_pipeline.defs.owner_fanout import inputs_fingerprint, per_owner
 from memory_pipeline.defs.resources import PipelineResource
 
 WAREHOUSE = dg.AssetKey("warehouse")

@@ -16,8 +16,9 @@ import pyarrow.parquet as pq
 
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.indexes.publish import current_version
-from memory_pipeline.defs.helpers import asset_info, code_version, inputs_fingerprint, per_owner
+from memory_pipeline.defs.helpers import asset_info, code_version
 from memory_pipeline.defs.indexes import BM25, TIME_META, VECTORS
+from memory_pipeline.defs.owner_fanout import inputs_fingerprint, per_owner
 from memory_pipeline.defs.resources import PipelineResource
 
 EVALUATION = dg.AssetKey("evaluation")

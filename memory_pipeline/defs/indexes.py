@@ -54,12 +54,11 @@ from memory_pipeline.defs.helpers import (
     check_result,
     check_spec,
     code_version,
-    inputs_fingerprint,
-    per_owner,
     table_asset,
 )
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.memories import MEMORIES
+from memory_pipeline.defs.owner_fanout import inputs_fingerprint, per_owner
 from memory_pipeline.defs.representations import EMBEDDING_TEXTS, EMBEDDINGS, SUMMARIES
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS

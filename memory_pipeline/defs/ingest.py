@@ -27,10 +27,10 @@ from memory_pipeline.defs.helpers import (
     asset_key,
     check_result,
     check_spec,
-    per_partition,
     table_asset,
     table_path,
 )
+from memory_pipeline.defs.owner_fanout import per_partition
 from memory_pipeline.defs.partitions import keys_to_dates
 from memory_pipeline.defs.resources import PipelineResource
 

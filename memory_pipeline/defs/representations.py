@@ -31,11 +31,11 @@ from memory_pipeline.defs.helpers import (
     asset_key,
     check_result,
     check_spec,
-    per_partition,
     table_asset,
     table_path,
 )
 from memory_pipeline.defs.ingest import RAW
+from memory_pipeline.defs.owner_fanout import per_partition
 from memory_pipeline.defs.partitions import keys_to_dates, raw_window
 from memory_pipeline.defs.providers import PROVIDER_POOL, EmbeddingResource, SummarizerResource
 from memory_pipeline.defs.resources import PipelineResource

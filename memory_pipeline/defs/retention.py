@@ -16,7 +16,8 @@ import datetime as dt
 import dagster as dg
 
 from memory_pipeline.core.privacy.retention import purge_expired, retention_cutoff
-from memory_pipeline.defs.helpers import asset_info, per_owner
+from memory_pipeline.defs.helpers import asset_info
+from memory_pipeline.defs.owner_fanout import per_owner
 from memory_pipeline.defs.resources import PipelineResource
 
 RETENTION = dg.AssetKey("retention")

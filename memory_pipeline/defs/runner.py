@@ -354,18 +354,15 @@ def _execute(
             partition_key=partition_key,
             raise_on_error=raise_on_error,
         )
-    from dagster._core.definitions.job_base import InMemoryJob
-    from dagster._core.execution.api import (
+    from memory_pipeline.defs.dagster_internals import (
         ExecuteRunWithPlanIterable,
+        InMemoryJob,
+        PlanOrchestrationContextManager,
         create_execution_plan,
         job_execution_iterator,
-    )
-    from dagster._core.execution.context_creation_job import (
-        PlanOrchestrationContextManager,
+        merge_run_tags,
         orchestration_context_event_generator,
     )
-    from dagster._core.execution.execute_in_process import merge_run_tags
-    from dagster._core.execution.execute_in_process_result import ExecuteInProcessResult
 
     remote_origin, python_origin = _job_origins(job_def.name, code_location)
     job = InMemoryJob(job_def)
@@ -395,7 +392,7 @@ def _execute(
             ),
         )
     )
-    return ExecuteInProcessResult(
+    return dg.ExecuteInProcessResult(
         job_def=job_def,
         event_list=events,
         dagster_run=instance.get_run_by_id(run.run_id),
@@ -406,15 +403,15 @@ def _execute(
 def _job_origins(job_name: str, root: Path) -> tuple[Any, Any]:
     """The origins ``dg dev`` / ``dagster dev`` in ``root`` give the job (location
     ``memory_pipeline``, module ``memory_pipeline.definitions``)."""
-    from dagster._core.code_pointer import ModuleCodePointer
-    from dagster._core.definitions.reconstruct import RepositoryPythonOrigin
-    from dagster._core.origin import JobPythonOrigin
-    from dagster._core.remote_origin import (
+    from memory_pipeline.defs.dagster_internals import (
+        JobPythonOrigin,
+        LoadableTargetOrigin,
         ManagedGrpcPythonEnvCodeLocationOrigin,
+        ModuleCodePointer,
         RemoteJobOrigin,
         RemoteRepositoryOrigin,
+        RepositoryPythonOrigin,
     )
-    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
     target = LoadableTargetOrigin(
         executable_path=sys.executable, module_name=CODE_MODULE, working_directory=str(root)
@@ -447,8 +444,7 @@ def _new_backfill(
 ) -> Any:
     """The asset backfill this call stands for, before any run (not stored yet: a stored
     REQUESTED backfill would be picked up and run again by a daemon)."""
-    from dagster._core.execution.backfill import PartitionBackfill
-    from dagster._core.utils import make_new_backfill_id
+    from memory_pipeline.defs.dagster_internals import PartitionBackfill, make_new_backfill_id
 
     keys = [k for stage in wanted for k in stage.keys]
     return PartitionBackfill.from_asset_partitions(
@@ -477,7 +473,7 @@ def _finish_backfill(
 ) -> None:
     """Store the backfill as it ended: the stages that ran green materialized their part of
     the target; the first stage that did not fails with everything after it."""
-    from dagster._core.execution.backfill import BulkActionStatus
+    from memory_pipeline.defs.dagster_internals import BulkActionStatus
 
     graph = defs.resolve_asset_graph()
     data = record.asset_backfill_data

@@ -169,14 +169,12 @@ def stored_days(pipeline: PipelineResource) -> list[dt.date]:
 
 def _ingested_at(instance: dg.DagsterInstance, days: list[dt.date]) -> dict[dt.date, float]:
     """date -> timestamp of the latest ``raw_messages`` materialization of its partition."""
-    from dagster._core.storage.event_log.base import AssetRecordsFilter
-
     out: dict[dt.date, float] = {}
     keys = [d.isoformat() for d in days]
     cursor = None
     while keys:
         page = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=RAW, asset_partitions=keys), limit=1000, cursor=cursor
+            dg.AssetRecordsFilter(asset_key=RAW, asset_partitions=keys), limit=1000, cursor=cursor
         )
         for record in page.records:  # newest first: the first one seen per partition
             mat = record.asset_materialization

@@ -6,18 +6,11 @@ from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.indexes.publish import current_version
 from memory_pipeline.core.quality.storage_report import markdown_table, storage_report
 from memory_pipeline.defs.chunks import CHUNKS
-from memory_pipeline.defs.helpers import (
-    ROW_COUNT,
-    asset_info,
-    asset_key,
-    inputs_fingerprint,
-    per_owner,
-    table_asset,
-    table_path,
-)
+from memory_pipeline.defs.helpers import ROW_COUNT, asset_info, asset_key, table_asset, table_path
 from memory_pipeline.defs.indexes import BM25, MEMORY_INDEX, TIME_META, VECTORS
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.memories import DOSSIERS, MEMORIES
+from memory_pipeline.defs.owner_fanout import inputs_fingerprint, per_owner
 from memory_pipeline.defs.representations import EMBEDDINGS
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS

@@ -1,4 +1,4 @@
-"""The per-partition row counts of a multi-owner run (``helpers._OwnersReader``).
+"""The per-partition row counts of a multi-owner run (``owner_fanout._OwnersReader``).
 
 A run over many fanned-out owners has days that no owner of the run wrote (the 233-owner
 RealPersonaChat build failed in ingest on one: the reader returned a table without columns
@@ -18,7 +18,7 @@ import pyarrow as pa
 from memory_pipeline.core.common import schema as S
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.owners import OwnerStore
-from memory_pipeline.defs.helpers import _OwnersReader
+from memory_pipeline.defs.owner_fanout import _OwnersReader
 
 D1, D2, D3 = (dt.date(2022, 8, 1) + dt.timedelta(days=i) for i in range(3))
 
@@ -41,8 +41,13 @@ class Scope:
 
 def _audit(day: dt.date, read: int) -> pa.Table:
     return pa.table(
-        {"partition_date": [day], "source": ["rpc"], "records_read": [read], "ingested": [read],
-         "quarantined": [0]},
+        {
+            "partition_date": [day],
+            "source": ["rpc"],
+            "records_read": [read],
+            "ingested": [read],
+            "quarantined": [0],
+        },
         schema=S.INGEST_AUDIT,
     )
 

@@ -10,7 +10,7 @@ from memory_pipeline.core.common.catalog import local_tables
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.common.tables import REGISTRY
 from memory_pipeline.defs.catalog import _warehouse_settings
-from memory_pipeline.defs.helpers import inputs_fingerprint
+from memory_pipeline.defs.owner_fanout import inputs_fingerprint
 from memory_pipeline_tests.factories import msg, table
 
 

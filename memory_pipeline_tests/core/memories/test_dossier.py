@@ -38,6 +38,7 @@ from memory_pipeline.core.memories.dossier import (
     update_dossier,
     write_markdown_atomic,
 )
+from memory_pipeline.core.memories.dossier_state import TOPIC_POINTS
 from memory_pipeline.core.represent.build import enrich_sessions
 from memory_pipeline.core.sessions.sessionize import sessionize
 from memory_pipeline_tests.factories import msg, table
@@ -440,7 +441,7 @@ def test_recent_topics_are_the_latest_titles_newest_first(sample, folded):
     for a, b in zip(starts, starts[1:], strict=False):
         cite = lines[a].rsplit(" [sessions: ", 1)[1]
         points = lines[a + 1 : b]
-        assert 1 <= len(points) <= ds.TOPIC_POINTS, lines[a]
+        assert 1 <= len(points) <= TOPIC_POINTS, lines[a]
         for p in points:
             assert p.startswith("  - ") and p.endswith(f" [sessions: {cite}"), p
             assert not re.match(r"^  - (Maria|Yuki): ", p), p
@@ -653,7 +654,7 @@ def test_agenda_bookings_come_from_the_window_around_a_dated_message():
     """A day mentioned gathers what the messages within BOOKED_WINDOW of it say was booked,
     before and after it, and nothing further away (the bookings are found only for the
     windows of messages that name a day: most name none)."""
-    from memory_pipeline.core.memories import dossier as D_
+    from memory_pipeline.core.memories import dossier_fold as D_
 
     day = dt.date(2024, 3, 1)
 

@@ -252,7 +252,7 @@ def test_the_timeline_state_is_bounded_and_keeps_each_sessions_first_statement()
     """30 busy months: only the last TIMELINE_PERIODS stay, each with at most
     TIMELINE_CHARS_PER_PERIOD characters of entries, every session's first statement before
     any second one."""
-    from memory_pipeline.core.memories import dossier as ds
+    from memory_pipeline.core.memories import dossier_timeline as ds
 
     entries = [
         {
@@ -283,7 +283,7 @@ def test_a_timeline_line_is_the_sentence_that_states_the_event_in_both_languages
     """The Timeline states a statement's life change in one sentence (the yoga, not the busy
     week before it, nor how it felt); without one, the first sentence; Japanese: the first
     sentence."""
-    from memory_pipeline.core.memories.dossier import _lead
+    from memory_pipeline.core.memories.dossier_timeline import _lead
 
     busy = "Maria has been busy volunteering at the shelter and keeping fit."
     yoga = "Maria just started doing aerial yoga, it's great."
@@ -297,7 +297,7 @@ def test_a_timeline_line_is_the_sentence_that_states_the_event_in_both_languages
 def test_key_events_come_first_in_a_sessions_timeline():
     """A named life change (grandma passed away) or a dated statement goes before a plain
     event of the same session, whatever its kind."""
-    from memory_pipeline.core.memories.dossier import _timeline_rank
+    from memory_pipeline.core.memories.dossier_fold import _timeline_rank
 
     def mem(kind, text, day=None):
         return {"kind": kind, "text": text, "event_date": day}
@@ -389,7 +389,7 @@ def test_an_event_line_is_the_clause_that_states_what_happened(sentence, expecte
 def test_the_timeline_keeps_a_sessions_most_informative_statements():
     """A session says more than the Timeline keeps: the named, dated, specific statements
     stay and the vague ones ("That's why …", a pleasantry) go, whatever order they came in."""
-    from memory_pipeline.core.memories import dossier as ds
+    from memory_pipeline.core.memories import dossier_timeline as ds
     from memory_pipeline.core.memories.dossier_text import information_value
 
     vague = [
@@ -418,7 +418,7 @@ def test_the_timeline_keeps_a_sessions_most_informative_statements():
 def test_of_two_wordings_the_timeline_keeps_the_one_that_says_more():
     """The same thing said twice in a session: the line kept is the fuller one, whichever
     came first."""
-    from memory_pipeline.core.memories import dossier as ds
+    from memory_pipeline.core.memories import dossier_timeline as ds
 
     st = ds.DossierState(contact_id="Nate", name="Nate", speakers=["Nate"])
     session = {"session_id": "ses_" + "0" * 20, "start_us": 0}
@@ -431,7 +431,7 @@ def test_of_two_wordings_the_timeline_keeps_the_one_that_says_more():
 def test_lines_that_say_little_stay_off_the_timeline_in_english_only():
     """A pronoun-opened remark or a photo caption is no event to list; a Japanese line has
     no such signal and stays."""
-    from memory_pipeline.core.memories import dossier as ds
+    from memory_pipeline.core.memories import dossier_timeline as ds
 
     st = ds.DossierState(contact_id="Andrew", name="Andrew", speakers=["Andrew", "健太"])
     session = {"session_id": "ses_" + "0" * 20, "start_us": 0}
@@ -456,6 +456,6 @@ def test_lines_that_say_little_stay_off_the_timeline_in_english_only():
 def test_weddings_funerals_and_the_like_are_key_events(said):
     """A life change named by its occasion, not only by its verb (married, died, ...), goes
     first in a session's Timeline."""
-    from memory_pipeline.core.memories.dossier import _timeline_rank
+    from memory_pipeline.core.memories.dossier_fold import _timeline_rank
 
     assert _timeline_rank({"kind": "preference", "text": said, "event_date": None})[0] is False

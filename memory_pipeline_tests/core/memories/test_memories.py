@@ -237,7 +237,7 @@ def test_relative_event_and_plan_dates_follow_the_message_day() -> None:
 
 
 def test_resolve_date_directions() -> None:
-    from memory_pipeline.core.memories.extract import _DATE_EN, _DATE_JA
+    from memory_pipeline.core.memories.extract_dates import _DATE_EN, _DATE_JA
 
     today = dt.date(2024, 3, 28)
     m = _DATE_EN.search("on the 2nd")

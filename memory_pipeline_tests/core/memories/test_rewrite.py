@@ -118,7 +118,7 @@ def test_extracted_memories_are_third_person_statements_not_copied_messages() ->
 
 
 def test_subjectless_chat_statements_get_their_speaker_and_gerunds_do_not() -> None:
-    from memory_pipeline.core.memories.extract import _en_subjectless
+    from memory_pipeline.core.memories.extract_statements import _en_subjectless
 
     assert _en_subjectless("Just skyped with a fan.") == "I just skyped with a fan."
     assert _en_subjectless("Been super busy lately.") == "I've been super busy lately."
@@ -224,7 +224,7 @@ def test_a_reaction_clause_or_a_tag_question_does_not_hide_the_statement() -> No
 
 
 def test_chat_contractions_and_subjectless_it_sentences() -> None:
-    from memory_pipeline.core.memories.extract import _en_subjectless
+    from memory_pipeline.core.memories.extract_statements import _en_subjectless
 
     assert en_third_person("I wanna help make a difference", "Caro") == (
         "Caro wants to help make a difference"
@@ -552,12 +552,18 @@ def test_a_short_memory_joins_the_message_memory_beside_it() -> None:
         "Tim likes to collect jerseys."
     ]
     # two dated plans are two commitments: neither folds into the other
-    assert len(
-        _texts(
-            ("Maria", "I'm working late Thursday, but I'll still make it to the concert Saturday"),
-            ("Yuki", "Great"),
+    assert (
+        len(
+            _texts(
+                (
+                    "Maria",
+                    "I'm working late Thursday, but I'll still make it to the concert Saturday",
+                ),
+                ("Yuki", "Great"),
+            )
         )
-    ) == 2
+        == 2
+    )
     lives = _texts(
         ("Jo", "I live in Osaka. I walk to the big park near the river every single morning."),
         ("K", "Oh"),

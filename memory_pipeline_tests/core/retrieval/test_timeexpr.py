@@ -14,7 +14,7 @@ from datetime import date, datetime
 
 import pytest
 
-from memory_pipeline.core.retrieval import timeexpr
+from memory_pipeline.core.retrieval import timefilter, timegrammar
 from memory_pipeline.core.retrieval.timeexpr import (
     GENERIC_WORDS_EN,
     GENERIC_WORDS_JA,
@@ -515,7 +515,7 @@ def _check_filter_invariants(f: TimeFilter, q: str) -> None:
     assert f.op in ("eq", "between", "first", "last"), q
     if f.op == "between":
         assert f.start is not None or f.end is not None, q
-        if f.field not in timeexpr.CYCLIC_FIELDS and None not in (f.start, f.end):
+        if f.field not in timefilter.CYCLIC_FIELDS and None not in (f.start, f.end):
             assert f.start <= f.end, q
     if f.op == "eq":
         assert f.value is not None, q
@@ -586,18 +586,18 @@ def test_rule_triggers_cover_every_match():
     corpus = [q for q, *_ in EN_CASES + JA_CASES + BOUNDARY_CASES] + [
         "what did we plan for the trip in March?", "Tuesdays", "mornings", "in the past 2 weeks",
     ]  # fmt: skip
-    rules = [re.compile(p, re.I) for p, _, _ in timeexpr._RULES]
+    rules = [re.compile(p, re.I) for p, _, _ in timegrammar._RULES]
     for q in corpus:
         text = unicodedata.normalize("NFKC", q)
-        starts = {m.start(): m for m in timeexpr._CANDIDATE.finditer(text)}
+        starts = {m.start(): m for m in timegrammar._CANDIDATE.finditer(text)}
         for pos in range(len(text)):
             for i, rx in enumerate(rules):
                 if not rx.match(text, pos):
                     continue
-                assert pos in starts, (q, pos, timeexpr._RULES[i][0])
+                assert pos in starts, (q, pos, timegrammar._RULES[i][0])
                 cand = starts[pos]
                 key = cand[1].lower() if cand[1] else ("#" if cand[0].isdigit() else cand[0])
-                listed = timeexpr._DISPATCH.get(key) or timeexpr._DISPATCH.get(key[:-1], ())
+                listed = timegrammar._DISPATCH.get(key) or timegrammar._DISPATCH.get(key[:-1], ())
                 assert any(r.pattern == rx.pattern for r, _ in listed), (q, key, rx.pattern)
 
 

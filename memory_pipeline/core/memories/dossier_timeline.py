@@ -1,0 +1,116 @@
+"""The dossier's Timeline: each session's most informative statements about the contact,
+kept per month within a character budget and rendered as dated bullets.
+"""
+
+from __future__ import annotations
+
+from memory_pipeline.core.common.escape import escape_markdown as _md
+from memory_pipeline.core.memories.dossier_state import (
+    MAX_POINT_CHARS,
+    MIN_TIMELINE_VALUE,
+    TIMELINE_CHARS_PER_PERIOD,
+    TIMELINE_LEAD_WORDS,
+    TIMELINE_PER_SESSION,
+    TIMELINE_PERIODS,
+    DossierState,
+)
+from memory_pipeline.core.memories.dossier_text import (
+    LIFE_EVENT,
+    compact_event,
+    cut_words,
+    information_value,
+    sentences_of,
+)
+from memory_pipeline.core.memories.dossier_words import _JA_RUN, _cite, _ja_point, _near_duplicate
+
+# -- timeline ----------------------------------------------------------------------------------
+
+
+def _add_timeline(st: DossierState, session: dict, statements: list[str], iso: str) -> None:
+    """A session's ``TIMELINE_PER_SESSION`` most informative distinct statements about the
+    contact side join the Timeline of its month (``information_value``; ties keep the
+    caller's order: key events first, then by kind, then what the contact told). Of two
+    wordings of one thing the more informative stays; English lines valued below
+    ``MIN_TIMELINE_VALUE`` stay off."""
+    names = (*st.speakers, st.owner_name, st.contact_id)
+    leads: list[str] = []
+    values: list[int] = []  # information_value of each lead
+    for text in statements:
+        text = cut_words(_lead(_ja_point(st, text), names), MAX_POINT_CHARS)
+        if not text:
+            continue
+        value = information_value(text, names)
+        same = next((i for i, t in enumerate(leads) if _near_duplicate(st, text, [t])), None)
+        if same is None:
+            leads.append(text)
+            values.append(value)
+        elif value > values[same]:
+            leads[same], values[same] = text, value  # two wordings of one thing: the fuller stays
+    ranked = sorted(range(len(leads)), key=lambda i: (-values[i], i))
+    # a line that says little (a pronoun-opened remark, "Here's a photo …") is left out:
+    # the Timeline lists what happened (English: the value has no Japanese signals)
+    ranked = [i for i in ranked if _JA_RUN.search(leads[i]) or values[i] >= MIN_TIMELINE_VALUE]
+    for rank, i in enumerate(ranked[:TIMELINE_PER_SESSION]):
+        st.timeline.append(
+            {
+                "period": iso[:7],
+                "date": iso,
+                "session_id": session["session_id"],
+                "start_us": session["start_us"],
+                "rank": rank,
+                "text": leads[i],
+            }
+        )
+
+
+def _lead(text: str, names: tuple[str, ...] = ()) -> str:
+    """The sentence of a statement that states its event, so a Timeline line is one compact
+    sentence: the first sentence naming a life change, else the first sentences up to
+    ``TIMELINE_LEAD_WORDS`` words (a Japanese statement: its first sentence); each sentence
+    as the clause that states what happened (``compact_event``: no opener, no closing
+    feeling)."""
+    parts = [compact_event(p, names) for p in sentences_of(text)]
+    for part in parts:
+        if LIFE_EVENT.search(part) and len(part.split()) >= TIMELINE_LEAD_WORDS:
+            return part
+    lead = ""
+    for part in parts:
+        lead = f"{lead} {part}".strip()
+        if len(lead.split()) >= TIMELINE_LEAD_WORDS or _JA_RUN.search(lead):
+            break
+    return lead or text
+
+
+def _keep_timeline(entries: list[dict]) -> list[dict]:
+    """The last ``TIMELINE_PERIODS`` months, each holding its best entries up to
+    ``TIMELINE_CHARS_PER_PERIOD`` characters: every session's first statement before any
+    session's second (so each conversation of a busy month is still there), earlier sessions
+    first. The order is a
+    fixed key of each entry alone, so folding night by night keeps what one run keeps."""
+    periods = sorted({e["period"] for e in entries})[-TIMELINE_PERIODS:]
+    out: list[dict] = []
+    for period in periods:
+        month = sorted(
+            (e for e in entries if e["period"] == period),
+            key=lambda e: (e["rank"], e["start_us"], e["session_id"]),
+        )
+        used = 0
+        for e in month:  # a character budget: compact lines let more of a month's events in
+            if used + len(e["text"]) > TIMELINE_CHARS_PER_PERIOD:
+                break
+            used += len(e["text"])
+            out.append(e)
+    return sorted(out, key=lambda e: (e["start_us"], e["session_id"], e["rank"]))
+
+
+def _timeline_bullets(state: DossierState) -> list[str]:
+    """One line per kept statement, oldest first, dated by its session, citing it; a
+    statement the Timeline already holds in other words is shown once."""
+    out: list[str] = []
+    said: list[str] = []
+    for e in state.timeline:
+        if _near_duplicate(state, e["text"], said):
+            continue
+        said.append(e["text"])
+        out.append(f"- {_md(e['date'])} — {_md(e['text'])} {_cite([e['session_id']])}")
+    return out
