@@ -191,6 +191,7 @@ def check_evaluations(
     results: Iterable[dg.AssetCheckResult],
     output_names: Mapping[dg.AssetCheckKey, str],
     blocking: Mapping[dg.AssetCheckKey, bool],
+    empty: Mapping[dg.AssetKey, set[str]] | None = None,
 ) -> Iterator[Any]:
     """One evaluation per partition of the run for each check result of a partitioned run.
 
@@ -199,6 +200,11 @@ def check_evaluations(
     range's, so they are named ``range_*`` (:func:`range_metadata`). The ``Output`` at
     the end satisfies the check's op output (Dagster requires it when the result is not an
     ``AssetCheckResult``).
+
+    ``empty[asset]`` lists partitions the run wrote no rows of: a passed check has nothing
+    to say about them, so no evaluation is stored for them (a failed one is always stored).
+    Every stored event is a write of the instance (two SQLite commits each); they were half
+    the events of a sparse range, whose empty days then cost seconds each.
     """
     keys = list(context.partition_keys) if _is_partitioned(context) else []
     results = list(results)
@@ -216,8 +222,11 @@ def check_evaluations(
         failed_keys = set(failed.value) if failed is not None else None
         # computed once over the range: its figures say so on every partition's evaluation
         metadata = range_metadata(result.metadata, keys)
+        skip = (empty or {}).get(result.asset_key, set())
         for partition in keys:
             passed = result.passed or (failed_keys is not None and partition not in failed_keys)
+            if passed and partition in skip:
+                continue
             yield AssetCheckEvaluation(
                 asset_key=result.asset_key,
                 check_name=result.check_name,
@@ -296,10 +305,11 @@ def partition_events(
     specs = context.assets_def.node_check_specs_by_output_name
     output_names = {spec.key: name for name, spec in specs.items()}
     blocking = {spec.key: spec.blocking for spec in specs.values()}
+    empty: dict[dg.AssetKey, set[str]] = {}  # partitions written without rows, per asset
     for event in events:
         if not isinstance(event, dg.MaterializeResult):
             if isinstance(event, dg.AssetCheckResult):
-                yield from check_evaluations(context, [event], output_names, blocking)
+                yield from check_evaluations(context, [event], output_names, blocking, empty)
             else:
                 yield event
             continue
@@ -325,6 +335,8 @@ def partition_events(
                     if part is None:
                         part = store.read(table, [day], columns=narrow)
                     own[ROW_COUNT] = part.num_rows
+                    if not part.num_rows:
+                        empty.setdefault(key, set()).add(partition)
                     # a schema-less table (chunk_embeddings) that no owner wrote that day
                     # reads as a table without columns: it has no per-day figures
                     if day_metadata is not None and part.num_columns:
@@ -340,7 +352,9 @@ def partition_events(
             data_version=event.data_version,
             tags=event.tags,
         )
-        yield from check_evaluations(context, event.check_results or [], output_names, blocking)
+        yield from check_evaluations(
+            context, event.check_results or [], output_names, blocking, empty
+        )
 
 
 def range_metadata(metadata: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
@@ -411,9 +425,7 @@ def per_partition(
                 results,
                 extra={OWNER_WORKERS: _owner_workers(dask, scopes)},
             )
-            yield from partition_events(
-                context, _OwnersReader(scopes), tables, merged, per_day
-            )
+            yield from partition_events(context, _OwnersReader(scopes), tables, merged, per_day)
 
         return _with_dask(wrapper, fn)
 
@@ -753,8 +765,13 @@ def _key(key: dg.AssetKey | None) -> tuple[str, ...] | None:
 
 def _plain_check(c: dg.AssetCheckResult) -> tuple:
     return (
-        "check", _key(c.asset_key), c.check_name, bool(c.passed), c.severity.value,
-        _plain_meta(c.metadata), c.description,
+        "check",
+        _key(c.asset_key),
+        c.check_name,
+        bool(c.passed),
+        c.severity.value,
+        _plain_meta(c.metadata),
+        c.description,
     )
 
 
@@ -767,8 +784,9 @@ def _to_plain(event: Any) -> tuple:
         return ("mat", _key(event.asset_key), _plain_meta(event.metadata), checks, dv, tags)
     if isinstance(event, dg.AssetCheckResult):
         return _plain_check(event)
-    raise TypeError(f"an owner's body may return MaterializeResult/AssetCheckResult, "
-                    f"got {type(event).__name__}")
+    raise TypeError(
+        f"an owner's body may return MaterializeResult/AssetCheckResult, got {type(event).__name__}"
+    )
 
 
 def _from_plain(plain: tuple) -> Any:
