@@ -17,6 +17,8 @@ from types import SimpleNamespace
 import dagster as dg
 
 from memory_pipeline.defs import helpers
+from memory_pipeline.defs.gx_checks import build_gx_checks
+from memory_pipeline.defs.partitions import daily_partitions
 from memory_pipeline_tests.pipeline_helpers import INGEST_KEYS, Runner, write_config
 
 DAYS = [dt.date(2024, 3, 1) + dt.timedelta(days=i) for i in range(6)]
@@ -52,6 +54,8 @@ path = "json"
 
 def test_empty_partitions_store_no_check_evaluations(tmp_path):
     runner = Runner(_corpus(tmp_path), tmp_path / "out")
+    # with the code location's great-expectations suites, as `memory-pipeline run` has them
+    runner.assets = [*runner.assets, *build_gx_checks(daily_partitions(runner.cfg))]
     with dg.instance_for_test() as instance:
         result = runner.run(INGEST_KEYS, DAYS, instance=instance)
         sessions = runner.run(["sessions"], DAYS, instance=instance)
@@ -63,6 +67,7 @@ def test_empty_partitions_store_no_check_evaluations(tmp_path):
     for run in (result, sessions):
         evaluations = run.get_asset_check_evaluations()
         assert evaluations and all(e.passed for e in evaluations)
+        assert any(e.check_name.startswith("gx_") for e in evaluations)
         assert {e.partition for e in evaluations} == {BUSY.isoformat()}
         keys = [(e.asset_key, e.check_name) for e in evaluations]
         assert len(keys) == len(set(keys))
