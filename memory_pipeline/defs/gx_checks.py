@@ -54,6 +54,19 @@ GX_TABLES: dict[str, tuple[dg.AssetKey, str]] = {
 MAX_FAILED_PARTITIONS = 50  # metadata stays small on a year-long backfill
 
 
+def _empty_partitions(scopes: list, table: str, days: list) -> set[str]:
+    """The run's days no owner has a row of ``table`` on: a passed suite stores no
+    evaluation for them (``check_evaluations``), as the asset's own checks do not."""
+    schema = T.table(table).schema
+    columns = schema.names[:1] if schema is not None else None
+    busy: set = set()
+    for scope in scopes:
+        for day in scope.days if scope.days is not None else days:
+            if day not in busy and scope.store.read(table, [day], columns=columns).num_rows:
+                busy.add(day)
+    return {d.isoformat() for d in days if d not in busy}
+
+
 def gx_check_name(table: str) -> str:
     """The check name of a table's GX suite (``gx_<table>_suite``)."""
     return f"gx_{table}_suite"
@@ -97,9 +110,7 @@ def _build_gx_check(
     description: str,
     partitions_def: dg.PartitionsDefinition,
 ) -> dg.AssetChecksDefinition:
-    def gx_suite(
-        context: dg.AssetCheckExecutionContext, pipeline: PipelineResource
-    ):
+    def gx_suite(context: dg.AssetCheckExecutionContext, pipeline: PipelineResource):
         """Validate the run's partitions as stored (a range at once, per day on failure);
         reported as one evaluation per partition (only the failing ones fail)."""
         from memory_pipeline.core.quality.gx_suites import validate_range
@@ -156,7 +167,8 @@ def _build_gx_check(
             else f"{len(outcome.failed)} GX expectation(s) failed",
         )
         key = dg.AssetCheckKey(asset_key, gx_check_name(table))
-        yield from check_evaluations(context, [result], {key: "result"}, {key: False})
+        empty = {asset_key: _empty_partitions(scopes, table, days)}
+        yield from check_evaluations(context, [result], {key: "result"}, {key: False}, empty)
 
     # partitions_def on an asset check is "preview" in the pinned dagster 1.13.27 (warned when
     # the check is built); without it the check on a partitioned asset is unpartitioned.

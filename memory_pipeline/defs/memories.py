@@ -258,7 +258,13 @@ def _dossiers_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinit
                 f"dossiers: {len(done.later)} later partitions (up to {done.later[-1]}) were "
                 f"built on the old versions; rebuild {days[0]}..{done.later[-1]} to refresh them"
             )
-        written = store.read(T.DOSSIERS, days)
+        if done.refolded:
+            # a retention purge deleted the chain: it was rebuilt from the first retained day
+            context.log.info(
+                f"dossiers: rebuilt {len(done.refolded)} partitions outside the range "
+                f"({done.refolded[0]}..{done.refolded[-1]}) after a retention purge"
+            )
+        written = store.read(T.DOSSIERS, sorted({*days, *done.refolded}))
         checks = quality.dossiers_valid(written, _session_contacts(store))
         seconds = time.perf_counter() - t0
         context.log.info(
@@ -274,7 +280,8 @@ def _fold_dossiers(
     store: TableStore, days: list[dt.date], folder: Path, writer: Any = None
 ) -> DossierWrite:
     """Fold the dossiers of ``days`` in order and write them; a gap in the chain of earlier
-    dossiers stops the run (Dagster failure) rather than silently dropping days."""
+    dossiers stops the run (Dagster failure) rather than silently dropping days, except the
+    one a retention purge leaves, which the fold rebuilds from the first retained day."""
     try:
         return write_dossiers(store, days, folder, writer)
     except DossierChainBroken as exc:
@@ -322,6 +329,7 @@ def _dossiers_result(
             "versions": written.num_rows,
             "contacts_updated": len(done.contacts),
             "files_written": 0 if done.later else len(done.contacts),
+            "refolded_partitions": len(done.refolded),
             "seconds": round(seconds, 2),
             "dossier_dir": dg.MetadataValue.path(str(folder)),
         },

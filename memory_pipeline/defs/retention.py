@@ -23,6 +23,7 @@ from memory_pipeline.defs.resources import PipelineResource
 RETENTION = dg.AssetKey("retention")
 META_PURGED = "purged_dates"
 META_CUTOFF = "cutoff"
+META_EXPIRED = "records_expired"
 # The date `memory-pipeline run` planned its partition range with: the purge uses the same
 # day, so around midnight the cutoff and the range cannot be a day apart.
 TODAY_TAG = "memory_pipeline/today"
@@ -74,5 +75,9 @@ def retention_asset(context: dg.AssetExecutionContext, pipeline: PipelineResourc
             META_PURGED: len(purged),
             "first_purged": purged[0] if purged else "",
             "last_purged": purged[-1] if purged else "",
+            # the accounting of what left: input records and rows per table (the log keeps
+            # them per partition); counts only
+            META_EXPIRED: entry["records_expired"] if entry else 0,
+            "rows_purged": dg.MetadataValue.json(entry["rows"] if entry else {}),
         }
     )

@@ -5,15 +5,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from memory_pipeline.core.common import fs
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.dates import split_by_date
-from memory_pipeline.core.common.storage import TableStore
+from memory_pipeline.core.common.forget_list import privacy_dir
+from memory_pipeline.core.common.storage import TableStore, write_text_atomic
 from memory_pipeline.core.sessions.stage import session_messages
 
 
@@ -96,6 +98,79 @@ def prior_dossiers(
                 states[contact] = (state, markdown)
                 wanted.discard(contact)
     return states
+
+
+# -- refold after a purge -----------------------------------------------------------------------
+# A retention purge deletes every dossier partition (a retained version still quotes purged
+# days) while the sessions and memories of the retained days stay. The chain then has a hole
+# from the cutoff on, which the gap check above would refuse for ever: no later range can
+# start from a state that no longer exists. The purge records where the hole starts; a fold
+# that finds it starts from the empty state at the first retained partition and rebuilds
+# every missing dossier partition from there, whatever range it was asked for.
+REFOLD_FILE = "dossier_refold.json"
+
+
+def _refold_path(store: TableStore) -> fs.Location:
+    return fs.join(privacy_dir(store.root), REFOLD_FILE)
+
+
+def mark_refold(store: TableStore, first: dt.date) -> None:
+    """Record that the dossier partitions from ``first`` on were deleted on purpose (their
+    inputs are kept), so the next fold rebuilds them from the empty state at ``first``."""
+    body = json.dumps({"from": first.isoformat()}, sort_keys=True)
+    write_text_atomic(_refold_path(store), body)
+
+
+def refold_from(store: TableStore) -> dt.date | None:
+    """The first date of a pending refold (see :func:`mark_refold`); None when the chain is
+    whole."""
+    try:
+        return dt.date.fromisoformat(json.loads(fs.read_text(_refold_path(store)))["from"])
+    except FileNotFoundError:
+        return None
+
+
+def fold_dates(store: TableStore, dates: Iterable[dt.date]) -> list[dt.date]:
+    """The dates a fold asked for ``dates`` must cover: ``dates`` themselves, plus, while a
+    refold is pending, every stored session date from the first one that lost its dossier
+    partition (at or after the refold's start) to the last one, so the range asked for
+    starts from the rebuilt state and no later hole stays behind.
+
+    Only dates whose memories are stored are added: a day whose upstream was never built is
+    left to the gap check (a clear error) rather than folded as if it had no memories.
+    """
+    days = sorted(set(dates))
+    origin = refold_from(store)
+    if not days or origin is None:
+        return days
+    built = set(store.dates(T.DOSSIERS))
+    sessions = [d for d in store.dates(T.SESSIONS) if d >= origin]
+    holes = [d for d in sessions if d not in built and d not in days]
+    if not holes:
+        return days
+    first, last = min(holes[0], days[0]), max(holes[-1], days[-1])
+    extra = [d for d in sessions if first <= d <= last and d not in days]
+    before = [d for d in extra if d < days[0]]
+    after = [d for d in extra if d > days[0]]
+    # backwards every day is needed (else the gap check speaks); forwards stop at the
+    # first day whose memories are missing
+    unbuilt = [d for d in before if not store.has(T.MEMORIES, d)]
+    kept = [d for d in before if not unbuilt or d > unbuilt[-1]]
+    for day in after:
+        if not store.has(T.MEMORIES, day):
+            break
+        kept.append(day)
+    return sorted(set(days) | set(kept))
+
+
+def _refold_done(store: TableStore) -> None:
+    """Drop the refold mark once every session date from its start has a dossier partition."""
+    origin = refold_from(store)
+    if origin is None:
+        return
+    built = set(store.dates(T.DOSSIERS))
+    if all(d in built for d in store.dates(T.SESSIONS) if d >= origin):
+        fs.delete_file(_refold_path(store))
 
 
 def build_dossiers(
@@ -207,10 +282,12 @@ def _rewrite_rows(
 
 @dataclass
 class DossierWrite:
-    """What ``write_dossiers`` did: the contacts updated, and later partitions (if any)."""
+    """What ``write_dossiers`` did: the contacts updated, later partitions (if any), and the
+    dates outside the range asked for that a pending refold rebuilt."""
 
     contacts: list[str]
     later: list[dt.date]  # dossier partitions after the range: its files were left alone
+    refolded: list[dt.date] = field(default_factory=list)
 
 
 def write_dossiers(
@@ -219,11 +296,13 @@ def write_dossiers(
     """Build and write the dossier partitions of ``dates`` in order, then the current files.
 
     The ``.md`` files are the latest versions; when later partitions exist (a past range was
-    rebuilt) they hold the current versions, so the files are left alone.
+    rebuilt) they hold the current versions, so the files are left alone. While a refold is
+    pending (after a retention purge) the fold covers :func:`fold_dates`, not only ``dates``.
     """
     from memory_pipeline.core.memories.dossier import write_markdown_atomic
 
-    days = sorted(set(dates))
+    asked = set(dates)
+    days = fold_dates(store, asked)
     latest: dict[str, str] = {}
     for day, rows in build_dossiers(store, days, writer):
         store.write(T.DOSSIERS, rows, day)
@@ -234,8 +313,9 @@ def write_dossiers(
                 strict=True,
             )
         )
+    _refold_done(store)
     later = [d for d in store.dates(T.DOSSIERS) if days and d > days[-1]]
     if not later:
         for contact, markdown in latest.items():
             write_markdown_atomic(folder, contact, markdown)
-    return DossierWrite(sorted(latest), later)
+    return DossierWrite(sorted(latest), later, [d for d in days if d not in asked])

@@ -12,7 +12,16 @@ cutoff as text-free ``expired`` rows (``core/ingest/normalize.py``), so re-runni
 same exports never brings a purged date back.
 
 Each purge appends one entry to ``<output>/privacy/retention_log.json``: the day it ran,
-the cutoff, the purged dates and rows per table — counts only, never text or names.
+the cutoff, the purged dates, rows per table, one row per purged partition and table, and
+the input records (messages + quarantine rows) that expired — counts only, never text or
+names. The expired records leave the ingest audit with their partitions; this log is where
+they are accounted.
+
+The dossier fold is the one derived chain a purge cuts: every dossier partition goes (see
+``plan_retention``) and the purge marks the cutoff as the fold's new start
+(``core/memories/stage.py``, ``mark_refold``), so whatever range the next run or the nightly
+job builds, its dossiers fold from the empty state at the first retained partition and every
+retained day's dossiers are rebuilt, as a clean build over only the retained data would.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from memory_pipeline.core.common.storage import TableStore, write_text_atomic
 from memory_pipeline.core.indexes.parts import drop_parts
 from memory_pipeline.core.indexes.publish import index_root, list_versions
 from memory_pipeline.core.ingest.file_cache import scrub as scrub_ingest_cache
+from memory_pipeline.core.memories.stage import mark_refold, refold_from
 from memory_pipeline.core.privacy.forget import (
     ForgetPlan,
     _cache_dir,
@@ -43,6 +53,8 @@ from memory_pipeline.core.privacy.forget import (
 LOG_FILE = "retention_log.json"
 # where a purged partition's words are: message texts and excerpts (quoted in cache payloads)
 _TEXT_COLUMNS = {T.RAW_MESSAGES: "text", T.QUARANTINE: "raw"}
+# where the input records are: every record is a message or a quarantine row
+_RECORD_TABLES = {T.RAW_MESSAGES.name, T.QUARANTINE.name}
 # derived texts whose hashes key provider-cache entries
 _HASHED_COLUMNS = {
     T.CHUNKS: "raw_text",
@@ -78,6 +90,7 @@ class RetentionPlan:
     dossier_dir: Location | None = None
     work_dir: Path | None = None  # warehouse + eval; None = output_dir (a local output)
     dossier_partitions: list[dt.date] = field(default_factory=list)  # cumulative: all rebuilt
+    refold: bool = False  # dossiers existed: the next fold rebuilds them from the cutoff
     texts: set[str] = field(default_factory=set)  # never logged: matched in cache payloads
     text_hashes: set[str] = field(default_factory=set)
 
@@ -95,6 +108,15 @@ class RetentionPlan:
             "cutoff": self.cutoff.isoformat(),
             "dates": [d.isoformat() for d in self.dates],
             "rows": dict(sorted(per_table.items())),
+            # one row per purged partition and table: what each stored partition held
+            "partitions": [
+                {"date": day.isoformat(), "table": name, "rows": n}
+                for (name, day), n in sorted(self.rows.items(), key=lambda kv: kv[0][::-1])
+            ],
+            "records_expired": sum(
+                n for (name, _), n in self.rows.items() if name in _RECORD_TABLES
+            ),
+            "dossier_versions_rebuilt": len(self.dossier_partitions),
         }
 
 
@@ -138,6 +160,7 @@ def plan_retention(
     if not plan.rows:
         return plan  # nothing old: derived files stay, the run does not rebuild for nothing
     plan.dossier_partitions = [d for d in store.dates(T.DOSSIERS) if d >= cutoff]
+    plan.refold = bool(store.dates(T.DOSSIERS)) or refold_from(store) is not None
     plan.index_versions = list_versions(index_root(output_dir))
     plan.rebuilt = derived_outputs(store, work_dir or Path(output_dir))
     return plan
@@ -150,6 +173,9 @@ def apply_retention(plan: RetentionPlan, *, ran_on: dt.date | None = None) -> di
     store = TableStore(plan.output_dir)
     for name, day in sorted(plan.rows):
         store.delete(name, day)
+    if plan.refold:
+        # before the deletes: a crash midway still leaves the mark the next fold rebuilds from
+        mark_refold(store, plan.cutoff)
     for day in plan.dossier_partitions:
         store.delete(T.DOSSIERS, day)
     if plan.dossier_dir is not None:
