@@ -193,6 +193,43 @@ PRESETS: Mapping[str, SearchConfig] = MappingProxyType(
 FIELDS = tuple(f.name for f in fields(SearchConfig))
 
 
+def language_defaults(selection: Mapping[str, Any]) -> dict[str, SearchConfig]:
+    """The default configuration per language: English is the record's ``config`` (made on
+    LoCoMo), every other language its ``languages.<lang>.config`` (made on that language's
+    dev data; fields it does not record stay as the English selection)."""
+    out = {"en": SearchConfig(**selection["config"])}
+    for lang, record in (selection.get("languages") or {}).items():
+        out[lang] = SearchConfig(**{**selection["config"], **record["config"]})
+    return out
+
+
+# the default per language (search picks one by the query's language: ``language_of``)
+DEFAULTS: Mapping[str, SearchConfig] = MappingProxyType(
+    {**language_defaults(SELECTION), "en": PRESETS["default"]}
+)
+
+
+def language_of(query: str, corpus_language: str = "en") -> str:
+    """The language a search serves: the query's (``common.lang.detect_lang``) when it
+    has letters, else the corpus's (a query of digits or emoji says nothing)."""
+    from memory_pipeline.core.common.lang import detect_lang, ja_share
+
+    if ja_share(query) > 0 or any(c.isalpha() for c in query):
+        return detect_lang(query)
+    return corpus_language
+
+
+def for_language(config: SearchConfig, language: str) -> SearchConfig:
+    """``config``, or the ``language``'s default when ``config`` is the (English) default
+    up to its highlights (a caller that changed any ranking field keeps its choice)."""
+    default = PRESETS["default"]
+    if language == "en" or language not in DEFAULTS:
+        return config
+    if replace(config, highlights=default.highlights) != default:
+        return config
+    return replace(DEFAULTS[language], highlights=config.highlights)
+
+
 def resolve(config: SearchConfig | str | None = None, **overrides: Any) -> SearchConfig:
     """A config from a value, a preset name or None (the default preset), with ``overrides``
     applied by ``dataclasses.replace``; an override of None means "keep the config's value",
