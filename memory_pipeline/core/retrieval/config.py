@@ -52,7 +52,9 @@ class SearchConfig:
     own BM25 + ``turn_ctx`` x its neighbours' + ``turn_chunk`` x its best chunk, and a chunk
     ``(1 - lift)`` x its fused score + ``lift`` x its best turn. ``rerank``: reorder the
     fused turns with the packaged learned reranker (core/retrieval/rerank.py; no-op when
-    it is absent).
+    it is absent). ``time_fallback``: a question whose hard time filter keeps no session in
+    scope is ranked as content instead of answered empty (the words date the event asked
+    about, not the chat: "the rainy season starts in May").
     """
 
     mode: str = "hybrid"
@@ -74,6 +76,7 @@ class SearchConfig:
     turn_chunk: float = 0.3
     lift: float = 0.0
     rerank: bool = False
+    time_fallback: bool = False
 
     def __post_init__(self) -> None:
         # fail when the value is made (API call, CLI flag, preset), not deep inside a ranking
@@ -148,7 +151,8 @@ class SearchConfig:
         """The query-understanding options that are on, as the name shows them."""
         out = f" +spk{self.speaker_boost:g}" if self.speaker_boost else ""
         out += " +strip" if self.strip_question else ""
-        return out + (f" +prf{self.prf_terms}" if self.prf_terms and self.uses_bm25 else "")
+        out += f" +prf{self.prf_terms}" if self.prf_terms and self.uses_bm25 else ""
+        return out + (" +timefb" if self.time_fallback else "")
 
     @classmethod
     def preset(cls, name: str) -> SearchConfig:

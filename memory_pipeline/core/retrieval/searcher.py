@@ -706,9 +706,25 @@ class Searcher:
         kind = parsed.kind if use_time else "content_only"
         if use_time and parsed.filters:
             tmask, tnotes = self.time_mask(parsed, config.hard_filter_confidence)
+            kept = tmask if tmask is None or mask is None else mask & tmask
+            if (
+                config.time_fallback
+                and kind == "time_content"
+                and kept is not None
+                and not kept.any()
+            ):
+                # no chat in scope is from then: the words date the event asked about ("the
+                # rainy season starts in May"), not the chat, so they stay content
+                kind = "content_only"
+                tnotes = [n for n in tnotes if not n.startswith("time filter matched no")]
+                tnotes.append(
+                    "time filter matched no session: searched without it ("
+                    + ", ".join(repr(f.text) for f in parsed.filters)
+                    + ")"
+                )
+                kept = mask
             notes += tnotes
-            if tmask is not None:
-                mask = tmask if mask is None else mask & tmask
+            mask = kept
         content = parsed.content if kind == "time_content" else query
         self._last.raw = None
         if kind == "time_only" and mask is not None:

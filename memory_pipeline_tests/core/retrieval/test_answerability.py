@@ -114,3 +114,53 @@ def test_context_is_an_explicit_empty_pack(built: Runner):
     assert pack.notes and pack.notes[0].startswith("no relevant memory")
     full = memory_pipeline.context(IN_CORPUS, 4000, output_dir=out)
     assert full.pieces and not any(n.startswith("no relevant memory") for n in full.notes)
+
+
+# -- language-aware defaults ----------------------------------------------------------------
+
+
+def test_the_default_per_language_is_the_recorded_selection():
+    from memory_pipeline.core.retrieval.config import DEFAULTS, PRESETS, SearchConfig
+
+    assert DEFAULTS["en"] == SearchConfig(**SELECTION["config"]) == PRESETS["default"]
+    ja = SELECTION["languages"]["ja"]
+    assert DEFAULTS["ja"] == SearchConfig(**{**SELECTION["config"], **ja["config"]})
+    assert DEFAULTS["ja"].name == ja["name"] and DEFAULTS["ja"] != DEFAULTS["en"]
+    prov = ja["provenance"]
+    assert prov["data"]["file"] == "valid-v1.3.json" and prov["data"]["sha256"]
+
+
+def test_the_query_language_picks_the_default_and_a_changed_config_is_kept():
+    from dataclasses import replace
+
+    from memory_pipeline.core.retrieval.config import DEFAULTS, for_language, language_of
+
+    assert language_of("美咲の送別会の店") == "ja"
+    assert language_of("Kyoto ryokan") == "en"
+    assert language_of("LINE Payで送った") == "ja"
+    assert language_of("2024 🎉", "ja") == "ja" and language_of("2024 🎉", "en") == "en"
+    default = DEFAULTS["en"]
+    assert for_language(default, "ja") == DEFAULTS["ja"]
+    assert for_language(replace(default, highlights=0), "ja") == replace(
+        DEFAULTS["ja"], highlights=0
+    )
+    mine = replace(default, mode="bm25")
+    assert for_language(mine, "ja") is mine and for_language(default, "en") is default
+
+
+def test_a_search_reports_whose_default_ranked_it(built: Runner):
+    from memory_pipeline.core.retrieval.config import DEFAULTS
+
+    out = built.store.root
+    ja = memory_pipeline.search("美咲の送別会の店", k=3, output_dir=out)
+    en = memory_pipeline.search(IN_CORPUS, k=3, output_dir=out)
+    assert (ja.language, ja.config) == ("ja", DEFAULTS["ja"].name)
+    assert (en.language, en.config) == ("en", DEFAULTS["en"].name)
+    forced = memory_pipeline.search("美咲の送別会の店", k=3, output_dir=out, mode="bm25")
+    assert forced.config == replace_name(DEFAULTS["en"], "bm25")
+
+
+def replace_name(config, mode: str) -> str:
+    from dataclasses import replace
+
+    return replace(config, mode=mode).name
