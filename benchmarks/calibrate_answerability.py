@@ -317,8 +317,9 @@ def main(argv: list[str] | None = None) -> int:
         f"Search: the shipped default, scoped to the host conversation. Threshold per fold: "
         f"the highest calling {args.own_target:.2f} of the training own questions answerable.",
         f"CIs: 95 % bootstrap over host conversations ({args.resamples} resamples).",
-        f"Command: `python benchmarks/calibrate_answerability.py --work <dir>"
-        f"{' --foreign-per-host ' + str(args.foreign_per_host) if args.foreign_per_host else ''}`",
+        "Command: `python benchmarks/calibrate_answerability.py "
+        + " ".join(sys.argv[1:] if argv is None else argv)
+        + "`",
         "",
         "| figure (unseen conversation) | value | 95 % CI | goal |",
         "|---|---|---|---|",

@@ -316,6 +316,7 @@ class Searcher:
         self.reranker: Reranker | None = load_packaged()
         self.answer_models: dict[str, AnswerModel | None] = dict(ANSWER_MODELS)
         self._corpus_language: str | None = None
+        self._doc_rows: dict[str, dict[str, int]] = {}
         # what the last ranking on this thread computed and the answerability reads (raw
         # retriever lists, the turns' own BM25): no second retrieval per search
         self._last = threading.local()
@@ -706,7 +707,7 @@ class Searcher:
         kind = parsed.kind if use_time else "content_only"
         if use_time and parsed.filters:
             tmask, tnotes = self.time_mask(parsed, config.hard_filter_confidence)
-            kept = tmask if tmask is None or mask is None else mask & tmask
+            kept = mask if tmask is None else tmask if mask is None else mask & tmask
             if (
                 config.time_fallback
                 and kind == "time_content"
@@ -837,8 +838,12 @@ class Searcher:
             "bm25_norm": (best[0][1] / most) if best and most > 0 else 0.0,
             "present": idf_share(words, self._present(index, words, mask), idf, top_idf),
         }
-        turn_tokens = [set(tokenizer.tokenize(t.text)) for t in turns[:COVER_TURNS]]
-        chunk_tokens = [set(tokenizer.tokenize(c.text)) for c in chunks[:COVER_CHUNKS]]
+        turn_tokens = self._held("turn", [t.message_id for t in turns[:COVER_TURNS]], words) or [
+            set(tokenizer.tokenize(t.text)) for t in turns[:COVER_TURNS]
+        ]
+        chunk_tokens = self._held(
+            "raw_text", [c.chunk_id for c in chunks[:COVER_CHUNKS]], words
+        ) or [set(tokenizer.tokenize(c.text)) for c in chunks[:COVER_CHUNKS]]
         cover = [idf_share(words, held, idf, top_idf) for held in turn_tokens]
         feats["cov_turn"] = max(cover, default=0.0)
         cover = [idf_share(words, held, idf, top_idf) for held in chunk_tokens]
@@ -856,6 +861,38 @@ class Searcher:
                 feats["dense_margin"] = top[0] - float(np.median(top))
         feats["rerank_top"] = turns[0].score if reranked and turns else None
         return feats
+
+    def _held(self, rep: str, doc_ids: Sequence[str], words: Sequence[str]) -> list[set[str]]:
+        """Which of ``words`` each document holds, read from the BM25 index's token columns
+        (``raw_text``: chunks; ``turn``: the turn index's messages) instead of tokenizing the
+        hits' texts again (that was most of the answerability's cost); [] when the index is
+        absent or does not hold one of the documents (the caller tokenizes then)."""
+        if rep == "turn":
+            ti = self.turn_index
+            index = ti.indexes.get("turn") if ti is not None else None
+        else:
+            index = self.bm25.get(rep)
+        if index is None or not doc_ids:
+            return []
+        rows_of = self._doc_rows.get(rep)
+        if rows_of is None:
+            rows_of = self._doc_rows[rep] = {d: i for i, d in enumerate(index.doc_ids)}
+        rows = [rows_of.get(d) for d in doc_ids]
+        if any(r is None for r in rows):
+            return []
+        csc = index.retriever.scores
+        indptr, indices = csc["indptr"], csc["indices"]
+        vocab = index.vocab
+        held: list[set[str]] = [set() for _ in rows]
+        wanted = np.asarray(rows, dtype=np.int64)
+        for w in words:
+            if w not in vocab:
+                continue
+            t = vocab[w]
+            found = np.isin(wanted, indices[indptr[t] : indptr[t + 1]])
+            for k in np.flatnonzero(found):
+                held[int(k)].add(w)
+        return held
 
     def _present(self, index: Any, words: Sequence[str], mask: np.ndarray | None) -> set[str]:
         """The ``words`` (tokens) that occur in at least one chunk in ``mask`` (None: any

@@ -76,6 +76,7 @@ def test_nonsense_is_unanswerable_and_a_real_question_answerable(built: Runner):
     out = built.store.root
     bad = memory_pipeline.search(NONSENSE, k=3, output_dir=out)
     good = memory_pipeline.search(IN_CORPUS, k=3, output_dir=out)
+    assert isinstance(bad, memory_pipeline.SearchResult)  # the public type
     assert bad.chunks, "hits still come back: the flag, not an empty list, says no"
     assert not bad.answerable and good.answerable
     assert 0.0 <= bad.confidence < good.confidence <= 1.0
@@ -164,3 +165,25 @@ def replace_name(config, mode: str) -> str:
     from dataclasses import replace
 
     return replace(config, mode=mode).name
+
+
+def test_japanese_time_words_that_keep_no_session_stay_content(built: Runner):
+    """The sample runs in March 2024: a Japanese question dated 2019 is ranked as content
+    by the Japanese default (the words may date the event), with the note saying so; the
+    English default keeps its empty answer (test_search covers it) and so does a caller's
+    configuration without the fallback."""
+    from dataclasses import replace
+
+    from memory_pipeline.core.retrieval.config import DEFAULTS
+
+    out = built.store.root
+    q = "2019年5月に話した送別会"
+    ja = memory_pipeline.search(q, k=3, output_dir=out)
+    assert ja.language == "ja" and ja.kind == "content_only" and ja.chunks
+    assert any(
+        n.startswith("time filter matched no session: searched without it") for n in ja.notes
+    )
+    strict = memory_pipeline.search(
+        q, k=3, output_dir=out, search_config=replace(DEFAULTS["ja"], time_fallback=False)
+    )
+    assert strict.chunks == [] and not strict.answerable
