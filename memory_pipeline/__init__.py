@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memory_pipeline.core.retrieval.config import SearchConfig
+    from memory_pipeline.core.retrieval.searcher import SearchResult
 
 __all__ = [
     "SearchConfig",
+    "SearchResult",
     "context",
     "forget",
     "owner_output_dir",
@@ -138,11 +140,16 @@ def _resolve_recent(
 
 
 def __getattr__(name: str) -> Any:
-    # memory_pipeline.SearchConfig, imported on first use: the package import stays light
+    # memory_pipeline.SearchConfig / SearchResult, imported on first use: the package
+    # import stays light
     if name == "SearchConfig":
         from memory_pipeline.core.retrieval.config import SearchConfig
 
         return SearchConfig
+    if name == "SearchResult":
+        from memory_pipeline.core.retrieval.searcher import SearchResult
+
+        return SearchResult
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -161,8 +168,12 @@ def search(
     rewriter: Any = None,
     owner: str | None = None,
     **options: Any,
-):
+) -> SearchResult:
     """Best chunks and sessions for ``query``: typed ``SearchResult`` (``.to_dict()`` for JSON).
+
+    ``result.answerable`` says whether the memory likely holds the answer (``confidence`` in
+    [0, 1], comparable across queries; docs/search.md): do not answer from the hits of an
+    unanswerable result. The default ranking is the one selected for the query's language.
 
     ``contact`` / ``conversation`` scope the search; ``as_of`` is the reference time for
     relative expressions ("last Tuesday"). How it ranks is ``search_config``: a

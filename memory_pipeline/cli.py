@@ -591,9 +591,12 @@ def cmd_search(args: argparse.Namespace) -> int:
     except ValueError as exc:  # a bad --recent: one line naming the file/line or item
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    found = EXIT_OK if result.chunks else EXIT_NO_MATCH
+    found = EXIT_OK if result.chunks and result.answerable else EXIT_NO_MATCH
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=1, default=str))
+        return found
+    if result.chunks and not result.answerable:  # the least bad hits are not evidence
+        print(f"no relevant memory (confidence {result.confidence:.2f})")
         return found
     filters = ", ".join(
         f"{f['field']} {f['op']} {f.get('value') or ''}{f.get('start') or ''}"

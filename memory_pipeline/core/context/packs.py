@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from memory_pipeline.core.common.schema import MEMORY_TIMELINE
 from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index
 from memory_pipeline.core.indexes.tokenize import Tokenizer, get_tokenizer
+from memory_pipeline.core.retrieval.answerability import NO_RELEVANT_MEMORY
 from memory_pipeline.core.retrieval.config import PRESETS, SearchConfig
 from memory_pipeline.core.retrieval.fusion import Ranked, fold, minmax
 
@@ -827,6 +828,11 @@ def build_context(
     hides memories not valid then and search chunks that start after it. ``search_config``
     ranks the chunks of that search and the memories' sessions (its highlights are not
     computed: a pack does not show them).
+
+    When the search judges the question unanswerable (``SearchResult.answerable``) and no
+    memory hit holds ``WEAK_BELOW`` of its content words, the pack is explicitly empty, with
+    the note saying so: an answering model given the least bad chunks would answer from
+    them. (A caller passing ``hits`` has made that decision itself.)
     """
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget}")
@@ -842,6 +848,13 @@ def build_context(
             searcher=searcher,
             search_config=search_config,
         )
+        # strong memory evidence is an answer whatever the chunk search says
+        if evidence_strength(hits) < WEAK_BELOW:
+            empty = _unanswerable_pack(
+                searcher, question, budget, strategy, contact, as_of, search_k, search_config
+            )
+            if empty is not None:
+                return empty
     pack = ContextPack(question=question, budget=budget, strategy=strategy, memories=hits)
     packer = _Packer(budget)
     for hit in hits:
@@ -880,6 +893,27 @@ def build_context(
     pack.pieces = packer.pieces
     assert pack.utf16 <= budget, f"pack of {pack.utf16} UTF-16 units over budget {budget}"
     return pack
+
+
+def _unanswerable_pack(
+    searcher: Searcher,
+    question: str,
+    budget: int,
+    strategy: str,
+    contact: str | None,
+    as_of: Any,
+    k: int,
+    search_config: SearchConfig,
+) -> ContextPack | None:
+    """The explicit empty pack when the search finds no relevant memory, else None."""
+    naive = as_of if isinstance(as_of, dt.datetime) and as_of.tzinfo is None else None
+    result = searcher.search(question, k, config=search_config, contact=contact, as_of=naive)
+    if result.answerable:
+        return None
+    note = f"{NO_RELEVANT_MEMORY}: search confidence {result.confidence:.2f}"
+    return ContextPack(
+        question=question, budget=budget, strategy=strategy, notes=[note], reason=note
+    )
 
 
 # ---------------------------------------------------------------------------------------

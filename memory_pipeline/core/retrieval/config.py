@@ -52,7 +52,9 @@ class SearchConfig:
     own BM25 + ``turn_ctx`` x its neighbours' + ``turn_chunk`` x its best chunk, and a chunk
     ``(1 - lift)`` x its fused score + ``lift`` x its best turn. ``rerank``: reorder the
     fused turns with the packaged learned reranker (core/retrieval/rerank.py; no-op when
-    it is absent).
+    it is absent). ``time_fallback``: a question whose hard time filter keeps no session in
+    scope is ranked as content instead of answered empty (the words date the event asked
+    about, not the chat: "the rainy season starts in May").
     """
 
     mode: str = "hybrid"
@@ -74,6 +76,7 @@ class SearchConfig:
     turn_chunk: float = 0.3
     lift: float = 0.0
     rerank: bool = False
+    time_fallback: bool = False
 
     def __post_init__(self) -> None:
         # fail when the value is made (API call, CLI flag, preset), not deep inside a ranking
@@ -148,7 +151,8 @@ class SearchConfig:
         """The query-understanding options that are on, as the name shows them."""
         out = f" +spk{self.speaker_boost:g}" if self.speaker_boost else ""
         out += " +strip" if self.strip_question else ""
-        return out + (f" +prf{self.prf_terms}" if self.prf_terms and self.uses_bm25 else "")
+        out += f" +prf{self.prf_terms}" if self.prf_terms and self.uses_bm25 else ""
+        return out + (" +timefb" if self.time_fallback else "")
 
     @classmethod
     def preset(cls, name: str) -> SearchConfig:
@@ -191,6 +195,43 @@ PRESETS: Mapping[str, SearchConfig] = MappingProxyType(
 )
 
 FIELDS = tuple(f.name for f in fields(SearchConfig))
+
+
+def language_defaults(selection: Mapping[str, Any]) -> dict[str, SearchConfig]:
+    """The default configuration per language: English is the record's ``config`` (made on
+    LoCoMo), every other language its ``languages.<lang>.config`` (made on that language's
+    dev data; fields it does not record stay as the English selection)."""
+    out = {"en": SearchConfig(**selection["config"])}
+    for lang, record in (selection.get("languages") or {}).items():
+        out[lang] = SearchConfig(**{**selection["config"], **record["config"]})
+    return out
+
+
+# the default per language (search picks one by the query's language: ``language_of``)
+DEFAULTS: Mapping[str, SearchConfig] = MappingProxyType(
+    {**language_defaults(SELECTION), "en": PRESETS["default"]}
+)
+
+
+def language_of(query: str, corpus_language: str = "en") -> str:
+    """The language a search serves: the query's (``common.lang.detect_lang``) when it
+    has letters, else the corpus's (a query of digits or emoji says nothing)."""
+    from memory_pipeline.core.common.lang import detect_lang, ja_share
+
+    if ja_share(query) > 0 or any(c.isalpha() for c in query):
+        return detect_lang(query)
+    return corpus_language
+
+
+def for_language(config: SearchConfig, language: str) -> SearchConfig:
+    """``config``, or the ``language``'s default when ``config`` is the (English) default
+    up to its highlights (a caller that changed any ranking field keeps its choice)."""
+    default = PRESETS["default"]
+    if language == "en" or language not in DEFAULTS:
+        return config
+    if replace(config, highlights=default.highlights) != default:
+        return config
+    return replace(DEFAULTS[language], highlights=config.highlights)
 
 
 def resolve(config: SearchConfig | str | None = None, **overrides: Any) -> SearchConfig:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -38,12 +40,23 @@ from memory_pipeline.core.represent.providers.factory import (
     UnknownEmbeddingProvider,
     make_embedder,
 )
+from memory_pipeline.core.retrieval.answerability import (
+    COVER_CHUNKS,
+    COVER_TURNS,
+    MARGIN_DEPTH,
+    AnswerModel,
+    idf_share,
+    load_model,
+)
 from memory_pipeline.core.retrieval.config import (
     FUSIONS,
     HARD_FILTER_CONFIDENCE,
     MODES,
     PRESETS,
+    SELECTION,
     SearchConfig,
+    for_language,
+    language_of,
 )
 from memory_pipeline.core.retrieval.fusion import (
     Ranked,
@@ -79,6 +92,12 @@ __all__ = [
 ]
 
 DEFAULT = PRESETS["default"]  # the evaluation's recorded selection (selection.json)
+# the answerability model recorded with each language's selection (a language without one:
+# every result with hits is answerable, confidence 1.0, as before calibration)
+ANSWER_MODELS: dict[str, AnswerModel | None] = {
+    "en": load_model(SELECTION),
+    **{lang: load_model(rec) for lang, rec in (SELECTION.get("languages") or {}).items()},
+}
 # Turn ranking: messages of the top 5 chunks, half chunk context, half the message itself.
 # Chosen on the LoCoMo dev conversations only (turn evidence R@5 0.453 -> 0.532 on dev).
 TURN_CHUNKS = 5
@@ -134,6 +153,11 @@ class ChunkHit:
     speakers: list[str]
     highlights: list[Highlight] = field(default_factory=list)
     text: str = ""
+    # the retrievers' own scores (``score`` is the fused display score, min-max based):
+    # BM25 of the ranked representation and the dense cosine; None when the chunk was not
+    # among that retriever's candidates (or the search did not use it)
+    raw_bm25: float | None = None
+    raw_dense: float | None = None
 
 
 @dataclass
@@ -146,6 +170,8 @@ class SessionHit:
     session_index: int
     start: str
     end: str
+    raw_bm25: float | None = None  # its best chunk's raw retriever scores (as ChunkHit)
+    raw_dense: float | None = None
 
 
 @dataclass
@@ -160,10 +186,19 @@ class TurnHit:
     local_ts: str
     text: str
     source_ref: str
+    raw_bm25: float | None = None  # the turn's own BM25 (the turn index), not normalized
 
 
 @dataclass
 class SearchResult:
+    """What a search found, and how likely it is that the memory holds the answer.
+
+    ``confidence`` (in [0, 1], comparable across queries and corpora) comes from signals
+    that do not depend on the per-query normalization of the display scores
+    (``retrieval.answerability``); ``answerable`` is ``confidence`` at or above the
+    threshold recorded with the selection. An app should not answer from the hits of an
+    unanswerable result: they are the least bad chunks, not evidence."""
+
     query: str
     kind: str  # time_only | content_only | time_content
     mode: str
@@ -172,6 +207,11 @@ class SearchResult:
     chunks: list[ChunkHit]
     sessions: list[SessionHit]
     turns: list[TurnHit] = field(default_factory=list)
+    confidence: float = 0.0
+    answerable: bool = False
+    features: dict[str, float | None] = field(default_factory=dict)
+    language: str = "en"  # whose default ranked it (and whose answerability model judged)
+    config: str = ""  # the ranking's name (``SearchConfig.name``)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -274,6 +314,12 @@ class Searcher:
         self._session_times: SessionTimes | None = None
         self.chunk_session_row = np.zeros(0, dtype=np.int64)
         self.reranker: Reranker | None = load_packaged()
+        self.answer_models: dict[str, AnswerModel | None] = dict(ANSWER_MODELS)
+        self._corpus_language: str | None = None
+        self._doc_rows: dict[str, dict[str, int]] = {}
+        # what the last ranking on this thread computed and the answerability reads (raw
+        # retriever lists, the turns' own BM25): no second retrieval per search
+        self._last = threading.local()
 
     @property
     def turn_index(self) -> TurnIndex | None:
@@ -632,10 +678,17 @@ class Searcher:
         contact: str | None = None,
         conversation: str | None = None,
         as_of: dt.datetime | None = None,
+        language: str | None = None,
     ) -> SearchResult:
         """Best chunks (with highlighted messages) and sessions for ``query``, ranked as
         ``config`` says, within the ``contact`` / ``conversation`` scope; ``as_of`` is "now"
-        for relative time expressions (default: the latest message of the version)."""
+        for relative time expressions (default: the latest message of the version).
+
+        The default ``config`` stands for the default of the search's ``language``
+        (``config.language_of``: the query's, else the corpus's; ``en`` or ``ja``), each
+        selected on that language's dev data; a config the caller changed is kept."""
+        language = language or language_of(query, self.corpus_language)
+        config = for_language(config, language)
         unbuilt = None
         if config.uses_dense and self.dense_meta and config.dense_rep not in self.dense_meta:
             unbuilt = (
@@ -654,10 +707,27 @@ class Searcher:
         kind = parsed.kind if use_time else "content_only"
         if use_time and parsed.filters:
             tmask, tnotes = self.time_mask(parsed, config.hard_filter_confidence)
+            kept = mask if tmask is None else tmask if mask is None else mask & tmask
+            if (
+                config.time_fallback
+                and kind == "time_content"
+                and kept is not None
+                and not kept.any()
+            ):
+                # no chat in scope is from then: the words date the event asked about ("the
+                # rainy season starts in May"), not the chat, so they stay content
+                kind = "content_only"
+                tnotes = [n for n in tnotes if not n.startswith("time filter matched no")]
+                tnotes.append(
+                    "time filter matched no session: searched without it ("
+                    + ", ".join(repr(f.text) for f in parsed.filters)
+                    + ")"
+                )
+                kept = mask
             notes += tnotes
-            if tmask is not None:
-                mask = tmask if mask is None else mask & tmask
+            mask = kept
         content = parsed.content if kind == "time_content" else query
+        self._last.raw = None
         if kind == "time_only" and mask is not None:
             rows = [i for i in np.flatnonzero(mask)]
             rows.sort(key=lambda i: (self.start_ts[i], self.chunk_ids[i]))
@@ -675,13 +745,23 @@ class Searcher:
             turns = boost_turns(turns, lambda m: self.message(m)["sender"], names, boost)
         if kind != "time_only":  # a time-only answer stays in chronological order
             ranked = lifted
+        raw = self._raw_scores(content, config)
         chunk_hits = [
-            self.chunk_hit(r, cid, s, content, config.highlights)
+            self.chunk_hit(r, cid, s, content, config.highlights, raw)
             for r, (cid, s) in enumerate(ranked[:k], 1)
         ]
-        folded = fold(ranked, {c: self.session_of[self.position[c]] for c, _ in ranked})
-        session_hits = [self.session_hit(r, sid, s) for r, (sid, s) in enumerate(folded[:k], 1)]
-        return SearchResult(
+        parent = {c: self.session_of[self.position[c]] for c, _ in ranked}
+        folded = fold(ranked, parent)
+        best_chunk = {}
+        for c, _ in ranked:
+            best_chunk.setdefault(parent[c], c)
+        session_hits = [
+            self.session_hit(r, sid, s, raw, best_chunk.get(sid))
+            for r, (sid, s) in enumerate(folded[:k], 1)
+        ]
+        turn_hits = [self.turn_hit(r, m, sc) for r, (m, sc) in enumerate(turns[:k], 1)]
+        reranked = bool(getattr(self._last, "turns", None) and self._last.turns[1])
+        result = SearchResult(
             query=query,
             kind=kind,
             mode=config.mode,
@@ -689,8 +769,148 @@ class Searcher:
             notes=notes,
             chunks=chunk_hits,
             sessions=session_hits,
-            turns=[self.turn_hit(r, m, sc) for r, (m, sc) in enumerate(turns[:k], 1)],
+            turns=turn_hits,
+            language=language,
+            config=config.name,
         )
+        model = self.answer_models.get(language)
+        if kind == "time_only" or model is None:
+            # a time-only question is answered by the sessions the filter keeps, if any
+            result.confidence = 1.0 if chunk_hits else 0.0
+        else:
+            result.features = self.answer_features(
+                content, config, mask, raw, chunk_hits, turn_hits, reranked
+            )
+            result.confidence = round(model.confidence(result.features), 6)
+        threshold = model.threshold if model is not None else 0.5
+        result.answerable = bool(chunk_hits) and result.confidence >= threshold
+        return result
+
+    @property
+    def corpus_language(self) -> str:
+        """``ja`` when most chunks are Japanese, else ``en`` (read once per version, on a
+        sample of at most 2,000 chunks): the language of a query that has no letters."""
+        if self._corpus_language is None:
+            from memory_pipeline.core.common.lang import detect_lang
+
+            step = max(1, len(self.raw_text) // 2000)
+            sample = self.raw_text[::step]
+            ja = sum(detect_lang(t or "", max_chars=400) == "ja" for t in sample)
+            self._corpus_language = "ja" if sample and ja * 2 > len(sample) else "en"
+        return self._corpus_language
+
+    def _raw_scores(
+        self, content: str, config: SearchConfig
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        """(raw BM25 by chunk, raw dense cosine by chunk) of this thread's last ranking
+        (empty when it ranked something else: a time-only listing, a PRF-expanded query)."""
+        last = getattr(self._last, "raw", None)
+        if last is None or last[0] != content:
+            return {}, {}
+        return dict(last[2]), dict(last[4])
+
+    def answer_features(
+        self,
+        content: str,
+        config: SearchConfig,
+        mask: np.ndarray | None,
+        raw: tuple[dict[str, float], dict[str, float]],
+        chunks: Sequence[ChunkHit],
+        turns: Sequence[TurnHit],
+        reranked: bool,
+    ) -> dict[str, float | None]:
+        """The answerability signals of one search (``retrieval.answerability``), each
+        normalized by the query itself so they compare across queries and corpora; None
+        for a signal this search cannot give (no dense vectors, no reranker)."""
+        index = self.bm25.get("raw_text")
+        if index is None:
+            return {}
+        tokenizer = index.tokenizer
+        tokens = tokenizer.tokenize(content)
+        names = speakers_in(content, self.known_speakers)
+        name_tokens = {t for n in names for t in tokenizer.tokenize(n)}
+        words = list(dict.fromkeys(t for t in tokens if t not in name_tokens))
+        top_idf = math.log(1.0 + (len(self.chunk_ids) + 0.5) / 0.5)
+        idf = self._idf
+        most = sum(idf.get(t, top_idf) for t in tokens)
+        best = self.bm25_ranked(content, "raw_text", mask, 1)
+        feats: dict[str, float | None] = {
+            "bm25_norm": (best[0][1] / most) if best and most > 0 else 0.0,
+            "present": idf_share(words, self._present(index, words, mask), idf, top_idf),
+        }
+        turn_tokens = self._held("turn", [t.message_id for t in turns[:COVER_TURNS]], words) or [
+            set(tokenizer.tokenize(t.text)) for t in turns[:COVER_TURNS]
+        ]
+        chunk_tokens = self._held(
+            "raw_text", [c.chunk_id for c in chunks[:COVER_CHUNKS]], words
+        ) or [set(tokenizer.tokenize(c.text)) for c in chunks[:COVER_CHUNKS]]
+        cover = [idf_share(words, held, idf, top_idf) for held in turn_tokens]
+        feats["cov_turn"] = max(cover, default=0.0)
+        cover = [idf_share(words, held, idf, top_idf) for held in chunk_tokens]
+        feats["cov_chunk"] = max(cover, default=0.0)
+        feats["dense_top"] = feats["dense_margin"] = None
+        if config.uses_dense and config.dense_rep in self.dense_meta:
+            last = getattr(self._last, "raw", None)
+            if last is not None and last[0] == content and last[3] == config.dense_rep:
+                dense = last[4]
+            else:
+                dense = self.dense_ranked(content, config.dense_rep, mask, MARGIN_DEPTH)
+            if dense:
+                top = [s for _, s in dense[:MARGIN_DEPTH]]
+                feats["dense_top"] = top[0]
+                feats["dense_margin"] = top[0] - float(np.median(top))
+        feats["rerank_top"] = turns[0].score if reranked and turns else None
+        return feats
+
+    def _held(self, rep: str, doc_ids: Sequence[str], words: Sequence[str]) -> list[set[str]]:
+        """Which of ``words`` each document holds, read from the BM25 index's token columns
+        (``raw_text``: chunks; ``turn``: the turn index's messages) instead of tokenizing the
+        hits' texts again (that was most of the answerability's cost); [] when the index is
+        absent or does not hold one of the documents (the caller tokenizes then)."""
+        if rep == "turn":
+            ti = self.turn_index
+            index = ti.indexes.get("turn") if ti is not None else None
+        else:
+            index = self.bm25.get(rep)
+        if index is None or not doc_ids:
+            return []
+        rows_of = self._doc_rows.get(rep)
+        if rows_of is None:
+            rows_of = self._doc_rows[rep] = {d: i for i, d in enumerate(index.doc_ids)}
+        rows = [rows_of.get(d) for d in doc_ids]
+        if any(r is None for r in rows):
+            return []
+        csc = index.retriever.scores
+        indptr, indices = csc["indptr"], csc["indices"]
+        vocab = index.vocab
+        held: list[set[str]] = [set() for _ in rows]
+        wanted = np.asarray(rows, dtype=np.int64)
+        for w in words:
+            if w not in vocab:
+                continue
+            t = vocab[w]
+            found = np.isin(wanted, indices[indptr[t] : indptr[t + 1]])
+            for k in np.flatnonzero(found):
+                held[int(k)].add(w)
+        return held
+
+    def _present(self, index: Any, words: Sequence[str], mask: np.ndarray | None) -> set[str]:
+        """The ``words`` (tokens) that occur in at least one chunk in ``mask`` (None: any
+        chunk), read from the BM25 index's token columns."""
+        vocab = index.vocab
+        known = [w for w in words if w in vocab]
+        if mask is None or not known:
+            return set(known)
+        csc = index.retriever.scores
+        indptr, indices = csc["indptr"], csc["indices"]
+        doc_pos = self._doc_positions("raw_text")
+        out = set()
+        for w in known:
+            t = vocab[w]
+            docs = indices[indptr[t] : indptr[t + 1]]
+            if len(docs) and bool(mask[doc_pos[docs]].any()):
+                out.add(w)
+        return out
 
     def rank_turns(
         self,
@@ -705,6 +925,7 @@ class Searcher:
         from the turn index when ``config.turns`` is ``index`` and the version has one
         (reordered by the packaged reranker when ``config.rerank`` and it loads), else the
         chunks unchanged and the highlights of their top chunks."""
+        self._last.turns = None
         if config.turns != "index" or self.turn_index is None:
             return ranked, self.ranked_turns(ranked, content)[:n] if config.highlights else []
         ti = self.turn_index
@@ -712,6 +933,7 @@ class Searcher:
         own = ti.scores(tokens, "turn", mask)
         ctx = ti.scores(tokens, "turn_ctx", mask)
         model = self.reranker if config.rerank else None
+        self._last.turns = (own, model is not None)
         depth = max(n, RERANK_CANDIDATES) if model is not None else n
         fused = ti.fuse(
             ranked, self.position, self.chunk_ids, own, ctx, turn_weights(config), depth
@@ -727,11 +949,10 @@ class Searcher:
         """Message ``message_id`` as the ``rank``-th turn hit."""
         m = self._messages[message_id]
         ti = self.turn_index
-        sid = (
-            ti.layout.session_ids[ti.row_of[message_id]]
-            if ti is not None and message_id in ti.row_of
-            else ""
-        )
+        row = ti.row_of.get(message_id) if ti is not None else None
+        sid = ti.layout.session_ids[row] if row is not None else ""
+        last = getattr(self._last, "turns", None)
+        own = float(last[0][row]) if last is not None and row is not None else None
         return TurnHit(
             rank=rank,
             message_id=message_id,
@@ -741,6 +962,7 @@ class Searcher:
             local_ts=m["local_ts"].isoformat(" ", "minutes"),
             text=m["text"],
             source_ref=m["source_ref"],
+            raw_bm25=None if own is None else round(own, 6),
         )
 
     def rank(
@@ -751,6 +973,7 @@ class Searcher:
         mode, n = config.mode, config.candidates
         lexical = self.bm25_ranked(content, config.bm25_rep, mask, n) if mode != "dense" else []
         dense = self.dense_ranked(content, config.dense_rep, mask, n) if mode != "bm25" else []
+        self._last.raw = (content, config.bm25_rep, lexical, config.dense_rep, dense)
         if mode == "bm25":
             return lexical
         if mode == "dense":
@@ -814,8 +1037,17 @@ class Searcher:
             self._message_tokens[message_id] = toks
         return toks
 
-    def chunk_hit(self, rank: int, cid: str, score: float, query: str, n: int) -> ChunkHit:
-        """Chunk ``cid`` as the ``rank``-th hit, with its ``n`` best messages for ``query``."""
+    def chunk_hit(
+        self,
+        rank: int,
+        cid: str,
+        score: float,
+        query: str,
+        n: int,
+        raw: tuple[Mapping[str, float], Mapping[str, float]] = ({}, {}),
+    ) -> ChunkHit:
+        """Chunk ``cid`` as the ``rank``-th hit, with its ``n`` best messages for ``query``
+        and its raw retriever scores from ``raw`` (BM25 by chunk, dense by chunk)."""
         i = self.position[cid]
         hl = []
         if n:
@@ -845,10 +1077,19 @@ class Searcher:
             speakers=self.speakers[i],
             highlights=hl,
             text=self.raw_text[i],
+            raw_bm25=_rounded(raw[0].get(cid)),
+            raw_dense=_rounded(raw[1].get(cid)),
         )
 
-    def session_hit(self, rank: int, sid: str, score: float) -> SessionHit:
-        """Session ``sid`` as the ``rank``-th session hit."""
+    def session_hit(
+        self,
+        rank: int,
+        sid: str,
+        score: float,
+        raw: tuple[Mapping[str, float], Mapping[str, float]] = ({}, {}),
+        chunk: str | None = None,
+    ) -> SessionHit:
+        """Session ``sid`` as the ``rank``-th session hit (raw scores of its ``chunk``)."""
         r = self._session_rows[sid]
         return SessionHit(
             rank=rank,
@@ -859,6 +1100,8 @@ class Searcher:
             session_index=r["session_index"],
             start=r["start_local_ts"].isoformat(" ", "minutes"),
             end=r["end_local_ts"].isoformat(" ", "minutes"),
+            raw_bm25=_rounded(raw[0].get(chunk)) if chunk else None,
+            raw_dense=_rounded(raw[1].get(chunk)) if chunk else None,
         )
 
 
@@ -898,6 +1141,10 @@ def _top(ids: Sequence[str], scores: np.ndarray, n: int, *, positive_only: bool)
         valid = valid[part]
     order = sorted(valid.tolist(), key=lambda i: (-scores[i], ids[i]))
     return [(ids[i], float(scores[i])) for i in order]
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 6)
 
 
 def _filter_dict(f) -> dict:
