@@ -15,9 +15,8 @@ from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_lis
 from memory_pipeline.core.common.owners import fan_out_by_speaker
 from memory_pipeline.core.common.records import Message, SourceError
 from memory_pipeline.core.common.storage import TableStore, concat, write_partitions
-from memory_pipeline.core.ingest.normalize import ingest as normalize_ingest
 from memory_pipeline.core.ingest.sources import read_source
-from memory_pipeline.core.ingest.stage import gc_paused, read_all_tables, split_ingest
+from memory_pipeline.core.ingest.stage import read_all_tables, read_all_with, split_ingest
 from memory_pipeline.core.privacy.retention import retention_cutoff
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.defs.helpers import (
@@ -308,12 +307,4 @@ def _ingest_with(
 ) -> Any:
     """Ingest an owner's share of a fan-out read plus their own sources (each read here)."""
 
-    def records():
-        yield from shared
-        for spec in sources:
-            yield from read_source(spec, days)
-
-    with gc_paused():
-        return normalize_ingest(
-            records(), start_date=start, dates=days, forget=forget, retain_from=cutoff
-        )
+    return read_all_with(shared, sources, days, start, forget, cutoff)

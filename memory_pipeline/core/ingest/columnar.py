@@ -1,6 +1,11 @@
-"""Columnar ingest: the rules of :func:`normalize.ingest` applied to Arrow columns.
+"""The one ingest step: validate, de-duplicate, forget, retention and dates, over Arrow columns.
 
-Why: building one Python ``Message`` per utterance, then hashing, de-duplicating and turning
+Every source reaches it the same way (core/ingest/batches.py: the reader parses into
+``SourceTables``; core/ingest/file_cache.py may serve those batches from its cache), and
+:func:`normalize.ingest`, the entrance for records already in memory, converts them and calls
+:func:`ingest_records` here: there is no second implementation of these rules.
+
+Why columns: building one Python ``Message`` per utterance, then hashing, de-duplicating and turning
 them back into columns, was most of the ingest time on RealPersonaChat (408,619 utterances).
 A reader that can hands over its candidate messages as one Arrow table (``CANDIDATES``: the
 ``MESSAGES`` columns without ``message_id`` and ``local_date``, rows in read order) plus the
@@ -29,18 +34,18 @@ import pyarrow.compute as pc
 
 from memory_pipeline.core.common import records as R
 from memory_pipeline.core.common.forget_list import ForgetList, forgotten_row
-from memory_pipeline.core.common.names import canonical_names
-from memory_pipeline.core.common.records import Message, QuarantineRecord, Record, gc_paused
+from memory_pipeline.core.common.names import canonical_names, canonical_record
+from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
 from memory_pipeline.core.common.schema import MESSAGES
+from memory_pipeline.core.ingest.batches import records_to_tables
 from memory_pipeline.core.ingest.normalize import (
     _SEP,
+    IngestResult,
     _quarantine,
     _quarantine_sort_key,
     expired_row,
-    ingest,
     validate,
 )
-from memory_pipeline.core.ingest.sources import TABLE_READERS, SourceSpec, read_source
 from memory_pipeline.core.ingest.sources.base import CANDIDATES, SourceTables
 
 _EPOCH = dt.date(1970, 1, 1)
@@ -60,20 +65,6 @@ class TableIngestResult:
     messages: pa.Table
     quarantine: list[QuarantineRecord] = field(default_factory=list)
     read_counts: Counter[tuple[dt.date, str]] = field(default_factory=Counter)
-
-
-def records_to_tables(records: Iterable[Record]) -> SourceTables:
-    """A row-based reader's records as ``SourceTables`` (for sources without a columnar reader).
-
-    The objects exist already, so this is only a conversion; it lets every source go through
-    one ingest implementation.
-    """
-    msgs: list[Message] = []
-    quar: list[QuarantineRecord] = []
-    for rec in records:
-        (msgs if isinstance(rec, Message) else quar).append(rec)
-    cols = {name: [getattr(m, name) for m in msgs] for name in CANDIDATES.names}
-    return SourceTables(pa.Table.from_pydict(cols, schema=CANDIDATES), quar, columnar=False)
 
 
 def _maybe_blank(text: pa.ChunkedArray) -> np.ndarray:
@@ -134,7 +125,7 @@ def _codes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def _message_ids(v: pa.Table, key: pa.ChunkedArray) -> tuple[list[str], np.ndarray | None]:
     """normalize.message_id of every row: blake2b(content key + occurrence index).
 
-    The occurrence index (see normalize._with_occurrence) counts distinct ``source_order``
+    The occurrence index (see normalize.message_id) counts distinct ``source_order``
     positions of identical messages of one file, in read order; a repeated position repeats
     its index. Almost every row is the only one with its content, so every id is first
     hashed with index 0, and only rows whose id repeats (equal content: a handful) are
@@ -179,20 +170,16 @@ def ingest_tables(
     """
     sources = list(sources)
     wanted = None if dates is None else frozenset(dates)
-    # The reader's own quarantine records take exactly the record path (they are few).
-    q_only = ingest(
-        [q for s in sources for q in s.quarantine],
-        start_date=start_date,
-        dates=wanted,
-        forget=forget,
-        retain_from=retain_from,
-    )
-    out = TableIngestResult(MESSAGES.empty_table(), q_only.quarantine, q_only.read_counts)
     if retain_from is not None and retain_from > start_date:
-        start_date = retain_from
+        start_date = retain_from  # nothing is placed in a purged partition
+    out = TableIngestResult(MESSAGES.empty_table())
+    # the readers' own quarantine records (few): placed one by one
+    for q in (q for s in sources for q in s.quarantine):
+        _place_quarantine(q, out, start_date, wanted, forget, retain_from)
     t = pa.concat_tables([s.messages.select(CANDIDATES.names) for s in sources]).combine_chunks()
     t = canonical_names(t)  # one spelling per name, as normalize.ingest (core/common/names.py)
     if t.num_rows == 0:
+        out.quarantine.sort(key=_quarantine_sort_key)
         return out
     n = t.num_rows
     sd = (start_date - _EPOCH).days
@@ -315,13 +302,60 @@ def ingest_tables(
     return out
 
 
-def read_source_tables(spec: SourceSpec, dates: Iterable[dt.date] | None = None) -> SourceTables:
-    """One source's records as columns: its columnar reader when it has one and the file is
-    clean, else its row reader's records converted (same content either way)."""
-    table_reader = TABLE_READERS.get(spec.kind)
-    if table_reader is not None and spec.path.exists():
-        tables = table_reader(spec)
-        if tables is not None:
-            return tables
-    with gc_paused():
-        return records_to_tables(read_source(spec, dates))
+def _place_quarantine(
+    rec: QuarantineRecord,
+    out: TableIngestResult,
+    start: dt.date,
+    wanted: frozenset[dt.date] | None,
+    forget: ForgetList | None,
+    retain_from: dt.date | None,
+) -> None:
+    """A reader's quarantine record into ``out``: forget first, then retention, then its
+    partition (undated or too early: ``start``, the first kept partition)."""
+    canonical_record(rec)  # one spelling per name, whichever reader (core/common/names.py)
+    day = rec.partition_date
+    if forget and forget.forgets(rec):
+        day = start if day is None or day < start else day
+        if wanted is None or day in wanted:
+            out.read_counts[(day, rec.source)] += 1
+            out.quarantine.append(forgotten_row(forget, rec, day))
+        return
+    if retain_from is not None and day is not None and day < retain_from:
+        if wanted is None or start in wanted:
+            out.read_counts[(start, rec.source)] += 1
+            out.quarantine.append(expired_row(rec, start, forget))
+        return
+    day = start if day is None or day < start else day
+    if wanted is not None and day not in wanted:
+        return
+    rec.partition_date = day
+    out.read_counts[(day, rec.source)] += 1
+    out.quarantine.append(rec)
+
+
+def ingest_records(
+    records: Iterable[Record],
+    *,
+    start_date: dt.date,
+    dates: Iterable[dt.date] | None = None,
+    forget: ForgetList | None = None,
+    retain_from: dt.date | None = None,
+) -> IngestResult:
+    """:func:`ingest_tables` for records already in memory, with the kept messages as
+    ``(message_id, Message)`` pairs (what :func:`normalize.ingest` returns)."""
+    result = ingest_tables(
+        [records_to_tables(records)],
+        start_date=start_date,
+        dates=dates,
+        forget=forget,
+        retain_from=retain_from,
+    )
+    return to_records(result)
+
+
+def to_records(result: TableIngestResult) -> IngestResult:
+    """The messages table of ``result`` as ``(message_id, Message)`` pairs, in table order."""
+    t = result.messages
+    ids = t.column("message_id").to_pylist()
+    msgs = [Message(**r) for r in t.select(CANDIDATES.names).to_pylist()]
+    return IngestResult(list(zip(ids, msgs, strict=True)), result.quarantine, result.read_counts)

@@ -8,15 +8,18 @@ configured source, as one Parquet file under ``<output>/cache/ingest/`` keyed by
 - the content hash of every file under the source path (plus symlink targets and read
   errors, so a file that becomes readable, or a new file, invalidates),
 - the source's kind, name, timezone, owner and options,
-- the reader's code version: a hash of the reader module, the reader base, the record
-  classes, ``normalize.py``, ``forget_list.py`` and this module (a changed reader never
+- the reader's code version: a hash of the reader module, the reader base, the reader step
+  (``batches.py``), the record classes, and the modules that shape the stored text-free
+  rows (``normalize.py``, ``forget_list.py``) and this module (a changed reader never
   serves stale records).
 
-A warm ingest reads only the rows of the wanted dates (plus the undated / too-early ones the
-start partition takes) and rebuilds the very records the reader would yield, in reader order,
-so :func:`~memory_pipeline.core.ingest.normalize.ingest` gives identical messages, quarantine
-and audit (tested warm vs cold). The key is per source, not per file: readers are called on a
-source, not on one file of it, so a changed file re-parses its whole source.
+It wraps the reader step and nothing else (core/ingest/batches.py): an entry holds the
+batches ``read_batches`` gave (candidate messages, then the reader's own quarantine records),
+and a warm ingest reads only the rows of the wanted dates (plus the undated / too-early ones
+the start partition takes) and hands them to the one ingest step as the same ``SourceTables``,
+so messages, quarantine and audit are identical (tested warm vs cold). The key is per
+source, not per file: readers are called on a source, not on one file of it, so a changed
+file re-parses its whole source.
 
 Privacy: the cache holds message text, so it follows the forget list and retention like the
 tables. A record the forget list names, or dated before the retention cutoff, is stored only
@@ -48,16 +51,15 @@ from memory_pipeline.core.common import records as R
 from memory_pipeline.core.common.forget_list import ForgetList, forgotten_row
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
 from memory_pipeline.core.ingest import normalize
-from memory_pipeline.core.ingest.columnar import read_source_tables
-from memory_pipeline.core.ingest.sources import READERS, TABLE_READERS, SourceSpec, read_source
+from memory_pipeline.core.ingest.batches import read_batches
+from memory_pipeline.core.ingest.sources import READERS, SourceSpec
 from memory_pipeline.core.ingest.sources.base import CANDIDATES, SourceTables
 
 __all__ = [
     "CACHE_DIR",
     "FORMAT",
     "cache_root",
-    "cached_records",
-    "cached_tables",
+    "cached_batches",
     "entry_key",
     "scrub",
     "source_fingerprint",
@@ -117,6 +119,7 @@ def _code_version(kind: str) -> str:
         # modules the reader's output also depends on (shared helpers, the readers auto calls)
         *getattr(READERS[kind], "depends_on", ()),
         "memory_pipeline.core.ingest.sources.base",
+        "memory_pipeline.core.ingest.batches",
         R.__name__,
         normalize.__name__,
         "memory_pipeline.core.common.forget_list",
@@ -480,40 +483,7 @@ def _store(path: Path, key: str, table: pa.Table, meta: dict) -> None:
             old.unlink(missing_ok=True)
 
 
-def cached_records(
-    spec: SourceSpec,
-    dates: Iterable[dt.date] | None,
-    *,
-    cache_dir: Path,
-    start_date: dt.date,
-    forget: ForgetList | None = None,
-    retain_from: dt.date | None = None,
-    stats: dict | None = None,
-) -> Iterator[Record]:
-    """The records ``read_source(spec)`` yields that ingest of ``dates`` can use, from the
-    cache when ``spec``'s files are unchanged (else parsed once, stored, then served).
-
-    ``start_date``, ``forget`` and ``retain_from`` are ingest's: the forgotten / expired rows
-    are dated as ingest dates them. ``stats`` (optional) gets ``hits`` / ``misses`` counts.
-    """
-    wanted = None if dates is None else frozenset(dates)
-    if _COLUMNS is None:  # record fields this cache cannot store: read directly
-        yield from read_source(spec, wanted)
-        return
-    if spec.kind not in READERS or not spec.path.exists():
-        yield from read_source(spec, wanted)  # raises the reader's own error
-        return
-    start = start_date if retain_from is None else max(start_date, retain_from)
-    key, path, table, _ = _lookup(spec, wanted, cache_dir, start, forget, retain_from, stats)
-    if table is None:
-        table = _to_table(enumerate(read_source(spec, None)), forget, retain_from)
-        meta = _entry_meta(key, table, forget, retain_from)
-        _store(path, key, table, {**meta, META_COLUMNAR: False})
-    table = _wanted(table, wanted, start).sort_by("seq")
-    yield from _records(table, start)
-
-
-def cached_tables(
+def cached_batches(
     spec: SourceSpec,
     dates: Iterable[dt.date] | None,
     *,
@@ -524,37 +494,33 @@ def cached_tables(
     stats: dict | None = None,
     writes: list[Callable[[], None]] | None = None,
 ) -> SourceTables:
-    """:func:`cached_records` in columns, for the columnar ingest (``ingest_tables``).
+    """What :func:`~memory_pipeline.core.ingest.batches.read_batches` gives for ``spec``,
+    from the cache when ``spec``'s files, settings and reader code are unchanged (else parsed
+    once, stored, then served); only the rows ingest of ``dates`` can use are served.
 
-    Why: the record cache made a cold full build parse with the row reader (one object per
-    utterance, then back to columns: most of a cold Dagster ingest). Here a miss fills the
-    entry from the source's columnar reader when it has one and the file is clean (else the
-    row reader), and a hit is served as Arrow columns: no ``Message`` object either way, only
-    the few quarantine rows become records. The entry format is the record cache's (one
-    file per source, scrubbed the same way), so either path can serve what the other wrote:
-    a columnar-filled entry numbers the messages first and the reader's quarantine records
-    after them, an order ingest does not depend on (quarantine is sorted, read counts are
-    counted, duplicates are decided among messages only).
+    The cache wraps the reader step and nothing else: a miss stores the reader's batches
+    (messages first, then the reader's quarantine records: ingest does not depend on that
+    order, its quarantine is sorted, its counts counted, its duplicates decided among
+    messages), a hit serves them as Arrow columns. What it adds is privacy, not ingest
+    logic: forgotten and expired records are stored only as the text-free rows ingest would
+    make of them. ``start_date``, ``forget`` and ``retain_from`` are ingest's, so those rows
+    are dated as ingest dates them. ``stats`` (optional) gets ``hits`` / ``misses`` counts.
 
     ``writes`` (optional): a miss appends the entry's write to it instead of writing, so
     the caller can write while it ingests (read_all_tables does, on a thread); the entry
     must then be written before anything else reads this cache."""
     wanted = None if dates is None else frozenset(dates)
     if _COLUMNS is None or spec.kind not in READERS or not spec.path.exists():
-        return read_source_tables(spec, wanted)  # raises the reader's own error, if any
+        return read_batches(spec, wanted)  # raises the reader's own error, if any
     start = start_date if retain_from is None else max(start_date, retain_from)
     key, path, table, meta = _lookup(spec, wanted, cache_dir, start, forget, retain_from, stats)
     columnar = bool(meta and meta.get(META_COLUMNAR))
     if table is None:
-        reader = TABLE_READERS.get(spec.kind)
-        source = reader(spec) if reader is not None else None
-        columnar = source is not None
-        if source is not None:
-            table = _from_tables(source)
-            if forget or retain_from is not None:
-                table = _rescrub(table, forget, retain_from)
-        else:
-            table = _to_table(enumerate(read_source(spec, None)), forget, retain_from)
+        source = read_batches(spec, None)  # every date: the entry serves any later run
+        columnar = source.columnar
+        table = _from_tables(source)
+        if forget or retain_from is not None:
+            table = _rescrub(table, forget, retain_from)
         meta = {**_entry_meta(key, table, forget, retain_from), META_COLUMNAR: columnar}
         fill = functools.partial(_store, path, key, table, meta)
         if writes is None:
@@ -563,6 +529,9 @@ def cached_tables(
             writes.append(fill)
     table = _wanted(table, wanted, start).sort_by("seq")
     return _tables(table, start, columnar)
+
+
+cached_tables = cached_batches  # the earlier name
 
 
 def _from_tables(source: SourceTables) -> pa.Table:
