@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memory_pipeline.core.common import records as R
+from memory_pipeline.core.common.contacts import ContactBook
 from memory_pipeline.core.common.forget_list import ForgetList, forgotten_row
 from memory_pipeline.core.common.names import canonical_names, canonical_record
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
@@ -40,10 +41,12 @@ from memory_pipeline.core.common.schema import MESSAGES
 from memory_pipeline.core.ingest.batches import records_to_tables
 from memory_pipeline.core.ingest.normalize import (
     _SEP,
+    EXPORT_ID_PATTERN,
     IngestResult,
     _quarantine,
     _quarantine_sort_key,
     expired_row,
+    export_message_id,
     validate,
 )
 from memory_pipeline.core.ingest.sources.base import CANDIDATES, SourceTables
@@ -155,6 +158,39 @@ def _message_ids(v: pa.Table, key: pa.ChunkedArray) -> tuple[list[str], np.ndarr
     return ids, None
 
 
+def _export_ids(v: pa.Table, ids: list[str]) -> np.ndarray | None:
+    """Give rows that carry their export's stable message id (normalize.export_id) the id
+    of (conversation, export id) in ``ids``, in place; return the de-duplication priority
+    per row (lower wins), or None when no row has an export id (then nothing changes).
+
+    Why: the content rule cannot see that an edited message (same id, new text) is one
+    message, so two exports of one chat kept both versions. Among rows with one export id
+    the newest export wins: the one whose file reaches the latest time (an export holds its
+    chat up to the moment it was made), on a tie the file read later; within that file the
+    first row read. Content-identified rows keep priority 0: the first row read wins.
+    """
+    refs = v.column("source_ref")
+    has = pc.fill_null(pc.match_substring_regex(refs, EXPORT_ID_PATTERN), False)
+    has = has.to_numpy(zero_copy_only=False)
+    if not has.any():
+        return None
+    rows = np.flatnonzero(has)
+    take = pa.array(rows, pa.int64())
+    convs = v.column("conversation_id").take(take).to_pylist()
+    for row, conv, ref in zip(rows.tolist(), convs, refs.take(take).to_pylist(), strict=True):
+        ids[row] = export_message_id(conv, ref)
+    # rank of each row's file: (latest ts in the file, first row read of the file)
+    files = pc.binary_join_element_wise(v.column("source"), v.column("source_file"), _SEP)
+    fcode = _codes(files)
+    ts = pc.cast(v.column("ts"), pa.int64()).to_numpy(zero_copy_only=False)
+    latest = np.full(int(fcode.max()) + 1, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(latest, fcode, ts)
+    first_seen = np.unique(fcode, return_index=True)[1]  # codes are in order of appearance
+    rank = np.empty_like(first_seen)
+    rank[np.lexsort((first_seen, latest))] = np.arange(len(first_seen))
+    return np.where(has, -rank[fcode] - 1, 0)
+
+
 def ingest_tables(
     sources: Iterable[SourceTables],
     *,
@@ -162,11 +198,15 @@ def ingest_tables(
     dates: Iterable[dt.date] | None = None,
     forget: ForgetList | None = None,
     retain_from: dt.date | None = None,
+    contacts: ContactBook | None = None,
 ) -> TableIngestResult:
-    """:func:`normalize.ingest` over columns: same partitions, ids, duplicates, quarantine.
+    """Validate, de-duplicate and partition the sources' batches, keeping those of ``dates``
+    (the rules: :func:`normalize.ingest`).
 
-    Sources are taken in order, and rows in order within a source, as the record path reads
-    them ("first copy read" wins a duplicate).
+    Sources are taken in order, and rows in order within a source ("first copy read" wins a
+    duplicate). ``contacts`` (the ``[[contacts]]`` table) maps each listed spelling of a
+    person to one ``contact_id`` before anything else looks at it, so forget and retention
+    by contact see one person across apps.
     """
     sources = list(sources)
     wanted = None if dates is None else frozenset(dates)
@@ -177,7 +217,9 @@ def ingest_tables(
     for q in (q for s in sources for q in s.quarantine):
         _place_quarantine(q, out, start_date, wanted, forget, retain_from)
     t = pa.concat_tables([s.messages.select(CANDIDATES.names) for s in sources]).combine_chunks()
-    t = canonical_names(t)  # one spelling per name, as normalize.ingest (core/common/names.py)
+    t = canonical_names(t)  # one spelling per name, whichever reader (core/common/names.py)
+    if contacts:
+        t = contacts.map_table(t)  # one person across apps (core/common/contacts.py)
     if t.num_rows == 0:
         out.quarantine.sort(key=_quarantine_sort_key)
         return out
@@ -264,13 +306,24 @@ def ingest_tables(
         _SEP,
     )
     ids, codes = _message_ids(v, key)
+    # a message with the export's own id is one message whatever its text (an edit)
+    priority = _export_ids(v, ids)
+    if priority is not None:
+        codes = None
     id_arr = pa.array(ids, pa.string())
 
-    # de-duplicate: the first row read with an id is kept, later ones are quarantined
+    # de-duplicate: the first row read with an id is kept, later ones are quarantined (for
+    # export ids: the first row of the newest export, see _export_ids)
     if codes is None:
         codes = _codes(id_arr)
     first = np.zeros(len(codes), bool)
-    first_row = np.unique(codes, return_index=True)[1]
+    if priority is None:
+        first_row = np.unique(codes, return_index=True)[1]
+    else:
+        order = np.lexsort((np.arange(len(codes)), priority, codes))
+        starts = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1]])
+        first_row = np.empty(int(codes.max()) + 1, np.int64)
+        first_row[codes[order][starts]] = order[starts]
     first[first_row] = True
     dups = np.flatnonzero(~first)
     if len(dups):
@@ -340,6 +393,7 @@ def ingest_records(
     dates: Iterable[dt.date] | None = None,
     forget: ForgetList | None = None,
     retain_from: dt.date | None = None,
+    contacts: ContactBook | None = None,
 ) -> IngestResult:
     """:func:`ingest_tables` for records already in memory, with the kept messages as
     ``(message_id, Message)`` pairs (what :func:`normalize.ingest` returns)."""
@@ -349,6 +403,7 @@ def ingest_records(
         dates=dates,
         forget=forget,
         retain_from=retain_from,
+        contacts=contacts,
     )
     return to_records(result)
 

@@ -19,6 +19,7 @@ from hashlib import blake2b
 import pyarrow as pa
 
 from memory_pipeline.core.common import records as R
+from memory_pipeline.core.common.contacts import ContactBook
 from memory_pipeline.core.common.forget_list import ForgetList
 from memory_pipeline.core.common.ids import stable_id
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
@@ -67,6 +68,26 @@ def message_id(m: Message, occurrence: int = 0) -> str:
     return "msg_" + h.hexdigest()
 
 
+# ``source_ref`` values that are the export's own stable message id (what each reader writes:
+# core/ingest/sources/<kind>.py). A positional fallback (a Telegram message without an id,
+# ``#<index>``; an iMessage row id instead of its guid) is not one, so it is not matched.
+EXPORT_ID_PATTERN = (
+    r"^(?:telegram:[^/]*/-?[0-9]+"
+    r"|discord:[^/]+/[0-9]+"
+    r"|slack:[^/]+/[0-9]+\.[0-9]+"
+    r"|imessage:.*[^0-9].*"
+    r"|chatgpt:[^/]+/.+"
+    r"|claude:[^/]+/.+)$"
+)
+
+
+def export_message_id(conversation_id: str, export_ref: str) -> str:
+    """The id of a message whose export carries its own stable id (``EXPORT_ID_PATTERN``):
+    from (conversation, export id), not from the text, so an edited message keeps its id
+    and two exports of it are one message (docs/sources.md, "Re-exports")."""
+    return stable_id("msg", conversation_id, "export", export_ref)
+
+
 def _content_key(m: Message) -> blake2b:
     """The hash state of (conversation, local time, sender, type, text): the dedupe content."""
     key = _SEP.join((m.conversation_id, m.local_ts.isoformat(), m.sender, m.type, m.text))
@@ -107,6 +128,7 @@ def ingest(
     dates: Iterable[dt.date] | None = None,
     forget: ForgetList | None = None,
     retain_from: dt.date | None = None,
+    contacts: ContactBook | None = None,
 ) -> IngestResult:
     """Validate, de-duplicate and partition ``records``, keeping those of ``dates``.
 
@@ -131,7 +153,12 @@ def ingest(
     from memory_pipeline.core.ingest.columnar import ingest_records
 
     return ingest_records(
-        records, start_date=start_date, dates=dates, forget=forget, retain_from=retain_from
+        records,
+        start_date=start_date,
+        dates=dates,
+        forget=forget,
+        retain_from=retain_from,
+        contacts=contacts,
     )
 
 
