@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from memory_pipeline.config import OwnerSpec, fan_out_owner_id
 from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common.contacts import ContactBook
 from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_list
 from memory_pipeline.core.common.owners import fan_out_by_speaker
 from memory_pipeline.core.common.records import Message, SourceError
@@ -153,9 +154,18 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
                     forget,
                     cutoff,
                     cache_dir=cfg.cache_path.parent,  # parsed records of unchanged exports
+                    contacts=ContactBook(cfg.contacts),  # one person across apps
                 )
             else:
-                result = _ingest_with(shared, cfg.sources, days, cfg.start_date, forget, cutoff)
+                result = read_all_with(
+                    shared,
+                    cfg.sources,
+                    days,
+                    cfg.start_date,
+                    forget,
+                    cutoff,
+                    contacts=ContactBook(cfg.contacts),
+                )
         except SourceError as exc:
             raise dg.Failure(description=str(exc)) from None
         per_day = split_ingest(result, days)
@@ -295,16 +305,3 @@ def _record_days(records: list[Any], start: dt.date, days: list[dt.date]) -> set
         if day in wanted:
             found.add(day)
     return found
-
-
-def _ingest_with(
-    shared: list[Any],
-    sources: Any,
-    days: list[dt.date],
-    start: dt.date,
-    forget: Any,
-    cutoff: dt.date | None,
-) -> Any:
-    """Ingest an owner's share of a fan-out read plus their own sources (each read here)."""
-
-    return read_all_with(shared, sources, days, start, forget, cutoff)

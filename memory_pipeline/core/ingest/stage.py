@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memory_pipeline.core.common.contacts import ContactBook
 from memory_pipeline.core.common.dates import count_by, split_by_date
 from memory_pipeline.core.common.forget_list import ForgetList
 from memory_pipeline.core.common.records import Record, gc_paused
@@ -47,6 +48,7 @@ def read_all_tables(
     forget: ForgetList | None = None,
     retain_from: dt.date | None = None,
     cache_dir: Path | None = None,
+    contacts: ContactBook | None = None,
 ) -> TableIngestResult:
     """Read every source once and keep the records of ``dates``: the ingest entrance.
 
@@ -56,7 +58,8 @@ def read_all_tables(
     only those days' cached rows instead of re-parsing whole exports), then one step
     validates, de-duplicates, applies ``forget`` and ``retain_from`` and assigns the dates
     (core/ingest/columnar.py: ``ingest_tables``). ``split_ingest`` makes the per-date
-    tables."""
+    tables. ``contacts`` (the ``[[contacts]]`` table) maps each person's spellings across
+    apps to one contact id, in that step."""
     wanted = sorted(set(dates))
     fills: list = []  # cache entries to write: on a thread, while the ingest runs
     if cache_dir is None:
@@ -72,18 +75,29 @@ def read_all_tables(
                 forget=forget,
                 retain_from=retain_from,
                 writes=fills,
+                contacts=contacts,
             )
             for spec in sources
         ]
     if not fills:
         return ingest_tables(
-            batches, start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
+            batches,
+            start_date=start_date,
+            dates=wanted,
+            forget=forget,
+            retain_from=retain_from,
+            contacts=contacts,
         )
     # Parquet encoding releases the GIL: a cold build writes its cache entry while it ingests
     with ThreadPoolExecutor(1) as pool:
         written = pool.submit(lambda: [fill() for fill in fills])
         result = ingest_tables(
-            batches, start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
+            batches,
+            start_date=start_date,
+            dates=wanted,
+            forget=forget,
+            retain_from=retain_from,
+            contacts=contacts,
         )
         written.result()  # a failed cache write fails the read, as when written in line
     return result
@@ -96,12 +110,13 @@ def read_all(
     forget: ForgetList | None = None,
     retain_from: dt.date | None = None,
     cache_dir: Path | None = None,
+    contacts: ContactBook | None = None,
 ) -> IngestResult:
     """:func:`read_all_tables` with the kept messages as ``(message_id, Message)`` pairs, for
     callers that work on objects (evaluation, benchmarks); the same road, the same tables."""
     with gc_paused():
         return to_records(
-            read_all_tables(sources, dates, start_date, forget, retain_from, cache_dir)
+            read_all_tables(sources, dates, start_date, forget, retain_from, cache_dir, contacts)
         )
 
 
@@ -112,6 +127,7 @@ def read_all_with(
     start_date: dt.date,
     forget: ForgetList | None = None,
     retain_from: dt.date | None = None,
+    contacts: ContactBook | None = None,
 ) -> TableIngestResult:
     """:func:`read_all_tables` (no cache) over ``sources`` plus ``records`` read before (an
     owner's share of a source read once for many owners), taken first, as one batch."""
@@ -119,7 +135,12 @@ def read_all_with(
     with gc_paused():
         batches = [records_to_tables(records), *(read_batches(s, wanted) for s in sources)]
     return ingest_tables(
-        batches, start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
+        batches,
+        start_date=start_date,
+        dates=wanted,
+        forget=forget,
+        retain_from=retain_from,
+        contacts=contacts,
     )
 
 
