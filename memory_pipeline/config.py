@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_pipeline.core.common import fs
+from memory_pipeline.core.common.contacts import ContactSpec
 from memory_pipeline.core.common.owners import (
     DEFAULT_OWNER_ID,
     OwnerError,
@@ -127,6 +128,7 @@ class PipelineConfig:
     owners: tuple[OwnerSpec, ...] = ()  # [[owners]]: a multi-owner deployment's listed owners
     fan_out_sources: tuple[SourceSpec, ...] = ()  # sources with owners = "speakers"
     root_dir: Path | None = None  # an owner's config: the deployment's output_dir
+    contacts: tuple[ContactSpec, ...] = ()  # [[contacts]]: one person's spellings across apps
 
     @property
     def multi_owner(self) -> bool:
@@ -529,6 +531,7 @@ SECTIONS = (
     "pipeline",
     "sources",
     "owners",
+    "contacts",
     "representations",
     "retrieval",
     "evaluation",
@@ -671,6 +674,7 @@ def parse_config(
     pipe = _pipeline_values(raw, env, base_dir, errors)
     sources = _sources(raw, env, base_dir, pipe.owner, pipe.timezone, errors)
     owners = _owners(raw, env, base_dir, pipe, sources, errors)
+    contacts = _contacts(raw, env, errors)
     dense = _read(
         _BY_NAME["representations", "dense"], _table(raw, "representations", errors), env, errors
     )
@@ -709,6 +713,7 @@ def parse_config(
         owner_id=pipe.owner_id,
         owners=tuple(owners),
         fan_out_sources=tuple(s for s in sources.specs if _fans_out(s)),
+        contacts=tuple(contacts),
     )
 
 
@@ -1046,6 +1051,62 @@ def _owners(
                 errors.append(f"[[owners]]: sources {names} belong to no listed owner")
             else:
                 out.append(OwnerSpec(pipe.owner_id, pipe.owner, tuple(rest)))
+    return out
+
+
+# [[contacts]]: key -> kind (docs/configuration.md lists them; a test checks it)
+CONTACT_OPTIONS: dict[str, Kind] = {
+    "id": SLUG,
+    "names": NAMES,
+    "phones": NAMES,
+    "emails": NAMES,
+    "handles": NAMES,
+}
+
+
+def _contacts(
+    raw: Mapping[str, Any], env: Mapping[str, str], errors: list[str]
+) -> list[ContactSpec]:
+    """[[contacts]]: ``id`` (slug) and at least one of ``names``, ``phones``, ``emails``,
+    ``handles``: every spelling of one person across apps, mapped to that id at ingest
+    (core/common/contacts.py). A spelling listed under two ids is refused (which person
+    would it be?)."""
+    raw_contacts = raw.get("contacts", [])
+    if not isinstance(raw_contacts, list):
+        errors.append("[[contacts]]: must be an array of tables")
+        return []
+    out: list[ContactSpec] = []
+    for i, entry in enumerate(raw_contacts):
+        where = f"contacts[{i}]"
+        if not isinstance(entry, Mapping):
+            errors.append(f"{where}: must be a table")
+            continue
+        _unknown_keys(where, entry, list(CONTACT_OPTIONS), errors)
+
+        def read(key: str, entry: Mapping[str, Any] = entry, where: str = where) -> Any:
+            setting = Setting(None, key, CONTACT_OPTIONS[key], required=key == "id")
+            return _read(setting, entry, env, errors, where=f"{where}.{key}")
+
+        cid = read("id")
+        lists = {k: read(k) or [] for k in ("names", "phones", "emails", "handles")}
+        if cid is None:
+            continue
+        if not any(lists.values()):
+            errors.append(f"{where} ({cid}): list at least one of names, phones, emails, handles")
+            continue
+        out.append(ContactSpec(cid, *(tuple(x.strip() for x in lists[k]) for k in lists)))
+    ids = [c.id for c in out]
+    errors.extend(
+        f"[[contacts]]: duplicate contact id {cid!r}"
+        for cid in sorted({c for c in ids if ids.count(c) > 1})
+    )
+    owners_of: dict[str, set[str]] = {}
+    for c in out:
+        for value in (*c.names, *c.phones, *c.emails, *c.handles):
+            owners_of.setdefault(value.strip().casefold(), set()).add(c.id)
+    for value, cids in sorted(owners_of.items()):
+        if len(cids) > 1:
+            errors.append(f"[[contacts]]: {value!r} is listed for {', '.join(sorted(cids))}")
     return out
 
 

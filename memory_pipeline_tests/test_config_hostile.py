@@ -599,7 +599,7 @@ def test_random_config_values_at_the_cli_exit_2_in_one_line(text, env):
 
 # -- the documentation lists every setting with the values the code accepts -------------------
 def test_docs_configuration_lists_every_setting_and_its_allowed_values():
-    from memory_pipeline.config import FAN_OUT_OPTIONS, SOURCE_OPTIONS
+    from memory_pipeline.config import CONTACT_OPTIONS, FAN_OUT_OPTIONS, SOURCE_OPTIONS
 
     doc = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     for setting in SETTINGS:
@@ -608,6 +608,6 @@ def test_docs_configuration_lists_every_setting_and_its_allowed_values():
         if setting.env:
             assert f"`{setting.env}`" in doc, setting.env
         assert setting.kind.allowed in doc, (setting.where, setting.kind.allowed)
-    for options in (FAN_OUT_OPTIONS, *SOURCE_OPTIONS.values()):
+    for options in (FAN_OUT_OPTIONS, CONTACT_OPTIONS, *SOURCE_OPTIONS.values()):
         for key, kind in options.items():
             assert f"`{key}`" in doc and kind.allowed in doc, key

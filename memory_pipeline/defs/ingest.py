@@ -11,13 +11,13 @@ import pyarrow.compute as pc
 
 from memory_pipeline.config import OwnerSpec, fan_out_owner_id
 from memory_pipeline.core.common import tables as T
+from memory_pipeline.core.common.contacts import ContactBook
 from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_list
 from memory_pipeline.core.common.owners import fan_out_by_speaker
 from memory_pipeline.core.common.records import Message, SourceError
 from memory_pipeline.core.common.storage import TableStore, concat, write_partitions
-from memory_pipeline.core.ingest.normalize import ingest as normalize_ingest
 from memory_pipeline.core.ingest.sources import read_source
-from memory_pipeline.core.ingest.stage import gc_paused, read_all_tables, split_ingest
+from memory_pipeline.core.ingest.stage import read_all_tables, read_all_with, split_ingest
 from memory_pipeline.core.privacy.retention import retention_cutoff
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline.defs.helpers import (
@@ -154,9 +154,18 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
                     forget,
                     cutoff,
                     cache_dir=cfg.cache_path.parent,  # parsed records of unchanged exports
+                    contacts=ContactBook(cfg.contacts),  # one person across apps
                 )
             else:
-                result = _ingest_with(shared, cfg.sources, days, cfg.start_date, forget, cutoff)
+                result = read_all_with(
+                    shared,
+                    cfg.sources,
+                    days,
+                    cfg.start_date,
+                    forget,
+                    cutoff,
+                    contacts=ContactBook(cfg.contacts),
+                )
         except SourceError as exc:
             raise dg.Failure(description=str(exc)) from None
         per_day = split_ingest(result, days)
@@ -296,24 +305,3 @@ def _record_days(records: list[Any], start: dt.date, days: list[dt.date]) -> set
         if day in wanted:
             found.add(day)
     return found
-
-
-def _ingest_with(
-    shared: list[Any],
-    sources: Any,
-    days: list[dt.date],
-    start: dt.date,
-    forget: Any,
-    cutoff: dt.date | None,
-) -> Any:
-    """Ingest an owner's share of a fan-out read plus their own sources (each read here)."""
-
-    def records():
-        yield from shared
-        for spec in sources:
-            yield from read_source(spec, days)
-
-    with gc_paused():
-        return normalize_ingest(
-            records(), start_date=start, dates=days, forget=forget, retain_from=cutoff
-        )

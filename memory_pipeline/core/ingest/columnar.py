@@ -1,6 +1,11 @@
-"""Columnar ingest: the rules of :func:`normalize.ingest` applied to Arrow columns.
+"""The one ingest step: validate, de-duplicate, forget, retention and dates, over Arrow columns.
 
-Why: building one Python ``Message`` per utterance, then hashing, de-duplicating and turning
+Every source reaches it the same way (core/ingest/batches.py: the reader parses into
+``SourceTables``; core/ingest/file_cache.py may serve those batches from its cache), and
+:func:`normalize.ingest`, the entrance for records already in memory, converts them and calls
+:func:`ingest_records` here: there is no second implementation of these rules.
+
+Why columns: building one Python ``Message`` per utterance, then hashing, de-duplicating and turning
 them back into columns, was most of the ingest time on RealPersonaChat (408,619 utterances).
 A reader that can hands over its candidate messages as one Arrow table (``CANDIDATES``: the
 ``MESSAGES`` columns without ``message_id`` and ``local_date``, rows in read order) plus the
@@ -28,19 +33,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memory_pipeline.core.common import records as R
+from memory_pipeline.core.common.contacts import ContactBook
 from memory_pipeline.core.common.forget_list import ForgetList, forgotten_row
-from memory_pipeline.core.common.names import canonical_names
-from memory_pipeline.core.common.records import Message, QuarantineRecord, Record, gc_paused
+from memory_pipeline.core.common.names import canonical_names, canonical_record
+from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
 from memory_pipeline.core.common.schema import MESSAGES
+from memory_pipeline.core.ingest.batches import records_to_tables
 from memory_pipeline.core.ingest.normalize import (
     _SEP,
+    EXPORT_ID_PATTERN,
+    IngestResult,
     _quarantine,
     _quarantine_sort_key,
     expired_row,
-    ingest,
+    export_message_id,
     validate,
 )
-from memory_pipeline.core.ingest.sources import TABLE_READERS, SourceSpec, read_source
 from memory_pipeline.core.ingest.sources.base import CANDIDATES, SourceTables
 
 _EPOCH = dt.date(1970, 1, 1)
@@ -60,20 +68,6 @@ class TableIngestResult:
     messages: pa.Table
     quarantine: list[QuarantineRecord] = field(default_factory=list)
     read_counts: Counter[tuple[dt.date, str]] = field(default_factory=Counter)
-
-
-def records_to_tables(records: Iterable[Record]) -> SourceTables:
-    """A row-based reader's records as ``SourceTables`` (for sources without a columnar reader).
-
-    The objects exist already, so this is only a conversion; it lets every source go through
-    one ingest implementation.
-    """
-    msgs: list[Message] = []
-    quar: list[QuarantineRecord] = []
-    for rec in records:
-        (msgs if isinstance(rec, Message) else quar).append(rec)
-    cols = {name: [getattr(m, name) for m in msgs] for name in CANDIDATES.names}
-    return SourceTables(pa.Table.from_pydict(cols, schema=CANDIDATES), quar, columnar=False)
 
 
 def _maybe_blank(text: pa.ChunkedArray) -> np.ndarray:
@@ -134,7 +128,7 @@ def _codes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def _message_ids(v: pa.Table, key: pa.ChunkedArray) -> tuple[list[str], np.ndarray | None]:
     """normalize.message_id of every row: blake2b(content key + occurrence index).
 
-    The occurrence index (see normalize._with_occurrence) counts distinct ``source_order``
+    The occurrence index (see normalize.message_id) counts distinct ``source_order``
     positions of identical messages of one file, in read order; a repeated position repeats
     its index. Almost every row is the only one with its content, so every id is first
     hashed with index 0, and only rows whose id repeats (equal content: a handful) are
@@ -164,6 +158,39 @@ def _message_ids(v: pa.Table, key: pa.ChunkedArray) -> tuple[list[str], np.ndarr
     return ids, None
 
 
+def _export_ids(v: pa.Table, ids: list[str]) -> np.ndarray | None:
+    """Give rows that carry their export's stable message id (normalize.export_id) the id
+    of (conversation, export id) in ``ids``, in place; return the de-duplication priority
+    per row (lower wins), or None when no row has an export id (then nothing changes).
+
+    Why: the content rule cannot see that an edited message (same id, new text) is one
+    message, so two exports of one chat kept both versions. Among rows with one export id
+    the newest export wins: the one whose file reaches the latest time (an export holds its
+    chat up to the moment it was made), on a tie the file read later; within that file the
+    first row read. Content-identified rows keep priority 0: the first row read wins.
+    """
+    refs = v.column("source_ref")
+    has = pc.fill_null(pc.match_substring_regex(refs, EXPORT_ID_PATTERN), False)
+    has = has.to_numpy(zero_copy_only=False)
+    if not has.any():
+        return None
+    rows = np.flatnonzero(has)
+    take = pa.array(rows, pa.int64())
+    convs = v.column("conversation_id").take(take).to_pylist()
+    for row, conv, ref in zip(rows.tolist(), convs, refs.take(take).to_pylist(), strict=True):
+        ids[row] = export_message_id(conv, ref)
+    # rank of each row's file: (latest ts in the file, first row read of the file)
+    files = pc.binary_join_element_wise(v.column("source"), v.column("source_file"), _SEP)
+    fcode = _codes(files)
+    ts = pc.cast(v.column("ts"), pa.int64()).to_numpy(zero_copy_only=False)
+    latest = np.full(int(fcode.max()) + 1, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(latest, fcode, ts)
+    first_seen = np.unique(fcode, return_index=True)[1]  # codes are in order of appearance
+    rank = np.empty_like(first_seen)
+    rank[np.lexsort((first_seen, latest))] = np.arange(len(first_seen))
+    return np.where(has, -rank[fcode] - 1, 0)
+
+
 def ingest_tables(
     sources: Iterable[SourceTables],
     *,
@@ -171,28 +198,30 @@ def ingest_tables(
     dates: Iterable[dt.date] | None = None,
     forget: ForgetList | None = None,
     retain_from: dt.date | None = None,
+    contacts: ContactBook | None = None,
 ) -> TableIngestResult:
-    """:func:`normalize.ingest` over columns: same partitions, ids, duplicates, quarantine.
+    """Validate, de-duplicate and partition the sources' batches, keeping those of ``dates``
+    (the rules: :func:`normalize.ingest`).
 
-    Sources are taken in order, and rows in order within a source, as the record path reads
-    them ("first copy read" wins a duplicate).
+    Sources are taken in order, and rows in order within a source ("first copy read" wins a
+    duplicate). ``contacts`` (the ``[[contacts]]`` table) maps each listed spelling of a
+    person to one ``contact_id`` before anything else looks at it, so forget and retention
+    by contact see one person across apps.
     """
     sources = list(sources)
     wanted = None if dates is None else frozenset(dates)
-    # The reader's own quarantine records take exactly the record path (they are few).
-    q_only = ingest(
-        [q for s in sources for q in s.quarantine],
-        start_date=start_date,
-        dates=wanted,
-        forget=forget,
-        retain_from=retain_from,
-    )
-    out = TableIngestResult(MESSAGES.empty_table(), q_only.quarantine, q_only.read_counts)
     if retain_from is not None and retain_from > start_date:
-        start_date = retain_from
+        start_date = retain_from  # nothing is placed in a purged partition
+    out = TableIngestResult(MESSAGES.empty_table())
+    # the readers' own quarantine records (few): placed one by one
+    for q in (q for s in sources for q in s.quarantine):
+        _place_quarantine(q, out, start_date, wanted, forget, retain_from)
     t = pa.concat_tables([s.messages.select(CANDIDATES.names) for s in sources]).combine_chunks()
-    t = canonical_names(t)  # one spelling per name, as normalize.ingest (core/common/names.py)
+    t = canonical_names(t)  # one spelling per name, whichever reader (core/common/names.py)
+    if contacts:
+        t = contacts.map_table(t)  # one person across apps (core/common/contacts.py)
     if t.num_rows == 0:
+        out.quarantine.sort(key=_quarantine_sort_key)
         return out
     n = t.num_rows
     sd = (start_date - _EPOCH).days
@@ -277,13 +306,24 @@ def ingest_tables(
         _SEP,
     )
     ids, codes = _message_ids(v, key)
+    # a message with the export's own id is one message whatever its text (an edit)
+    priority = _export_ids(v, ids)
+    if priority is not None:
+        codes = None
     id_arr = pa.array(ids, pa.string())
 
-    # de-duplicate: the first row read with an id is kept, later ones are quarantined
+    # de-duplicate: the first row read with an id is kept, later ones are quarantined (for
+    # export ids: the first row of the newest export, see _export_ids)
     if codes is None:
         codes = _codes(id_arr)
     first = np.zeros(len(codes), bool)
-    first_row = np.unique(codes, return_index=True)[1]
+    if priority is None:
+        first_row = np.unique(codes, return_index=True)[1]
+    else:
+        order = np.lexsort((np.arange(len(codes)), priority, codes))
+        starts = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1]])
+        first_row = np.empty(int(codes.max()) + 1, np.int64)
+        first_row[codes[order][starts]] = order[starts]
     first[first_row] = True
     dups = np.flatnonzero(~first)
     if len(dups):
@@ -315,13 +355,62 @@ def ingest_tables(
     return out
 
 
-def read_source_tables(spec: SourceSpec, dates: Iterable[dt.date] | None = None) -> SourceTables:
-    """One source's records as columns: its columnar reader when it has one and the file is
-    clean, else its row reader's records converted (same content either way)."""
-    table_reader = TABLE_READERS.get(spec.kind)
-    if table_reader is not None and spec.path.exists():
-        tables = table_reader(spec)
-        if tables is not None:
-            return tables
-    with gc_paused():
-        return records_to_tables(read_source(spec, dates))
+def _place_quarantine(
+    rec: QuarantineRecord,
+    out: TableIngestResult,
+    start: dt.date,
+    wanted: frozenset[dt.date] | None,
+    forget: ForgetList | None,
+    retain_from: dt.date | None,
+) -> None:
+    """A reader's quarantine record into ``out``: forget first, then retention, then its
+    partition (undated or too early: ``start``, the first kept partition)."""
+    canonical_record(rec)  # one spelling per name, whichever reader (core/common/names.py)
+    day = rec.partition_date
+    if forget and forget.forgets(rec):
+        day = start if day is None or day < start else day
+        if wanted is None or day in wanted:
+            out.read_counts[(day, rec.source)] += 1
+            out.quarantine.append(forgotten_row(forget, rec, day))
+        return
+    if retain_from is not None and day is not None and day < retain_from:
+        if wanted is None or start in wanted:
+            out.read_counts[(start, rec.source)] += 1
+            out.quarantine.append(expired_row(rec, start, forget))
+        return
+    day = start if day is None or day < start else day
+    if wanted is not None and day not in wanted:
+        return
+    rec.partition_date = day
+    out.read_counts[(day, rec.source)] += 1
+    out.quarantine.append(rec)
+
+
+def ingest_records(
+    records: Iterable[Record],
+    *,
+    start_date: dt.date,
+    dates: Iterable[dt.date] | None = None,
+    forget: ForgetList | None = None,
+    retain_from: dt.date | None = None,
+    contacts: ContactBook | None = None,
+) -> IngestResult:
+    """:func:`ingest_tables` for records already in memory, with the kept messages as
+    ``(message_id, Message)`` pairs (what :func:`normalize.ingest` returns)."""
+    result = ingest_tables(
+        [records_to_tables(records)],
+        start_date=start_date,
+        dates=dates,
+        forget=forget,
+        retain_from=retain_from,
+        contacts=contacts,
+    )
+    return to_records(result)
+
+
+def to_records(result: TableIngestResult) -> IngestResult:
+    """The messages table of ``result`` as ``(message_id, Message)`` pairs, in table order."""
+    t = result.messages
+    ids = t.column("message_id").to_pylist()
+    msgs = [Message(**r) for r in t.select(CANDIDATES.names).to_pylist()]
+    return IngestResult(list(zip(ids, msgs, strict=True)), result.quarantine, result.read_counts)

@@ -8,15 +8,18 @@ configured source, as one Parquet file under ``<output>/cache/ingest/`` keyed by
 - the content hash of every file under the source path (plus symlink targets and read
   errors, so a file that becomes readable, or a new file, invalidates),
 - the source's kind, name, timezone, owner and options,
-- the reader's code version: a hash of the reader module, the reader base, the record
-  classes, ``normalize.py``, ``forget_list.py`` and this module (a changed reader never
+- the reader's code version: a hash of the reader module, the reader base, the reader step
+  (``batches.py``), the record classes, and the modules that shape the stored text-free
+  rows (``normalize.py``, ``forget_list.py``) and this module (a changed reader never
   serves stale records).
 
-A warm ingest reads only the rows of the wanted dates (plus the undated / too-early ones the
-start partition takes) and rebuilds the very records the reader would yield, in reader order,
-so :func:`~memory_pipeline.core.ingest.normalize.ingest` gives identical messages, quarantine
-and audit (tested warm vs cold). The key is per source, not per file: readers are called on a
-source, not on one file of it, so a changed file re-parses its whole source.
+It wraps the reader step and nothing else (core/ingest/batches.py): an entry holds the
+batches ``read_batches`` gave (candidate messages, then the reader's own quarantine records),
+and a warm ingest reads only the rows of the wanted dates (plus the undated / too-early ones
+the start partition takes) and hands them to the one ingest step as the same ``SourceTables``,
+so messages, quarantine and audit are identical (tested warm vs cold). The key is per
+source, not per file: readers are called on a source, not on one file of it, so a changed
+file re-parses its whole source.
 
 Privacy: the cache holds message text, so it follows the forget list and retention like the
 tables. A record the forget list names, or dated before the retention cutoff, is stored only
@@ -45,19 +48,19 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from memory_pipeline.core.common import records as R
+from memory_pipeline.core.common.contacts import ContactBook
 from memory_pipeline.core.common.forget_list import ForgetList, forgotten_row
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
 from memory_pipeline.core.ingest import normalize
-from memory_pipeline.core.ingest.columnar import read_source_tables
-from memory_pipeline.core.ingest.sources import READERS, TABLE_READERS, SourceSpec, read_source
+from memory_pipeline.core.ingest.batches import read_batches
+from memory_pipeline.core.ingest.sources import READERS, SourceSpec
 from memory_pipeline.core.ingest.sources.base import CANDIDATES, SourceTables
 
 __all__ = [
     "CACHE_DIR",
     "FORMAT",
     "cache_root",
-    "cached_records",
-    "cached_tables",
+    "cached_batches",
     "entry_key",
     "scrub",
     "source_fingerprint",
@@ -117,6 +120,7 @@ def _code_version(kind: str) -> str:
         # modules the reader's output also depends on (shared helpers, the readers auto calls)
         *getattr(READERS[kind], "depends_on", ()),
         "memory_pipeline.core.ingest.sources.base",
+        "memory_pipeline.core.ingest.batches",
         R.__name__,
         normalize.__name__,
         "memory_pipeline.core.common.forget_list",
@@ -206,13 +210,17 @@ def _forget_hashes(forget: ForgetList | None) -> list[str]:
 
 
 def _scrubbed(
-    rec: Record, forget: ForgetList | None, retain_from: dt.date | None
+    rec: Record,
+    forget: ForgetList | None,
+    retain_from: dt.date | None,
+    contacts: ContactBook | None = None,
 ) -> QuarantineRecord | None:
     """The text-free row ``rec`` is stored as (forgotten or expired), or None: keep ``rec``.
 
-    Ingest checks the forget list before retention: the same order here.
+    Ingest checks the forget list before retention: the same order here; ``contacts`` maps
+    the record's contact as ingest does (a forgotten contact id covers its spellings).
     """
-    if forget and forget.forgets(rec):
+    if forget and (forget.forgets(rec) or _forgotten_contact(rec, forget, contacts)):
         return forgotten_row(forget, rec, None)
     day = rec.local_date if isinstance(rec, Message) else rec.partition_date
     if retain_from is not None and day is not None and day < retain_from and forget is not None:
@@ -221,17 +229,25 @@ def _scrubbed(
     return None
 
 
+def _forgotten_contact(rec: Record, forget: ForgetList, contacts: ContactBook | None) -> bool:
+    """True when ``contacts`` maps ``rec``'s contact to a forgotten contact id."""
+    contact = getattr(rec, "contact_id", "") if contacts else ""
+    mapped = contacts.resolve(contact) if contacts and contact else None
+    return bool(mapped and forget.has("contact", mapped))
+
+
 def _to_table(
     records: Iterable[tuple[int, Record]],
     forget: ForgetList | None,
     retain_from: dt.date | None,
+    contacts: ContactBook | None = None,
 ) -> pa.Table:
     """Rows in reader order (``seq``); forgotten / expired records as their text-free rows."""
     assert _COLUMNS is not None
     seqs, kinds, days, recs = [], [], [], []
     for seq, rec in records:
         day = rec.local_date if isinstance(rec, Message) else rec.partition_date
-        scrubbed = _scrubbed(rec, forget, retain_from)
+        scrubbed = _scrubbed(rec, forget, retain_from, contacts)
         if scrubbed is not None:
             kinds.append(KIND_FORGOTTEN if scrubbed.reason == R.R_FORGOTTEN else KIND_EXPIRED)
             rec = scrubbed
@@ -301,10 +317,17 @@ def _meta(path: Path) -> dict | None:
         return None
 
 
-def _usable(meta: dict, forget: ForgetList | None, retain_from: dt.date | None) -> bool:
+def _usable(
+    meta: dict,
+    forget: ForgetList | None,
+    retain_from: dt.date | None,
+    contacts: ContactBook | None = None,
+) -> bool:
     """True when the entry still holds every record ``forget`` / ``retain_from`` allow."""
     if meta.get("format") != FORMAT:
         return False
+    if meta.get("contacts", "") != (contacts.digest() if contacts else ""):
+        return False  # scrubbed under another [[contacts]] mapping: re-parse
     if meta.get("salt") and meta["salt"] != _salt_id(forget):
         return False
     if not set(meta.get("forget", [])) <= set(_forget_hashes(forget)):
@@ -329,9 +352,14 @@ def _behind(meta: dict, forget: ForgetList | None, retain_from: dt.date | None) 
 
 
 def _entry_meta(
-    key: str, table: pa.Table, forget: ForgetList | None, retain_from: dt.date | None
+    key: str,
+    table: pa.Table,
+    forget: ForgetList | None,
+    retain_from: dt.date | None,
+    contacts: ContactBook | None = None,
 ) -> dict:
     return {
+        "contacts": contacts.digest() if contacts else "",  # the mapping it was scrubbed with
         "format": FORMAT,
         "expired": pc.sum(pc.equal(table["kind"], KIND_EXPIRED).cast(pa.int64())).as_py() or 0,
         "key": key,
@@ -341,15 +369,21 @@ def _entry_meta(
     }
 
 
-def _rescrub(table: pa.Table, forget: ForgetList | None, retain_from: dt.date | None) -> pa.Table:
-    """``table`` with the rows the current forget list / cutoff hits turned text-free."""
+def _rescrub(
+    table: pa.Table,
+    forget: ForgetList | None,
+    retain_from: dt.date | None,
+    contacts: ContactBook | None = None,
+) -> pa.Table:
+    """``table`` with the rows the current forget list / cutoff hits turned text-free
+    (``contacts``: a forgotten contact's every listed spelling, as ingest maps them)."""
     live = pc.is_in(table["kind"], pa.array([KIND_MESSAGE, KIND_QUARANTINE]))
     hit = pa.array([False] * table.num_rows, pa.bool_())
     if retain_from is not None:
         old = pc.fill_null(pc.less(table["day"], pa.scalar(retain_from, pa.date32())), False)
         hit = pc.or_(hit, old)
     if forget:
-        convs, contacts, srcs, files = (
+        convs, people, srcs, files = (
             table[c].to_pylist() for c in ("conversation_id", "contact_id", "source", "source_file")
         )
         seen: dict[tuple, bool] = {}  # salted hashes per distinct (conversation, contact, file)
@@ -358,10 +392,15 @@ def _rescrub(table: pa.Table, forget: ForgetList | None, retain_from: dt.date | 
             key = (c, k, s, f)
             if key not in seen:
                 rec = QuarantineRecord(s, f, None, "", c or "", None, "", "")
-                seen[key] = forget.forgets(rec) or bool(k and forget.has("contact", k))
+                mapped = contacts.resolve(k) if contacts and k else None
+                seen[key] = (
+                    forget.forgets(rec)
+                    or bool(k and forget.has("contact", k))
+                    or bool(mapped and forget.has("contact", mapped))
+                )
             return seen[key]
 
-        probe = [forgotten(*row) for row in zip(convs, contacts, srcs, files, strict=True)]
+        probe = [forgotten(*row) for row in zip(convs, people, srcs, files, strict=True)]
         hit = pc.or_(hit, pa.array(probe, pa.bool_()))
     hit = pc.and_(hit, live)
     idx = pc.indices_nonzero(hit)
@@ -370,7 +409,10 @@ def _rescrub(table: pa.Table, forget: ForgetList | None, retain_from: dt.date | 
     start = dt.date.min
     rows = table.take(idx)
     fresh = _to_table(
-        zip(rows["seq"].to_pylist(), _records(rows, start), strict=True), forget, retain_from
+        zip(rows["seq"].to_pylist(), _records(rows, start), strict=True),
+        forget,
+        retain_from,
+        contacts,
     )
     keep = table.filter(pc.invert(hit))
     return pa.concat_tables([keep, fresh]).sort_by("seq")
@@ -393,9 +435,14 @@ def scrub(cache_dir: Path, forget: ForgetList | None, retain_from: dt.date | Non
                 continue
             if _forget_grew(meta, forget) and meta.get("expired"):
                 raise ValueError("expired rows cannot be re-checked against the forget list")
+            if _forget_grew(meta, forget) and meta.get("contacts"):
+                # a forgotten contact may be any spelling [[contacts]] lists, which this
+                # function does not have: the entry goes, the next run re-parses
+                raise ValueError("entry mapped by [[contacts]]")
             merged_cutoff = _later(retain_from, meta)
             table = _rescrub(pq.read_table(path), forget, merged_cutoff)
-            _write(path, table, _entry_meta(meta["key"], table, forget, merged_cutoff))
+            fresh = _entry_meta(meta["key"], table, forget, merged_cutoff)
+            _write(path, table, {**fresh, "contacts": meta.get("contacts", "")})
         except (OSError, ValueError, KeyError, pa.ArrowException):
             path.unlink(missing_ok=True)  # never leave text we could not scrub (re-parsed)
         changed += 1
@@ -444,6 +491,7 @@ def _lookup(
     forget: ForgetList | None,
     retain_from: dt.date | None,
     stats: dict | None,
+    contacts: ContactBook | None = None,
 ) -> tuple[str, Path, pa.Table | None, dict | None]:
     """(key, entry path, the entry's rows for ``wanted`` or None on a miss, its meta).
 
@@ -452,12 +500,15 @@ def _lookup(
     path = _source_dir(cache_dir, spec) / f"{key}.parquet"
     meta = _meta(path) if path.is_file() else None
     table = None
-    if meta is not None and _usable(meta, forget, retain_from):
+    if meta is not None and _usable(meta, forget, retain_from, contacts):
         try:
             if _behind(meta, forget, retain_from):
                 cutoff = _later(retain_from, meta)
-                table = _rescrub(pq.read_table(path), forget, cutoff)
-                meta = {**_entry_meta(key, table, forget, cutoff), **_reader_meta(meta)}
+                table = _rescrub(pq.read_table(path), forget, cutoff, contacts)
+                meta = {
+                    **_entry_meta(key, table, forget, cutoff, contacts),
+                    **_reader_meta(meta),
+                }
                 _write(path, table, meta)
             table = pq.read_table(path, filters=_read_filter(wanted, start))
         except (OSError, pa.ArrowException):
@@ -480,40 +531,7 @@ def _store(path: Path, key: str, table: pa.Table, meta: dict) -> None:
             old.unlink(missing_ok=True)
 
 
-def cached_records(
-    spec: SourceSpec,
-    dates: Iterable[dt.date] | None,
-    *,
-    cache_dir: Path,
-    start_date: dt.date,
-    forget: ForgetList | None = None,
-    retain_from: dt.date | None = None,
-    stats: dict | None = None,
-) -> Iterator[Record]:
-    """The records ``read_source(spec)`` yields that ingest of ``dates`` can use, from the
-    cache when ``spec``'s files are unchanged (else parsed once, stored, then served).
-
-    ``start_date``, ``forget`` and ``retain_from`` are ingest's: the forgotten / expired rows
-    are dated as ingest dates them. ``stats`` (optional) gets ``hits`` / ``misses`` counts.
-    """
-    wanted = None if dates is None else frozenset(dates)
-    if _COLUMNS is None:  # record fields this cache cannot store: read directly
-        yield from read_source(spec, wanted)
-        return
-    if spec.kind not in READERS or not spec.path.exists():
-        yield from read_source(spec, wanted)  # raises the reader's own error
-        return
-    start = start_date if retain_from is None else max(start_date, retain_from)
-    key, path, table, _ = _lookup(spec, wanted, cache_dir, start, forget, retain_from, stats)
-    if table is None:
-        table = _to_table(enumerate(read_source(spec, None)), forget, retain_from)
-        meta = _entry_meta(key, table, forget, retain_from)
-        _store(path, key, table, {**meta, META_COLUMNAR: False})
-    table = _wanted(table, wanted, start).sort_by("seq")
-    yield from _records(table, start)
-
-
-def cached_tables(
+def cached_batches(
     spec: SourceSpec,
     dates: Iterable[dt.date] | None,
     *,
@@ -523,39 +541,43 @@ def cached_tables(
     retain_from: dt.date | None = None,
     stats: dict | None = None,
     writes: list[Callable[[], None]] | None = None,
+    contacts: ContactBook | None = None,
 ) -> SourceTables:
-    """:func:`cached_records` in columns, for the columnar ingest (``ingest_tables``).
+    """What :func:`~memory_pipeline.core.ingest.batches.read_batches` gives for ``spec``,
+    from the cache when ``spec``'s files, settings and reader code are unchanged (else parsed
+    once, stored, then served); only the rows ingest of ``dates`` can use are served.
 
-    Why: the record cache made a cold full build parse with the row reader (one object per
-    utterance, then back to columns: most of a cold Dagster ingest). Here a miss fills the
-    entry from the source's columnar reader when it has one and the file is clean (else the
-    row reader), and a hit is served as Arrow columns: no ``Message`` object either way, only
-    the few quarantine rows become records. The entry format is the record cache's (one
-    file per source, scrubbed the same way), so either path can serve what the other wrote:
-    a columnar-filled entry numbers the messages first and the reader's quarantine records
-    after them, an order ingest does not depend on (quarantine is sorted, read counts are
-    counted, duplicates are decided among messages only).
+    The cache wraps the reader step and nothing else: a miss stores the reader's batches
+    (messages first, then the reader's quarantine records: ingest does not depend on that
+    order, its quarantine is sorted, its counts counted, its duplicates decided among
+    messages), a hit serves them as Arrow columns. What it adds is privacy, not ingest
+    logic: forgotten and expired records are stored only as the text-free rows ingest would
+    make of them. ``start_date``, ``forget`` and ``retain_from`` are ingest's, so those rows
+    are dated as ingest dates them; ``contacts`` is ingest's ``[[contacts]]`` mapping, so a
+    forgotten contact is scrubbed under every spelling it lists (an entry scrubbed under
+    another mapping is re-parsed). ``stats`` (optional) gets ``hits`` / ``misses`` counts.
 
     ``writes`` (optional): a miss appends the entry's write to it instead of writing, so
     the caller can write while it ingests (read_all_tables does, on a thread); the entry
     must then be written before anything else reads this cache."""
     wanted = None if dates is None else frozenset(dates)
     if _COLUMNS is None or spec.kind not in READERS or not spec.path.exists():
-        return read_source_tables(spec, wanted)  # raises the reader's own error, if any
+        return read_batches(spec, wanted)  # raises the reader's own error, if any
     start = start_date if retain_from is None else max(start_date, retain_from)
-    key, path, table, meta = _lookup(spec, wanted, cache_dir, start, forget, retain_from, stats)
+    key, path, table, meta = _lookup(
+        spec, wanted, cache_dir, start, forget, retain_from, stats, contacts
+    )
     columnar = bool(meta and meta.get(META_COLUMNAR))
     if table is None:
-        reader = TABLE_READERS.get(spec.kind)
-        source = reader(spec) if reader is not None else None
-        columnar = source is not None
-        if source is not None:
-            table = _from_tables(source)
-            if forget or retain_from is not None:
-                table = _rescrub(table, forget, retain_from)
-        else:
-            table = _to_table(enumerate(read_source(spec, None)), forget, retain_from)
-        meta = {**_entry_meta(key, table, forget, retain_from), META_COLUMNAR: columnar}
+        source = read_batches(spec, None)  # every date: the entry serves any later run
+        columnar = source.columnar
+        table = _from_tables(source)
+        if forget or retain_from is not None:
+            table = _rescrub(table, forget, retain_from, contacts)
+        meta = {
+            **_entry_meta(key, table, forget, retain_from, contacts),
+            META_COLUMNAR: columnar,
+        }
         fill = functools.partial(_store, path, key, table, meta)
         if writes is None:
             fill()
@@ -563,6 +585,9 @@ def cached_tables(
             writes.append(fill)
     table = _wanted(table, wanted, start).sort_by("seq")
     return _tables(table, start, columnar)
+
+
+cached_tables = cached_batches  # the earlier name
 
 
 def _from_tables(source: SourceTables) -> pa.Table:

@@ -1,8 +1,11 @@
-"""From reader records to the messages / quarantine / audit tables of a set of dates.
+"""The row-level rules of ingest and the tables it writes.
 
-Readers yield one record per input record; this module validates, de-duplicates, assigns
-partitions and ids, and counts, so the conservation rule (read = ingested + quarantined)
-holds per partition by construction and can be re-checked from the written tables.
+The ingest step itself (validate, de-duplicate, forget, retention, partitions, counts) is
+core/ingest/columnar.py, the one implementation; this module holds what it builds on (the
+message id, ``validate``, the quarantine and expired rows, the table builders) and
+:func:`ingest`, the entrance for records already in memory (tests, fan-out shares), which
+hands them to that step. The conservation rule (read = ingested + quarantined) holds per
+partition by construction and can be re-checked from the written tables.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ from hashlib import blake2b
 import pyarrow as pa
 
 from memory_pipeline.core.common import records as R
-from memory_pipeline.core.common.forget_list import ForgetList, forgotten_row
+from memory_pipeline.core.common.contacts import ContactBook
+from memory_pipeline.core.common.forget_list import ForgetList
 from memory_pipeline.core.common.ids import stable_id
-from memory_pipeline.core.common.names import canonical_record
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
 from memory_pipeline.core.common.schema import INGEST_AUDIT, MESSAGES, QUARANTINE
 
@@ -57,50 +60,38 @@ def message_id(m: Message, occurrence: int = 0) -> str:
     Equal to ``stable_id("msg", conversation, local_ts, sender, type, text, occurrence)``, where
     ``occurrence`` is the message's index among identical messages (same conversation, local
     time, sender, type and text) of its own input file. The file position (``source_order``) is
-    left out on purpose: it differs between two exports of one chat. :func:`ingest` computes the
-    same value through the helpers below, counting the occurrence as it reads.
+    left out on purpose: it differs between two exports of one chat. The ingest step
+    (core/ingest/columnar.py) computes the same value over columns.
     """
     h = _content_key(m)
     h.update(f"{_SEP}{occurrence}".encode())
     return "msg_" + h.hexdigest()
 
 
+# ``source_ref`` values that are the export's own stable message id (what each reader writes:
+# core/ingest/sources/<kind>.py). A positional fallback (a Telegram message without an id,
+# ``#<index>``; an iMessage row id instead of its guid) is not one, so it is not matched.
+EXPORT_ID_PATTERN = (
+    r"^(?:telegram:[^/]*/-?[0-9]+"
+    r"|discord:[^/]+/[0-9]+"
+    r"|slack:[^/]+/[0-9]+\.[0-9]+"
+    r"|imessage:.*[^0-9].*"
+    r"|chatgpt:[^/]+/.+"
+    r"|claude:[^/]+/.+)$"
+)
+
+
+def export_message_id(conversation_id: str, export_ref: str) -> str:
+    """The id of a message whose export carries its own stable id (``EXPORT_ID_PATTERN``):
+    from (conversation, export id), not from the text, so an edited message keeps its id
+    and two exports of it are one message (docs/sources.md, "Re-exports")."""
+    return stable_id("msg", conversation_id, "export", export_ref)
+
+
 def _content_key(m: Message) -> blake2b:
     """The hash state of (conversation, local time, sender, type, text): the dedupe content."""
     key = _SEP.join((m.conversation_id, m.local_ts.isoformat(), m.sender, m.type, m.text))
     return blake2b(key.encode("utf-8", "surrogatepass"), digest_size=10)  # as stable_id
-
-
-# (source, source_file) -> content digest -> source_order of occurrence 0, or of each occurrence
-_Occurrences = dict[tuple[str, str], dict[bytes, int | list[int]]]
-
-
-def _with_occurrence(h: blake2b, occurrences: _Occurrences, m: Message) -> blake2b:
-    """``h`` (the content hash of ``m``) extended with ``m``'s occurrence index in its file.
-
-    The index counts distinct positions: a record repeated at the same ``source_order`` (a
-    reader or export glitch) gets the same index, hence the same id, and is a duplicate.
-    One int per message; a list only for content repeated within a file.
-    """
-    per_file = occurrences.setdefault((m.source, m.source_file), {})
-    digest = h.digest()
-    orders = per_file.get(digest)
-    if orders is None:
-        per_file[digest] = m.source_order
-        occ = 0
-    elif isinstance(orders, int):
-        if orders == m.source_order:
-            occ = 0
-        else:
-            per_file[digest] = [orders, m.source_order]
-            occ = 1
-    elif m.source_order in orders:
-        occ = orders.index(m.source_order)
-    else:
-        occ = len(orders)
-        orders.append(m.source_order)
-    h.update(f"{_SEP}{occ}".encode())
-    return h
 
 
 def _quarantine(m: Message, reason: str, detail: str, day: dt.date) -> QuarantineRecord:
@@ -137,6 +128,7 @@ def ingest(
     dates: Iterable[dt.date] | None = None,
     forget: ForgetList | None = None,
     retain_from: dt.date | None = None,
+    contacts: ContactBook | None = None,
 ) -> IngestResult:
     """Validate, de-duplicate and partition ``records``, keeping those of ``dates``.
 
@@ -156,68 +148,18 @@ def ingest(
     (``max(start_date, retain_from)``, which then also takes the undated and too-early
     records), so a re-run over old exports never writes a purged date or its text again.
     """
-    wanted = None if dates is None else frozenset(dates)
-    if retain_from is not None and retain_from > start_date:
-        start_date = retain_from  # nothing is placed in a purged partition
-    out = IngestResult()
-    seen: dict[str, Message] = {}  # message id -> the kept message
-    occurrences: _Occurrences = {}
-    for rec in records:
-        canonical_record(rec)  # one spelling per name, whichever reader (core/common/names.py)
-        if forget and forget.forgets(rec):
-            fday = rec.partition_date if isinstance(rec, QuarantineRecord) else rec.local_date
-            fday = start_date if fday is None or fday < start_date else fday
-            if wanted is None or fday in wanted:
-                out.read_counts[(fday, rec.source)] += 1
-                out.quarantine.append(forgotten_row(forget, rec, fday))
-            continue
-        rday = rec.partition_date if isinstance(rec, QuarantineRecord) else rec.local_date
-        if retain_from is not None and rday is not None and rday < retain_from:
-            if wanted is None or start_date in wanted:
-                out.read_counts[(start_date, rec.source)] += 1
-                out.quarantine.append(expired_row(rec, start_date, forget))
-            continue
-        if isinstance(rec, QuarantineRecord):
-            day = rec.partition_date
-            if day is None or day < start_date:
-                day = start_date
-            if wanted is not None and day not in wanted:
-                continue
-            rec.partition_date = day
-            out.read_counts[(day, rec.source)] += 1
-            out.quarantine.append(rec)
-            continue
-        day = rec.local_date
-        if day < start_date:
-            if wanted is not None and start_date not in wanted:
-                continue
-            out.read_counts[(start_date, rec.source)] += 1
-            out.quarantine.append(
-                _quarantine(rec, R.R_OUT_OF_RANGE, f"dated {day} before start_date", start_date)
-            )
-            continue
-        if wanted is not None and day not in wanted:
-            continue
-        out.read_counts[(day, rec.source)] += 1
-        problem = validate(rec)
-        if problem is not None:
-            out.quarantine.append(_quarantine(rec, *problem, day))
-            continue
-        # The id hashes exactly the duplicate key (content + occurrence index in its file):
-        # a duplicate is a message whose id was already seen.
-        h = _content_key(rec)
-        mid = "msg_" + _with_occurrence(h, occurrences, rec).hexdigest()
-        kept = seen.get(mid)
-        if kept is not None:
-            same_input = kept.source_file == rec.source_file and kept.source == rec.source
-            reason = R.R_DUPLICATE if same_input else R.R_DUPLICATE_EXPORT
-            out.quarantine.append(_quarantine(rec, reason, f"duplicate of {mid}", day))
-            continue
-        seen[mid] = rec
-        out.messages.append((mid, rec))
-    out.messages.sort(key=lambda p: (p[1].conversation_id, p[1].ts, p[1].source_order, p[0]))
-    out.quarantine.sort(key=_quarantine_sort_key)
-    return out
+    # the one implementation of these rules is the columnar ingest step (imported here, not
+    # at the top: it builds on this module's row helpers)
+    from memory_pipeline.core.ingest.columnar import ingest_records
+
+    return ingest_records(
+        records,
+        start_date=start_date,
+        dates=dates,
+        forget=forget,
+        retain_from=retain_from,
+        contacts=contacts,
+    )
 
 
 def expired_row(rec: Record, day: dt.date, forget: ForgetList | None) -> QuarantineRecord:

@@ -1,4 +1,4 @@
-"""The ingest stage over the sources: read, validate, dedupe, then per-date tables.
+"""The ingest stage over the sources: read (reader, cache), one ingest step, per-date tables.
 
 Used by the Dagster ``raw_messages`` asset, the CLI's planning and the benchmarks.
 """
@@ -14,23 +14,22 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memory_pipeline.core.common.contacts import ContactBook
 from memory_pipeline.core.common.dates import count_by, split_by_date
 from memory_pipeline.core.common.forget_list import ForgetList
-from memory_pipeline.core.common.records import gc_paused
-from memory_pipeline.core.ingest.columnar import (
-    TableIngestResult,
-    ingest_tables,
-    read_source_tables,
-)
-from memory_pipeline.core.ingest.file_cache import cached_records, cached_tables
+from memory_pipeline.core.common.records import Record, gc_paused
+from memory_pipeline.core.ingest.batches import read_batches, records_to_tables
+from memory_pipeline.core.ingest.columnar import TableIngestResult, ingest_tables, to_records
+from memory_pipeline.core.ingest.file_cache import cached_batches
 from memory_pipeline.core.ingest.normalize import (
     IngestResult,
     audit_table,
-    ingest,
     messages_table,
     quarantine_table,
 )
-from memory_pipeline.core.ingest.sources import SourceSpec, read_source
+from memory_pipeline.core.ingest.sources import SourceSpec
+
+read_source_tables = read_batches  # the earlier name of the reader step
 
 
 @dataclass
@@ -42,40 +41,6 @@ class IngestTables:
     audit: pa.Table
 
 
-def read_all(
-    sources: Sequence[SourceSpec],
-    dates: Iterable[dt.date],
-    start_date: dt.date,
-    forget: ForgetList | None = None,
-    retain_from: dt.date | None = None,
-    cache_dir: Path | None = None,
-) -> IngestResult:
-    """Read every source once and keep the records of ``dates`` (``forget``,
-    ``retain_from``: see ingest). With ``cache_dir`` (the pipeline's cache folder), records
-    of unchanged source files come from the parsed-record cache (core/ingest/file_cache.py)."""
-    wanted = sorted(set(dates))
-    hint = _reader_hint(wanted, start_date, retain_from)
-
-    def records():
-        for spec in sources:
-            if cache_dir is None:
-                yield from read_source(spec, hint)
-            else:
-                yield from cached_records(
-                    spec,
-                    wanted,
-                    cache_dir=cache_dir,
-                    start_date=start_date,
-                    forget=forget,
-                    retain_from=retain_from,
-                )
-
-    with gc_paused():
-        return ingest(
-            records(), start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
-        )
-
-
 def read_all_tables(
     sources: Sequence[SourceSpec],
     dates: Iterable[dt.date],
@@ -83,23 +48,26 @@ def read_all_tables(
     forget: ForgetList | None = None,
     retain_from: dt.date | None = None,
     cache_dir: Path | None = None,
+    contacts: ContactBook | None = None,
 ) -> TableIngestResult:
-    """:func:`read_all` in columns (core/ingest/columnar.py): the same tables, and what the
-    ingest asset runs. ``split_ingest`` takes its result like read_all's.
+    """Read every source once and keep the records of ``dates``: the ingest entrance.
 
-    With ``cache_dir`` (the pipeline's local cache folder), each source comes from the
-    parsed-record cache (core/ingest/file_cache.py) as columns (``cached_tables``): a nightly
-    run of a few days reads only those days' cached rows instead of re-parsing whole exports,
-    and a cold build fills the cache from the source's columnar reader (same content as the
-    row reader, tested), so neither builds one object per message."""
+    One road per source: its reader parses it into batches (core/ingest/batches.py), from
+    the parsed-record cache when ``cache_dir`` (the pipeline's cache folder) holds an entry
+    for its unchanged files (core/ingest/file_cache.py: a nightly run of a few days reads
+    only those days' cached rows instead of re-parsing whole exports), then one step
+    validates, de-duplicates, applies ``forget`` and ``retain_from`` and assigns the dates
+    (core/ingest/columnar.py: ``ingest_tables``). ``split_ingest`` makes the per-date
+    tables. ``contacts`` (the ``[[contacts]]`` table) maps each person's spellings across
+    apps to one contact id, in that step."""
     wanted = sorted(set(dates))
     fills: list = []  # cache entries to write: on a thread, while the ingest runs
     if cache_dir is None:
         hint = _reader_hint(wanted, start_date, retain_from)
-        tables = [read_source_tables(spec, hint) for spec in sources]
+        batches = [read_batches(spec, hint) for spec in sources]
     else:
-        tables = [
-            cached_tables(
+        batches = [
+            cached_batches(
                 spec,
                 wanted,
                 cache_dir=cache_dir,
@@ -107,21 +75,73 @@ def read_all_tables(
                 forget=forget,
                 retain_from=retain_from,
                 writes=fills,
+                contacts=contacts,
             )
             for spec in sources
         ]
     if not fills:
         return ingest_tables(
-            tables, start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
+            batches,
+            start_date=start_date,
+            dates=wanted,
+            forget=forget,
+            retain_from=retain_from,
+            contacts=contacts,
         )
     # Parquet encoding releases the GIL: a cold build writes its cache entry while it ingests
     with ThreadPoolExecutor(1) as pool:
         written = pool.submit(lambda: [fill() for fill in fills])
         result = ingest_tables(
-            tables, start_date=start_date, dates=wanted, forget=forget, retain_from=retain_from
+            batches,
+            start_date=start_date,
+            dates=wanted,
+            forget=forget,
+            retain_from=retain_from,
+            contacts=contacts,
         )
         written.result()  # a failed cache write fails the read, as when written in line
     return result
+
+
+def read_all(
+    sources: Sequence[SourceSpec],
+    dates: Iterable[dt.date],
+    start_date: dt.date,
+    forget: ForgetList | None = None,
+    retain_from: dt.date | None = None,
+    cache_dir: Path | None = None,
+    contacts: ContactBook | None = None,
+) -> IngestResult:
+    """:func:`read_all_tables` with the kept messages as ``(message_id, Message)`` pairs, for
+    callers that work on objects (evaluation, benchmarks); the same road, the same tables."""
+    with gc_paused():
+        return to_records(
+            read_all_tables(sources, dates, start_date, forget, retain_from, cache_dir, contacts)
+        )
+
+
+def read_all_with(
+    records: Sequence[Record],
+    sources: Sequence[SourceSpec],
+    dates: Iterable[dt.date],
+    start_date: dt.date,
+    forget: ForgetList | None = None,
+    retain_from: dt.date | None = None,
+    contacts: ContactBook | None = None,
+) -> TableIngestResult:
+    """:func:`read_all_tables` (no cache) over ``sources`` plus ``records`` read before (an
+    owner's share of a source read once for many owners), taken first, as one batch."""
+    wanted = sorted(set(dates))
+    with gc_paused():
+        batches = [records_to_tables(records), *(read_batches(s, wanted) for s in sources)]
+    return ingest_tables(
+        batches,
+        start_date=start_date,
+        dates=wanted,
+        forget=forget,
+        retain_from=retain_from,
+        contacts=contacts,
+    )
 
 
 def _reader_hint(
@@ -170,12 +190,11 @@ def split_ingest(
 def discover_dates(sources: Sequence[SourceSpec], start_date: dt.date) -> list[dt.date]:
     """The partition dates that hold any record (a run plans its range from these).
 
-    Read in columns where the source has a columnar reader (the same records, so the same
-    dates), else through the row reader.
+    Through the reader step (the same batches ingest reads, so the same dates).
     """
     found: set[dt.date] = set()
     for spec in sources:
-        tables = read_source_tables(spec)
+        tables = read_batches(spec)
         local = pc.unique(pc.cast(tables.messages.column("local_ts"), pa.date32()))
         days = [*local.to_pylist(), *(q.partition_date for q in tables.quarantine)]
         found.update(start_date if day is None or day < start_date else day for day in days)

@@ -16,8 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from memory_pipeline.core.common.forget_list import load_forget_list
-from memory_pipeline.core.ingest import file_cache
-from memory_pipeline.core.ingest.sources import SourceSpec
+from memory_pipeline.core.ingest import batches, file_cache
+from memory_pipeline.core.ingest.normalize import ingest
+from memory_pipeline.core.ingest.sources import SourceSpec, read_source
 from memory_pipeline.core.ingest.stage import read_all, read_all_tables, split_ingest
 from memory_pipeline_tests.core.ingest.test_columnar import (
     CLEAN,
@@ -34,8 +35,8 @@ from memory_pipeline_tests.core.ingest.test_columnar import (
 def calls(monkeypatch) -> dict[str, int]:
     """How often the cache called the row reader and the columnar reader."""
     seen = {"rows": 0, "columns": 0}
-    real_rows = file_cache.read_source
-    real_columns = dict(file_cache.TABLE_READERS)
+    real_rows = batches.read_source
+    real_columns = dict(batches.TABLE_READERS)
 
     def rows(spec, dates=None):
         seen["rows"] += 1
@@ -48,10 +49,9 @@ def calls(monkeypatch) -> dict[str, int]:
 
         return columns
 
-    monkeypatch.setattr(file_cache, "read_source", rows)
-    monkeypatch.setattr(
-        file_cache, "TABLE_READERS", {k: wrap(v) for k, v in real_columns.items()}
-    )
+    # the cache wraps the reader step (core/ingest/batches.py): its calls into the readers
+    monkeypatch.setattr(batches, "read_source", rows)
+    monkeypatch.setattr(batches, "TABLE_READERS", {k: wrap(v) for k, v in real_columns.items()})
     return seen
 
 
@@ -62,9 +62,13 @@ def per_day(result: Any, days: list[dt.date]) -> dict[dt.date, list[list[dict]]]
     }
 
 
-def reference(specs: list[SourceSpec], days: list[dt.date], **kw: Any) -> dict:
-    """The record path with no cache: what every cached read must equal."""
-    return per_day(read_all(specs, days, START, **kw), days)
+def reference(
+    specs: list[SourceSpec], days: list[dt.date], start: dt.date = START, **kw: Any
+) -> dict:
+    """The row readers' records (no cache, no columnar reader) through the ingest step:
+    what every cached read must equal."""
+    records = [r for spec in specs for r in read_source(spec, None)]
+    return per_day(ingest(records, start_date=start, dates=days, **kw), days)
 
 
 def columnar(specs, days, cache: Path, **kw: Any) -> dict:
@@ -101,17 +105,20 @@ def test_cold_fill_takes_the_columnar_reader_and_warm_reads_no_source(
     assert any(m for tables in want.values() for m in tables[1]), "no quarantine exercised"
 
 
-def test_an_entry_the_row_path_filled_serves_the_columnar_ingest(
+def test_the_object_entrance_fills_the_one_entry_the_columnar_ingest_reads(
     tmp_path: Path, calls: dict[str, int]
 ) -> None:
+    """read_all (messages as objects) takes the same road as read_all_tables: its cold read
+    fills the entry from the columnar reader (no row parse), which then serves both."""
     spec = rpc(write(tmp_path / "in", CLEAN))
     cache = tmp_path / "cache"
     want = reference([spec], DAYS)
     assert per_day(read_all([spec], DAYS, START, cache_dir=cache), DAYS) == want
-    assert [m[file_cache.META_COLUMNAR] for m in entry_meta(cache)] == [False]
+    assert [m[file_cache.META_COLUMNAR] for m in entry_meta(cache)] == [True]
+    assert calls["rows"] == 0
     before = dict(calls)
-    tables = file_cache.cached_tables(spec, DAYS, cache_dir=cache, start_date=START)
-    assert not tables.columnar  # filled by the row reader, and says so
+    tables = file_cache.cached_batches(spec, DAYS, cache_dir=cache, start_date=START)
+    assert tables.columnar  # filled by the columnar reader, and says so
     assert columnar([spec], DAYS, cache) == want
     assert calls == before
 
@@ -169,7 +176,7 @@ def test_sources_without_a_columnar_reader(tmp_path: Path, calls) -> None:
     specs = [*line_sources(), rpc(write(tmp_path / "in", CLEAN))]
     start = dt.date(2024, 3, 1)
     days = [start + dt.timedelta(days=i) for i in range(14)] + DAYS
-    want = per_day(read_all(specs, days, start), days)
+    want = reference(specs, days, start)
     got = per_day(read_all_tables(specs, days, start, cache_dir=tmp_path / "cache"), days)
     assert got == want
     assert calls["rows"] == len(specs) - 1 and calls["columns"] == 1

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from memory_pipeline.core.common.forget_list import ForgetList
-from memory_pipeline.core.ingest import file_cache
+from memory_pipeline.core.ingest import batches, file_cache
 from memory_pipeline.core.ingest.normalize import ingest
 from memory_pipeline.core.ingest.sources import SourceSpec, read_source
 from memory_pipeline.core.ingest.stage import read_all, read_all_tables, split_ingest
@@ -43,13 +43,13 @@ def specs(tmp_path: Path) -> list[SourceSpec]:
 def reads(monkeypatch) -> list[str]:
     """Names of the sources the cache had to parse (its calls into the readers)."""
     calls: list[str] = []
-    real = file_cache.read_source
+    real = batches.read_source  # the reader step the cache wraps
 
     def spy(spec, dates=None):
         calls.append(spec.name)
         return real(spec, dates)
 
-    monkeypatch.setattr(file_cache, "read_source", spy)
+    monkeypatch.setattr(batches, "read_source", spy)
     return calls
 
 
