@@ -312,6 +312,7 @@ def _propose_selection(meta: dict, locomo: Path, out: Path) -> None:
     proposed = sel.propose(meta, locomo, f"memory-pipeline eval --locomo {locomo.name}")
     if proposed is None:
         return
+    proposed = sel.carry_over(proposed, SELECTION)
     path = out / "selection.proposed.json"
     path.write_text(sel.render(proposed), encoding="utf-8")
     meta["selection_proposed"] = str(path)

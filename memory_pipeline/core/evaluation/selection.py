@@ -58,6 +58,22 @@ def propose(meta: Mapping[str, Any], data: Path, command: str) -> dict[str, Any]
     }
 
 
+# Parts of the record that other evaluations select (the answerability model, calibrated by
+# benchmarks/calibrate_answerability.py; the other languages' defaults, by their own dev data):
+# a LoCoMo evaluation proposes the English search configuration only, so it keeps these as
+# the packaged record has them instead of dropping them on --accept-selection.
+KEPT_FROM_CURRENT = ("answerability", "languages")
+
+
+def carry_over(proposed: Mapping[str, Any], current: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``proposed`` with the :data:`KEPT_FROM_CURRENT` parts of ``current`` it lacks."""
+    out = dict(proposed)
+    for key in KEPT_FROM_CURRENT:
+        if current and key in current and key not in out:
+            out[key] = current[key]
+    return out
+
+
 def render(record: Mapping[str, Any]) -> str:
     """The record as the package stores it (stable key order, one trailing newline)."""
     return json.dumps(record, indent=2, ensure_ascii=False) + "\n"

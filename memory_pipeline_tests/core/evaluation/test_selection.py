@@ -54,3 +54,19 @@ def test_packaged_record_is_the_file_next_to_the_retrieval_config():
     path = sel.packaged_path()
     assert path.name == "selection.json"
     assert json.loads(path.read_text(encoding="utf-8")) == dict(SELECTION)
+
+
+def test_accepting_a_locomo_selection_keeps_the_other_records():
+    """A LoCoMo evaluation proposes the English configuration only: accepting it must not drop
+    the answerability model or the other languages' defaults the packaged record holds."""
+    from memory_pipeline.core.evaluation.selection import KEPT_FROM_CURRENT, carry_over
+    from memory_pipeline.core.retrieval.config import SELECTION
+
+    proposed = {"schema": 1, "name": "x", "config": {}, "provenance": {}}
+    kept = carry_over(proposed, SELECTION)
+    for key in KEPT_FROM_CURRENT:
+        assert key in SELECTION, key  # the packaged record has them today
+        assert kept[key] == SELECTION[key]
+    assert kept["config"] == {} and "answerability" not in proposed
+    mine = carry_over({**proposed, "languages": {"ja": {}}}, SELECTION)
+    assert mine["languages"] == {"ja": {}}  # what the evaluation proposes wins
