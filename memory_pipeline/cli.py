@@ -379,8 +379,12 @@ def _evaluation_line(runs, cfg: PipelineConfig) -> str:
         meta = {k: v.value for k, v in mat.metadata.items()}
         scored = f"{meta.get('time_queries', 0)} templated time queries"
         if meta.get("questions"):
-            recall = meta.get("session_recall@5_test", meta.get("session_recall@5_all"))
-            scored += f", {meta['questions']} labelled questions (session recall@5 {recall})"
+            # the shipped default's figure (what search() does), not a swept configuration's
+            recall = meta.get("session_recall@5")
+            scored += (
+                f", {meta['questions']} labelled questions (shipped default: session "
+                f"recall@5 {recall})"
+            )
         return f"evaluation: {scored}; report: {meta.get('report', cfg.output_dir / 'eval')}"
     return "evaluation: not run"
 

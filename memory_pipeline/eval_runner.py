@@ -21,45 +21,12 @@ from typing import TYPE_CHECKING
 
 from memory_pipeline.core.common import tables as T
 
+# the goals and the published anchors (shared with the ``evaluation`` asset's report)
+from memory_pipeline.core.evaluation.goals import GOALS, PAPER_FIGURES
+
 if TYPE_CHECKING:
     from memory_pipeline.defs.runner import Stage
 
-PAPER_FIGURES = [
-    {"label": "LoCoMo paper, DRAGON, dialog turns", "level": "turn", "k": 5, "value": 0.567},
-    {"label": "LoCoMo paper, DRAGON, dialog turns", "level": "turn", "k": 10, "value": 0.662},
-    {
-        "label": "LoCoMo paper, DRAGON, session summaries",
-        "level": "session",
-        "k": 5,
-        "value": 0.721,
-    },
-]
-GOALS = [
-    {
-        "label": "turn evidence R@5",
-        "level": "turn",
-        "metric": "evidence_recall",
-        "k": 5,
-        "qtype": "all",
-        "target": 0.75,
-    },
-    {
-        "label": "session evidence R@5",
-        "level": "session",
-        "metric": "evidence_recall",
-        "k": 5,
-        "qtype": "all",
-        "target": 0.92,
-    },
-    {
-        "label": "multi-hop session R@5",
-        "level": "session",
-        "metric": "evidence_recall",
-        "k": 5,
-        "qtype": "multi-hop",
-        "target": 0.80,
-    },
-]
 CORPUS_CONFIG = """
 [pipeline]
 owner = "corpus"

@@ -124,21 +124,29 @@ def _eval_settings(cfg) -> str | None:
 
 
 def _labelled_metrics(summary: pa.Table, meta: dict) -> dict:
-    """The selected configuration's headline on the labelled questions (test split when the
-    set is big enough to split, as the summary table reports it), with its CI."""
-    selected = str(meta.get("selected_config") or "")
-    out: dict = {"selected_config": selected}
+    """The shipped default's headline on the labelled questions (all of them: the default
+    was not chosen on them), with its CI, the configuration per language, and the
+    configuration the dev split would select (absent on a corpus too small to split)."""
+    headline = str(meta.get("headline_config") or meta.get("selected_config") or "")
+    out: dict = {
+        "default_config": "; ".join(
+            f"{lang}: {used['config']}" for lang, used in (meta.get("shipped") or {}).items()
+        ),
+    }
+    if not meta.get("small_corpus"):
+        out["selected_config"] = str(meta.get("selected_config") or "")
     for row in summary.to_pylist():
         if (
-            row.get("config") == selected
+            row.get("config") == headline
+            and row.get("split") == "all"
             and row.get("qtype") == "all"
             and row.get("metric") == "evidence_recall"
             and row.get("k") == 5
-            and row.get("level") == "session"
+            and row.get("level") in ("turn", "session")
         ):
-            split = row.get("split") or "all"
-            out[f"session_recall@5_{split}"] = round(row["mean"], 4)
-            out[f"session_recall@5_{split}_ci"] = f"[{row['ci_lo']:.3f}, {row['ci_hi']:.3f}]"
+            key = f"{row['level']}_recall@5"
+            out[key] = round(row["mean"], 4)
+            out[f"{key}_ci"] = f"[{row['ci_lo']:.3f}, {row['ci_hi']:.3f}]"
     return out
 
 
@@ -146,10 +154,15 @@ def _write_report(run, questions: list, cfg, out: Path) -> Path:
     """report.html / report.md over the run's tables, naming what was scored."""
     import datetime as dt
 
+    from memory_pipeline.core.evaluation.goals import GOALS, PAPER_FIGURES
     from memory_pipeline.core.evaluation.report import write_report
 
     meta = {
         **run.meta,
+        # LoCoMo's goals and the papers' figures: a reference point for the user's own data
+        "goals": GOALS,
+        "goals_source": "the goals of the LoCoMo evaluation",
+        "paper_figures": PAPER_FIGURES,
         "title": "memory_pipeline retrieval evaluation — this pipeline's own data",
         "dataset": f"{cfg.eval_questions.name if cfg.eval_questions else 'no labelled questions'}"
         f" ({len(questions)} labelled questions) + templated time queries",

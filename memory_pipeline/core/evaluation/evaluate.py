@@ -45,6 +45,8 @@ from memory_pipeline.core.evaluation.evaluate_cv import (
 )
 from memory_pipeline.core.evaluation.evaluate_rows import (
     FAILURES_SCHEMA,
+    Selection,
+    Split,
     _time_only,
     _time_query_rows,
     _time_summary,
@@ -57,6 +59,13 @@ from memory_pipeline.core.evaluation.evaluate_rows import (
     summarize,
     sweep,
     sweep_rows,
+)
+from memory_pipeline.core.evaluation.evaluate_shipped import (
+    MIN_SELECTION_QUESTIONS,
+    SHIPPED,
+    SMALL_CORPUS_NOTE,
+    answerability_meta,
+    score_shipped,
 )
 from memory_pipeline.core.evaluation.evaluate_units import (
     QUERY_VARIANTS,
@@ -111,7 +120,14 @@ def run_evaluation(
     selection: tuple[str, str, int] = ("units", "evidence_recall", 5),
     log: Callable[[str], None] = print,
 ) -> EvalRun:
-    """Sweep every configuration, select on the dev split, report on the test split.
+    """Score the shipped default as it ships, then sweep every configuration, select on the
+    dev split and report the comparisons on the test split.
+
+    The headline (``meta["headline_config"]``) is the shipped default, asked through
+    ``Searcher.search`` (``evaluate_shipped``). With fewer than ``MIN_SELECTION_QUESTIONS``
+    scored questions nothing is selected: there is no dev/test split (every question is
+    "test"), the comparisons are each family's best on the same questions (in-sample) and
+    ``meta["small_corpus"]`` says so.
 
     The phases, each its own function: split the questions (``split_dev_test``), gather
     every retriever's candidates once (``gather``), score every configuration on the sweep
@@ -124,8 +140,14 @@ def run_evaluation(
     scored = [q for q in questions if q.scored]
     if not scored:
         return _time_only(searcher, time_questions, seed, resamples, t0)
-    split = split_dev_test(scored, seed)
-    log(f"eval: {len(scored)} scored questions ({len(split.dev)} dev / {len(split.test)} test)")
+    small = len(scored) < MIN_SELECTION_QUESTIONS
+    if small:
+        ids = [q.question_id for q in scored]
+        split = Split(ids, ids, ids, frozenset(ids), frozenset(ids), dict.fromkeys(ids, "test"))
+        log(f"eval: {len(scored)} scored questions: {SMALL_CORPUS_NOTE}")
+    else:
+        split = split_dev_test(scored, seed)
+        log(f"eval: {len(scored)} scored questions ({len(split.dev)} dev / {len(split.test)} test)")
     cands = gather(searcher, scored, dense_reps, query_options=True)
     log(f"eval: candidates gathered in {time.perf_counter() - t0:.1f}s")
     units = Units(searcher)
@@ -152,7 +174,11 @@ def run_evaluation(
     log(f"eval: selected on dev: {chosen.selected}")
     by_name = {c.name: c for c in configs}
     rr = None
-    if len({q.corpus_id for q in scored}) >= 3 and selection in next(iter(sweep_vals.values())):
+    if (
+        not small
+        and len({q.corpus_id for q in scored}) >= 3
+        and selection in next(iter(sweep_vals.values()))
+    ):
         folds = CV.leave_one_group_out(
             [c.name for c in configs], sweep_vals, [q.corpus_id for q in scored], selection
         )
@@ -160,26 +186,39 @@ def run_evaluation(
             searcher, units, cands, scored, folds.folds, folds.selected, by_name, SWEEP_KS
         )
     extra = {RERANK_LABEL: rr.oof} if rr is not None else {}
-    cv = cross_validate(
-        configs, sweep_vals, scored, selection, chosen, seed, resamples, extra=extra
+    cv = (
+        None
+        if small  # a leave-one-conversation-out selection on a handful of questions is noise
+        else cross_validate(
+            configs, sweep_vals, scored, selection, chosen, seed, resamples, extra=extra
+        )
     )
     if cv is not None:
         log(f"eval: leave-one-conversation-out selection: {cv.selected}")
     full_vals, per_question_rows = score_reported(
         [by_name[n] for n in chosen.reported], scored, cands, units, split
     )
-    summary = summarize(chosen.reported, full_vals, scored, split, seed, resamples)
+    shipped = score_shipped(searcher, scored, units, split.split_of)
+    full_vals.update(shipped.vals)
+    per_question_rows += shipped.rows
+    log(f"eval: shipped default per language: {shipped.configs}")
+    # the comparisons are read against what ships: its differences and its failures
+    versus = Selection(SHIPPED, chosen.best, [SHIPPED, *chosen.reported], math.nan)
+    summary = summarize(
+        [*shipped.labels, *chosen.reported], full_vals, scored, split, seed, resamples
+    )
     time_rows = _time_query_rows(searcher, time_questions)  # templated time queries
     summary += _time_summary(time_rows, seed, resamples)
     tables = {
         "summary": pa.Table.from_pylist(summary, schema=SUMMARY_SCHEMA),
         "sweep": pa.Table.from_pylist(sweep_rows(configs, sweep_vals, split, resamples, seed)),
         "per_question": pa.Table.from_pylist(per_question_rows + time_rows),
-        "diffs": pa.Table.from_pylist(diff_rows(chosen, full_vals, split, resamples, seed)),
+        "diffs": pa.Table.from_pylist(diff_rows(versus, full_vals, split, resamples, seed)),
         "ceiling": pa.Table.from_pylist(ceiling_rows(scored, cands, units)),
         "failures": pa.Table.from_pylist(
-            failure_rows(chosen.selected, full_vals, scored, split), schema=FAILURES_SCHEMA
+            failure_rows(SHIPPED, full_vals, scored, split), schema=FAILURES_SCHEMA
         ),
+        "answers": pa.Table.from_pylist(shipped.answers),
     }
     if cv is not None:
         tables["cv"] = pa.Table.from_pylist(cv.rows, schema=CV_SCHEMA)
@@ -187,8 +226,17 @@ def run_evaluation(
             [{"held_out": g, "selected": c} for g, c in cv.result.folds.items()]
         )
     meta = {
+        "headline_config": SHIPPED,
+        "shipped": shipped.configs,
+        "small_corpus": small,
+        "min_selection_questions": MIN_SELECTION_QUESTIONS,
         "selected_config": chosen.selected,
-        "selection_metric": f"{selection[0]} {selection[1]}@{selection[2]} (dev split)",
+        "selection_metric": f"{selection[0]} {selection[1]}@{selection[2]} "
+        + (
+            "(in-sample on every question: a comparison, not a selection)"
+            if small
+            else "(dev split)"
+        ),
         "splits": {
             "dev": sorted({q.corpus_id for q in scored if q.question_id in split.dev}),
             "test": sorted({q.corpus_id for q in scored if q.question_id in split.test}),
@@ -248,6 +296,9 @@ def run_evaluation(
                 meta["cv"]["selected_config"] = {f: getattr(chosen_cfg, f) for f in CONFIG_FIELDS}
                 meta["cv"]["figures"]["cv:speaker_boost"] = boost["figures"]
                 meta["cv"]["speaker_boost"] = {k: v for k, v in boost.items() if k != "config"}
-    if math.isnan(chosen.selected_dev_mean):
+    meta["answerability"] = answerability_meta(shipped.answers, seed, resamples)
+    if small:
+        meta["notes"] = [SMALL_CORPUS_NOTE]
+    elif math.isnan(chosen.selected_dev_mean):
         meta["notes"] = ["no dev questions with gold: selection is arbitrary"]
     return EvalRun(tables, meta)

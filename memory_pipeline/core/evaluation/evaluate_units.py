@@ -245,13 +245,17 @@ def question_scores(
     full: bool,
     turn_boost: tuple[Sequence[str], float] = ((), 0.0),
     turns: Sequence[str] | None = None,
+    sessions: Sequence[str] | None = None,
 ) -> list[tuple[str, str, int, float | None]]:
     """(level, metric, k, value) rows for one question and one ranking (``turns``: its turn
     evidence refs, default the highlights of ``ranked`` with ``turn_boost`` = the named
     speakers and the configuration's ``speaker_boost``). Level ``units`` is the mean of the
-    turn and session evidence recall: the selection metric, as the goals ask for both."""
+    turn and session evidence recall: the selection metric, as the goals ask for both.
+    ``sessions``: the session ranking when it is not the fold of ``ranked`` (a search's
+    own session hits, folded from more chunks than it returns)."""
     rows: list[tuple[str, str, int, float | None]] = []
-    sessions = units.sessions(ranked)
+    if sessions is None:
+        sessions = units.sessions(ranked)
     if q.gold_kind == "session_id":
         for k in ks:
             rows.append(("session", "recall", k, M.recall_at_k(sessions, q.gold, k)))

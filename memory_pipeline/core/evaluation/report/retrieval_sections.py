@@ -271,7 +271,14 @@ def _granularity_section(
     the default procedure against each single retriever, the earlier defaults and the
     published anchors (``meta["cv"]["columns"]``: column label -> cv table config)."""
     sec = _Section("granularity", "Granularities: the default against each single retriever")
-    if why is not None:
+    if why is not None and meta.get("small_corpus"):
+        sec.blocks.append(
+            _note(
+                "Too few labelled questions to cross-validate a selection: the shipped "
+                "default (headline) was selected on its own dev data, not on these questions."
+            )
+        )
+    elif why is not None:
         sec.blocks.append(_note(f"{why}, so the cross-validated comparison is absent."))
         return sec
     cv = meta.get("cv") if isinstance(meta.get("cv"), Mapping) else {}

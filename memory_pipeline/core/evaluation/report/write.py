@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from memory_pipeline.core.evaluation.report.answer_section import _answerability_section
 from memory_pipeline.core.evaluation.report.headline import _headline
 from memory_pipeline.core.evaluation.report.memory_sections import (
     _dossier_section,
@@ -49,7 +50,8 @@ def write_report(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = meta or {}
-    selected = str(meta.get("selected_config") or "")
+    # what the page is about: the shipped default when the run scored it, else the selection
+    selected = str(meta.get("headline_config") or meta.get("selected_config") or "")
     title = str(meta.get("title") or "Retrieval memory evaluation")
 
     summary_rows, summary_why = _table_rows(tables, "summary")
@@ -63,6 +65,7 @@ def write_report(
 
     sections = [
         _headline(summ, summary_why, meta, selected),
+        *([_answerability_section(meta)] if "answerability" in meta else []),
         _recall_section(summ, summary_why, sweep_rows, meta, selected),
         # the fusion curves are of plain configurations; query-option variants share betas
         _fusion_section(
