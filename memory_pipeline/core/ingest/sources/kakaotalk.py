@@ -179,7 +179,7 @@ def classify(text: str) -> tuple[str, str]:
 
 def sniff(f: ExportFile) -> bool:
     """A KakaoTalk header, CSV header, or a KakaoTalk stamped line among the first lines."""
-    lines = [x.strip() for x in head_text(f.data, 4096).splitlines() if x.strip()][:8]
+    lines = [x.strip() for x in head_text(f, 4096).splitlines() if x.strip()][:8]
     if not lines:
         return False
     if _CSV_HEAD.match(lines[0]) or _CHAT_NAME.fullmatch(lines[0].lstrip("\ufeff")):

@@ -140,7 +140,7 @@ def _infer_members(rests: list[str]) -> set[str]:
 
 def sniff(f: ExportFile) -> bool:
     """True when the file looks like a LINE PC/Mac export: a date line, then time lines."""
-    lines = [s.strip() for s in head_text(f.data).splitlines() if s.strip()][:60]
+    lines = [s.strip() for s in head_text(f).splitlines() if s.strip()][:60]
     for i, s in enumerate(lines):
         if parse_date_line(s) is not None and "\t" not in s:
             rest = lines[i + 1 : i + 6]

@@ -150,7 +150,7 @@ class _Bytes:
 
 def sniff(f: ExportFile) -> bool:
     """True when the file is an XML document whose root is ``<smses>`` or ``<calls>``."""
-    return _ROOT.match(head_text(f.data, 4096)) is not None
+    return _ROOT.match(head_text(f, 4096)) is not None
 
 
 class _Handler:

@@ -86,7 +86,7 @@ def _chats(doc: dict) -> list[dict] | None:
 
 def sniff(f: ExportFile) -> bool:
     """True when the file opens like a Telegram export (a JSON object with its keys)."""
-    head = head_text(f.data, 65536).lstrip()
+    head = head_text(f, 65536).lstrip()
     return head.startswith("{") and (
         '"personal_information"' in head
         or ('"messages"' in head and '"date"' in head and '"type"' in head)

@@ -241,7 +241,7 @@ def classify(first: str, rest_lines: list[str]) -> tuple[str, str]:
 
 def sniff(f: ExportFile) -> bool:
     """True when the first non-empty lines are WhatsApp message lines."""
-    lines = [x for x in head_text(f.data).splitlines() if x.strip()][:5]
+    lines = [x for x in head_text(f).splitlines() if x.strip()][:5]
     return (
         bool(lines)
         and sum(_STAMP.fullmatch(_norm(x)) is not None for x in lines[:3]) >= 1
