@@ -433,18 +433,18 @@ class WallClock:
     def __init__(self, tz: str) -> None:
         self.tz = tz
         zone(tz)
-        self._hours: dict[dt.datetime, dt.timedelta | None] = {}
+        self._hours: dict[tuple[dt.date, int], dt.timedelta | None] = {}
 
     def __call__(self, local: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
-        key = local.replace(minute=0, second=0, microsecond=0)
+        key = (local.date(), local.hour)
         try:
             off = self._hours[key]
         except KeyError:
-            off = self._offset(key)
+            off = self._offset(dt.datetime.combine(key[0], dt.time(key[1])))
             if len(self._hours) >= _MAX_HOURS:
                 self._hours.clear()
             self._hours[key] = off
-        if off is None:
+        if off is None or local.fold:
             return _local_and_utc(local, self.tz)
         return local, (local - off).replace(tzinfo=dt.UTC)
 
