@@ -793,6 +793,7 @@ def epoch_ms(value: object) -> int | None:
     return round(x * 1000) if x < 1e11 else round(x)
 
 
+@functools.lru_cache(maxsize=8192)
 def phone_key(address: str) -> str:
     """A phone number as one key whatever its format: the last 10 digits ("+81 90-1234-5678"
     and "090-1234-5678" both give ``9012345678``); an address with letters (a short code
