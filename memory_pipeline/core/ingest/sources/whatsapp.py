@@ -282,7 +282,10 @@ def classify(first: str, rest_lines: list[str]) -> tuple[str, str]:
         kind = "file"
     if kind is not None:
         return kind, caption
-    m = _ATTACHED.fullmatch(head) or _ATTACHED.match(head)
+    # "<attached: …>" or "name.ext (file attached)": nothing else can match _ATTACHED
+    m = None
+    if head[:1] == "<" or "(" in head:
+        m = _ATTACHED.fullmatch(head) or _ATTACHED.match(head)
     if m is not None:
         name = m["ios"] or m["and"]
         suffix = Path(name).suffix.lower()
@@ -291,7 +294,12 @@ def classify(first: str, rest_lines: list[str]) -> tuple[str, str]:
         kind = next((k for k, exts in _EXT_TYPES.items() if suffix in exts), "file")
         tail = head[m.end() :].strip()
         return kind, "\n".join(x for x in (tail, caption) if x)
-    if _LOCATION.fullmatch(head) and ("http" in head or not caption):
+    c = head[:1]  # an ASCII first letter other than l/s/u cannot start _LOCATION
+    if (
+        (not c.isascii() or c.lower() in "lsu")
+        and _LOCATION.fullmatch(head)
+        and ("http" in head or not caption)
+    ):
         return "location", "\n".join([head] + rest_lines).strip()
     if _CALL.fullmatch(low):
         return "call", "\n".join([head] + rest_lines).strip()
