@@ -419,6 +419,8 @@ def _local_and_utc(local: dt.datetime, tz: str) -> tuple[dt.datetime, dt.datetim
     return back, utc
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_HOUR = dt.timedelta(hours=1)
 _HOUR_END = dt.timedelta(minutes=59, seconds=59, microseconds=999_999)
 _MAX_HOURS = 1 << 18  # cached hours per zone (30 years); the cache restarts past it
 
@@ -467,14 +469,16 @@ class EpochClock:
 
     def __init__(self, tz: str) -> None:
         self.zone = zone(tz)
-        self._hours: dict[dt.datetime, dt.timedelta | None] = {}
+        self._hours: dict[int, dt.timedelta | None] = {}
 
-    def local(self, utc: dt.datetime) -> dt.datetime:
-        key = utc.replace(minute=0, second=0, microsecond=0)
+    def local(self, utc: dt.datetime, hour: int | None = None) -> dt.datetime:
+        """Naive local time of an aware UTC instant; ``hour`` is its hour since the epoch,
+        when the caller has it (``ms // 3_600_000``)."""
+        key = (utc - _EPOCH) // _HOUR if hour is None else hour
         try:
             off = self._hours[key]
         except KeyError:
-            off = self._offset(key)
+            off = self._offset(_EPOCH + key * _HOUR)
             if len(self._hours) >= _MAX_HOURS:
                 self._hours.clear()
             self._hours[key] = off
@@ -770,14 +774,11 @@ def head_text(data: bytes | ExportFile, n: int = 8192) -> str:
     return chunk.decode("utf-8", "replace")
 
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-
-
 def from_epoch_ms(ms: int, tz: str) -> tuple[dt.datetime, dt.datetime]:
     """(naive local in ``tz``, aware UTC) of an epoch instant in milliseconds, exactly (no
     float rounding): SMS backups, Meta exports and Slack keep milliseconds or finer."""
     utc = _EPOCH + dt.timedelta(milliseconds=ms)
-    return epoch_clock(tz).local(utc), utc
+    return epoch_clock(tz).local(utc, ms // 3_600_000), utc
 
 
 def epoch_ms(value: object) -> int | None:

@@ -256,6 +256,7 @@ class _State:
         self.order = 0
         self.mms_ids: set[str] = set()
         self.convs: dict[tuple, tuple[str, str]] = {}
+        self.senders: dict[tuple, str] = {}
 
     def broken(self, h: _Handler, what: str) -> Record:
         """The one row of a record the XML breaks inside (or of the broken tail)."""
@@ -329,7 +330,16 @@ class _State:
                              day=local.date(), line=line, raw=_raw(attrs))  # fmt: skip
             return
         mine = box in sent
-        sender = self.me if mine else self._sender(name, attrs, addrs)
+        if mine:
+            sender = self.me
+        elif name == "mms":
+            sender = self._sender(name, attrs, addrs)
+        else:
+            key = (name, attrs.get("address"), attrs.get("number"), attrs.get("contact_name"))
+            if (sender := self.senders.get(key)) is None:
+                if len(self.senders) > 65536:
+                    self.senders.clear()
+                sender = self.senders[key] = self._sender(name, attrs, addrs)
         msg = message(
             spec, f, conv=conv, contact=contact, sender=sender, owners=self.owners, local=local,
             utc=utc, type_=kind, text=clean_text(text), order=ordr, line=line,
