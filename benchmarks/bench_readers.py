@@ -2,15 +2,18 @@
 
 Usage (from the repository root)::
 
-    python benchmarks/bench_readers.py               # 200k messages per format
-    python benchmarks/bench_readers.py --messages 1000000
+    python benchmarks/bench_readers.py                        # 200k messages per format
+    python benchmarks/bench_readers.py --messages 200000,1000000
+    python benchmarks/bench_readers.py --only whatsapp_android --messages 1000000
 
 For each format (LINE PC, LINE mobile, WhatsApp Android, WhatsApp iOS, Telegram JSON, SMS
-Backup & Restore XML, KakaoTalk Android) one
-file of N messages is generated in a temporary folder (three senders, 1-3 line texts, one
-message a minute), then read in a fresh subprocess by ``read_source`` (every record
-consumed, none kept), so each peak RSS is that reader's alone. Figures: wall seconds,
-messages/s, peak RSS (VmHWM, MiB), file size.
+Backup & Restore XML, KakaoTalk Android) and each size, one file of N messages is generated
+in a temporary folder (three senders, 1-3 line texts, one message a minute), then read in a
+fresh subprocess by ``read_source`` (every record counted and dropped, none kept), so each
+peak RSS is that reader's alone: flat across sizes means the reader streams. Figures: wall
+and CPU seconds of the read, messages/s on both (on a shared machine the CPU rate is what
+the reader does on one free core), peak RSS (VmHWM, MiB) of the child, file size.
+Results: ``benchmarks/results/readers.md``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -126,49 +130,56 @@ def child(kind: str, path: str) -> None:
     from memory_pipeline.core.ingest.sources import SourceSpec, read_source
 
     spec = SourceSpec("bench", kind, Path(path), "Asia/Tokyo", "Yuki")
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     n_msg = n_q = 0
     for rec in read_source(spec):
         if isinstance(rec, Message):
             n_msg += 1
         else:
             n_q += 1
-    wall = time.perf_counter() - t0
-    print(json.dumps({"messages": n_msg, "quarantine": n_q, "wall": wall, "rss": peak_rss_mib()}))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    out = {"messages": n_msg, "quarantine": n_q, "wall": wall, "cpu": cpu, "rss": peak_rss_mib()}
+    print(json.dumps(out))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--messages", default="200000", help="comma-separated sizes")
     ap.add_argument("--child", nargs=2)
     ap.add_argument("--only", help="comma-separated format names (default: all)")
     args = ap.parse_args()
     if args.child:
         child(*args.child)
         return
+    sizes = [int(x) for x in args.messages.split(",")]
+    wanted = set(args.only.split(",")) if args.only else set(FORMATS)
+    print(f"load before: {os.getloadavg()[0]:.1f}", file=sys.stderr)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        wanted = set(args.only.split(",")) if args.only else set(FORMATS)
         for name, (kind, fname, gen) in FORMATS.items():
             if name not in wanted:
                 continue
-            path = Path(tmp) / name / fname
-            path.parent.mkdir()
-            gen(path, args.messages)
-            out = subprocess.run(
-                [sys.executable, __file__, "--child", kind, str(path)],
-                capture_output=True, text=True, check=True,
-            )  # fmt: skip
-            r = json.loads(out.stdout)
-            assert r["messages"] == args.messages and r["quarantine"] == 0, (name, r)
-            rows.append((name, r, path.stat().st_size / 2**20))
-            path.unlink()
-    print("| format | messages | wall s | messages/s | peak RSS MiB | file MiB |")
-    print("|---|---:|---:|---:|---:|---:|")
+            for n in sizes:
+                path = Path(tmp) / f"{name}_{n}" / fname
+                path.parent.mkdir()
+                gen(path, n)
+                out = subprocess.run(
+                    [sys.executable, __file__, "--child", kind, str(path)],
+                    capture_output=True, text=True, check=True,
+                )  # fmt: skip
+                r = json.loads(out.stdout)
+                assert r["messages"] == n and r["quarantine"] == 0, (name, r)
+                rows.append((name, r, path.stat().st_size / 2**20))
+                path.unlink()
+                print(name, n, r, file=sys.stderr)
+    print(f"load after: {os.getloadavg()[0]:.1f}", file=sys.stderr)
+    print("| format | messages | wall s | CPU s | messages/s wall | messages/s CPU "
+          "| peak RSS MiB | file MiB |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, r, size in rows:
-        rate = r["messages"] / r["wall"]
         print(
-            f"| {name} | {r['messages']:,} | {r['wall']:.2f} | {rate:,.0f} | "
+            f"| {name} | {r['messages']:,} | {r['wall']:.2f} | {r['cpu']:.2f} | "
+            f"{r['messages'] / r['wall']:,.0f} | {r['messages'] / r['cpu']:,.0f} | "
             f"{r['rss']:.0f} | {size:.1f} |"
         )
 

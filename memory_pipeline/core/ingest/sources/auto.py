@@ -61,7 +61,7 @@ LINE_TXT_RANK = 20  # after Telegram's JSON, before WhatsApp and LINE PC
 
 def sniff_line_txt(f: ExportFile) -> bool:
     """LINE's mobile export: its first non-empty line is the ``[LINE] ...`` header."""
-    for line in head_text(f.data, 2048).splitlines():
+    for line in head_text(f, 2048).splitlines():
         s = line.strip().lstrip("\ufeff")
         if s:
             return LINE_HEADER.fullmatch(s) is not None
@@ -94,7 +94,7 @@ def _line_txt(
         path = f.path
         if path is None:  # a zip member: give the reader a file of the member's name
             path = Path(tmp) / Path(f.rel).name
-            path.write_bytes(f.data)
+            f.save(path)
         sub = dataclasses.replace(spec, kind=LINE_TXT, path=path)
         try:
             for rec in READERS[LINE_TXT](sub, dates):

@@ -64,7 +64,7 @@ _MEDIA_PARTS = {
 
 def sniff(f: ExportFile) -> bool:
     """A JSON list of objects with ChatGPT's ``mapping`` tree."""
-    head = head_text(f.data, 65536).lstrip()
+    head = head_text(f, 65536).lstrip()
     return head.startswith("[") and '"mapping"' in head and '"create_time"' in head
 
 

@@ -53,7 +53,7 @@ OWNER_FALLBACK = "Me"
 
 def sniff(f: ExportFile) -> bool:
     """A JSON list of objects with Claude's ``chat_messages``."""
-    head = head_text(f.data, 65536).lstrip()
+    head = head_text(f, 65536).lstrip()
     return head.startswith("[") and '"chat_messages"' in head
 
 

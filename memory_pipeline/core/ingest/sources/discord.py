@@ -69,7 +69,7 @@ _EXT = {
 
 def sniff(f: ExportFile) -> bool:
     """A JSON object with DiscordChatExporter's ``guild``, ``channel`` and ``messages``."""
-    head = head_text(f.data, 16384).lstrip()
+    head = head_text(f, 16384).lstrip()
     return head.startswith("{") and all(k in head for k in ('"guild"', '"channel"', '"messages"'))
 
 

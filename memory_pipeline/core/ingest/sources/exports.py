@@ -1,24 +1,33 @@
 """What the readers of app chat exports share: file listing (folders, zips), decoding, names.
 
 The app exports (LINE for PC, WhatsApp, Telegram, ...) each have their own module with a
-``parse(spec, file, dates)`` generator over one export file's bytes; this module walks the
+``parse(spec, file, dates)`` generator over one export file; this module walks the
 configured path (one file, or a folder with subfolders and zips), accounts for every path it
 cannot read, and turns a whole-file rejection into one quarantine row. ``kind = "auto"`` uses
 the same walk and the same per-file parsers, so a reader behaves the same alone or in a folder.
+
+Files are streamed, not loaded: an :class:`ExportFile` opens its bytes on demand (a file on
+disk, or a zip member inflated as it is read), the sniffers see only its first bytes, and the
+text readers get its lines in batches (:func:`line_batches`), so a 1 GB backup is read in
+bounded memory. Only the JSON readers, whose documents are parsed whole, read all of a file.
 """
 
 from __future__ import annotations
 
 import codecs
 import datetime as dt
+import functools
 import io
 import json
 import re
+import shutil
 import unicodedata
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from memory_pipeline.core.common.records import (
     MAX_RAW_EXCERPT,
@@ -81,15 +90,57 @@ class Rejected(SourceError):
         self.detail = detail
 
 
+HEAD_BYTES = 1 << 16  # what the sniffers may look at
+CHUNK_BYTES = 1 << 20  # what the streaming readers decode at a time
+
+
 @dataclass(frozen=True)
 class ExportFile:
-    """One export file's bytes and its name relative to the source path (zip members as
-    ``chat.zip/_chat.txt``); ``stem`` is the name that best names the chat."""
+    """One export file, its name relative to the source path (zip members as
+    ``chat.zip/_chat.txt``) and its first bytes; ``stem`` is the name that best names the
+    chat. The bytes are read on demand (:meth:`open`), so a file is never held whole unless a
+    reader asks for :attr:`data` (the JSON readers)."""
 
     rel: str
-    data: bytes
     stem: str
     path: Path | None = None  # the file on disk (None for a zip member)
+    opener: Callable[[], BinaryIO] | None = field(default=None, repr=False, compare=False)
+    head_bytes: bytes = field(default=b"", repr=False, compare=False)
+
+    @classmethod
+    def of_path(cls, rel: str, path: Path, stem: str | None = None) -> ExportFile:
+        """The export file at ``path`` (its first bytes read now)."""
+        with path.open("rb") as fh:
+            head = fh.read(HEAD_BYTES)
+        return cls(rel, path.stem if stem is None else stem, path, None, head)
+
+    @classmethod
+    def of_bytes(cls, rel: str, data: bytes, stem: str, path: Path | None = None) -> ExportFile:
+        """An export file held in memory (tests, small members)."""
+        return cls(rel, stem, path, lambda: io.BytesIO(data), data[:HEAD_BYTES])
+
+    def open(self) -> BinaryIO:
+        """A fresh binary stream of the file's bytes, from the start."""
+        if self.opener is not None:
+            return self.opener()
+        if self.path is None:
+            raise ValueError(f"{self.rel}: no bytes to open")
+        return self.path.open("rb")
+
+    def head(self, n: int = 8192) -> bytes:
+        """The first ``n`` bytes (at most ``HEAD_BYTES``): what a sniffer looks at."""
+        return self.head_bytes[:n]
+
+    def save(self, path: Path) -> None:
+        """Copy the bytes to ``path`` in chunks (a zip member a reader needs as a file)."""
+        with self.open() as src, path.open("wb") as dst:
+            shutil.copyfileobj(src, dst, CHUNK_BYTES)
+
+    @functools.cached_property
+    def data(self) -> bytes:
+        """All the bytes, read once: for the formats parsed as one document (JSON)."""
+        with self.open() as fh:
+            return fh.read()
 
 
 # parse(spec, file, dates) -> records; raises Rejected before its first record
@@ -119,8 +170,10 @@ def register_detector(kind: str, sniff: Sniff, parse: Parse, rank: int) -> None:
     DETECTORS[kind] = Detector(kind, sniff, parse, rank)
 
 
+@functools.lru_cache(maxsize=8192)
 def clean_name(name: str) -> str:
-    """A sender or chat name as one identity: no bidi/zero-width marks, NFC, spaces folded."""
+    """A sender or chat name as one identity: no bidi/zero-width marks, NFC, spaces folded.
+    (Cached: a chat has few senders and each message names one.)"""
     s = _INVISIBLE.sub("", name)
     s = _SPACES.sub(" ", unicodedata.normalize("NFC", s)).strip()
     return s
@@ -152,7 +205,18 @@ class Owners:
             _digits(n) for n in names if len(_digits(n)) >= 7 and not re.search(r"[^\d\s+\-().]", n)
         )
 
+        self._seen: dict[str, bool] = {}
+
     def __contains__(self, sender: str) -> bool:
+        known = self._seen.get(sender)
+        if known is None:
+            known = self._match(sender)
+            if len(self._seen) > 65536:
+                self._seen.clear()
+            self._seen[sender] = known
+        return known
+
+    def _match(self, sender: str) -> bool:
         if sender.casefold() in self.names:
             return True
         return bool(self.phones) and len(d := _digits(sender)) >= 7 and d in self.phones
@@ -198,6 +262,124 @@ def decode_text(data: bytes, legacy: tuple[str, ...] = ()) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
+def text_chunks(f: ExportFile, legacy: tuple[str, ...] = ()) -> Iterator[str]:
+    """The file's text, streamed in chunks, decoded exactly as :func:`decode_text` decodes the
+    whole file. The encoding is settled before the first chunk: a UTF-16 file is checked whole
+    first (so a broken one is still ``Rejected`` before any record); with ``legacy``
+    encodings, a file whose first non-ASCII line is UTF-8 is UTF-8 at once, any other is
+    scanned once more (bounded memory) to decide as :func:`decode_text` does."""
+    head = f.head(4)
+    skip = 0
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        _check_utf16(f)
+        codec, errors = "utf-16", "strict"
+    else:
+        skip = 3 if head.startswith(codecs.BOM_UTF8) else 0
+        codec, errors = _pick_codec(f, skip, legacy) if legacy else ("utf-8", "surrogateescape")
+    dec = codecs.getincrementaldecoder(codec)(errors)
+    with f.open() as fh:
+        if skip:
+            fh.read(skip)
+        while chunk := fh.read(CHUNK_BYTES):
+            text = dec.decode(chunk)
+            if text:
+                yield text
+        text = dec.decode(b"", True)
+        if text:
+            yield text
+
+
+def line_batches(f: ExportFile, legacy: tuple[str, ...] = ()) -> Iterator[tuple[list[str], bool]]:
+    """The file's lines in batches, exactly the lines of ``decode_text(...).split("\n")``
+    with a trailing ``\r`` removed, and per batch whether a line of it holds bytes that are
+    not UTF-8 (then :func:`bad_line` tells which). Memory is one chunk, whatever the file."""
+    carry = ""
+    for text in text_chunks(f, legacy):
+        if carry:
+            text = carry + text
+        lines = text.split("\n")
+        carry = lines.pop()
+        if lines:
+            yield _batch(lines, text)
+    yield _batch([carry], carry)
+
+
+def _batch(lines: list[str], text: str) -> tuple[list[str], bool]:
+    if "\r" in text:
+        lines = [s[:-1] if s.endswith("\r") else s for s in lines]
+    return lines, _LONE.search(text) is not None
+
+
+def _check_utf16(f: ExportFile) -> None:
+    """Raise ``Rejected`` (as :func:`decode_text`) when a UTF-16 file does not decode."""
+    dec = codecs.getincrementaldecoder("utf-16")("strict")
+    fed = 0
+    with f.open() as fh:
+        while True:
+            chunk = fh.read(CHUNK_BYTES)
+            pending = len(dec.getstate()[0])
+            try:
+                dec.decode(chunk, not chunk)
+            except UnicodeDecodeError as exc:
+                at = fed - pending + exc.start
+                raise Rejected(R_ENCODING, f"UTF-16 BOM but invalid UTF-16 at byte {at}") from None
+            if not chunk:
+                return
+            fed += len(chunk)
+
+
+def _byte_chunks(f: ExportFile, skip: int) -> Iterator[bytes]:
+    with f.open() as fh:
+        if skip:
+            fh.read(skip)
+        while chunk := fh.read(CHUNK_BYTES):
+            yield chunk
+
+
+def _pick_codec(f: ExportFile, skip: int, legacy: tuple[str, ...]) -> tuple[str, str]:
+    """(codec, errors) that :func:`decode_text` would use for the whole file."""
+    head = f.head(HEAD_BYTES)[skip:]
+    lines = head.split(b"\n")
+    if len(head) + skip >= HEAD_BYTES:
+        lines.pop()  # maybe cut short
+    for raw in lines:
+        if not raw.isascii():
+            try:
+                raw.decode("utf-8")
+                return "utf-8", "surrogateescape"  # a UTF-8 line: never a legacy file
+            except UnicodeDecodeError:
+                break
+    valid, any_line, carry = True, False, b""
+    dec = codecs.getincrementaldecoder("utf-8")("strict")
+    for chunk in _byte_chunks(f, skip):
+        if valid:
+            try:
+                dec.decode(chunk)
+            except UnicodeDecodeError:
+                valid = False
+        if not any_line:
+            parts = (carry + chunk).split(b"\n")
+            carry = parts.pop()
+            any_line = _any_utf8_line(b"\n".join(parts))
+    if valid:
+        try:
+            dec.decode(b"", True)
+        except UnicodeDecodeError:
+            valid = False
+    if valid or any_line or _any_utf8_line(carry):
+        return "utf-8", "surrogateescape"
+    for enc in legacy:
+        dec = codecs.getincrementaldecoder(enc)("strict")
+        try:
+            for chunk in _byte_chunks(f, skip):
+                dec.decode(chunk)
+            dec.decode(b"", True)
+        except UnicodeDecodeError:
+            continue
+        return enc, "strict"
+    return "utf-8", "surrogateescape"
+
+
 def _any_utf8_line(data: bytes) -> bool:
     """True when some non-ASCII line is valid UTF-8: then the file is UTF-8 with a few damaged
     bytes (quarantined per line), not a legacy-encoded file to decode as a whole."""
@@ -228,15 +410,109 @@ def excerpt(text: str) -> str:
 def local_and_utc(local: dt.datetime, tz: str) -> tuple[dt.datetime, dt.datetime]:
     """(naive local, aware UTC) of a naive wall time in ``tz``. A wall time in a DST gap
     (02:30 on a spring-forward night) is moved forward by the gap, as the phone's clock was."""
+    return wall_clock(tz)(local)
+
+
+def _local_and_utc(local: dt.datetime, tz: str) -> tuple[dt.datetime, dt.datetime]:
     utc = to_utc(local, tz)
     back = utc.astimezone(zone(tz)).replace(tzinfo=None)
     return back, utc
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_HOUR = dt.timedelta(hours=1)
+_HOUR_END = dt.timedelta(minutes=59, seconds=59, microseconds=999_999)
+_MAX_HOURS = 1 << 18  # cached hours per zone (30 years); the cache restarts past it
+
+
+class WallClock:
+    """:func:`local_and_utc` for one zone, fast: the UTC offset of each local hour is worked
+    out once (two zone conversions, at the hour's first and last microsecond) and reused for
+    the hour's messages. An hour whose two ends differ or that holds a DST gap is never
+    cached: its times take the exact per-message path, so gaps and folds come out as in
+    :func:`local_and_utc` (zones change offset at most once an hour)."""
+
+    def __init__(self, tz: str) -> None:
+        self.tz = tz
+        zone(tz)
+        self._hours: dict[tuple[dt.date, int], dt.timedelta | None] = {}
+
+    def __call__(self, local: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
+        key = (local.date(), local.hour)
+        try:
+            off = self._hours[key]
+        except KeyError:
+            off = self._offset(dt.datetime.combine(key[0], dt.time(key[1])))
+            if len(self._hours) >= _MAX_HOURS:
+                self._hours.clear()
+            self._hours[key] = off
+        if off is None or local.fold:
+            return _local_and_utc(local, self.tz)
+        return local, (local - off).replace(tzinfo=dt.UTC)
+
+    def _offset(self, h0: dt.datetime) -> dt.timedelta | None:
+        try:
+            end = h0 + _HOUR_END
+            a_local, a_utc = _local_and_utc(h0, self.tz)
+            b_local, b_utc = _local_and_utc(end, self.tz)
+        except (OverflowError, ValueError):
+            return None
+        if a_local != h0 or b_local != end or h0.fold or a_local.fold or b_local.fold:
+            return None
+        off = h0 - a_utc.replace(tzinfo=None)
+        return off if off == end - b_utc.replace(tzinfo=None) else None
+
+
+class EpochClock:
+    """UTC instant -> naive local time in one zone, with the offset cached per UTC hour (an
+    hour whose ends differ, or that lies in a repeated hour, converts exactly)."""
+
+    def __init__(self, tz: str) -> None:
+        self.zone = zone(tz)
+        self._hours: dict[int, dt.timedelta | None] = {}
+
+    def local(self, utc: dt.datetime, hour: int | None = None) -> dt.datetime:
+        """Naive local time of an aware UTC instant; ``hour`` is its hour since the epoch,
+        when the caller has it (``ms // 3_600_000``)."""
+        key = (utc - _EPOCH) // _HOUR if hour is None else hour
+        try:
+            off = self._hours[key]
+        except KeyError:
+            off = self._offset(_EPOCH + key * _HOUR)
+            if len(self._hours) >= _MAX_HOURS:
+                self._hours.clear()
+            self._hours[key] = off
+        if off is None:
+            return utc.astimezone(self.zone).replace(tzinfo=None)
+        return (utc + off).replace(tzinfo=None)
+
+    def _offset(self, h0: dt.datetime) -> dt.timedelta | None:
+        try:
+            a = h0.astimezone(self.zone)
+            b = (h0 + _HOUR_END).astimezone(self.zone)
+        except (OverflowError, ValueError):
+            return None
+        if a.fold or b.fold or a.utcoffset() != b.utcoffset():
+            return None
+        return a.utcoffset()
+
+
+@functools.lru_cache(maxsize=64)
+def wall_clock(tz: str) -> WallClock:
+    """The shared :class:`WallClock` of a zone (raises ValueError for an unknown zone)."""
+    return WallClock(tz)
+
+
+@functools.lru_cache(maxsize=64)
+def epoch_clock(tz: str) -> EpochClock:
+    """The shared :class:`EpochClock` of a zone."""
+    return EpochClock(tz)
+
+
 def from_epoch(seconds: float, tz: str) -> tuple[dt.datetime, dt.datetime]:
     """(naive local in ``tz``, aware UTC) of an epoch instant."""
     utc = dt.datetime.fromtimestamp(seconds, dt.UTC)
-    return utc.astimezone(zone(tz)).replace(tzinfo=None), utc
+    return epoch_clock(tz).local(utc), utc
 
 
 def message(
@@ -303,17 +579,19 @@ def quarantine(
 # -- the walk over a source path -------------------------------------------------------------
 
 
-def zip_members(data: bytes, rel: str) -> Iterator[ExportFile | tuple[str, str, str]]:
-    """The members of a zip that are not attachments, as ExportFiles, or
+def zip_members(path: Path, rel: str) -> Iterator[ExportFile | tuple[str, str, str]]:
+    """The members of the zip at ``path`` that are not attachments, as ExportFiles, or
     ``(rel, reason, detail)`` for a member (or the whole zip) refused.
 
     Checked from the central directory before inflating anything: member count, each
     member's declared size, the total and the compression ratio (a zip bomb is one
     ``too_large`` row). Encrypted members are refused; a member whose data is corrupt is one
-    row, its neighbours still read.
+    row, its neighbours still read. Each member is inflated once to check it (nothing kept)
+    before it is handed out, so a corrupt member gives no records, then again as its reader
+    streams it; the zip stays open while the member is read.
     """
     try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
+        zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         yield rel, R_ENCODING, f"not a readable zip ({type(exc).__name__})"
         return
@@ -341,14 +619,20 @@ def zip_members(data: bytes, rel: str) -> Iterator[ExportFile | tuple[str, str, 
                 yield mrel, R_ENCODING, "encrypted zip member"
                 continue
             try:
-                body = zf.read(info)
-            except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, EOFError) as exc:
+                with zf.open(info) as fh:
+                    head = fh.read(HEAD_BYTES)
+                    while fh.read(CHUNK_BYTES):
+                        pass
+            except (
+                zipfile.BadZipFile, OSError, ValueError, NotImplementedError, EOFError, zlib.error
+            ) as exc:  # fmt: skip
                 yield mrel, R_ENCODING, f"corrupt zip member ({type(exc).__name__})"
                 continue
-            if body[:4] == b"PK\x03\x04":  # a zip inside the zip is not expanded again
+            if head[:4] == b"PK\x03\x04":  # a zip inside the zip is not expanded again
                 yield mrel, R_ENCODING, "nested zip is not read"
                 continue
-            yield ExportFile(mrel, body, _member_stem(PurePosixPath(rel).stem, name))
+            stem = _member_stem(PurePosixPath(rel).stem, name)
+            yield ExportFile(mrel, stem, None, functools.partial(zf.open, info), head)
 
 
 def _readable_member(name: str) -> bool:
@@ -410,7 +694,7 @@ def walk(
             yield file_row(spec, rel, *problem)
             continue
         try:
-            data = path.read_bytes()
+            f = ExportFile.of_path(rel, path)
         except OSError as exc:
             error = SourceError(
                 f"source {spec.name!r}: cannot read {path}: {exc.strerror or type(exc).__name__}"
@@ -418,11 +702,11 @@ def walk(
             yield from gate.hold(file_row(spec, rel, *read_problem(exc)), error)
             continue
         yield from gate.opened()
-        if path.suffix.lower() == ".zip" or data[:4] == b"PK\x03\x04":
-            for item in zip_members(data, rel):
+        if path.suffix.lower() == ".zip" or f.head(4) == b"PK\x03\x04":
+            for item in zip_members(path, rel):
                 yield item if isinstance(item, ExportFile) else file_row(spec, *item)
         else:
-            yield ExportFile(rel, data, path.stem, path)
+            yield f
     gate.close()
 
 
@@ -480,9 +764,9 @@ def parse_file(
     yield from records
 
 
-def head_text(data: bytes, n: int = 8192) -> str:
+def head_text(data: bytes | ExportFile, n: int = 8192) -> str:
     """The first ``n`` bytes as text (BOM-aware, lenient): what the sniffers look at."""
-    chunk = data[:n]
+    chunk = data.head(n) if isinstance(data, ExportFile) else data[:n]
     if chunk.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return chunk[: n - n % 2].decode("utf-16", "replace")
     if chunk.startswith(codecs.BOM_UTF8):
@@ -490,14 +774,11 @@ def head_text(data: bytes, n: int = 8192) -> str:
     return chunk.decode("utf-8", "replace")
 
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-
-
 def from_epoch_ms(ms: int, tz: str) -> tuple[dt.datetime, dt.datetime]:
     """(naive local in ``tz``, aware UTC) of an epoch instant in milliseconds, exactly (no
     float rounding): SMS backups, Meta exports and Slack keep milliseconds or finer."""
     utc = _EPOCH + dt.timedelta(milliseconds=ms)
-    return utc.astimezone(zone(tz)).replace(tzinfo=None), utc
+    return epoch_clock(tz).local(utc, ms // 3_600_000), utc
 
 
 def epoch_ms(value: object) -> int | None:
@@ -513,6 +794,7 @@ def epoch_ms(value: object) -> int | None:
     return round(x * 1000) if x < 1e11 else round(x)
 
 
+@functools.lru_cache(maxsize=8192)
 def phone_key(address: str) -> str:
     """A phone number as one key whatever its format: the last 10 digits ("+81 90-1234-5678"
     and "090-1234-5678" both give ``9012345678``); an address with letters (a short code

@@ -66,7 +66,7 @@ _OPTIONAL = ("attributedBody", "associated_message_type", "item_type", "cache_ha
 
 def sniff(f: ExportFile) -> bool:
     """An SQLite database file (whose tables ``parse`` then checks)."""
-    return f.data[:16] == SQLITE_MAGIC
+    return f.head(16) == SQLITE_MAGIC
 
 
 def attributed_text(blob: bytes | None) -> str | None:
@@ -136,7 +136,7 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
         path = f.path
         if path is None:  # a zip member: sqlite needs a file
             path = Path(tmp) / "chat.db"
-            path.write_bytes(f.data)
+            f.save(path)
         try:
             con = _connect(path)
         except sqlite3.Error as exc:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,12 +47,14 @@ from memory_pipeline.core.ingest.sources.exports import (
     conversation_option,
     decode_text,
     head_text,
+    line_batches,
     local_and_utc,
     message,
     quarantine,
     read_exports,
     register_detector,
     safe_id,
+    wall_clock,
 )
 
 KIND = "kakaotalk"
@@ -179,7 +182,7 @@ def classify(text: str) -> tuple[str, str]:
 
 def sniff(f: ExportFile) -> bool:
     """A KakaoTalk header, CSV header, or a KakaoTalk stamped line among the first lines."""
-    lines = [x.strip() for x in head_text(f.data, 4096).splitlines() if x.strip()][:8]
+    lines = [x.strip() for x in head_text(f, 4096).splitlines() if x.strip()][:8]
     if not lines:
         return False
     if _CSV_HEAD.match(lines[0]) or _CHAT_NAME.fullmatch(lines[0].lstrip("\ufeff")):
@@ -205,98 +208,107 @@ def chat_name(f: ExportFile, lines: list[str]) -> str:
 
 
 def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> Iterator[Record]:
-    """Records of one KakaoTalk export file (raises Rejected before the first)."""
-    text = decode_text(f.data)
-    lines = [s[:-1] if s.endswith("\r") else s for s in text.split("\n")]
-    if lines and _CSV_HEAD.match(lines[0]):
-        yield from _parse_csv(spec, f, text, dates)
+    """Records of one KakaoTalk export file (raises Rejected before the first); the text
+    layouts are streamed line by line."""
+    head = list(itertools.islice((x for b, _ in line_batches(f) for x in b), 3))
+    if head and _CSV_HEAD.match(head[0]):
+        yield from _parse_csv(spec, f, decode_text(f.data), dates)
         return
     if not sniff(f):
         raise Rejected(R_NOT_AN_EXPORT, "no KakaoTalk header or message line")
-    name = chat_name(f, lines)
+    name = chat_name(f, head)
     conv = conversation_option(spec) or f"kakaotalk_{safe_id(name)}"
     owners = Owners(spec)
+    wall = wall_clock(spec.timezone)
     order = 0
     day: dt.date | None = None
     pending: list | None = None  # [line, local, sender, body lines, order, system]
 
-    def flush() -> Iterator[Record]:
+    def flush() -> Record | None:
         nonlocal pending
         if pending is None:
-            return
+            return None
         no, local, sender, body, ordr, system = pending
         pending = None
         while len(body) > 1 and not body[-1].strip():
             body.pop()
         if dates is not None and local.date() not in dates:
-            return
+            return None
         joined = "\n".join(body)
         kind, txt = ("system", joined.strip()) if system else classify(joined)
         if kind == "system":
             sender = ""
-        local2, utc = local_and_utc(local, spec.timezone)
+        local2, utc = wall(local)
         out = message(
             spec, f, conv=conv, contact=name, sender=sender, owners=owners, local=local2,
             utc=utc, type_=kind, text=clean_text(txt), order=ordr, line=no,
         )  # fmt: skip
         out.is_owner = bool(sender) and (out.is_owner or sender.casefold() in EXPORTER_NAMES)
-        yield out
+        return out
 
-    for idx, raw in enumerate(lines):
-        no = idx + 1
-        line = raw.lstrip("\ufeff")
-        if bad_line(line):
-            yield from flush()
-            yield quarantine(spec, f, R_ENCODING, "invalid UTF-8 in the line", conv=conv,
-                             day=day, line=no, raw=line)  # fmt: skip
-            order += 1
-            continue
-        st = _stamp(line)
-        pc = _PC.fullmatch(line) if st is None else None
-        if st is None and pc is None:
-            d = _day(line)
-            if d is not None:
-                yield from flush()
-                day = d
-            elif pending is not None:
-                pending[3].append(line)
-            elif line.strip() and not _HEADER.fullmatch(line.strip()):
-                yield quarantine(spec, f, R_UNPARSEABLE_LINE, "text before the first message",
-                                 conv=conv, day=day, line=no, raw=line)  # fmt: skip
-                order += 1
-            continue
-        if st is not None:
-            when, rest = st
-            sm = _SENDER.match(rest)
-            if sm is None and not rest.strip():  # Android's sender-less date-time header
-                yield from flush()
-                if when is not None:
-                    day = when.date()
-                continue
-            yield from flush()
-            if when is None:
-                yield quarantine(spec, f, R_BAD_TIMESTAMP, "date or time out of range",
-                                 conv=conv, day=day, line=no, raw=line)  # fmt: skip
+    no = 0
+    for batch, bad_batch in line_batches(f):
+        for raw in batch:
+            no += 1
+            line = raw.lstrip("\ufeff")
+            if bad_batch and bad_line(line):
+                if (rec := flush()) is not None:
+                    yield rec
+                yield quarantine(spec, f, R_ENCODING, "invalid UTF-8 in the line", conv=conv,
+                                 day=day, line=no, raw=line)  # fmt: skip
                 order += 1
                 continue
-            if sm is not None:
-                pending = [no, when, clean_name(sm["who"]), [sm["text"]], order, False]
-            else:  # an event: "…: X님이 들어왔습니다." (iOS), "…, X님이 나갔습니다." (Android)
-                pending = [no, when, "", [rest.lstrip(",:").strip()], order, True]
+            st = _stamp(line)
+            pc = _PC.fullmatch(line) if st is None else None
+            if st is None and pc is None:
+                d = _day(line)
+                if d is not None:
+                    if (rec := flush()) is not None:
+                        yield rec
+                    day = d
+                elif pending is not None:
+                    pending[3].append(line)
+                elif line.strip() and not _HEADER.fullmatch(line.strip()):
+                    yield quarantine(spec, f, R_UNPARSEABLE_LINE, "text before the first message",
+                                     conv=conv, day=day, line=no, raw=line)  # fmt: skip
+                    order += 1
+                continue
+            if st is not None:
+                when, rest = st
+                sm = _SENDER.match(rest)
+                if sm is None and not rest.strip():  # Android's sender-less date-time header
+                    if (rec := flush()) is not None:
+                        yield rec
+                    if when is not None:
+                        day = when.date()
+                    continue
+                if (rec := flush()) is not None:
+                    yield rec
+                if when is None:
+                    yield quarantine(spec, f, R_BAD_TIMESTAMP, "date or time out of range",
+                                     conv=conv, day=day, line=no, raw=line)  # fmt: skip
+                    order += 1
+                    continue
+                if sm is not None:
+                    pending = [no, when, clean_name(sm["who"]), [sm["text"]], order, False]
+                else:  # an event: "…: X님이 들어왔습니다." (iOS), "…, X님이 나갔습니다." (Android)
+                    pending = [no, when, "", [rest.lstrip(",:").strip()], order, True]
+                order += 1
+                continue
+            if (rec := flush()) is not None:
+                yield rec
+            hour = _hour(int(pc["h"]), pc["ap"] or pc["ap2"])
+            if day is None or hour is None or int(pc["mi"]) > 59:
+                yield quarantine(spec, f, R_BAD_TIMESTAMP, "time without a date line before it"
+                                 if day is None else "time out of range", conv=conv, day=day,
+                                 line=no, raw=line)  # fmt: skip
+                order += 1
+                continue
+            when = dt.datetime.combine(day, dt.time(hour, int(pc["mi"])))
+            pending = [no, when, clean_name(pc["who"]), [pc["text"]], order, False]
             order += 1
-            continue
-        yield from flush()
-        hour = _hour(int(pc["h"]), pc["ap"] or pc["ap2"])
-        if day is None or hour is None or int(pc["mi"]) > 59:
-            yield quarantine(spec, f, R_BAD_TIMESTAMP, "time without a date line before it"
-                             if day is None else "time out of range", conv=conv, day=day,
-                             line=no, raw=line)  # fmt: skip
-            order += 1
-            continue
-        when = dt.datetime.combine(day, dt.time(hour, int(pc["mi"])))
-        pending = [no, when, clean_name(pc["who"]), [pc["text"]], order, False]
-        order += 1
-    yield from flush()
+    if (rec := flush()) is not None:
+        yield rec
 
 
 def _parse_csv(

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,13 +36,13 @@ from memory_pipeline.core.ingest.sources.exports import (
     clean_name,
     clean_text,
     conversation_option,
-    decode_text,
     head_text,
-    local_and_utc,
+    line_batches,
     message,
     quarantine,
     read_exports,
     register_detector,
+    wall_clock,
 )
 from memory_pipeline.core.ingest.sources.line_txt import (
     conversation_id_from_stem,
@@ -117,30 +116,70 @@ def _type(sender: str, text: str) -> str:
     return kind or message_type(sender, text)
 
 
-def _infer_members(rests: list[str]) -> set[str]:
-    """Sender names of space-separated lines: each first word, extended while every line of
-    that sender (two or more) repeats the next word and still has text after it."""
-    groups: dict[str, list[list[str]]] = defaultdict(list)
-    for rest in rests:
+class _Members:
+    """Sender names of space-separated lines, inferred while the file streams by: each first
+    word, extended while every line of that sender (two or more) repeats the next word and
+    still has text after it. Holds one word list per first word, not the lines."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, list] = {}  # first word -> [lines, words all lines share]
+
+    def add(self, rest: str) -> None:
         words = rest.split(" ")
-        if words and words[0]:
-            groups[words[0]].append(words)
-    names = set()
-    for first, lines in groups.items():
-        name, i = first, 1
-        while len(lines) >= 2 and all(len(w) > i + 1 for w in lines):
-            nxt = Counter(w[i] for w in lines)
-            if len(nxt) != 1:
-                break
-            name += " " + lines[0][i]
-            i += 1
-        names.add(name)
-    return names
+        first = words[0]
+        if not first:
+            return
+        g = self.groups.get(first)
+        if g is None:
+            self.groups[first] = [1, words[1:-1]]  # a word needs text after it
+            return
+        g[0] += 1
+        common = g[1]
+        k, lim = 0, min(len(common), len(words) - 2)
+        while k < lim and common[k] == words[k + 1]:
+            k += 1
+        del common[k:]
+
+    def names(self) -> set[str]:
+        return {
+            " ".join([first, *common]) if n >= 2 else first
+            for first, (n, common) in self.groups.items()
+        }
+
+
+def _infer_members(rests: list[str]) -> set[str]:
+    """Sender names of space-separated lines (see :class:`_Members`)."""
+    members = _Members()
+    for rest in rests:
+        members.add(rest)
+    return members.names()
+
+
+def _date_line(s: str) -> dt.date | None:
+    """``parse_date_line(s)``, skipped for lines that cannot be one: its layouts start with
+    a four-digit year or a three-letter weekday."""
+    head = s[:4]
+    if head.isdecimal() or (head[:3].isascii() and head[:3].isalpha()):
+        return parse_date_line(s)
+    return None
+
+
+def _maybe_system(rest: str) -> bool:
+    """False when ``rest`` holds none of the key words every ``_PHRASES`` event has."""
+    return (
+        "しました" in rest
+        or "the group" in rest
+        or "invited " in rest
+        or "已" in rest
+        or "撤回" in rest
+        or "unsent a message" in rest
+        or "made an announcement" in rest
+    )
 
 
 def sniff(f: ExportFile) -> bool:
     """True when the file looks like a LINE PC/Mac export: a date line, then time lines."""
-    lines = [s.strip() for s in head_text(f.data).splitlines() if s.strip()][:60]
+    lines = [s.strip() for s in head_text(f).splitlines() if s.strip()][:60]
     for i, s in enumerate(lines):
         if parse_date_line(s) is not None and "\t" not in s:
             rest = lines[i + 1 : i + 6]
@@ -148,43 +187,59 @@ def sniff(f: ExportFile) -> bool:
     return False
 
 
-def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> Iterator[Record]:
-    """Records of one PC/Mac export file, in file order (raises Rejected before the first)."""
-    text = decode_text(f.data, ("cp932",))
-    lines = text.split("\n")
-    lines = [s[:-1] if s.endswith("\r") else s for s in lines]
-    first_date = next(
-        (i for i, s in enumerate(lines) if "\t" not in s and parse_date_line(s.strip())), None
-    )
-    if first_date is None:
-        raise Rejected(R_NOT_AN_EXPORT, "no LINE date line ('2021.1.1 金曜日', '2021/01/01(金)')")
-    owners = Owners(spec)
-    conv = conversation_option(spec)
-    header_name = None
-    for s in lines[:first_date]:
-        m = _HEADER.fullmatch(s.strip())
-        if m is not None and (m["ja"] or m["en"]):
-            header_name = clean_name(m["ja"] or m["en"])
-    if conv is None:
-        conv = conversation_id(header_name or f.stem)
-    contact = header_name or _STEM_NOISE.sub("", f.stem).strip() or conv
+def _lines(f: ExportFile) -> Iterator[tuple[str, bool]]:
+    """(line, batch has undecodable bytes) of the file, streamed."""
+    for batch, bad in line_batches(f, ("cp932",)):
+        for raw in batch:
+            yield raw, bad
 
-    # pass 1: who speaks (tab-separated senders, the configured names, inferred names)
+
+def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> Iterator[Record]:
+    """Records of one PC/Mac export file, in file order (raises Rejected before the first).
+
+    Streamed in two passes: the first finds the first date line, the header and who speaks
+    (a space-separated line is split on the longest known name, known from the whole file),
+    the second reads the messages."""
     known: set[str] = {clean_name(n) for n in spec.options.get("members", []) if isinstance(n, str)}
     if spec.owner:
         known.add(clean_name(spec.owner))
-    space_rests = []
-    for s in lines[first_date:]:
+    inferred = _Members()
+    clocks: dict[str, tuple[int, int] | None] = {}
+    first_date: int | None = None
+    header_name = None
+    for idx, (s, _) in enumerate(_lines(f)):
+        if first_date is None:
+            st = s.strip()
+            if "\t" not in s and _date_line(st):
+                first_date = idx
+            else:
+                m = _HEADER.fullmatch(st)
+                if m is not None and (m["ja"] or m["en"]):
+                    header_name = clean_name(m["ja"] or m["en"])
+                continue
         m = _MSG.fullmatch(s)
-        if m is None or clock_of(m["clock"]) is None:
+        if m is None:
+            continue
+        field = m["clock"]
+        if (clock := clocks.get(field, 0)) == 0:
+            clock = clocks[field] = clock_of(field)
+        if clock is None:
             continue
         if "\t" in m["sep"]:
             who, tab, _ = m["rest"].partition("\t")
             if tab and who.strip():
                 known.add(clean_name(who))
-        elif not _SYSTEM.fullmatch(m["rest"]):
-            space_rests.append(m["rest"])
-    known |= _infer_members(space_rests)
+        elif not (_maybe_system(rest := m["rest"]) and _SYSTEM.fullmatch(rest)):
+            inferred.add(rest)
+    if first_date is None:
+        raise Rejected(R_NOT_AN_EXPORT, "no LINE date line ('2021.1.1 金曜日', '2021/01/01(金)')")
+    owners = Owners(spec)
+    wall = wall_clock(spec.timezone)
+    conv = conversation_option(spec)
+    if conv is None:
+        conv = conversation_id(header_name or f.stem)
+    contact = header_name or _STEM_NOISE.sub("", f.stem).strip() or conv
+    known |= inferred.names()
     members = sorted((k for k in known if k), key=len, reverse=True)
 
     cur: dt.date | None = None
@@ -192,26 +247,27 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
     pending: list | None = None  # [first line no, local, sender, text lines, order]
     order = 0
 
-    def flush() -> Iterator[Record]:
+    def flush() -> Record | None:
         nonlocal pending
         if pending is None:
-            return
+            return None
         line_no, local, sender, parts, ordr = pending
         pending = None
         if dates is not None and local.date() not in dates:
-            return
+            return None
         body = clean_text("\n".join(parts).rstrip("\n"))
-        local2, utc = local_and_utc(local, spec.timezone)
-        yield message(
+        local2, utc = wall(local)
+        return message(
             spec, f, conv=conv, contact=contact, sender=sender, owners=owners, local=local2,
             utc=utc, type_=_type(sender, body), text=body, order=ordr, line=line_no,
         )  # fmt: skip
 
     blanks = 0
-    for idx, raw in enumerate(lines):
-        no = idx + 1
+    no = 0
+    for raw, bad_batch in _lines(f):
+        no += 1
         s = raw.strip()
-        if idx < first_date:
+        if no <= first_date:
             if s and not _HEADER.fullmatch(s):
                 yield quarantine(
                     spec, f, R_UNPARSEABLE_LINE, "not a header or date line before the first date",
@@ -222,8 +278,9 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
         if not s:
             blanks += 1
             continue
-        if bad_line(raw):
-            yield from flush()
+        if bad_batch and bad_line(raw):
+            if (rec := flush()) is not None:
+                yield rec
             if dates is None or cur is None or cur in dates:
                 yield quarantine(
                     spec, f, R_ENCODING, "invalid UTF-8 in the line", conv=conv, day=cur,
@@ -232,12 +289,16 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
             order += 1
             blanks = 0
             continue
-        if "\t" not in s and (day := parse_date_line(s)) is not None:
-            yield from flush()
+        if "\t" not in s and (day := _date_line(s)) is not None:
+            if (rec := flush()) is not None:
+                yield rec
             cur, last_minute, blanks = day, -1, 0
             continue
         m = _MSG.fullmatch(raw.lstrip("\ufeff"))
-        clock = clock_of(m["clock"]) if m is not None else None
+        if m is None:
+            clock = None
+        elif (clock := clocks.get(field := m["clock"], 0)) == 0:
+            clock = clocks[field] = clock_of(field)
         if m is not None and clock is None and pending is None:
             yield quarantine(
                 spec, f, R_BAD_TIMESTAMP, f"time out of range {m['clock'][:12]!r}",
@@ -247,7 +308,9 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
             continue
         if clock is None:
             if pending is not None:  # an unquoted continuation line
-                pending[3].extend([""] * blanks + [raw])
+                if blanks:
+                    pending[3].extend([""] * blanks)
+                pending[3].append(raw)
             else:
                 yield quarantine(
                     spec, f, R_UNPARSEABLE_LINE, "not a date, message or continuation line",
@@ -256,7 +319,8 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
                 order += 1
             blanks = 0
             continue
-        yield from flush()
+        if (rec := flush()) is not None:
+            yield rec
         blanks = 0
         hour, minute = clock
         day = cur
@@ -269,7 +333,8 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
         local = dt.datetime.combine(day, dt.time(hour, minute))
         pending = [no, local, sender, [body], order]
         order += 1
-    yield from flush()
+    if (rec := flush()) is not None:
+        yield rec
 
 
 def _split(sep: str, rest: str, members: list[str]) -> tuple[str, str]:
@@ -282,10 +347,10 @@ def _split(sep: str, rest: str, members: list[str]) -> tuple[str, str]:
     for name in members:
         if rest.startswith(name) and (len(rest) == len(name) or rest[len(name)] in " \u3000"):
             tail = rest[len(name) + 1 :]
-            if _SYSTEM_TAIL.fullmatch(tail):
+            if _maybe_system(tail) and _SYSTEM_TAIL.fullmatch(tail):
                 return "", rest
             return name, tail
-    if _SYSTEM.fullmatch(rest):
+    if _maybe_system(rest) and _SYSTEM.fullmatch(rest):
         return "", rest
     sender, _, text = rest.partition(" ")
     return clean_name(sender), text

@@ -86,7 +86,7 @@ def fix_mojibake(value: Any) -> Any:
 def is_meta_thread(f: ExportFile) -> bool:
     """A JSON object with Meta's thread keys (``participants``, ``messages``, ``timestamp_ms``
     or ``thread_path``)."""
-    head = head_text(f.data, 16384).lstrip()
+    head = head_text(f, 16384).lstrip()
     return (
         head.startswith("{")
         and '"participants"' in head
@@ -102,7 +102,7 @@ def is_instagram(f: ExportFile) -> bool:
     instagram.com in a message does not count (Messenger users share those)."""
     if "instagram" in f.rel.casefold():
         return True
-    return re.search(r'"uri":\s*"[^"]*instagram', head_text(f.data, 65536)) is not None
+    return re.search(r'"uri":\s*"[^"]*instagram', head_text(f, 65536)) is not None
 
 
 def sniff(f: ExportFile) -> bool:

@@ -67,7 +67,7 @@ def sniff(f: ExportFile) -> bool:
     """A Markdown file whose first non-empty line is a sigexport message line."""
     if PurePosixPath(f.rel).suffix.lower() != ".md":
         return False
-    for line in head_text(f.data, 4096).splitlines():
+    for line in head_text(f, 4096).splitlines():
         if line.strip():
             return _LINE.fullmatch(line.strip()) is not None
     return False

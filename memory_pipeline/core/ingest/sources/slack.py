@@ -77,7 +77,7 @@ def sniff(f: ExportFile) -> bool:
     """A day file (a JSON list of ``type: message`` entries with ``ts``) or a workspace file
     (``users.json``'s ``team_id`` + ``profile``, ``channels.json``'s ``created`` +
     ``is_archived``)."""
-    head = head_text(f.data, 8192).lstrip()
+    head = head_text(f, 8192).lstrip()
     if not head.startswith("["):
         return False
     if re.search(r'"type"\s*:\s*"message"', head) and re.search(r'"ts"\s*:\s*"\d+\.\d+"', head):

@@ -106,30 +106,31 @@ class _Bytes:
     """The file in chunks for expat: surrogate references joined, non-UTF-8 bytes marked.
 
     A chunk ends before a ``&`` in its last 40 bytes (an entity pair is never split) and
-    before an incomplete UTF-8 sequence; the rest is carried into the next chunk.
+    before an incomplete UTF-8 sequence; the rest is carried into the next chunk. The file is
+    read as it is parsed (one chunk ahead, to know which chunk is the last).
     """
 
-    def __init__(self, data: bytes) -> None:
-        self.data = memoryview(data)
-        self.pos = 0
+    def __init__(self, f: ExportFile) -> None:
+        self.f = f
         self.carry = b""
-        self.utf8 = not data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+        self.utf8 = not f.head(2).startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
 
     def chunks(self) -> Iterator[bytes]:
-        while self.pos < len(self.data):
-            buf = self.carry + bytes(self.data[self.pos : self.pos + CHUNK])
-            self.pos += CHUNK
-            if not self.utf8:
-                yield buf
-                continue
-            last = self.pos >= len(self.data)
-            cut = len(buf)
-            if not last:
-                amp = buf.find(b"&", max(0, cut - 40))
-                if amp >= 0:
-                    cut = amp
-            buf, self.carry = buf[:cut], buf[cut:]
-            yield self._fixed(buf, last)
+        with self.f.open() as fh:
+            ahead = fh.read(CHUNK)
+            while ahead:
+                buf, ahead = self.carry + ahead, fh.read(CHUNK)
+                if not self.utf8:
+                    yield buf
+                    continue
+                last = not ahead
+                cut = len(buf)
+                if not last:
+                    amp = buf.find(b"&", max(0, cut - 40))
+                    if amp >= 0:
+                        cut = amp
+                buf, self.carry = buf[:cut], buf[cut:]
+                yield self._fixed(buf, last)
         if self.carry:
             yield self._fixed(self.carry, True)
             self.carry = b""
@@ -150,7 +151,7 @@ class _Bytes:
 
 def sniff(f: ExportFile) -> bool:
     """True when the file is an XML document whose root is ``<smses>`` or ``<calls>``."""
-    return _ROOT.match(head_text(f.data, 4096)) is not None
+    return _ROOT.match(head_text(f, 4096)) is not None
 
 
 class _Handler:
@@ -205,7 +206,7 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
     parser.EndElementHandler = h.end
     state = _State(spec, f, dates)
     first = True
-    for chunk in _Bytes(f.data).chunks():
+    for chunk in _Bytes(f).chunks():
         try:
             parser.Parse(chunk, False)
         except _Forbidden:
@@ -254,6 +255,8 @@ class _State:
         self.forced = conversation_option(spec)
         self.order = 0
         self.mms_ids: set[str] = set()
+        self.convs: dict[tuple, tuple[str, str]] = {}
+        self.senders: dict[tuple, str] = {}
 
     def broken(self, h: _Handler, what: str) -> Record:
         """The one row of a record the XML breaks inside (or of the broken tail)."""
@@ -268,29 +271,34 @@ class _State:
         spec, f = self.spec, self.f
         ordr = self.order
         self.order += 1
-        raw = " ".join(f'{k}="{v}"' for k, v in attrs.items() if k != "data")
         if name not in ("sms", "mms", "call"):
             yield quarantine(spec, f, R_UNKNOWN_TYPE, f"element <{name[:30]}> is not sms/mms/call",
-                             conv=None, day=None, line=line, raw=raw)  # fmt: skip
+                             conv=None, day=None, line=line, raw=_raw(attrs))  # fmt: skip
             return
-        if any(BAD_BYTE in v for v in attrs.values()) or any(
-            BAD_BYTE in p.get("text", "") for p in parts
-        ):
+        if BAD_BYTE in "".join(attrs.values()) or any(BAD_BYTE in p.get("text", "") for p in parts):
             yield quarantine(spec, f, R_ENCODING, "invalid UTF-8 in the record",
-                             conv=None, day=None, line=line, raw=raw)  # fmt: skip
+                             conv=None, day=None, line=line, raw=_raw(attrs))  # fmt: skip
             return
-        conv, contact = self._conversation(name, attrs, addrs)
+        if addrs:
+            conv, contact = self._conversation(name, attrs, addrs)
+        else:  # an sms or call: the same few correspondents again and again
+            key = (name, attrs.get("address"), attrs.get("number"), attrs.get("contact_name"))
+            if (hit := self.convs.get(key)) is None:
+                if len(self.convs) > 65536:
+                    self.convs.clear()
+                hit = self.convs[key] = self._conversation(name, attrs, addrs)
+            conv, contact = hit
         ms = epoch_ms(attrs["date"]) if attrs.get("date") not in (None, "") else -1
         if ms is None or ms < 0:
             reason = R_BAD_TIMESTAMP if ms is None else R_MISSING_TIMESTAMP
             yield quarantine(spec, f, reason, "no usable epoch 'date'", conv=conv, day=None,
-                             line=line, raw=raw)  # fmt: skip
+                             line=line, raw=_raw(attrs))  # fmt: skip
             return
         try:
             local, utc = from_epoch_ms(ms, spec.timezone)
         except (OverflowError, ValueError):
             yield quarantine(spec, f, R_BAD_TIMESTAMP, "'date' out of range", conv=conv,
-                             day=None, line=line, raw=raw)  # fmt: skip
+                             day=None, line=line, raw=_raw(attrs))  # fmt: skip
             return
         if self.dates is not None and local.date() not in self.dates:
             return
@@ -305,7 +313,8 @@ class _State:
                 key = f"{conv}/{mid}"
                 if key in self.mms_ids:
                     yield quarantine(spec, f, R_DUPLICATE, "MMS m_id repeated in the file",
-                                     conv=conv, day=local.date(), line=line, raw=raw)  # fmt: skip
+                                     conv=conv, day=local.date(), line=line,
+                                     raw=_raw(attrs))  # fmt: skip
                     return
                 self.mms_ids.add(key)
         else:
@@ -318,10 +327,19 @@ class _State:
                 box, sent = "2", {"2"}
         if box == "3":
             yield quarantine(spec, f, R_UNKNOWN_TYPE, "a draft (never sent)", conv=conv,
-                             day=local.date(), line=line, raw=raw)  # fmt: skip
+                             day=local.date(), line=line, raw=_raw(attrs))  # fmt: skip
             return
         mine = box in sent
-        sender = self.me if mine else self._sender(name, attrs, addrs)
+        if mine:
+            sender = self.me
+        elif name == "mms":
+            sender = self._sender(name, attrs, addrs)
+        else:
+            key = (name, attrs.get("address"), attrs.get("number"), attrs.get("contact_name"))
+            if (sender := self.senders.get(key)) is None:
+                if len(self.senders) > 65536:
+                    self.senders.clear()
+                sender = self.senders[key] = self._sender(name, attrs, addrs)
         msg = message(
             spec, f, conv=conv, contact=contact, sender=sender, owners=self.owners, local=local,
             utc=utc, type_=kind, text=clean_text(text), order=ordr, line=line,
@@ -360,6 +378,11 @@ class _State:
             if known:
                 return known
         return clean_name(who) or "unknown"
+
+
+def _raw(attrs: dict[str, str]) -> str:
+    """A record's attributes as its quarantine excerpt (base64 ``data`` left out)."""
+    return " ".join(f'{k}="{v}"' for k, v in attrs.items() if k != "data")
 
 
 def _names(contact_name: str) -> list[str]:

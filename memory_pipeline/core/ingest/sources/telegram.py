@@ -86,7 +86,7 @@ def _chats(doc: dict) -> list[dict] | None:
 
 def sniff(f: ExportFile) -> bool:
     """True when the file opens like a Telegram export (a JSON object with its keys)."""
-    head = head_text(f.data, 65536).lstrip()
+    head = head_text(f, 65536).lstrip()
     return head.startswith("{") and (
         '"personal_information"' in head
         or ('"messages"' in head and '"date"' in head and '"type"' in head)
@@ -149,28 +149,27 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
         for mi, m in enumerate(chat.get("messages") or []):
             ref = f"telegram:{chat_id}/{m.get('id', f'#{mi}') if isinstance(m, dict) else mi}"
             ordr, order = order, order + 1
-            raw = json.dumps(m, ensure_ascii=False)[:2000]
             if not isinstance(m, dict):
                 yield quarantine(spec, f, R_MALFORMED_JSON, "message is not an object",
-                                 conv=conv, day=None, ref=ref, raw=raw)  # fmt: skip
+                                 conv=conv, day=None, ref=ref, raw=_raw(m))  # fmt: skip
                 continue
             local, utc = _when(m, spec.timezone)
             if local is None:
                 reason = R_MISSING_TIMESTAMP if utc is None else R_BAD_TIMESTAMP
                 yield quarantine(spec, f, reason, "no usable date_unixtime or date",
-                                 conv=conv, day=None, ref=ref, raw=raw)  # fmt: skip
+                                 conv=conv, day=None, ref=ref, raw=_raw(m))  # fmt: skip
                 continue
             if dates is not None and local.date() not in dates:
                 continue
             mid = m.get("id")
             if mid is not None and mid in seen:
                 yield quarantine(spec, f, R_DUPLICATE, f"message id {mid} repeated in the chat",
-                                 conv=conv, day=local.date(), ref=ref, raw=raw)  # fmt: skip
+                                 conv=conv, day=local.date(), ref=ref, raw=_raw(m))  # fmt: skip
                 continue
             seen.add(mid)
             if m.get("type") not in ("message", "service", None):
                 yield quarantine(spec, f, R_UNKNOWN_TYPE, "entry type is not message/service",
-                                 conv=conv, day=local.date(), ref=ref, raw=raw)  # fmt: skip
+                                 conv=conv, day=local.date(), ref=ref, raw=_raw(m))  # fmt: skip
                 continue
             kind, body = _type(m)
             sender = clean_name(str(m.get("from") or m.get("actor") or ""))
@@ -184,6 +183,11 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
             if my_id is not None and from_id == my_id and kind != "system":
                 msg.is_owner = True
             yield msg
+
+
+def _raw(m: object) -> str:
+    """A message entry as its quarantine excerpt (built only for quarantined entries)."""
+    return json.dumps(m, ensure_ascii=False)[:2000]
 
 
 def _when(m: dict, tz: str) -> tuple[dt.datetime | None, dt.datetime | None]:

@@ -16,6 +16,7 @@ deleted messages) are ``type = "system"``. Each message is one record.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,14 +37,14 @@ from memory_pipeline.core.ingest.sources.exports import (
     clean_name,
     clean_text,
     conversation_option,
-    decode_text,
     head_text,
-    local_and_utc,
+    line_batches,
     message,
     quarantine,
     read_exports,
     register_detector,
     safe_id,
+    wall_clock,
 )
 
 KIND = "whatsapp"
@@ -56,6 +57,14 @@ _HALF = r"(?P<ap>[AaPp]\.?\s?[Mm]\.?|午前|午後|ص|م|오전|오후|上午|�
 _STAMP = re.compile(
     rf"(?P<br>\[)?{_DATE}(?:,|\s|،)\s*(?:{_HALF}\s?)?{_TIME}(?:\s?{_HALF.replace('ap', 'ap2')})?"
     r"(?(br)\]\s?|\s?[-–]\s)(?P<rest>.*)"
+)
+# The same stamp without its ``rest``: matched at the start of a line, it ends where the
+# text begins (a line holds no "\n", so this is what ``_STAMP.fullmatch`` finds).
+_STAMP_HEAD = re.compile(_STAMP.pattern.removesuffix(r"(?P<rest>.*)"))
+# Characters _norm changes: a line without any is matched as it is.
+_NORM_CHARS = re.compile(
+    "[\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069\ufeff\u202f\u00a0\u2009"
+    "\u0660-\u0669\u06f0-\u06f9]"
 )
 _PM = {"p", "午後", "م", "오후", "下午"}
 # Placeholders (compared after marks are removed, case-insensitive)
@@ -123,6 +132,24 @@ _SENDER_EVENT = re.compile(
     r"security code (?:with .* )?changed).*)",
     re.IGNORECASE,
 )
+# _SENDER_EVENT split for speed: the ``.*X.*`` alternatives as a search for X, the others
+# whole-line (a line holds no "\n", so the two agree with _SENDER_EVENT.fullmatch).
+_EVENT_IN = re.compile(
+    r"end-to-end encrypted|エンドツーエンド暗号化|Ende-zu-Ende-verschlüsselt|"
+    r"cifrad[oa]s? de extremo a extremo|сквозным шифрованием|"
+    r"created group|created this group|changed the subject|changed this group's icon|"
+    r"security code (?:with .* )?changed",
+    re.IGNORECASE,
+)
+# Characters IGNORECASE matches to a letter other than their lowercase (re._casefix), and İ
+_CASE_EXTRA = re.compile("[\u0130\u0131\u017f\u1c80-\u1c88\u212a\u212b]")
+_EVENT_WHOLE = re.compile(
+    r"this message was deleted\.?|you deleted this message\.?|"
+    r"このメッセージは削除されました。?|このメッセージを削除しました。?|"
+    r"diese nachricht wurde gelöscht\.?|se eliminó este mensaje\.?|"
+    r"это сообщение удалено\.?|waiting for this message.*",
+    re.IGNORECASE,
+)
 _STEM = re.compile(
     r"^(?:WhatsApp\s*(?:Chat|チャット|Чат|Unterhaltung|Conversa|Discussion)?\s*"
     r"(?:with|mit|con|avec|com|с|-|–|:|で)?\s*)|\s*\(\d+\)$",
@@ -141,6 +168,38 @@ def conversation_id(stem: str) -> tuple[str, str]:
 def _norm(line: str) -> str:
     line = _MARKS.sub("", line).translate(_DIGITS)
     return line.replace("\u202f", " ").replace("\u00a0", " ").replace("\u2009", " ")
+
+
+def _stamp(raw: str) -> re.Match[str] | None:
+    """``_STAMP`` at the start of a line, as ``_STAMP.fullmatch(_norm(raw))`` finds it (the
+    text starts at ``end()`` of the normalised line). A line with nothing to normalise is
+    matched as it is, and only when it starts like a stamp (``[`` or a digit)."""
+    if _NORM_CHARS.search(raw) is None:
+        c = raw[:1]
+        return _STAMP_HEAD.match(raw) if c == "[" or c.isdecimal() else None
+    return _STAMP_HEAD.match(_norm(raw))
+
+
+def _sender_event(head: str) -> bool:
+    """``_SENDER_EVENT.fullmatch(head)``, faster: the searched phrases are looked for only
+    when the lowercased line holds a key word of one of them (a lowercased match of them always
+    does, except with the few characters ``_CASE_EXTRA`` that IGNORECASE equates otherwise:
+    such a line is searched anyway)."""
+    if _EVENT_WHOLE.fullmatch(head) is not None:
+        return True
+    if head.isascii() or _CASE_EXTRA.search(head) is None:
+        low = head.lower()
+        if not (
+            "created" in low
+            or "changed" in low
+            or "cifrad" in low
+            or "end-to-end encrypted" in low
+            or "エンドツーエンド暗号化" in low
+            or "ende-zu-ende-verschlüsselt" in low
+            or "сквозным шифрованием" in low
+        ):
+            return False
+    return _EVENT_IN.search(head) is not None
 
 
 def _year(y: str) -> int | None:
@@ -223,7 +282,10 @@ def classify(first: str, rest_lines: list[str]) -> tuple[str, str]:
         kind = "file"
     if kind is not None:
         return kind, caption
-    m = _ATTACHED.fullmatch(head) or _ATTACHED.match(head)
+    # "<attached: …>" or "name.ext (file attached)": nothing else can match _ATTACHED
+    m = None
+    if head[:1] == "<" or "(" in head:
+        m = _ATTACHED.fullmatch(head) or _ATTACHED.match(head)
     if m is not None:
         name = m["ios"] or m["and"]
         suffix = Path(name).suffix.lower()
@@ -232,7 +294,12 @@ def classify(first: str, rest_lines: list[str]) -> tuple[str, str]:
         kind = next((k for k, exts in _EXT_TYPES.items() if suffix in exts), "file")
         tail = head[m.end() :].strip()
         return kind, "\n".join(x for x in (tail, caption) if x)
-    if _LOCATION.fullmatch(head) and ("http" in head or not caption):
+    c = head[:1]  # an ASCII first letter other than l/s/u cannot start _LOCATION
+    if (
+        (not c.isascii() or c.lower() in "lsu")
+        and _LOCATION.fullmatch(head)
+        and ("http" in head or not caption)
+    ):
         return "location", "\n".join([head] + rest_lines).strip()
     if _CALL.fullmatch(low):
         return "call", "\n".join([head] + rest_lines).strip()
@@ -241,7 +308,7 @@ def classify(first: str, rest_lines: list[str]) -> tuple[str, str]:
 
 def sniff(f: ExportFile) -> bool:
     """True when the first non-empty lines are WhatsApp message lines."""
-    lines = [x for x in head_text(f.data).splitlines() if x.strip()][:5]
+    lines = [x for x in head_text(f).splitlines() if x.strip()][:5]
     return (
         bool(lines)
         and sum(_STAMP.fullmatch(_norm(x)) is not None for x in lines[:3]) >= 1
@@ -249,61 +316,86 @@ def sniff(f: ExportFile) -> bool:
     )
 
 
+def _lines(f: ExportFile) -> Iterator[tuple[str, bool]]:
+    """(line, batch has undecodable bytes) of the file, streamed."""
+    for batch, bad in line_batches(f):
+        for raw in batch:
+            yield raw, bad
+
+
 def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> Iterator[Record]:
-    """Records of one WhatsApp export, in file order (raises Rejected before the first)."""
-    text = decode_text(f.data)
-    raw_lines = text.split("\n")
-    raw_lines = [s[:-1] if s.endswith("\r") else s for s in raw_lines]
-    stamps = [_STAMP.fullmatch(_norm(s)) for s in raw_lines]
-    first = next((i for i, m in enumerate(stamps) if m is not None), None)
-    if first is None or first > 5:
+    """Records of one WhatsApp export, in file order (raises Rejected before the first).
+
+    Streamed in two passes unless ``date_order`` is set: the first collects the distinct
+    date fields (the date order is the file's), the second reads the messages."""
+    head = [_stamp(raw) for raw, _ in itertools.islice(_lines(f), 6)]
+    if not any(head):
         raise Rejected(R_NOT_AN_EXPORT, "no WhatsApp message line ('D/M/YY, HH:MM - Name: text')")
-    order_name = choose_order(
-        [m["d"] for m in stamps if m is not None], spec.options.get("date_order")
-    )
+    forced = spec.options.get("date_order")
+    if forced in ("dmy", "mdy", "ymd"):
+        order_name = forced
+    else:
+        seen: dict[str, None] = {}
+        for raw, _ in _lines(f):
+            m = _stamp(raw)
+            if m is not None:
+                seen[m["d"]] = None
+        order_name = choose_order(list(seen), forced)
     owners = Owners(spec)
+    clock_of = wall_clock(spec.timezone)
     conv = conversation_option(spec)
     cid, contact = conversation_id(f.stem)
     conv = conv or cid
     order = 0
-    pending: list | None = None  # [line no, local, sender, body lines, order, system]
+    pending: list | None = None  # [line no, local, sender, body lines, order, system, plain]
+    days: dict[str, dt.date | None] = {}
+    clocks: dict[tuple[str, str | None], dt.time | None] = {}
 
-    def flush() -> Iterator[Record]:
+    def flush() -> Record | None:
         nonlocal pending
         if pending is None:
-            return
-        no, local, sender, body, ordr, system = pending
+            return None
+        no, local, sender, body, ordr, system, plain = pending
         pending = None
-        body[0] = _MARKS.sub("", body[0])
+        if not plain:
+            body[0] = _MARKS.sub("", body[0])
         while len(body) > 1 and not body[-1].strip():  # the blank line(s) before the next
             body.pop()
         if dates is not None and local.date() not in dates:
-            return
+            return None
         if system:
             kind, txt = "system", "\n".join(body).strip()
         else:
             kind, txt = classify(body[0], body[1:])
-            if kind == "text" and _SENDER_EVENT.fullmatch(_norm(body[0]).strip()):
+            if kind == "text" and _sender_event((body[0] if plain else _norm(body[0])).strip()):
                 kind, txt = "system", "\n".join(body).strip()
-        local2, utc = local_and_utc(local, spec.timezone)
-        yield message(
+        local2, utc = clock_of(local)
+        return message(
             spec, f, conv=conv, contact=contact, sender=sender, owners=owners, local=local2,
             utc=utc, type_=kind, text=clean_text(txt), order=ordr, line=no,
         )  # fmt: skip
 
-    for idx, raw in enumerate(raw_lines):
-        no = idx + 1
-        m = stamps[idx]
-        if m is None or bad_line(raw):
-            if bad_line(raw):
-                yield from flush()
+    no = 0
+    for raw, bad_batch in _lines(f):
+        no += 1
+        plain = _NORM_CHARS.search(raw) is None  # as _stamp, inlined: most lines are plain
+        if plain:
+            c = raw[:1]
+            m = _STAMP_HEAD.match(raw) if c == "[" or c.isdecimal() else None
+        else:
+            m = _STAMP_HEAD.match(_norm(raw))
+        bad = bad_batch and bad_line(raw)
+        if m is None or bad:
+            if bad:
+                if (rec := flush()) is not None:
+                    yield rec
                 yield quarantine(
                     spec, f, R_ENCODING, "invalid UTF-8 in the line", conv=conv, day=None,
                     line=no, raw=raw,
                 )  # fmt: skip
                 order += 1
             elif pending is not None:
-                pending[3].append(_MARKS.sub("", raw))
+                pending[3].append(raw if plain else _MARKS.sub("", raw))
             elif raw.strip():
                 yield quarantine(
                     spec, f, R_UNPARSEABLE_LINE, "text before the first message line",
@@ -311,10 +403,19 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
                 )  # fmt: skip
                 order += 1
             continue
-        yield from flush()
-        parts = _fields(m["d"])
-        day = _date(parts, order_name) if parts else None
-        clock = _clock(m["t"], m["ap"] or m["ap2"])
+        if (rec := flush()) is not None:
+            yield rec
+        d = m["d"]
+        try:
+            day = days[d]
+        except KeyError:
+            parts = _fields(d)
+            day = days[d] = _date(parts, order_name) if parts else None
+        key = (m["t"], m["ap"] or m["ap2"])
+        try:
+            clock = clocks[key]
+        except KeyError:
+            clock = clocks[key] = _clock(*key)
         if day is None or clock is None:
             what = "date" if day is None else "time"
             yield quarantine(
@@ -323,7 +424,7 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
             )  # fmt: skip
             order += 1
             continue
-        rest = _original_tail(raw, m.start("rest"))
+        rest = raw[m.end() :] if plain else _original_tail(raw, m.end())
         sender, sep, body = rest.partition(": ")
         system = False
         if not sep or len(sender) > _MAX_SENDER:  # Android events have no "Sender: "
@@ -331,21 +432,23 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
         else:
             sender = clean_name(sender.lstrip("~").strip())
         local = dt.datetime.combine(day, clock)
-        pending = [no, local, sender, [body], order, system]
+        pending = [no, local, sender, [body], order, system, plain]
         order += 1
-    yield from flush()
+    if (rec := flush()) is not None:
+        yield rec
 
 
 def _original_tail(raw: str, start: int) -> str:
     """The text of ``raw`` from the ``start``-th character of its normalised form (marks
     removed, digits mapped), so a message keeps its own digits and spaces."""
-    kept = 0
-    for pos, ch in enumerate(raw):
-        if kept == start:
-            return _MARKS.sub("", raw[pos:]) if _MARKS.match(raw, pos) else raw[pos:]
-        if not _MARKS.match(ch):
-            kept += 1
-    return ""
+    pos = start
+    for mk in _MARKS.finditer(raw):
+        if mk.start() >= pos:
+            break
+        pos += 1
+    if pos >= len(raw):
+        return ""
+    return _MARKS.sub("", raw[pos:]) if _MARKS.match(raw, pos) else raw[pos:]
 
 
 def _accept(path: Path) -> bool:
