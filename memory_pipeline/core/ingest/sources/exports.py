@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from memory_pipeline.core.common.records import (
     MAX_RAW_EXCERPT,
@@ -42,15 +42,17 @@ from memory_pipeline.core.common.records import (
 )
 from memory_pipeline.core.common.timeutil import to_utc, zone
 from memory_pipeline.core.ingest.sources.base import (
+    _CR_LINES,
+    DuplicateKey,
+    JsonRejected,
     SourceSpec,
     UnreadableGate,
-    may_hold_surrogates,
     path_problem,
     path_quarantine,
     read_problem,
-    scrub_json,
     scrub_surrogates,
 )
+from memory_pipeline.core.ingest.sources.base import load_json as base_load_json
 
 FILE_REF = "file"  # record_ref of a row that stands for a whole file
 
@@ -294,14 +296,28 @@ def line_batches(f: ExportFile, legacy: tuple[str, ...] = ()) -> Iterator[tuple[
     with a trailing ``\r`` removed, and per batch whether a line of it holds bytes that are
     not UTF-8 (then :func:`bad_line` tells which). Memory is one chunk, whatever the file."""
     carry = ""
+    cr_only = _cr_line_ends(f.head(HEAD_BYTES))
     for text in text_chunks(f, legacy):
         if carry:
             text = carry + text
-        lines = text.split("\n")
-        carry = lines.pop()
+        if cr_only:  # classic Mac OS line ends: "\r" (and "\r\n") end lines
+            hold = "\r" if text.endswith("\r") else ""  # maybe the first half of "\r\n"
+            lines = _CR_LINES.split(text[: len(text) - len(hold)])
+            carry = lines.pop() + hold
+        else:
+            lines = text.split("\n")
+            carry = lines.pop()
         if lines:
             yield _batch(lines, text)
     yield _batch([carry], carry)
+
+
+def _cr_line_ends(head: bytes) -> bool:
+    """Whether the file ends its lines with a lone ``\r``, decided once from its head by the
+    rule every text reader follows (``base.split_lines``: lone ``\r`` outnumber ``\n``);
+    without it a CR-only export was one long line and yielded nothing."""
+    lone = head.count(b"\r") - head.count(b"\r\n")
+    return lone > head.count(b"\n")
 
 
 def _batch(lines: list[str], text: str) -> tuple[list[str], bool]:
@@ -689,7 +705,8 @@ def walk(
     gate = UnreadableGate()
     for path in paths:
         rel = scrub_surrogates(path.name if path == root else path.relative_to(root).as_posix())
-        problem = path_problem(path)
+        # a link that leads out of the configured folder is not followed (base.outside_source)
+        problem = path_problem(path, None if path == root else root)
         if problem is not None:
             yield file_row(spec, rel, *problem)
             continue
@@ -842,13 +859,38 @@ def load_json(f: ExportFile, what: str) -> object:
     else:
         text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "memory_pipeline_bad_byte")
     try:
-        doc = json.loads(text)
+        # the shared parser: depth bounded, over-long numbers refused, duplicated keys listed
+        parsed = base_load_json(text)
+    except JsonRejected as exc:
+        raise Rejected(exc.reason, f"{exc.detail}, expected {what}") from None
     except (json.JSONDecodeError, ValueError) as exc:
         looks = text.lstrip()[:1] in ("{", "[")
         reason = R_MALFORMED_JSON if looks else R_NOT_AN_EXPORT
         where = f"line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else "?"
         raise Rejected(reason, f"not valid JSON ({where}), expected {what}") from None
-    return scrub_json(doc) if may_hold_surrogates(text) else doc
+    return merge_duplicate_lists(parsed.value, parsed.duplicates)
+
+
+def merge_duplicate_lists(doc: Any, duplicates: list[DuplicateKey]) -> Any:
+    """``doc`` with each key named twice holding the lists of every occurrence, in order.
+
+    JSON keeps only the last value of a duplicated key: an export with two ``messages``
+    arrays (a hand-merged or damaged file) would lose the first array's records without a
+    trace. Where every occurrence is a list (record arrays), they are concatenated so each
+    record is read and accounted; a duplicated scalar keeps the last value, as JSON does."""
+    if not duplicates:
+        return doc
+    earlier: dict[tuple[tuple[str | int, ...], str], list[Any]] = {}
+    for d in duplicates:
+        earlier.setdefault((d.path, d.key), []).append(d.dropped)
+    for (path, key), dropped in earlier.items():
+        obj = doc
+        for step in path:
+            obj = obj[step]
+        values = [*dropped, obj[key]]
+        if all(isinstance(v, list) for v in values):
+            obj[key] = [item for v in values for item in v]
+    return doc
 
 
 def parse_iso(value: object) -> dt.datetime | None:

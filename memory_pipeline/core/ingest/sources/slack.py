@@ -159,7 +159,7 @@ def _workspace_zip(zpath: Path, stamp: tuple[int, int], prefix: str) -> Workspac
         data = _read_member(zpath, stamp, f"{prefix}{name}")
         try:
             return json.loads(data) if data else []
-        except ValueError:
+        except (ValueError, RecursionError):  # a damaged or hostile users.json: no names
             return []
 
     return Workspace(load("users.json"), [load(n) for n in ("channels.json", "groups.json",
@@ -173,7 +173,7 @@ def _workspace_dir(root: Path, stamp: tuple[int, int]) -> Workspace:
     def load(name: str) -> Any:
         try:
             return json.loads((root / name).read_bytes())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # damaged or hostile: no names
             return []
 
     return Workspace(load("users.json"), [load(n) for n in ("channels.json", "groups.json",

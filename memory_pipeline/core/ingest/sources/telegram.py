@@ -29,7 +29,7 @@ from memory_pipeline.core.common.records import (
     R_UNKNOWN_TYPE,
     Record,
 )
-from memory_pipeline.core.ingest.sources.base import SourceSpec, register, scrub_json
+from memory_pipeline.core.ingest.sources.base import SourceSpec, register
 from memory_pipeline.core.ingest.sources.exports import (
     ExportFile,
     Owners,
@@ -37,9 +37,9 @@ from memory_pipeline.core.ingest.sources.exports import (
     clean_name,
     clean_text,
     conversation_option,
-    decode_text,
     from_epoch,
     head_text,
+    load_json,
     local_and_utc,
     message,
     quarantine,
@@ -125,17 +125,11 @@ def _type(m: dict) -> tuple[str, str]:
 
 def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> Iterator[Record]:
     """Records of one ``result.json`` (raises Rejected before the first)."""
-    text = decode_text(f.data)
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, ValueError) as exc:
-        reason = R_MALFORMED_JSON if text.lstrip().startswith("{") else R_NOT_AN_EXPORT
-        raise Rejected(reason, f"not valid JSON (line {getattr(exc, 'lineno', '?')})") from None
+    # the shared parser: bounded depth, over-long numbers refused, surrogates scrubbed, and a
+    # duplicated "messages" key keeps both arrays
+    doc = load_json(f, "a Telegram result.json")
     if not isinstance(doc, dict) or (chats := _chats(doc)) is None:
         raise Rejected(R_NOT_AN_EXPORT, "JSON without Telegram's 'messages' or 'chats'")
-    if "\\ud" in text or "\\uD" in text:
-        doc = scrub_json(doc)
-        chats = _chats(doc) or []
     owners = Owners(spec)
     me = doc.get("personal_information", {})
     my_id = f"user{me['user_id']}" if isinstance(me, dict) and "user_id" in me else None
