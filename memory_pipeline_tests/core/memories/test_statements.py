@@ -1,0 +1,79 @@
+"""Memory texts read as statements about a person: no leading interjection or cut phrase,
+no subordinate clause alone, no feeling filed as a plan, Japanese rewritten about the speaker
+(the sentences here are made up; none is from the bundled sample)."""
+
+from __future__ import annotations
+
+from memory_pipeline.core.memories.extract import extract_memories
+from memory_pipeline.core.sessions.sessionize import sessionize
+from memory_pipeline_tests.factories import msg, table
+
+
+def _rows(*lines: tuple[str, str], day: str = "2023-05-08") -> list[dict]:
+    """Memories of a two-person session, one message per (sender, text)."""
+    t = table(
+        *(msg(f"{day} 10:{k:02d}", text, sender, order=k) for k, (sender, text) in enumerate(lines))
+    )
+    return extract_memories(sessionize(t, 180), t)[0].to_pylist()
+
+
+def _texts(*lines: tuple[str, str], day: str = "2023-05-08") -> list[str]:
+    return [r["text"] for r in _rows(*lines, day=day)]
+
+
+# ----------------------------------------------------------------------------- English
+
+
+def test_elongated_and_listed_interjections_leave_no_fragment() -> None:
+    texts = _texts(
+        ("Ann", "Ohhh I finally repaired the old bicycle in my garage."),
+        ("Ben", "Yesss I signed up for the pottery course at the community center."),
+        ("Ann", "Ugh I spilled coffee all over my new laptop keyboard."),
+        ("Ben", "Hahaha I burned the pancakes at my brother's birthday brunch."),
+    )
+    assert texts == [
+        "Ann finally repaired the old bicycle in Ann's garage.",
+        "Ben signed up for the pottery course at the community center.",
+        "Ann spilled coffee all over Ann's new laptop keyboard.",
+        "Ben burned the pancakes at Ben's brother's birthday brunch.",
+    ]
+
+
+def test_thanks_with_an_intensifier_goes_whole() -> None:
+    texts = _texts(
+        ("Ann", "Thank you very much, I'll water your ferns every morning next week."),
+        ("Ben", "Thanks a lot, I repainted the fence of my cabin yesterday."),
+    )
+    assert not any(t.split()[0].rstrip(",").lower() in ("much", "lot") for t in texts), texts
+    assert "Ben repainted the fence of Ben's cabin on 7 May 2023." in texts, texts
+
+
+def test_a_word_that_opens_a_phrase_is_no_lead_to_strip() -> None:
+    """ "So much has happened", "So far", "So many": stripping "So" alone left "Much has
+    happened", "Far, so good"; "So I ..." and "So, I ..." still lose their lead."""
+    texts = _texts(
+        ("Ann", "So many neighbors joined my street cleanup on Saturday morning!"),
+        ("Ben", "So far my vegetable garden has given me forty tomatoes."),
+        ("Ann", "So I adopted a grey rabbit from the shelter downtown."),
+        ("Ben", "Of course, I kept the receipts from the hardware store."),
+    )
+    assert texts[0].startswith("So many neighbors joined Ann's street cleanup"), texts
+    assert texts[1].startswith("So far Ben's vegetable garden"), texts
+    assert "Ann adopted a grey rabbit from the shelter downtown." in texts, texts
+    assert "Ben kept the receipts from the hardware store." in texts, texts
+
+
+def test_a_cut_word_before_a_comma_and_a_lone_subordinate_clause_go() -> None:
+    from memory_pipeline.core.memories.extract_en import _EN_DANGLING, _EN_SUBORDINATE_ONLY
+
+    assert _EN_DANGLING.sub("", "much, I'll keep the keys safe") == "I'll keep the keys safe"
+    # a phrase of its own stays: "after college, I ..."
+    assert _EN_DANGLING.sub("", "after college, I moved") == "after college, I moved"
+    assert _EN_SUBORDINATE_ONLY.match("Since I was nine or so.")
+    assert _EN_SUBORDINATE_ONLY.match("Because I love the smell of rain!")
+    assert not _EN_SUBORDINATE_ONLY.match("Since we talked, I moved to Leeds.")
+    texts = _texts(
+        ("Ann", "Since I was twelve. I still build model trains every weekend in the attic."),
+        ("Ben", "Cool"),
+    )
+    assert texts == ["Ann still builds model trains every weekend in the attic."], texts
