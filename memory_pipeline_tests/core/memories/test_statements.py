@@ -77,3 +77,53 @@ def test_a_cut_word_before_a_comma_and_a_lone_subordinate_clause_go() -> None:
         ("Ben", "Cool"),
     )
     assert texts == ["Ann still builds model trains every weekend in the attic."], texts
+
+
+# ----------------------------------------------------------------------------- Japanese
+
+
+def test_japanese_chat_sentences_become_statements_about_the_speaker() -> None:
+    from memory_pipeline.core.memories.rewrite import ja_statement_text
+
+    # the particle to the listener goes; the first person becomes the speaker
+    assert ja_statement_text("金曜までに返すね", "涼子", "翔") == "涼子は、金曜までに返す"
+    assert ja_statement_text("私は猫を二匹飼ってるよ", "涼子") == "涼子は猫を二匹飼っている"
+    # acknowledgements and a vocative are no part of the statement
+    assert ja_statement_text("了解！明後日は傘持って行くよ", "翔") == "翔は、明後日は傘持って行く"
+    assert ja_statement_text("Ken、今日りんご届いたよ。", "母", "Ken") == "母は、今日りんご届いた。"
+    # a volitional is made plain; a suggestion is about both people
+    assert ja_statement_text("花束も買おうよ", "翔", "涼子") == "翔と涼子は、花束も買う"
+    assert (
+        ja_statement_text("来月また集まりましょう", "翔", "涼子")
+        == "翔と涼子は、来月また集まります"
+    )
+    assert ja_statement_text("夜に電話しよう", "翔") == "翔は、夜に電話する"
+    # polite statements keep their form
+    assert ja_statement_text("毎朝ヨガをしています。", "涼子") == "涼子は、毎朝ヨガをしています。"
+
+
+def test_japanese_news_about_another_person_is_written_about_them() -> None:
+    rows = _rows(
+        ("翔", "あと健二が6月から福岡に転勤なの悲しい"),
+        ("涼子", "えー！"),
+        ("翔", "いいね！健二の誕生日も9日だから、ケーキも一緒に頼もう"),
+        ("涼子", "そうしよう"),
+        ("翔", "中村先輩の結婚の話、驚いたね"),
+    )
+    got = {r["text"]: (r["subject"], r["kind"]) for r in rows}
+    assert got.get("健二は6月から福岡に転勤する") == ("健二", "plan"), got
+    assert got.get("健二の誕生日は9日") == ("健二", "fact"), got
+    assert got.get("中村先輩が結婚する") == ("中村先輩", "event"), got
+    assert not any("悲しい" in t or "驚いた" in t or "頼も" in t for t in got), got
+
+
+def test_japanese_remarks_and_fillers_are_no_statement_or_prefix() -> None:
+    rows = _rows(
+        ("翔", "昨日のライブ、最高だったね"),
+        ("涼子", "じゃあそれで。土曜に渋谷で受け取ってくる"),
+        ("翔", "美味しそう！今度作ってみます。"),
+    )
+    texts = [r["text"] for r in rows]
+    assert not any("最高" in t for t in texts), texts
+    assert not any("それで" in t or "美味しそう" in t for t in texts), texts
+    assert "涼子は、土曜に渋谷で受け取ってくる" in texts, texts
