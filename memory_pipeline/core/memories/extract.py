@@ -43,7 +43,6 @@ from memory_pipeline.core.memories.extract_en import (
     _EN_LEAD,
     _EN_POINTS_BACK,
     _EN_QUESTION,
-    _EN_SUBORDINATE_ONLY,
     _EN_THANKS_FOR,
     _EN_TRIGGER,
     _en_attitude,
@@ -194,8 +193,6 @@ class RuleMemoryExtractor:
                     raw = raw[after.end() :]
                 s = _EN_LEAD.sub("", raw) if raw[:1] != "I" else raw
                 s = _EN_DANGLING.sub("", s)
-                if _EN_SUBORDINATE_ONLY.match(s):
-                    continue  # "Since I was 17 or so.": the answer's tail, no statement
                 s = _en_subjectless(_en_statement_part(s))
                 if _EN_QUESTION.search(s):
                     continue

@@ -212,11 +212,11 @@ _EN_LEAD = re.compile(
     r"|well(?!\s+(?:done|worth|said|known|aware|enough)\b)"
     r"|and|also|oh|oh\s+and|anyway|anyways|plus|but|yeah|yea|yes|yep|yup|yay|wow|(?:ha){2,}h?|"
     r"(?:he){2,}h?|lol|lmao|hey|hi|omg|ok|okay|btw|by\s+the\s+way|actually|speaking\s+of\s+which|"
-    r"(?:like|as)\s+I\s+(?:said|mentioned)|ugh|hmm+|um+|uh+|aw+|ah+|oo+h|whoa|yikes|phew|gosh|"
+    r"ugh|hmm+|um+|uh+|aw+|ah+|oo+h|whoa|yikes|phew|gosh|"
     r"oops|welp|noo+|[a-z]*([a-z])\1\1[a-z]*)(?:[,!:.]+|\s+[-–—])?\s+"
     r"|(?i:sure|right|true|perfect|great|cool|nice|awesome|amazing|of\s+course|"
     r"no\s+worries|no\s+problem|for\s+sure|oh\s+no|oh\s+well|honestly|seriously|exactly|"
-    r"definitely|absolutely|totally|alright|man|dude|tbh|ngl|no|nah)"
+    r"definitely|absolutely|totally|alright|tbh|ngl|no|nah)"
     rf"(?:(?:[,!:.]+|\s+[-–—])\s+|{_EN_LEAD_SUBJECT}\s+)"
     # "Mel, ..." is a vocative; "Books, movies, and ..." is a list (not stripped)
     r"|[A-Z][a-z]+[,!:]\s+(?![a-z-]+(?:\s+[a-z-]+)?,?\s+(?:and|or)\s)"
@@ -230,13 +230,6 @@ _EN_DANGLING = re.compile(
     r"^(?!(?:after|before|in|on|at|for|with|since|during|by|from|to|of|about|like|as|then|now"
     r"|today|tonight|yesterday|recently|lately|later|here|there)\b)"
     r"[a-z][\w'’]*[,;:]\s+(?=(?:I|I['’](?:m|ve|ll|d)|my|we|our)\b)"
-)
-# "Since I was 17 or so.", "Because I love it.": a subordinate clause alone answers a question
-# asked before it; it is no statement on its own.
-_EN_SUBORDINATE_ONLY = re.compile(
-    r"^(?:since|because|cause|cuz|although|though|while|until|till|unless|whenever)\b"
-    r"(?:\s+[\w'’]+){1,6}[.!…]*$",
-    re.I,
 )
 # "I'll tell them.": a statement whose object is in another message goes on with nothing.
 _EN_POINTS_BACK = re.compile(r"\b(?:it|them|her|him|that|this|one)\W*$", re.I)
