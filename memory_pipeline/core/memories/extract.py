@@ -38,6 +38,7 @@ from memory_pipeline.core.memories.extract_dates import (
 )
 from memory_pipeline.core.memories.extract_en import (
     _EN_AFTER_THANKS,
+    _EN_DANGLING,
     _EN_EXCLAMATION,
     _EN_LEAD,
     _EN_POINTS_BACK,
@@ -92,7 +93,9 @@ from memory_pipeline.core.memories.rewrite import (
     en_continuation_ok,
     en_resolve_dates,
     en_third_person,
-    ja_third_person,
+    ja_is_remark,
+    ja_statement_kind,
+    ja_statement_text,
 )
 from memory_pipeline.core.memories.supersede import as_of, count_by_kind, supersede, supersede_rows
 
@@ -175,6 +178,8 @@ class RuleMemoryExtractor:
                 if _JA_QUESTION.search(s) or _JA_REACTION.search(s):
                     continue
                 hit = _ja_rules(s)
+                if ja_is_remark(s) and (hit is None or hit.subject is None):
+                    continue  # 「楽しかったね」: seeks agreement, says nothing new of the speaker
                 if hit is None:
                     hit = _ja_statement(s)
                 date_rx = _DATE_JA
@@ -187,6 +192,7 @@ class RuleMemoryExtractor:
                         continue
                     raw = raw[after.end() :]
                 s = _EN_LEAD.sub("", raw) if raw[:1] != "I" else raw
+                s = _EN_DANGLING.sub("", s)
                 s = _en_subjectless(_en_statement_part(s))
                 if _EN_QUESTION.search(s):
                     continue
@@ -266,11 +272,20 @@ class RuleMemoryExtractor:
                 statement = s
                 if hit.kind == "plan" and len(statement) < 20 and n > 0:
                     prev = unicodedata.normalize("NFKC", sentences[n - 1])
-                    if len(prev) >= 6:  # "了解!" adds nothing; "いちご送ったよ。" says what arrives
+                    # "了解!" adds nothing; "いちご送ったよ。" says what arrives; "じゃあそれで。"
+                    # (points back), "美味しそう!" (an exclamation) and "楽しかったね"
+                    # (a remark) say nothing about the speaker.
+                    if (
+                        len(prev) >= 6
+                        and not _ja_anaphoric(prev)
+                        and not ja_is_remark(prev)
+                        and not (prev.rstrip()[-1:] in "!！" and ja_statement_kind(prev) is None)
+                    ):
                         statement = prev + statement
-                statement = (
-                    ja_third_person(statement, msg.sender, other) if msg.sender else statement
-                )
+                if hit.text:
+                    statement = hit.text
+                elif msg.sender:
+                    statement = ja_statement_text(statement, msg.sender, other)
             else:
                 statement, day = en_resolve_dates(s, today)
                 if event_date is None and day is not None and hit.kind in ("event", "plan"):

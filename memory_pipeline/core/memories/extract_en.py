@@ -197,14 +197,39 @@ _EN_PLAN = re.compile(
 )
 _EN_PLAN_NOT = re.compile(r"\b(?:never|not|n't|n’t|no)\b", re.I)
 # "Oh, and btw - I've been ...", "Guess what - I got ...": the lead and its dash go.
+# Interjections go with or without punctuation; an elongated one ("Nooo", "Awww", "Yesss",
+# "Hahaha") is an interjection whatever its letters. Words that also open a phrase ("So much
+# has happened", "So far", "Great job", "Right now", "Sure thing") go only when a comma (or
+# "!", ":", ".") or the speaker ("So I ...") follows them: stripped alone they leave the
+# phrase cut ("Much has happened", "Far, so good").
+_EN_LEAD_SUBJECT = r"(?=\s+(?:I|I['’](?:m|ve|ll|d)|Im|we|we['’](?:re|ve|ll|d)|my|our)\b)"
 _EN_LEAD = re.compile(
-    r"^(?:(?i:and|also|oh|oh and|so|well|anyway|anyways|plus|but|yeah|yes|yep|yay|wow|haha+|"
-    r"lol|hey|hi|omg|ok|okay|sure|right|btw|thanks|thank you|by the way|actually|"
-    r"speaking of which|perfect|great|cool|nice|awesome|amazing)(?:[,!:.]|\s+[-–—])?\s+"
+    r"^(?:(?i:thank\s+you|thanks)(?:\s+(?:so|very)\s+much|\s+a\s+(?:lot|ton|bunch)|\s+so\s+much)?"
+    r"(?:[,!:.]+|\s+[-–—])?\s+"
+    r"|(?i:so(?!\s+(?:much|many|far|long|that|few|little|does|do|did|is|am|are|was|were|too|very"
+    r"|[a-z]+(?:ly|ful|ous|ive|ing|ed)|excited|happy|glad|proud|good|great|bad|sad|cool|fun|nice"
+    r"|sorry|true|cute|hard|tough|busy|sweet|beautiful|awesome|amazing)\b)"
+    r"|well(?!\s+(?:done|worth|said|known|aware|enough)\b)"
+    r"|and|also|oh|oh\s+and|anyway|anyways|plus|but|yeah|yea|yes|yep|yup|yay|wow|(?:ha){2,}h?|"
+    r"(?:he){2,}h?|lol|lmao|hey|hi|omg|ok|okay|btw|by\s+the\s+way|actually|speaking\s+of\s+which|"
+    r"ugh|hmm+|um+|uh+|aw+|ah+|oo+h|whoa|yikes|phew|gosh|"
+    r"oops|welp|noo+|[a-z]*([a-z])\1\1[a-z]*)(?:[,!:.]+|\s+[-–—])?\s+"
+    r"|(?i:sure|right|true|perfect|great|cool|nice|awesome|amazing|of\s+course|"
+    r"no\s+worries|no\s+problem|for\s+sure|oh\s+no|oh\s+well|honestly|seriously|exactly|"
+    r"definitely|absolutely|totally|alright|tbh|ngl|no|nah)"
+    rf"(?:(?:[,!:.]+|\s+[-–—])\s+|{_EN_LEAD_SUBJECT}\s+)"
     # "Mel, ..." is a vocative; "Books, movies, and ..." is a list (not stripped)
     r"|[A-Z][a-z]+[,!:]\s+(?![a-z-]+(?:\s+[a-z-]+)?,?\s+(?:and|or)\s)"
     r"|(?i:you\swon['’]t\sbelieve\s(?:it|this)|guess\swhat|on\sanother\snote|fun\sfact)"
     r"\s*[-–—:,!]\s*)+",
+)
+# "much, I'll take good care of it": a sentence that starts with one lower-case word before a
+# comma is the cut tail of a phrase ("after college, I ..." is a phrase of its own); the
+# clause after the comma, starting with the speaker, is the statement.
+_EN_DANGLING = re.compile(
+    r"^(?!(?:after|before|in|on|at|for|with|since|during|by|from|to|of|about|like|as|then|now"
+    r"|today|tonight|yesterday|recently|lately|later|here|there)\b)"
+    r"[a-z][\w'’]*[,;:]\s+(?=(?:I|I['’](?:m|ve|ll|d)|my|we|our)\b)"
 )
 # "I'll tell them.": a statement whose object is in another message goes on with nothing.
 _EN_POINTS_BACK = re.compile(r"\b(?:it|them|her|him|that|this|one)\W*$", re.I)

@@ -197,7 +197,9 @@ def _ja_rules(s: str) -> _Hit | None:
     if b is not None and (b["me"] or b["name"] not in _NOT_JA_NAMES):
         day = f"{b['m']}月{b['d']}日" if b["m"] else f"{b['d']}日"
         subject = None if b["me"] else b["name"] + (b["hon"] or "")
-        return _Hit("fact", "birthday", day, 0.75, subject=subject)
+        # 「美咲の誕生日も17日だから、…渡そう」 is a fact about 美咲, written as one.
+        text = f"{subject}の誕生日は{day}" if subject else ""
+        return _Hit("fact", "birthday", day, 0.75, subject=subject, text=text)
     m = None
     if any(k in s for k in _NAMED_KEYS):
         m = _JA_NAMED_EVENT.search(s) or _JA_TRANSFER.search(s)
@@ -208,11 +210,17 @@ def _ja_rules(s: str) -> _Hit | None:
         and not _NOT_A_NAME.search(m["name"])
     ):
         name = m["name"] + (m["hon"] or "")
+        # The message is about another person (「美咲が4月から大阪に転勤なの寂しい」): the
+        # memory says what happens to them, not how the speaker feels about it.
         if m.re is _JA_TRANSFER:
-            return _Hit("event", "work_location", m["place"], 0.8, _FUTURE, subject=name)
+            when = f"{m['when']}から" if m["when"] else ""
+            text = f"{name}は{when}{m['place']}に転勤する"
+            return _Hit("event", "work_location", m["place"], 0.8, _FUTURE, subject=name, text=text)
         if not _JA_REPORTED.search(s) or m["ev"] == "結婚":
             attr = "relationship_status" if m["ev"] in ("結婚", "婚約") else ""
-            return _Hit("event", attr, m["ev"], 0.7, _PAST, subject=name)
+            done = re.search(rf"{m['ev']}(?:した|しました|して(?:い|た|ま)|済み)", s)
+            text = f"{name}が{m['ev']}{'した' if done else 'する'}"
+            return _Hit("event", attr, m["ev"], 0.7, _PAST, subject=name, text=text)
     reported = _JA_REPORTED.search(s) is not None
     hypo = _JA_HYPO.search(s) is not None
     if reported or hypo:

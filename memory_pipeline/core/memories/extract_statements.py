@@ -72,7 +72,7 @@ def _en_statement(s: str) -> _Hit | None:
 
 
 _EN_ANAPHORA = re.compile(
-    r"^(?:it|it['’]s|that['’]s|they|they['’]re|he|she|them|there|so)\b"
+    r"^(?:it|it['’]s|that['’]s|they|they['’]re|he|she|them|there|so(?!\s+(?:much|many|far)\b))\b"
     # "This necklace is ...", "These figurines I bought ...": a demonstrative before a noun
     # names its thing; before a verb ("That was so fun", "This means a lot") it points back.
     r"|^(?:this|that|these|those)\b"

@@ -98,3 +98,4 @@ class _Hit:
     require_date: bool = False
     future_only: bool = False
     general: bool = False  # the general statement rule: merged per message
+    text: str = ""  # the statement the rule wrote itself (about another person), else ""

@@ -25,7 +25,9 @@ __all__ = [
     "en_resolve_dates",
     "en_statement_kind",
     "en_third_person",
+    "ja_is_remark",
     "ja_statement_kind",
+    "ja_statement_text",
     "ja_third_person",
 ]
 
@@ -478,6 +480,93 @@ def ja_third_person(sentence: str, name: str, other: str | None = None) -> str:
     if name not in s:
         s = f"{name}は、{s}"
     return s
+
+
+# A chat sentence opens with acknowledgements and fillers (了解！, じゃあそれで, えー) and may
+# call the other person by name (「Yuki、実家から…」); none of it is part of the statement.
+_JA_CHAT_LEAD = re.compile(
+    r"^(?:(?:了解|りょうかい|OK|オッケー|おけ|じゃあ|じゃ|それじゃ|では|よし|やった|わーい|えー+|"
+    r"あー+|うーん|へー+|ねえ|ねぇ|おお+|お|あ|わあ|わー|ほんと|本当|マジ|まじ|うわ|いいね|"
+    r"いいよ|もちろん|ありがとう)[、,!！。ー〜]+\s*)+"
+)
+# 「…送るね」「…行くよ」「…だよね」: the particle speaks to the other person, the statement
+# ends before it. 「な」 only after a predicate (「好きだな」), never a noun's な.
+_JA_END_PARTICLE = re.compile(
+    r"(?:(?:よね|よな|ね|よ|わ|ぞ|ぜ|ねー|よー)|(?<=[るただい])な)[ー〜!！w笑…]*(?=[。]?$)"
+)
+_JA_END_MARKS = re.compile(r"[ー〜!！w笑♪…]+(?=[。]?$)")
+# Volitional endings (書こう, 渡そう, 食べよう, しましょう) as the plain form: the statement
+# says what the speaker means to do. Only the kana rows a volitional can end in; 「そう」 only
+# after a stem that takes it (渡そう, not 楽しそう).
+_JA_VOLITIONAL = re.compile(
+    r"(?:(?P<stem>[一-龥ぁ-ん])(?P<o>[こごとのぼもろお])う|(?P<so>[渡話返探貸試回残干出])そう"
+    r"|(?P<shi>し)よう|(?P<ichi>[一-龥べめせてねれけえげぜでへみきりちにびい])よう"
+    r"|(?P<mashou>ましょう))(?P<let>[よか]|ね)?$"
+)
+_O_TO_U = dict(zip("こごとのぼもろお", "くぐつぬぶむるう", strict=True))
+
+
+def _ja_plain_volitional(sentence: str) -> tuple[str, bool]:
+    """(sentence with a final volitional made plain, whether it was one: 書こう -> 書く)."""
+    m = _JA_VOLITIONAL.search(sentence)
+    if m is None or re.search(r"(?:だろ|でしょ|ありがと|おめでと|おはよ)う[よかね]?$", sentence):
+        return sentence, False
+    head = sentence[: m.start()]
+    if m["o"]:
+        plain = m["stem"] + _O_TO_U[m["o"]]
+    elif m["so"]:
+        plain = m["so"] + "す"
+    elif m["shi"]:
+        plain = "する"
+    elif m["ichi"]:
+        plain = m["ichi"] + "る"
+    else:
+        plain = "ます"
+    return head + plain, True
+
+
+_JA_REMARK = re.compile(r"(?:た|だ|い|かった)(?:よ)?ね[ー〜!！。w笑…]*$")
+
+
+def ja_is_remark(sentence: str) -> bool:
+    """「びっくりしたね」「楽しかったね」「寂しいね」: a remark that seeks the other person's
+    agreement about what both know, not a statement about the speaker (「送るね」, a promise,
+    is one)."""
+    return _JA_REMARK.search(sentence.strip()) is not None
+
+
+def ja_statement_text(sentence: str, name: str, other: str | None = None) -> str:
+    """A Japanese chat sentence (or a few) as a statement about its speaker ``name``.
+
+    Leading acknowledgements and a vocative go, each sentence loses the particle that speaks
+    to the other person (ね, よ) and a final volitional becomes the plain form (「書こうよ」
+    -> 「書く」); a suggestion to do something together (「渡そうよ」, 「行きましょう」) is
+    about both people when ``other`` is known. The first person becomes ``name`` (see
+    ``ja_third_person``).
+    """
+    s = _JA_CHAT_LEAD.sub("", sentence.strip()).strip() or sentence.strip()
+    if other:
+        s = re.sub(rf"^{re.escape(other)}(?:さん|ちゃん|くん)?[、,]\s*", "", s)
+    s = re.sub(r"^(?:[^、,。\s]{1,8}(?:さん|ちゃん|くん)|[A-Za-z]{2,12})[、,]\s*", "", s)
+    parts = [p for p in re.split(r"(?<=[。！!？?])", s) if p.strip()]
+    out: list[str] = []
+    together = False
+    for p in parts:
+        stop = "。" if p.rstrip()[-1:] in "。！!" else ""
+        body = _JA_END_MARKS.sub("", p.strip().rstrip("。")).strip()
+        body = _JA_END_PARTICLE.sub("", body).strip() or body
+        body, vol = _ja_plain_volitional(body)
+        if vol and (re.search(r"[よか]$|ましょう", p.strip(" 。！!ー〜")) or "一緒に" in body):
+            together = True
+        out.append(body + stop)
+    text = "".join(out)
+    if not sentence.rstrip().endswith("。"):
+        text = text.rstrip("。")
+    who = f"{name}と{other}" if together and other else name
+    written = ja_third_person(text, name, other)
+    if who != name and written.startswith(f"{name}は、"):
+        written = f"{who}は、" + written[len(name) + 2 :]
+    return written
 
 
 _JA_OTHER_LEAD = re.compile(
