@@ -41,7 +41,7 @@ TARGETS = {
     ],
     "memory_pipeline.core.quality.index_checks": ["postings_agree"],
     "memory_pipeline.core.indexes.turns": ["_message_columns", "_turn_part", "_build_from_parts"],
-    "memory_pipeline.core.indexes.publish": ["_bm25_from_parts"],
+    "memory_pipeline.core.indexes.publish_bm25": ["_bm25_from_parts"],
     "memory_pipeline.core.indexes.parts": ["first_seen_ids", "by_partition", "read_part"],
     "memory_pipeline.core.indexes.bm25": ["fast_index_ids"],
 }

@@ -40,7 +40,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from memory_pipeline.core.evaluation import metrics as M
-from memory_pipeline.core.evaluation.evalsets import _EVIDENCE, _norm_dia
+from memory_pipeline.core.evaluation.evalsets_locomo import _EVIDENCE, _norm_dia
 from memory_pipeline.core.ingest.sources.locomo import load_locomo_samples
 
 __all__ = [

@@ -408,7 +408,7 @@ def _grouped(ids: Sequence[str]) -> bool:
 
 def same_as_previous(ids: pa.Array) -> np.ndarray:
     """For each row after the first, whether its id equals the one before (the runs of a
-    piece list: ``_grouped`` here, ``publish._split_chunks``), on whole columns."""
+    piece list: ``_grouped`` here, ``publish_dense._split_chunks``), on whole columns."""
     n = len(ids)
     if n < 2:
         return np.zeros(0, dtype=bool)

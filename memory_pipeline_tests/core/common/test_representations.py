@@ -7,7 +7,7 @@ from pathlib import Path
 import memory_pipeline.config as config
 from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.evaluation import evaluate
-from memory_pipeline.core.indexes import publish
+from memory_pipeline.core.indexes import publish_bm25
 from memory_pipeline.core.indexes.tokenize import TOKENIZER_CHOICES, TOKENIZER_NAMES
 from memory_pipeline.core.represent import build
 from memory_pipeline.core.retrieval import config as search_config
@@ -15,7 +15,7 @@ from memory_pipeline.core.retrieval import config as search_config
 
 def test_every_stage_reads_the_one_representations_tuple():
     assert REPRESENTATIONS == ("raw_text", "summary", "embedding_text")
-    for module in (publish, build, search_config, config, evaluate):
+    for module in (publish_bm25, build, search_config, config, evaluate):
         assert module.REPRESENTATIONS is REPRESENTATIONS, module.__name__
     assert config.PipelineConfig.__dataclass_fields__["dense_representations"].default is (
         config.DEFAULT_DENSE

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from memory_pipeline.core.common import storage
+from memory_pipeline.core.common import storage, storage_digests
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.owners import OwnerStore
 from memory_pipeline.core.common.storage import TableStore, WriteMemo
@@ -140,7 +140,7 @@ def test_a_partition_digest_follows_its_bytes_and_is_asked_again_as_a_stat(tmp_p
     assert first == hashlib.sha256(path.read_bytes()).hexdigest()
     calls = []
     real = hashlib.sha256
-    monkeypatch.setattr(storage.hashlib, "sha256", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(storage_digests.hashlib, "sha256", lambda *a: calls.append(1) or real(*a))
     assert store.digest(T.INGEST_AUDIT, DAY) == first and calls == []  # memoized
     store.write(T.INGEST_AUDIT, _audit(4), DAY)  # rewritten: a new file renamed into place
     second = store.digest(T.INGEST_AUDIT, DAY)
@@ -160,13 +160,11 @@ def _hashes(monkeypatch) -> list[str]:
         seen.append("sha256")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(storage.hashlib, "sha256", counting)
+    monkeypatch.setattr(storage_digests.hashlib, "sha256", counting)
     return seen
 
 
-def test_a_digest_is_recorded_for_the_next_process_and_dropped_with_its_file(
-    tmp_path, monkeypatch
-):
+def test_a_digest_is_recorded_for_the_next_process_and_dropped_with_its_file(tmp_path, monkeypatch):
     """Each Dagster run is a new process: the digests a run computed are kept beside the
     files, so the next run's fingerprint is a stat per file, not a hash of every byte; a
     replaced or deleted partition's digest is dropped with it."""

@@ -245,7 +245,7 @@ def _split_reference(ids: list[str]) -> int:
 def test_grouped_and_split_count_equal_the_row_by_row_references(seed: int) -> None:
     """The refresh counts runs of piece ids on whole columns; the row-by-row loops they
     replaced are the reference (short lists, repeats, runs at both ends, interleavings)."""
-    from memory_pipeline.core.indexes.publish import _split_chunks
+    from memory_pipeline.core.indexes.publish_dense import _split_chunks
     from memory_pipeline.core.indexes.segments import _grouped
 
     rng = np.random.default_rng(seed)

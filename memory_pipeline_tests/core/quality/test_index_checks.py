@@ -9,8 +9,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from memory_pipeline.core.common.representations import REPRESENTATIONS
 from memory_pipeline.core.indexes.bm25 import Bm25Index
-from memory_pipeline.core.indexes.publish import REPRESENTATIONS, Bm25Build, build_bm25
+from memory_pipeline.core.indexes.publish import Bm25Build, build_bm25
 from memory_pipeline.core.quality import index_checks as ic
 
 IDS = ["c1", "c2", "c3", "c4"]
