@@ -316,7 +316,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"dossiers: {cfg.dossiers_path}   storage report: "
         f"{store.table_dir(T.STORAGE_REPORT)}\n"
         f'try:  {prog} search "what did we plan?" --k 3\n'
-        f'      {prog} context "When is the Kyoto trip?" --budget 4000\n'
+        f'      {prog} context "Which train do we take to Kyoto?" --budget 4000\n'
         f"\nDagster instance: {home}: {len(runs)} runs (jobs stage_<name>) in backfill "
         f"{backfill} (runs, checks, lineage)\n"
         f"Open the UI:  cd {root} && DAGSTER_HOME={home} {_sibling(prog, 'dg')} dev   "
