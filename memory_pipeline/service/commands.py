@@ -50,6 +50,12 @@ def add_commands(sub: Any) -> None:
         "--cors-origin", action="append", default=[], help="allow this browser origin (repeat)"
     )
     sv.add_argument("--no-mcp", action="store_true", help="no MCP endpoint at /mcp")
+    sv.add_argument(
+        "--workers",
+        type=_positive(int),
+        default=1,
+        help="worker processes, one per core to use (each loads the index; default 1)",
+    )
     sv.set_defaults(func=cmd_serve)
 
     mc = sub.add_parser("mcp", help="an MCP server on stdin/stdout (for desktop assistants)")
@@ -154,6 +160,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         cors_origins=list(args.cors_origin),
         mcp=not args.no_mcp,
+        processes=args.workers,
     )
     if not store.records():
         print(
