@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from memory_pipeline.core.context.packs import STRATEGIES
 from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
+from memory_pipeline.service import DEFAULT_THREADS
 from memory_pipeline.service.keys import KeyRecord, KeyStore
 from memory_pipeline.service.loader import OwnerUnavailable
 from memory_pipeline.service.operations import MemoryService
@@ -55,7 +56,7 @@ class ServiceSettings:
     rate: float = 20.0  # requests per second per key (sustained)
     burst: int = 40  # requests a key may send at once
     timeout: float = 30.0  # seconds per request (forget excepted: it rebuilds)
-    threads: int = 8  # threads answering at once per process (more only queue in the GIL)
+    threads: int = DEFAULT_THREADS  # searches running at once per worker process
     processes: int = 1  # uvicorn worker processes, each with its own loaded index
     cors_origins: list[str] = field(default_factory=list)  # empty: CORS off
     mcp: bool = True
@@ -314,10 +315,12 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
             raise HTTPException(429, "rate limit exceeded", {"Retry-After": _seconds(wait)})
         return record
 
-    def reader(request: Request) -> KeyRecord:
+    # async: FastAPI runs a plain-def dependency in a worker thread, and under load every
+    # thread hop waits for the GIL behind the searches (the check is a stat and a lookup)
+    async def reader(request: Request) -> KeyRecord:
         return authorize(request, "read")
 
-    def admin(request: Request) -> KeyRecord:
+    async def admin(request: Request) -> KeyRecord:
         return authorize(request, "admin")
 
     Reader = Annotated[KeyRecord, Depends(reader)]

@@ -10,6 +10,8 @@ import argparse
 import sys
 from typing import Any
 
+from memory_pipeline.service import DEFAULT_THREADS
+
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
@@ -55,6 +57,12 @@ def add_commands(sub: Any) -> None:
         type=_positive(int),
         default=1,
         help="worker processes, one per core to use (each loads the index; default 1)",
+    )
+    sv.add_argument(
+        "--threads",
+        type=_positive(int),
+        default=DEFAULT_THREADS,
+        help=f"searches at once per worker (default {DEFAULT_THREADS})",
     )
     sv.set_defaults(func=cmd_serve)
 
@@ -161,6 +169,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cors_origins=list(args.cors_origin),
         mcp=not args.no_mcp,
         processes=args.workers,
+        threads=args.threads,
     )
     if not store.records():
         print(
