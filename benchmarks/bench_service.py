@@ -101,6 +101,13 @@ def _workers(pid: int) -> list[int]:
     return sorted(out)
 
 
+def _shown(path: object) -> str:
+    """A path inside the working folder relative to it (the results name no checkout)."""
+    text = str(path)
+    here = str(Path.cwd()) + os.sep
+    return text[len(here) :] if text.startswith(here) else text
+
+
 def _loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -217,9 +224,9 @@ def main() -> None:
     lines = [
         f"## {args.label}",
         "",
-        f"Output: `{cfg.storage_root}` (owner `{owner}`), {os.cpu_count()} cores shared with "
-        f"other jobs, {args.n} distinct queries per row (each pays its query embedding), k = 5; "
-        f"load average (1/5/15 min) before {load_before}, after {_loadavg()}.",
+        f"Output: `{_shown(cfg.storage_root)}` (owner `{owner}`), {os.cpu_count()} cores "
+        f"shared with other jobs, {args.n} distinct queries per row (each pays its query "
+        f"embedding), k = 5; load average (1/5/15 min) before {load_before}, after {_loadavg()}.",
         "",
         "| path | requests | p50 ms | p95 ms | p99 ms | req/s | errors |",
         "|---|---|---|---|---|---|---|",
