@@ -385,6 +385,30 @@ def test_serves_an_owner_from_object_storage(s3_server, s3_deployment, deploymen
     assert r.status_code == 200 and SECRET["bob"] not in _served(r)
 
 
+def test_a_loaded_s3_version_no_longer_needs_its_local_copy(
+    server, s3_server, s3_deployment, deployment
+):
+    """Another worker sharing the cache prunes a version's local copy as soon as it fetches
+    a newer one, while this one still serves it: what a request reads lazily (memories,
+    turns) was read at load, so the answers stay whole instead of silently empty."""
+    from memory_pipeline.core.common import fs
+
+    key = deployment["keys"]["alice"]
+    version = s3_deployment["versions"]["alice"]
+    assert _search(s3_server.url, key, {"query": "Kyoto", "k": 1}).status_code == 200
+    root = index_root(s3_deployment["prefixes"]["alice"])
+    copy = fs.cache_dir(root) / "versions" / version
+    assert copy.is_dir()
+    shutil.rmtree(copy)
+    params = {"limit": 50}
+    want = httpx.get(f"{server.url}/v1/memories", params=params, headers=_h(key), timeout=60)
+    got = httpx.get(f"{s3_server.url}/v1/memories", params=params, headers=_h(key), timeout=60)
+    assert got.status_code == 200 and got.json()["index_version"] == version
+    assert got.json()["count"] == want.json()["count"] > 0
+    r = _search(s3_server.url, key, {"query": f"locker code word {SECRET['alice']}", "k": 3})
+    assert r.status_code == 200 and r.json()["turns"], r.text
+
+
 def test_an_s3_switch_under_load_never_mixes_two_versions(s3_server, s3_deployment, deployment):
     """The new version holds other texts (Bob's, published under Alice's prefix), so an
     answer labelled with one version but holding the other's texts would show."""
