@@ -1,7 +1,8 @@
 """The service over HTTP vs in-process search(): latency, throughput, RSS, MCP.
 
 Starts ``memory-pipeline serve`` as a child process on 127.0.0.1 (a free port) over an
-already built output, with a temporary key file, then on the same queries:
+already built output, with a temporary key file, once per ``--workers`` count (default 1
+and 2 worker processes), then on the same queries:
 
 - in-process ``memory_pipeline.search()`` (one thread): p50 / p95 / p99;
 - HTTP ``POST /v1/search`` at 1, 8 and 32 concurrent clients: p50 / p95 / p99, throughput,
@@ -9,11 +10,14 @@ already built output, with a temporary key file, then on the same queries:
 - an index switch under load (8 clients; a new version published by hard-linking the
   current one, as a run's publish would swap it): errors during the switch;
 - MCP ``search`` tool calls over streamable HTTP: p50 / p95;
-- the server's peak RSS (VmHWM).
+- the server's peak RSS (VmHWM; with workers, each worker's and their sum);
+- the machine's load average before and after (``/proc/loadavg``: the cores are shared).
 
 Every request's query is distinct (a number appended), so each pays its query embedding,
-as a real app's would. Run: ``python benchmarks/bench_service.py --config memory_pipeline.toml
-[--owner ID] [--out benchmarks/results/service.md]``.
+as a real app's would. The load generator (httpx, one thread per client) runs on the same
+cores as the server. Run: ``python benchmarks/bench_service.py --config memory_pipeline.toml
+[--owner ID] [--label NAME] [--out benchmarks/results/service.md]``; the run's section
+(``## NAME``) replaces the section of the same name in ``--out``, other sections stay.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -82,8 +87,36 @@ def _vm_hwm(pid: int) -> float:
     return float("nan")
 
 
-def _load(url: str, key: str, queries: list[str], clients: int) -> tuple[list, float, int]:
-    """POST every query, ``clients`` at a time; (latencies, wall seconds, errors)."""
+def _workers(pid: int) -> list[int]:
+    """uvicorn's worker processes under ``pid`` (multiprocessing spawn children)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and b"spawn_main" in cmd:
+            out.append(int(stat.parent.name))
+    return sorted(out)
+
+
+def _shown(path: object) -> str:
+    """A path inside the working folder relative to it (the results name no checkout)."""
+    text = str(path)
+    here = str(Path.cwd()) + os.sep
+    return text[len(here) :] if text.startswith(here) else text
+
+
+def _loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def _load(
+    url: str, key: str, queries: list[str], clients: int, fresh: bool = False
+) -> tuple[list, float, int]:
+    """POST every query, ``clients`` at a time (each client one keep-alive connection, or a
+    new connection per request with ``fresh``); (latencies, wall seconds, errors)."""
     lat: list[float] = []
     errors = 0
     lock = threading.Lock()
@@ -94,6 +127,9 @@ def _load(url: str, key: str, queries: list[str], clients: int) -> tuple[list, f
         with httpx.Client(timeout=60, headers={"Authorization": f"Bearer {key}"}) as c:
             for q in mine:
                 t0 = time.perf_counter()
+                if fresh:
+                    c.close()
+                    c = httpx.Client(timeout=60, headers={"Authorization": f"Bearer {key}"})
                 r = c.post(f"{url}/v1/search", json={"query": q, "k": 5})
                 dt_ = time.perf_counter() - t0
                 with lock:
@@ -138,7 +174,13 @@ def main() -> None:
     ap.add_argument("--owner", help="the owner to query (several owners)")
     ap.add_argument("--n", type=int, default=240, help="requests per concurrency level")
     ap.add_argument("--out", default="benchmarks/results/service.md")
+    ap.add_argument("--label", default="bundled sample", help="the section of --out to write")
+    ap.add_argument(
+        "--workers", type=int, nargs="+", default=[1, 2], help="server worker processes"
+    )
+    ap.add_argument("--threads", type=int, help="searches at once per worker (serve --threads)")
     args = ap.parse_args()
+    load_before = _loadavg()
 
     import memory_pipeline
     from memory_pipeline.config import load_config, owner_config
@@ -160,13 +202,85 @@ def main() -> None:
         memory_pipeline.search(q, 5, config=args.config, owner=args.owner)
         inproc.append(time.perf_counter() - t1)
     inproc_wall = time.perf_counter() - t0
+    # the server's own call on its loaded version (search() also reads the config per call)
+    from memory_pipeline.service.operations import MemoryService
 
+    service = MemoryService(cfg, args.config)
+    service.search(owner, "warm up", 5)
+    core = []
+    t0, c0 = time.perf_counter(), time.process_time()
+    for q in _queries(args.n, 50_000):
+        t1 = time.perf_counter()
+        service.search(owner, q, 5)
+        core.append(time.perf_counter() - t1)
+    core_wall = time.perf_counter() - t0
+    cpu_ms = (time.process_time() - c0) / args.n * 1000  # all threads of this process
+    del service
+
+    servers = [_serve(args, keys, key, owner_dir, w) for w in args.workers]
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    lines = [
+        f"## {args.label}",
+        "",
+        f"Output: `{_shown(cfg.storage_root)}` (owner `{owner}`), {os.cpu_count()} cores "
+        f"shared with other jobs, {args.n} distinct queries per row (each pays its query "
+        f"embedding), k = 5; load average (1/5/15 min) before {load_before}, after {_loadavg()}.",
+        "",
+        "| path | requests | p50 ms | p95 ms | p99 ms | req/s | errors |",
+        "|---|---|---|---|---|---|---|",
+        _row("in-process search()", inproc, inproc_wall, 0),
+        _row("in-process, the server's call (loaded version)", core, core_wall, 0),
+        "",
+        f"CPU per search (the server's call, in process): {cpu_ms:.1f} ms, so "
+        f"{os.cpu_count()} fully free cores answer at most "
+        f"{(os.cpu_count() or 1) * 1000 / cpu_ms:.0f} searches/s, and 8 clients queue for "
+        f"them: a p50 of about {8 / (os.cpu_count() or 1) * cpu_ms:.0f} ms at best.",
+        "",
+        "| path | requests | p50 ms | p95 ms | p99 ms | req/s | errors |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in servers:
+        lines += run["rows"]
+    lines.append("")
+    for run in servers:
+        one = run["lat"][1]
+        ratio = _pct(one, 50) / _pct(core, 50)
+        w = run["workers"]
+        lines += [
+            f"- {w} worker(s): HTTP p50 at 1 client / the server's call in process = "
+            f"{ratio:.2f}x ({(_pct(one, 50) - _pct(core, 50)) * 1000:+.1f} ms); MCP `search` over "
+            f"streamable HTTP p50 {_pct(run['mcp'], 50) * 1000:.1f} ms, p95 "
+            f"{_pct(run['mcp'], 95) * 1000:.1f} ms ({len(run['mcp'])} calls); peak RSS "
+            f"{run['rss']}; published {run['switch']} during the switch row",
+        ]
+    section = "\n".join(lines) + "\n"
+    out = Path(args.out)
+    head = "# Service benchmark (benchmarks/bench_service.py)\n\n"
+    text = out.read_text(encoding="utf-8") if out.exists() else head
+    pattern = re.compile(rf"^## {re.escape(args.label)}\n.*?(?=^## |\Z)", re.S | re.M)
+    text = (
+        pattern.sub(lambda _m: section + "\n", text)
+        if pattern.search(text)
+        else (text.rstrip("\n") + "\n\n" + section)
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+    print(section)
+
+
+def _serve(args: argparse.Namespace, keys, key: str, owner_dir: Path, workers: int) -> dict:
+    """One server with ``workers`` processes: every row of the table, MCP, RSS."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "memory_pipeline.cli", "--config", args.config, "serve"]
     cmd += ["--port", str(port), "--keys", str(keys.path), "--rate", "100000"]
-    cmd += ["--burst", "100000"]
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd += ["--burst", "100000", "--workers", str(workers)]
+    cmd += ["--threads", str(args.threads)] if args.threads else []
+    log = Path(keys.path).with_name(f"server-{workers}.log")  # kept when a run fails
+    with open(log, "wb") as sink:
+        server = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)
+    label = f"{workers} worker" + ("s" if workers > 1 else "")
     try:
         started = time.perf_counter()
         while True:
@@ -175,16 +289,16 @@ def main() -> None:
                     break
             except httpx.HTTPError:
                 pass
-            if time.perf_counter() - started > 120:
+            if time.perf_counter() - started > 300:
                 raise SystemExit("server did not start")
             time.sleep(0.1)
-        _load(url, key, _queries(16, 500_000), 1)  # the first load of the index and model
-        rows, results = [], {}
+        # every worker loads its index and model: new connections spread over them
+        _load(url, key, _queries(16 * workers, 500_000), 8 * workers, fresh=True)
+        rows, lat_by = [], {}
         for i, clients in enumerate((1, 8, 32)):
             lat, wall, errors = _load(url, key, _queries(args.n, (i + 1) * 100_000), clients)
-            results[clients] = lat
-            rows.append(_row(f"HTTP, {clients} client(s)", lat, wall, errors))
-        # index switch under load
+            lat_by[clients] = lat
+            rows.append(_row(f"HTTP, {label}, {clients} client(s)", lat, wall, errors))
         switch: dict = {}
 
         def publish_later() -> None:
@@ -195,37 +309,27 @@ def main() -> None:
         th.start()
         lat, wall, errors = _load(url, key, _queries(args.n, 700_000), 8)
         th.join()
-        rows.append(_row("HTTP, 8 clients, index switch", lat, wall, errors))
+        rows.append(_row(f"HTTP, {label}, 8 clients, index switch", lat, wall, errors))
         mcp = asyncio.run(_mcp_calls(url, key, min(args.n, 60)))
-        rss = _vm_hwm(server.pid)
+        procs = _workers(server.pid) or [server.pid]
+        each = [_vm_hwm(p) for p in procs]
+        rss = f"{sum(each):.0f} MiB" + (
+            f" ({' + '.join(f'{x:.0f}' for x in each)} per worker)" if len(each) > 1 else ""
+        )
+    except BaseException:
+        print(f"server log: {log}", file=sys.stderr)
+        raise
     finally:
         server.terminate()
-        server.wait(10)
-        shutil.rmtree(tmp, ignore_errors=True)
-
-    ratio = _pct(results[1], 50) / _pct(inproc, 50)
-    lines = [
-        "# Service benchmark (benchmarks/bench_service.py)",
-        "",
-        f"Output: `{cfg.storage_root}` (owner `{owner}`), {os.cpu_count()} cores, "
-        f"{args.n} distinct queries per row (each pays its query embedding), k = 5.",
-        "",
-        "| path | requests | p50 ms | p95 ms | p99 ms | req/s | errors |",
-        "|---|---|---|---|---|---|---|",
-        _row("in-process search()", inproc, inproc_wall, 0),
-        *rows,
-        "",
-        f"- HTTP overhead: p50 at 1 client / in-process p50 = {ratio:.2f}x "
-        f"(+{(_pct(results[1], 50) - _pct(inproc, 50)) * 1000:.1f} ms)",
-        f"- MCP `search` tool over streamable HTTP: p50 {_pct(mcp, 50) * 1000:.1f} ms, "
-        f"p95 {_pct(mcp, 95) * 1000:.1f} ms ({len(mcp)} calls)",
-        f"- server peak RSS (VmHWM): {rss:.0f} MiB",
-        f"- index switch under load: published {switch.get('version')} during the run",
-    ]
-    text = "\n".join(lines) + "\n"
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text, encoding="utf-8")
-    print(text)
+        server.wait(30)
+    return {
+        "workers": workers,
+        "rows": rows,
+        "lat": lat_by,
+        "mcp": mcp,
+        "rss": rss,
+        "switch": switch.get("version"),
+    }
 
 
 if __name__ == "__main__":

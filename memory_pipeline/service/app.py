@@ -11,9 +11,11 @@ status, duration and key id: no query or message text.
 # no `from __future__ import annotations`: FastAPI reads the handlers' annotations,
 # which name dependencies local to create_app
 import asyncio
+import dataclasses
 import json
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -28,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from memory_pipeline.core.context.packs import STRATEGIES
 from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
+from memory_pipeline.service import DEFAULT_THREADS
 from memory_pipeline.service.keys import KeyRecord, KeyStore
 from memory_pipeline.service.loader import OwnerUnavailable
 from memory_pipeline.service.operations import MemoryService
@@ -40,6 +43,7 @@ MAX_BUDGET = 200_000  # UTF-16 units of a context pack
 MAX_ID = 256  # characters of a contact / conversation id
 MAX_RECENT = 50  # messages of `recent`
 OWNER_SCOPE_KEY = "memory_pipeline.owner"  # ASGI scope entry /mcp reads the owner from
+LOG_FORMAT = "%(asctime)s %(process)d %(name)s %(message)s"
 
 
 @dataclass
@@ -52,7 +56,8 @@ class ServiceSettings:
     rate: float = 20.0  # requests per second per key (sustained)
     burst: int = 40  # requests a key may send at once
     timeout: float = 30.0  # seconds per request (forget excepted: it rebuilds)
-    workers: int = 8  # threads answering at once (2 cores: more only queue in the GIL)
+    threads: int = DEFAULT_THREADS  # searches running at once per worker process
+    processes: int = 1  # uvicorn worker processes, each with its own loaded index
     cors_origins: list[str] = field(default_factory=list)  # empty: CORS off
     mcp: bool = True
     warm: bool = True  # load the keyed owners' indexes at start, in the background
@@ -245,7 +250,7 @@ def _bearer(headers: Any) -> str | None:
 def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings) -> Any:
     """The ASGI app: FastAPI for ``/v1`` and the schema, ``/mcp`` beside it."""
     bucket = TokenBucket(settings.rate, settings.burst)
-    limiter = anyio.CapacityLimiter(settings.workers)
+    limiter = anyio.CapacityLimiter(settings.threads)
     mcp = None
     if settings.mcp:
         from memory_pipeline.service.mcp_server import build_mcp
@@ -266,8 +271,7 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
         owners = sorted({r.owner for r in keys.records() if r.revoked is None})
         for owner in owners:
             try:
-                snap = service.snapshot(owner)
-                service.search(owner, "warm up", 1, snap=snap)
+                service.snapshot(owner)  # loads and primes the version (loader.prime)
             except Exception:  # no index yet, unknown owner: the requests will say so
                 log.debug("warm-up skipped for one owner", exc_info=False)
 
@@ -311,10 +315,12 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
             raise HTTPException(429, "rate limit exceeded", {"Retry-After": _seconds(wait)})
         return record
 
-    def reader(request: Request) -> KeyRecord:
+    # async: FastAPI runs a plain-def dependency in a worker thread, and under load every
+    # thread hop waits for the GIL behind the searches (the check is a stat and a lookup)
+    async def reader(request: Request) -> KeyRecord:
         return authorize(request, "read")
 
-    def admin(request: Request) -> KeyRecord:
+    async def admin(request: Request) -> KeyRecord:
         return authorize(request, "admin")
 
     Reader = Annotated[KeyRecord, Depends(reader)]
@@ -485,18 +491,53 @@ class _AsgiEndpoint:
         await self.fn(scope, receive, send)
 
 
+WORKER_ENV = "MEMORY_PIPELINE_SERVE_WORKER"  # what a worker process builds its app from
+
+
 def serve(service: MemoryService, keys: KeyStore, settings: ServiceSettings) -> None:
     """Run the server until interrupted (uvicorn; its own access log is off: it prints the
-    query string, which may hold a memory query)."""
+    query string, which may hold a memory query).
+
+    With ``settings.processes > 1`` uvicorn starts that many worker processes on one socket:
+    a search is CPU-bound and holds the GIL, so one process uses one core whatever its
+    threads. Each worker builds its own app from :data:`WORKER_ENV` (config path, key
+    file, settings) and loads, follows and drops index versions on its own; the key file is
+    re-checked per request in every worker; rate limits are per worker."""
     import uvicorn
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    app = create_app(service, keys, settings)
-    uvicorn.run(
-        app,
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    common = dict(
         host=settings.host,
         port=settings.port,
         access_log=False,
         log_level="info",
         timeout_graceful_shutdown=10,
     )
+    if settings.processes > 1:
+        config = service.cfg.config_path or service.config_path
+        os.environ[WORKER_ENV] = json.dumps(
+            {
+                "config": str(config) if config else None,
+                "keys": str(keys.path),
+                "settings": dataclasses.asdict(settings),
+            }
+        )
+        uvicorn.run(f"{__name__}:worker_app", factory=True, workers=settings.processes, **common)
+        return
+    uvicorn.run(create_app(service, keys, settings), **common)
+
+
+def worker_app() -> Any:
+    """The app of one worker process (``serve --workers N``), from :data:`WORKER_ENV`."""
+    from memory_pipeline.config import load_config
+
+    state = json.loads(os.environ[WORKER_ENV])
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    cfg = load_config(state["config"])
+    if cfg.output_uri:  # as the parent: the object store from the AWS_* variables
+        from memory_pipeline.config import object_store_options
+        from memory_pipeline.core.common import fs
+
+        fs.configure_s3(object_store_options())
+    service = MemoryService(cfg, state["config"])
+    return create_app(service, KeyStore(state["keys"]), ServiceSettings(**state["settings"]))

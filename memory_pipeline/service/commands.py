@@ -10,6 +10,8 @@ import argparse
 import sys
 from typing import Any
 
+from memory_pipeline.service import DEFAULT_THREADS
+
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
@@ -50,6 +52,18 @@ def add_commands(sub: Any) -> None:
         "--cors-origin", action="append", default=[], help="allow this browser origin (repeat)"
     )
     sv.add_argument("--no-mcp", action="store_true", help="no MCP endpoint at /mcp")
+    sv.add_argument(
+        "--workers",
+        type=_positive(int),
+        default=1,
+        help="worker processes, one per core to use (each loads the index; default 1)",
+    )
+    sv.add_argument(
+        "--threads",
+        type=_positive(int),
+        default=DEFAULT_THREADS,
+        help=f"searches at once per worker (default {DEFAULT_THREADS})",
+    )
     sv.set_defaults(func=cmd_serve)
 
     mc = sub.add_parser("mcp", help="an MCP server on stdin/stdout (for desktop assistants)")
@@ -154,6 +168,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         cors_origins=list(args.cors_origin),
         mcp=not args.no_mcp,
+        processes=args.workers,
+        threads=args.threads,
     )
     if not store.records():
         print(

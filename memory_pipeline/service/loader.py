@@ -145,8 +145,10 @@ class IndexLoader:
             if meta is not None and _same_model(old.dense_meta, meta):
                 embedder = old._embedder
         searcher = Searcher(out, embedder=embedder)  # follows CURRENT itself: keyed below
+        snap = Snapshot(owner, searcher.version.name, searcher)
+        prime(snap, memories=fs.is_remote(out))
         self.loads += 1
-        return Snapshot(owner, searcher.version.name, searcher)
+        return snap
 
     def drop(self, owner: str) -> None:
         """Forget the owner's loaded snapshot (after a forget: never serve it again)."""
@@ -156,6 +158,21 @@ class IndexLoader:
     def loaded(self) -> dict[str, str]:
         """{owner: version} of the snapshots in memory."""
         return {o: s.version for o, s in list(self._current.items())}
+
+
+def prime(snap: Snapshot, *, memories: bool) -> None:
+    """Read now what a request would otherwise read lazily from the version's folder: the
+    turn index, the default search's vectors (one search) and, with ``memories``, the
+    memory timeline. Then a snapshot no longer needs its folder: on object storage the
+    local copy of a version is pruned as soon as a newer one is fetched (by this process or
+    another worker sharing the cache), while requests may still be running on it. It also
+    keeps the first search after a switch as fast as the others."""
+    from memory_pipeline import search_with
+
+    snap.searcher.turn_index  # noqa: B018 - loads on first access
+    search_with(snap.searcher, "warm up", 1)
+    if memories:
+        snap.memories  # noqa: B018
 
 
 def _dense_meta(out: fs.Location) -> dict | None:

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -72,6 +73,14 @@ class Served:
             time.sleep(0.02)
         port = self.server.servers[0].sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
+
+    @staticmethod
+    def free_port() -> int:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -313,6 +322,198 @@ def test_index_switch_under_load_fails_no_request(server, deployment):
     assert before in served and versions[-1] in served
     assert served[-1] == versions[-1]  # switched without a restart
     assert set(served) <= {before, *versions}
+
+
+# -- object storage, several processes -----------------------------------------------------------
+def _upload(src: Path, owner_prefix: str) -> str:
+    """Publish a copy of the local version ``src`` as the owner's new version on S3 (what a
+    run with an ``s3://`` output does: upload, manifest, then the pointer)."""
+    from memory_pipeline.core.indexes.publish import new_version
+
+    root = index_root(owner_prefix)
+    version = new_version(root)
+    shutil.copytree(src, version, dirs_exist_ok=True)
+    publish(root, version)
+    return version.name
+
+
+@pytest.fixture(scope="module")
+def s3_deployment(s3, deployment: dict) -> dict:
+    """The two owners' published versions uploaded to ``s3://service/deployment`` and a
+    config naming the bucket (the same owners and key file)."""
+    from memory_pipeline.config import load_config
+    from memory_pipeline.core.common import fs
+
+    uri = f"{s3.bucket('service')}/deployment"
+    local = deployment["root"] / "out" / "owners"
+    prefixes = {oid: fs.join(uri, "owners", oid) for oid in ("alice", "bob")}
+    versions = {oid: _upload(current_version(local / oid), p) for oid, p in prefixes.items()}
+    config = deployment["root"] / "s3.toml"
+    body = CONFIG.replace('output_dir = "out"', f'output_dir = "{uri}"\nwork_dir = "work_s3"')
+    config.write_text(body, encoding="utf-8")
+    cfg = load_config(config)
+    assert cfg.output_uri == uri
+    return {"uri": uri, "config": config, "cfg": cfg, "prefixes": prefixes, "versions": versions}
+
+
+@pytest.fixture(scope="module")
+def s3_server(s3_deployment: dict, deployment: dict) -> Iterator[Served]:
+    settings = ServiceSettings(rate=10_000, burst=10_000, mcp=False, warm=False)
+    service = MemoryService(s3_deployment["cfg"], str(s3_deployment["config"]))
+    served = Served(create_app(service, deployment["store"], settings))
+    yield served
+    served.stop()
+
+
+def test_serves_an_owner_from_object_storage(s3_server, s3_deployment, deployment):
+    import memory_pipeline
+
+    key = deployment["keys"]["alice"]
+    query = {"query": f"locker code word {SECRET['alice']}", "k": 3}
+    r = _search(s3_server.url, key, query)
+    assert r.status_code == 200, r.text
+    assert r.json()["index_version"] == s3_deployment["versions"]["alice"]
+    want = memory_pipeline.search(query["query"], 3, config=deployment["config"], owner="alice")
+    assert [c["chunk_id"] for c in r.json()["chunks"]] == [h.chunk_id for h in want.chunks]
+    assert SECRET["alice"] in r.text and SECRET["bob"] not in _served(r)
+    r = httpx.post(
+        f"{s3_server.url}/v1/context",
+        json={"query": f"code word {SECRET['bob']}", "budget": 20_000},
+        headers=_h(key),
+        timeout=60,
+    )
+    assert r.status_code == 200 and SECRET["bob"] not in _served(r)
+
+
+def test_a_loaded_s3_version_no_longer_needs_its_local_copy(
+    server, s3_server, s3_deployment, deployment
+):
+    """Another worker sharing the cache prunes a version's local copy as soon as it fetches
+    a newer one, while this one still serves it: what a request reads lazily (memories,
+    turns) was read at load, so the answers stay whole instead of silently empty."""
+    from memory_pipeline.core.common import fs
+
+    key = deployment["keys"]["alice"]
+    version = s3_deployment["versions"]["alice"]
+    assert _search(s3_server.url, key, {"query": "Kyoto", "k": 1}).status_code == 200
+    root = index_root(s3_deployment["prefixes"]["alice"])
+    copy = fs.cache_dir(root) / "versions" / version
+    assert copy.is_dir()
+    shutil.rmtree(copy)
+    params = {"limit": 50}
+    want = httpx.get(f"{server.url}/v1/memories", params=params, headers=_h(key), timeout=60)
+    got = httpx.get(f"{s3_server.url}/v1/memories", params=params, headers=_h(key), timeout=60)
+    assert got.status_code == 200 and got.json()["index_version"] == version
+    assert got.json()["count"] == want.json()["count"] > 0
+    r = _search(s3_server.url, key, {"query": f"locker code word {SECRET['alice']}", "k": 3})
+    assert r.status_code == 200 and r.json()["turns"], r.text
+
+
+def test_an_s3_switch_under_load_never_mixes_two_versions(s3_server, s3_deployment, deployment):
+    """The new version holds other texts (Bob's, published under Alice's prefix), so an
+    answer labelled with one version but holding the other's texts would show."""
+    key, url = deployment["keys"]["alice"], s3_server.url
+    prefix = s3_deployment["prefixes"]["alice"]
+    before = s3_deployment["versions"]["alice"]
+    words = f"locker code word {SECRET['alice']} {SECRET['bob']}"
+    stop = threading.Event()
+    seen: list[tuple[int, str, str]] = []
+
+    def hammer() -> None:
+        with httpx.Client(timeout=60) as client:
+            while not stop.is_set():
+                r = client.post(f"{url}/v1/search", json={"query": words, "k": 5}, headers=_h(key))
+                seen.append((r.status_code, r.headers.get("X-Index-Version", ""), r.text))
+
+    def wait_for(n: int) -> None:
+        deadline = time.monotonic() + 60
+        while len(seen) < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    bobs = current_version(deployment["root"] / "out" / "owners" / "bob")
+    with ThreadPoolExecutor(6) as pool:
+        for _ in range(6):
+            pool.submit(hammer)
+        wait_for(12)
+        after = _upload(bobs, prefix)
+        wait_for(len(seen) + 24)
+        stop.set()
+    assert {c for c, _, _ in seen} == {200}
+    assert {v for _, v, _ in seen} == {before, after} and seen[-1][1] == after
+    for _, version, text in seen:
+        mine, other = ("alice", "bob") if version == before else ("bob", "alice")
+        assert SECRET[mine] in text and SECRET[other] not in _served(text), version
+    s3_deployment["versions"]["alice"] = after
+
+
+def _children(pid: int) -> list[int]:
+    """The worker processes uvicorn spawned under ``pid`` (multiprocessing spawn)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and b"spawn_main" in cmd:
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads worker processes from /proc")
+def test_worker_processes_and_a_replica_serve_one_store(
+    s3_server, s3_deployment, deployment, tmp_path
+):
+    """``serve --workers 2`` (two processes, a local cache of their own, as a replica on
+    another machine) and the in-test server serve the same bucket; a version published to
+    it is served by the next request of every process; a revoked key fails on all."""
+    port = Served.free_port()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    env["MEMORY_PIPELINE_CACHE_DIR"] = str(tmp_path / "replica_cache")
+    cmd = [sys.executable, "-m", "memory_pipeline.cli", "--config", str(s3_deployment["config"])]
+    cmd += ["serve", "--port", str(port), "--workers", "2", "--no-mcp"]
+    cmd += ["--keys", str(deployment["store"].path), "--rate", "10000", "--burst", "10000"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    key = deployment["keys"]["alice"]
+    body = {"query": f"locker code word {SECRET['alice']} {SECRET['bob']}", "k": 3}
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "server did not start"
+            try:
+                if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        assert len(_children(proc.pid)) == 2
+
+        def versions(base: str, n: int = 8) -> set[str]:
+            got = set()
+            for _ in range(n):  # a new connection each: the kernel spreads them
+                r = _search(base, key, body)
+                assert r.status_code == 200, r.text
+                got.add(r.json()["index_version"])
+            return got
+
+        current = s3_deployment["versions"]["alice"]
+        assert versions(url) == versions(s3_server.url) == {current}
+        alices = current_version(deployment["root"] / "out" / "owners" / "alice")
+        new = _upload(alices, s3_deployment["prefixes"]["alice"])
+        assert versions(url) == versions(s3_server.url) == {new}
+        s3_deployment["versions"]["alice"] = new
+        record, token = deployment["store"].create("alice", "read")
+        assert {_search(url, token, body).status_code for _ in range(6)} == {200}
+        KeyStore(deployment["store"].path).revoke(record.key_id)
+        assert {_search(url, token, body).status_code for _ in range(6)} == {401}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 # -- MCP ------------------------------------------------------------------------------------------
