@@ -165,6 +165,9 @@ def test_search_returns_the_api_result_as_json(server, deployment):
     ).to_dict()
     assert [c["chunk_id"] for c in got["chunks"]] == [c["chunk_id"] for c in want["chunks"]]
     assert set(want) <= set(got)  # every field of SearchResult flows through
+    # the answerability an app needs to say "I don't know", as the API computes it
+    assert got["answerable"] == want["answerable"] and 0.0 <= got["confidence"] <= 1.0
+    assert got["confidence"] == pytest.approx(want["confidence"])
     assert got["chunks"][0]["highlights"][0]["source_ref"]
     assert r.headers["X-Index-Version"] == got["index_version"]
 
