@@ -1,10 +1,10 @@
-"""``memory-pipeline``: run the pipeline and inspect what it wrote, without the UI.
+"""``memory-pipeline``: run the pipeline and inspect what it wrote, without the UI."""
 
-This module holds the parser, ``main`` and ``run``; the other commands are in
-``cli_summary`` (``status``), ``cli_search`` (``search``, ``context``), ``cli_sql``
-(``sql``, ``tokenize``), ``cli_eval`` and ``cli_forget``, and what they share in
-``cli_common``. The names other code and tests use are re-exported here.
-"""
+# (not in the docstring: it is the parser's --help description)
+# This module holds the parser, ``main`` and ``run``; the other commands are in
+# ``cli_summary`` (``status``), ``cli_search`` (``search``, ``context``), ``cli_sql``
+# (``sql``, ``tokenize``), ``cli_eval`` and ``cli_forget``, and what they share in
+# ``cli_common``. The names other code and tests use are re-exported here.
 
 from __future__ import annotations
 
