@@ -1,49 +1,92 @@
 """``memory-pipeline``: run the pipeline and inspect what it wrote, without the UI."""
 
+# (not in the docstring: it is the parser's --help description)
+# This module holds the parser, ``main`` and ``run``; the other commands are in
+# ``cli_summary`` (``status``), ``cli_search`` (``search``, ``context``), ``cli_sql``
+# (``sql``, ``tokenize``), ``cli_eval`` and ``cli_forget``, and what they share in
+# ``cli_common``. The names other code and tests use are re-exported here.
+
 from __future__ import annotations
 
 import argparse
-import builtins
 import datetime as dt
 import os
-import re
 import sys
-import time
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
-from memory_pipeline.config import ConfigError, PipelineConfig, owner_config
-from memory_pipeline.config import load_config as _load_config
+from memory_pipeline.cli_common import (
+    DEFAULT_LOCOMO,
+    DEFAULT_WAIT_SECONDS,
+    EXIT_BROKEN_PIPE,
+    EXIT_FAILED,
+    EXIT_NO_MATCH,
+    EXIT_OK,
+    EXIT_USAGE,
+    SUMMARY_TABLES,
+    _instance_home,
+    _iso_date,
+    _iso_time,
+    _non_negative_int,
+    _positive_int,
+    _report_failure,
+    _text,
+    _writing,
+    failure_line,
+    load_config,
+    os_error_line,
+)
+from memory_pipeline.cli_eval import _locomo_file as _locomo_file  # tests read it here
+from memory_pipeline.cli_eval import cmd_eval, cmd_eval_jsquad
+from memory_pipeline.cli_forget import cmd_forget
+from memory_pipeline.cli_search import _add_recent_flag, _add_search_flags, cmd_context, cmd_search
+from memory_pipeline.cli_search import _search_config as _search_config  # tests read it here
+from memory_pipeline.cli_sql import _sql_param, cmd_sql, cmd_tokenize
+from memory_pipeline.cli_summary import (
+    _evaluation_line,
+    _purge_only,
+    _retention_line,
+    _sibling,
+    cmd_status,
+    invoked_as,
+    print_owners_summary,
+    print_summary,
+)
+from memory_pipeline.config import ConfigError, PipelineConfig
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.lock import LockBusy
 from memory_pipeline.core.common.records import SourceError
 
-# the date-partitioned tables, in DAG order: what `run` and `status` count
-SUMMARY_TABLES = tuple(t.name for t in T.REGISTRY if t.partitioned)
-
-DEFAULT_LOCOMO = "../shared/data/locomo/locomo_dev.json"
-
-# exit codes (README, "CLI"): like grep, 1 is "no match" for search; 2 is bad input of any kind
-EXIT_OK, EXIT_NO_MATCH, EXIT_USAGE = 0, 1, 2
-EXIT_FAILED = 1  # a run (or a write) that failed for a reason other than the input
-EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a writer killed by SIGPIPE
-# how long a writing command waits for another one on the same output (--wait)
-DEFAULT_WAIT_SECONDS = 3600
-
-
-def load_config(path: str | Path | None = None) -> PipelineConfig:
-    """The configuration; for an ``s3://`` output, the object store is set up from the
-    AWS_* variables (what Dagster's ObjectStoreResource reads too)."""
-    cfg = _load_config(path)
-    if cfg.output_uri:
-        from memory_pipeline.config import object_store_options
-
-        fs.configure_s3(object_store_options())
-    return cfg
+__all__ = [
+    "ArgumentParser",
+    "DEFAULT_LOCOMO",
+    "DEFAULT_WAIT_SECONDS",
+    "EXIT_BROKEN_PIPE",
+    "EXIT_FAILED",
+    "EXIT_NO_MATCH",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "SUMMARY_TABLES",
+    "build_parser",
+    "cmd_context",
+    "cmd_eval",
+    "cmd_eval_jsquad",
+    "cmd_forget",
+    "cmd_run",
+    "cmd_search",
+    "cmd_sql",
+    "cmd_status",
+    "cmd_tokenize",
+    "failure_line",
+    "invoked_as",
+    "load_config",
+    "main",
+    "os_error_line",
+    "plan_range",
+    "print_owners_summary",
+    "print_summary",
+]
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -58,124 +101,6 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"error: {message}\n")
 
 
-def _positive_int(text: str) -> int:
-    """An integer >= 1 (``--k``, ``--rrf-k``, ``--resamples``): 0 or a negative count would
-    silently mean "everything" or "nothing" further down."""
-    return _int_at_least(text, 1)
-
-
-def _non_negative_int(text: str) -> int:
-    """An integer >= 0 (``--budget``: 0 is a legal, empty pack, as in the API; ``--seed``:
-    numpy refuses negative seeds deep inside the evaluation)."""
-    return _int_at_least(text, 0)
-
-
-def _int_at_least(text: str, low: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < low:
-        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
-    return value
-
-
-def _unit_float(text: str) -> float:
-    """A number in [0, 1] (``--beta``); NaN is refused (it compares false to both ends)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text!r}")
-    return value
-
-
-def _iso_date(text: str) -> dt.date:
-    """A calendar date ``YYYY-MM-DD`` (``run --start/--end``): partitions are whole days."""
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a valid date (YYYY-MM-DD): {text!r}") from None
-
-
-def _iso_time(text: str) -> dt.datetime:
-    """An ISO date or date-time (``--as-of``); a date means its midnight, local time."""
-    try:
-        return dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"not a valid ISO date or time (YYYY-MM-DD[THH:MM]): {text!r}"
-        ) from None
-
-
-def _text(text: str) -> str:
-    """Non-blank text (a query, a question, a contact or conversation id), kept as given:
-    a blank query ranks every chunk alike and a blank filter silently filters nothing."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"must be non-empty text, got {text!r}")
-    return text
-
-
-def _recent_messages(values: list[str] | None) -> list | None:
-    """``--recent`` values as messages: each is a file (a JSON list, JSON Lines of strings
-    or ``{"text", "sender", "time"}`` objects, or plain text with one message per line) when
-    such a file exists, else the message itself. A bad file raises ``ValueError`` naming
-    the file and line."""
-    if not values:
-        return None
-    import json
-
-    out: list = []
-    for value in values:
-        path = Path(value)
-        if not (len(value) < 4096 and "\n" not in value and path.is_file()):
-            out.append(value)
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = type(exc).__name__
-            raise ValueError(f"{path}: cannot read recent messages ({reason})") from None
-        if text.lstrip().startswith("["):
-            try:
-                items = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-            out.extend(items if isinstance(items, list) else [items])
-            continue
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            if line.lstrip().startswith(("{", '"')):
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-            else:
-                out.append(line)
-    return out
-
-
-def _instance_home(cfg: PipelineConfig) -> Path:
-    """DAGSTER_HOME: the env var, else the folder of the config file (holds dagster.yaml)."""
-    home = os.environ.get("DAGSTER_HOME")
-    if home:
-        # Dagster refuses a DAGSTER_HOME that does not exist (a traceback): make it, as the
-        # output folders are made
-        Path(home).mkdir(parents=True, exist_ok=True)
-        return Path(home)
-    base = cfg.config_path.parent if cfg.config_path else Path.cwd()
-    os.environ["DAGSTER_HOME"] = str(base)
-    return base
-
-
-def _owner_cfg(args: argparse.Namespace) -> PipelineConfig:
-    """The configuration of ``--owner`` (the single owner's when omitted and there is one);
-    a ValueError naming the owners when it is missing among several or unknown."""
-    return owner_config(load_config(args.config), getattr(args, "owner", None))
-
-
 def plan_range(
     cfg: PipelineConfig, found: list[dt.date], today: dt.date
 ) -> tuple[dt.date, dt.date]:
@@ -184,26 +109,6 @@ def plan_range(
     first = max(cfg.start_date, min(found))
     last = min(max(found), last_partition)
     return first, last
-
-
-@contextmanager
-def _writing(cfg: PipelineConfig, wait: float) -> Iterator[None]:
-    """Hold the output folder's writer lock for a command that writes (run, forget --yes):
-    a second writer waits up to ``wait`` seconds, saying for whom, then gives up with
-    LockBusy (one line, exit 2). docs/security.md, "Concurrency"."""
-    from memory_pipeline.core.common.lock import output_lock
-
-    def waiting(pid: int | None) -> None:
-        who = f"pid {pid}" if pid else "another process"
-        print(
-            f"waiting for the run in progress ({who}) on {cfg.output_dir} "
-            f"(up to {wait:.0f} s; --wait SECONDS)…",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    with output_lock(cfg.output_dir, wait=wait, on_wait=waiting):
-        yield
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -322,715 +227,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"Open the UI:  cd {root} && DAGSTER_HOME={home} {_sibling(prog, 'dg')} dev   "
         "then http://127.0.0.1:3000"
     )
-    return 0
-
-
-def _retention_line(run) -> str | None:
-    """What the retention stage purged, from its materialization; None when nothing."""
-    from memory_pipeline.defs.retention import META_CUTOFF, META_PURGED, RETENTION
-
-    if RETENTION not in run.stage.keys:
-        return None
-    mats = [
-        e.materialization
-        for e in run.result.get_asset_materialization_events()
-        if e.asset_key == RETENTION
-    ]
-    meta = {k: v.value for k, v in mats[0].metadata.items()} if mats else {}
-    if not meta.get(META_PURGED):
-        return None
-    return f"retention: purged {meta[META_PURGED]} partitions before {meta[META_CUTOFF]}"
-
-
-def _purge_only(cfg: PipelineConfig, root: Path, today: dt.date, wait: float) -> int:
-    """Nothing to build, but retention is on: the purge still runs, as the retention asset
-    (one run of ``stage_retention``), so expired data never outlives a run."""
-    import dagster as dg
-
-    from memory_pipeline.defs.build import build_definitions
-    from memory_pipeline.defs.retention import TODAY_TAG
-    from memory_pipeline.defs.runner import materialize_stages, stages
-
-    with _writing(cfg, wait):
-        [run] = materialize_stages(
-            build_definitions(cfg),
-            stages("retention"),
-            instance=dg.DagsterInstance.get(),
-            raise_on_error=False,
-            log_level="CRITICAL",  # a failure is one line (_report_failure), as in cmd_run
-            code_location=root,
-            tags={TODAY_TAG: today.isoformat()},
-        )
-    if not run.success:
-        _report_failure(run.result, run.stage.name, cfg.storage_root)
-        return 1
-    print(_retention_line(run) or "retention: nothing expired")
-    return 0
-
-
-def _evaluation_line(runs, cfg: PipelineConfig) -> str:
-    """What the evaluation stage scored, from its materialization (not a promise)."""
-    for run in runs:
-        if run.stage.name != "evaluation":
-            continue
-        [mat] = run.result.asset_materializations_for_node("evaluation") or [None]
-        if mat is None:
-            break
-        meta = {k: v.value for k, v in mat.metadata.items()}
-        scored = f"{meta.get('time_queries', 0)} templated time queries"
-        if meta.get("questions"):
-            # the shipped default's figure (what search() does), not a swept configuration's
-            recall = meta.get("session_recall@5")
-            scored += (
-                f", {meta['questions']} labelled questions (shipped default: session "
-                f"recall@5 {recall})"
-            )
-        return f"evaluation: {scored}; report: {meta.get('report', cfg.output_dir / 'eval')}"
-    return "evaluation: not run"
-
-
-def _report_failure(result, stage: str, output: Path | str | None = None) -> None:
-    for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data:
-            err = event.step_failure_data.error
-            user = event.step_failure_data.user_failure_data
-            message = (user.description if user and user.description else None) or (
-                failure_line(err, output) if err else "unknown error"
-            )
-            print(f"error in {stage}: {message}", file=sys.stderr)
-            return
-    print(f"error in {stage}: run failed", file=sys.stderr)
-
-
-# every OSError subclass by name: a step failure carries class names, not classes
-_OS_ERRORS = frozenset(
-    n for n, c in vars(builtins).items() if isinstance(c, type) and issubclass(c, OSError)
-)
-_ERRNO_MESSAGE = re.compile(r"\[Errno (\d+)\] [^:\n]*(?:: '([^'\n]*)')?")
-
-
-def failure_line(err, output: Path | str | None = None) -> str:
-    """One line for a failed step's error (Dagster's ``SerializableErrorInfo``).
-
-    Dagster wraps what the asset raised ("Error occurred while executing op ...:"), so the
-    useful line is at the bottom of the cause chain; an ``OSError`` there (disk full, no
-    permission) is said as ``<path>: <reason>``, the path from the error or, when the writer
-    did not name it (a buffered write), the output folder."""
-    chain = []
-    while err is not None:
-        chain.append(err)
-        err = err.cause or err.context
-    os_error = next((e for e in reversed(chain) if e.cls_name in _OS_ERRORS), None)
-    if os_error is not None:
-        match = _ERRNO_MESSAGE.search(os_error.message)
-        if match:
-            reason = os.strerror(int(match.group(1))).lower()
-            where = match.group(2) or output
-            return f"{where}: {reason}" if where else reason
-    root = chain[-1] if chain else None
-    lines = (root.message.strip().splitlines() if root else []) or ["unknown error"]
-    return lines[0]
-
-
-def os_error_line(exc: OSError, output: Path | str | None = None) -> str:
-    """``<path>: <reason>`` for an OSError the CLI itself met (e.g. no space left on device)."""
-    reason = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()
-    where = exc.filename or output
-    return f"{where}: {reason}" if where else reason
-
-
-def print_summary(store, cfg: PipelineConfig, span, timings: dict[str, float]) -> None:
-    """Rows per table and where they are: what a user wants after a run."""
-    days = [span[0] + dt.timedelta(days=i) for i in range((span[1] - span[0]).days + 1)]
-    rows = []
-    for table in SUMMARY_TABLES:
-        t = store.read(table, days)
-        rows.append((table, t.num_rows, str(store.table_dir(table))))
-    width = max(len(r[0]) for r in rows)
-    print(f"\n{'table':<{width}}  {'rows':>9}  path")
-    for name, n, path in rows:
-        print(f"{name:<{width}}  {n:>9,}  {path}")
-    print(f"{'warehouse':<{width}}  {'views':>9}  {cfg.warehouse_path}")
-    quarantine = store.read(T.QUARANTINE, days)
-    if quarantine.num_rows:
-        reasons = Counter(quarantine.column("reason").to_pylist())
-        print("quarantined by reason: " + ", ".join(f"{k}={v}" for k, v in sorted(reasons.items())))
-    print("timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
-
-
-def _owner_cfgs(cfg: PipelineConfig) -> list[PipelineConfig]:
-    """Each owner's configuration (``cfg`` itself for a single owner)."""
-    if not cfg.multi_owner:
-        return [cfg]
-    return [cfg.for_owner(spec) for spec in sorted(cfg.owner_specs(), key=lambda s: s.id)]
-
-
-def print_owners_summary(cfg: PipelineConfig, span, timings: dict[str, float]) -> None:
-    """A multi-owner run: rows per table over every owner, and where each owner's are."""
-    from memory_pipeline.core.common.owners import OWNERS_DIR, owner_store, owners_root
-
-    days = [span[0] + dt.timedelta(days=i) for i in range((span[1] - span[0]).days + 1)]
-    owners = _owner_cfgs(cfg)
-    # an s3:// output: the marker is in the local working folder, the tables on the store
-    stores = [owner_store(o.output_dir, o.storage_root) for o in owners]
-    width = max(len(t) for t in SUMMARY_TABLES)
-    where = fs.join(cfg.storage_root, OWNERS_DIR) if cfg.output_uri else owners_root(cfg.output_dir)
-    print(f"\n{len(owners)} owners under {where}/<owner_id>/")
-    print(f"{'table':<{width}}  {'rows':>9}  path")
-    for table in SUMMARY_TABLES:
-        n = sum(s.read(table, days).num_rows for s in stores)
-        print(f"{table:<{width}}  {n:>9,}  <owner>/parquet/{table}")
-    print(f"{'warehouse':<{width}}  {'views':>9}  <owner>/warehouse.duckdb")
-    print("timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
-    print("search one owner:  memory-pipeline search --owner <owner_id> \"what did we plan?\"")
-
-
-def invoked_as(argv0: str | None = None, cwd: Path | None = None) -> str:
-    """How to call this CLI again, as the user can type it: the bare name when it is on PATH
-    (an activated venv, pipx), else the script's path relative to the working directory
-    (``.venv/bin/memory-pipeline``); ``python -m memory_pipeline.cli`` when run as a module."""
-    import shutil
-
-    argv0 = sys.argv[0] if argv0 is None else argv0
-    script = Path(argv0)
-    if script.name != "memory-pipeline":
-        return f"{Path(sys.executable).name} -m memory_pipeline.cli"
-    on_path = shutil.which("memory-pipeline")
-    if on_path and Path(on_path).resolve() == script.resolve():
-        return "memory-pipeline"
-    here = (cwd or Path.cwd()).resolve()
-    try:
-        return str(script.resolve().relative_to(here))
-    except ValueError:
-        return str(script.resolve())
-
-
-def _sibling(prog: str, name: str) -> str:
-    """``name`` called the way ``prog`` was: bare when on PATH, else from the same folder."""
-    if prog == "memory-pipeline":
-        return name
-    folder = Path(prog).parent if "/" in prog else Path(sys.executable).parent
-    return str(folder / name)
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    from memory_pipeline.core.quality import checks as quality
-
-    try:
-        cfg = _owner_cfg(args)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    from memory_pipeline.core.common.owners import owner_store
-
-    store = owner_store(cfg.output_dir, storage=cfg.storage_root)
-    print(f"output: {cfg.storage_root}")
-    any_data = False
-    width = max(len(table) for table in SUMMARY_TABLES)
-    for table in SUMMARY_TABLES:
-        dates = store.dates(table)
-        if not dates:
-            print(f"{table:<{width}}  not materialized")
-            continue
-        any_data = True
-        t = store.read(table, dates)
-        print(
-            f"{table:<{width}}  {len(dates):>5} partitions {dates[0]}..{dates[-1]} "
-            f"{t.num_rows:>9,} rows"
-        )
-    if not any_data:
-        print("nothing materialized yet: run `memory-pipeline run`")
-        return 0
-    msgs, quar = store.read(T.RAW_MESSAGES), store.read(T.QUARANTINE)
-    sessions, chunks = store.read(T.SESSIONS), store.read(T.CHUNKS)
-    checks = {
-        "message ids unique": quality.unique(msgs, "message_id"),
-        "conservation (read = ingested + quarantined)": quality.conservation(
-            store.read(T.INGEST_AUDIT), msgs, quar
-        ),
-        "every message in exactly one session": quality.every_message_in_one_session(
-            sessions, msgs
-        ),
-        "sessions ordered and gap-respecting": quality.sessions_respect_gap(
-            sessions, msgs, cfg.session_gap_minutes
-        ),
-        "chunk windows cover sessions": quality.chunk_invariants(
-            chunks, sessions, cfg.chunk_size, cfg.chunk_stride
-        ),
-    }
-    print("\nchecks (recomputed from the stored tables):")
-    ok_all = True
-    for name, (ok, meta) in checks.items():
-        ok_all &= bool(ok)
-        extra = "" if ok else f"  {meta}"
-        print(f"  {'PASS' if ok else 'FAIL'}  {name}{extra}")
-    return 0 if ok_all else 1
-
-
-def cmd_search(args: argparse.Namespace) -> int:
-    import json
-
-    from memory_pipeline import search
-    from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
-
-    as_of = args.as_of
-    try:
-        recent = _recent_messages(args.recent)
-        if _unknown_scope(args):
-            return EXIT_USAGE
-        result = search(
-            args.query,
-            args.k,
-            config=args.config,
-            contact=args.contact,
-            conversation=args.conversation,
-            as_of=as_of,
-            search_config=_search_config(args),
-            recent=recent,
-            owner=args.owner,
-        )
-    except IndexNotBuilt as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:  # a bad --recent: one line naming the file/line or item
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    found = EXIT_OK if result.chunks and result.answerable else EXIT_NO_MATCH
-    if args.json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=1, default=str))
-        return found
-    if result.chunks and not result.answerable:  # the least bad hits are not evidence
-        print(f"no relevant memory (confidence {result.confidence:.2f})")
-        return found
-    filters = ", ".join(
-        f"{f['field']} {f['op']} {f.get('value') or ''}{f.get('start') or ''}"
-        f"{'..' + str(f['end']) if f.get('end') else ''}"
-        for f in result.filters
-    )
-    print(
-        f"query: {result.query!r}  [{result.kind}, {result.mode}]"
-        + (f"  filters: {filters}" if filters else "")
-    )
-    for note in result.notes:
-        print(f"  note: {note}")
-    if not result.chunks:
-        print("no results")
-    for hit in result.chunks:
-        print(
-            f"\n{hit.rank}. {hit.contact_id} · {hit.start} → {hit.end} · "
-            f"score {hit.score:.4f} · session {hit.session_id}"
-        )
-        for h in hit.highlights:
-            text = h.text if len(h.text) <= 160 else h.text[:157] + "…"
-            print(f"   [{h.local_ts}] {h.sender}: {text}   ({h.source_ref})")
-    return found
-
-
-def _published_index(cfg: PipelineConfig, representation: str):
-    """The published BM25 index of ``representation`` (its tokenizer and vocabulary)."""
-    from memory_pipeline.core.common.representations import REPRESENTATIONS
-    from memory_pipeline.core.indexes.bm25 import load_index
-    from memory_pipeline.core.indexes.publish import current_version
-    from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
-
-    if representation not in REPRESENTATIONS:
-        raise ConfigError(
-            f"unknown representation {representation!r}; known: {', '.join(REPRESENTATIONS)}"
-        )
-    version = current_version(cfg.storage_root)
-    if version is None or not (version / "bm25" / representation).is_dir():
-        raise IndexNotBuilt(
-            f"no BM25 index under {fs.join(cfg.storage_root, 'indexes')}: "
-            "run `memory-pipeline run`"
-        )
-    return load_index(version / "bm25" / representation)
-
-
-def cmd_tokenize(args: argparse.Namespace) -> int:
-    """The query's tokens as the published index makes them: ``$tokens`` of bm25_search.sql."""
-    import json
-
-    from memory_pipeline.core.indexes.bm25 import query_tokens
-    from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
-
-    try:
-        cfg = _owner_cfg(args)
-        index = _published_index(cfg, args.representation)
-    except (IndexNotBuilt, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    tokens = query_tokens(index, args.text)
-    print(json.dumps(tokens, ensure_ascii=False))
-    return EXIT_OK if tokens else EXIT_NO_MATCH
-
-
-def _sql_param(text: str) -> tuple[str, object]:
-    """``name=value``: the value as JSON when it parses (5, 0.5, ["a"]), else the string."""
-    import json
-
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip():
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    try:
-        return name.strip().lstrip("$"), json.loads(value)
-    except ValueError:
-        return name.strip().lstrip("$"), value
-
-
-def cmd_sql(args: argparse.Namespace) -> int:
-    """One SELECT on the warehouse, e.g. sql/bm25_search.sql with ``--query``: the query is
-    tokenized by the published index into ``$tokens``. Read-only and confined to the
-    project's tables by ``catalog.connect`` (docs/security.md, "SQL surface")."""
-    import json
-
-    import duckdb
-
-    from memory_pipeline.core.common.catalog import StatementRefused, connect
-    from memory_pipeline.core.indexes.bm25 import query_tokens
-    from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
-
-    if (args.statement is None) == (args.file is None):
-        print("error: give one SQL statement or --file", file=sys.stderr)
-        return EXIT_USAGE
-    if args.file is not None:
-        try:
-            statement = Path(args.file).read_text(encoding="utf-8")
-        except OSError as exc:
-            print(f"error: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
-            return EXIT_USAGE
-    else:
-        statement = args.statement
-    try:
-        cfg = _owner_cfg(args)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    params = dict(args.param)
-    try:
-        if args.query is not None:
-            rep = str(params.get("representation", "raw_text"))
-            params["tokens"] = query_tokens(_published_index(cfg, rep), args.query)
-        if not cfg.warehouse_path.is_file():
-            raise IndexNotBuilt(f"no warehouse at {cfg.warehouse_path}: run `memory-pipeline run`")
-    except IndexNotBuilt as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        con = connect(cfg.warehouse_path)
-    except (duckdb.Error, OSError) as exc:
-        print(f"error: cannot open {cfg.warehouse_path}: {_first_line(exc)}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        cur = con.execute(statement, params or None)
-        columns = [d[0] for d in cur.description or []]
-        rows = cur.fetchall()
-    except (duckdb.Error, StatementRefused) as exc:
-        print(f"error: {_first_line(exc)}", file=sys.stderr)
-        return EXIT_USAGE
-    finally:
-        con.close()
-    if args.json:
-        out = [dict(zip(columns, r, strict=True)) for r in rows]
-        print(json.dumps(out, ensure_ascii=False, indent=1, default=str))
-    else:
-        print("\t".join(columns))
-        for r in rows:
-            print("\t".join("" if v is None else str(v) for v in r))
-    return EXIT_OK
-
-
-def _first_line(exc: BaseException) -> str:
-    """An error's first non-empty line (DuckDB appends the statement and a caret)."""
-    return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-
-
-def cmd_context(args: argparse.Namespace) -> int:
-    import json
-
-    from memory_pipeline import context, recall
-    from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
-
-    as_of = args.as_of
-    common = {
-        "config": args.config,
-        "contact": args.contact,
-        "as_of": as_of,
-        "search_config": _search_config(args),
-        "owner": args.owner,
-    }
-    try:
-        recent = _recent_messages(args.recent)
-        if _unknown_scope(args):
-            return EXIT_USAGE
-        if args.escalate:
-            if recent is not None:
-                print("error: --recent is not supported with --escalate", file=sys.stderr)
-                return EXIT_USAGE
-            sources = True if args.sources else None
-            pack = recall(
-                args.question, args.budget, sources=sources, strategy=args.strategy, **common
-            )
-        else:
-            pack = context(
-                args.question, args.budget, strategy=args.strategy, recent=recent, **common
-            )
-    except IndexNotBuilt as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.json:
-        print(json.dumps(pack.to_dict(), ensure_ascii=False, indent=1, default=str))
-        return 0
-    kinds = Counter(p.kind for p in pack.pieces)
-    print(
-        f"# context for {args.question!r}: {pack.utf16:,} of {pack.budget:,} UTF-16 units, "
-        f"strategy {pack.strategy}, "
-        + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-        + (f"; {pack.reason}" if pack.reason else "")
-    )
-    for note in pack.notes:
-        print(f"# note: {note}")
-    print()
-    print(pack.render())
-    return 0
-
-
-def _unknown_scope(args: argparse.Namespace) -> bool:
-    """Say so (one line, a few known ids) when ``--contact`` / ``--conversation`` names
-    nothing in the published index: an empty answer would read as "never talked about it".
-    Raises IndexNotBuilt like the search itself."""
-    from memory_pipeline import searcher
-
-    s = None
-    for flag, value, column in (
-        ("--contact", args.contact, "contact"),
-        ("--conversation", getattr(args, "conversation", None), "conversation"),
-    ):
-        if value is None:
-            continue
-        s = s or searcher(args.config, owner=getattr(args, "owner", None))
-        known = sorted({str(v) for v in getattr(s, column)})
-        if value not in known:
-            shown = ", ".join(known[:5]) + (f", … ({len(known)} in all)" if len(known) > 5 else "")
-            print(f"error: unknown {flag} {value!r}; known: {shown or 'none'}", file=sys.stderr)
-            return True
-    return False
-
-
-def _search_config(args: argparse.Namespace):
-    """The SearchConfig of the flags: the ``--preset``, with each ranking flag given
-    replacing its field (a flag left out keeps the preset's value)."""
-    from memory_pipeline.core.retrieval.config import resolve
-
-    return resolve(
-        args.preset,
-        mode=getattr(args, "mode", None),
-        fusion=getattr(args, "fusion", None),
-        beta=getattr(args, "beta", None),
-        rrf_k=getattr(args, "rrf_k", None),
-        bm25_rep=getattr(args, "bm25_rep", None),
-        dense_rep=getattr(args, "dense_rep", None),
-        use_time=False if getattr(args, "no_time", False) else None,
-    )
-
-
-def _add_search_flags(parser: argparse.ArgumentParser, *, ranking: bool) -> None:
-    """``--preset`` (both commands) and, with ``ranking``, the flags that adjust it."""
-    from memory_pipeline.core.retrieval.config import FUSIONS, MODES, PRESETS, REPRESENTATIONS
-
-    parser.add_argument(
-        "--preset",
-        choices=sorted(PRESETS),
-        default="default",
-        help="how to rank chunks (default: hybrid BM25 + dense, RRF)",
-    )
-    if not ranking:
-        return
-    parser.add_argument("--mode", choices=list(MODES), help="default: the preset's (hybrid)")
-    parser.add_argument("--fusion", choices=list(FUSIONS), help="default: the preset's (rrf)")
-    parser.add_argument("--beta", type=_unit_float, help="linear fusion: weight of BM25 in [0, 1]")
-    parser.add_argument("--rrf-k", type=_positive_int, help="RRF constant k (>= 1)")
-    parser.add_argument("--bm25-rep", choices=list(REPRESENTATIONS), help="BM25 representation")
-    parser.add_argument("--dense-rep", choices=list(REPRESENTATIONS), help="dense representation")
-    parser.add_argument(
-        "--no-time", action="store_true", help="no time filters: every query is content"
-    )
-
-
-def _add_recent_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--recent",
-        action="append",
-        metavar="MESSAGE_OR_FILE",
-        help="the conversation so far, to resolve 'that', 'she', あれ, あの件 (repeat it; a "
-        "file holds a JSON list, JSON Lines or one message per line)",
-    )
-
-
-def _locomo_file(args: argparse.Namespace) -> Path:
-    """--locomo, else ``[evaluation] locomo`` of the config (when a config file is found:
-    the benchmark needs none), else the shared dev split."""
-    from memory_pipeline.config import find_config_file
-
-    if args.locomo:
-        return Path(args.locomo).resolve()
-    try:
-        config = find_config_file(args.config)
-    except ConfigError:
-        if args.config:
-            raise
-        config = None
-    configured = load_config(config).eval_locomo if config else None
-    return configured or Path(DEFAULT_LOCOMO).resolve()
-
-
-def cmd_eval_jsquad(args: argparse.Namespace) -> int:
-    """``eval --jsquad PATH``: Japanese paragraph retrieval, BM25 vs each local embedder."""
-    import json
-
-    from memory_pipeline.core.evaluation import jsquad as J
-    from memory_pipeline.core.represent.providers.factory import LOCAL_MODELS, make_embedder
-
-    path = Path(args.jsquad)
-    if not path.is_file():
-        print(f"error: JSQuAD file not found: {path}", file=sys.stderr)
-        return 2
-    models = args.models.split(",") if args.models else list(LOCAL_MODELS)
-    try:
-        paragraphs, questions = J.load_jsquad(path, args.max_articles)
-    except J.JsquadFormatError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    from memory_pipeline.core.represent.providers.factory import MissingExtra
-
-    t0 = time.perf_counter()
-    embedders = {}
-    for m in models:
-        try:
-            embedders[m] = make_embedder("local", m)
-        except MissingExtra as exc:
-            if args.models:  # asked for by name: a one-line error, not a traceback
-                print(f"error: {exc}", file=sys.stderr)
-                return 2
-            print(f"skipped {m}: {exc}")  # the default list compares what is installed
-    rows = J.run_jsquad(
-        paragraphs, questions, embedders, resamples=args.resamples, seed=args.seed
-    )
-    out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    md = J.render_markdown(rows, len(paragraphs), len({p.article for p in paragraphs}))
-    (out / "jsquad.json").write_text(json.dumps(rows, ensure_ascii=False, indent=1), "utf-8")
-    (out / "jsquad.md").write_text(md, encoding="utf-8")
-    print(md)
-    print(f"tables: {out / 'jsquad.json'}   done in {time.perf_counter() - t0:.0f}s")
-    return 0
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    from memory_pipeline.eval_runner import evaluate_locomo
-
-    if args.jsquad:
-        return cmd_eval_jsquad(args)
-    locomo = _locomo_file(args)
-    if not locomo.is_file():
-        print(f"error: LoCoMo file not found: {locomo}", file=sys.stderr)
-        return 2
-    out = Path(args.out).resolve()
-    t0 = time.perf_counter()
-    rpc = Path(args.realpersonachat) if args.realpersonachat else None
-    meta = evaluate_locomo(
-        locomo, out, resamples=args.resamples, seed=args.seed, realpersonachat=rpc
-    )
-    print(f"\nselected on dev: {meta['selected_config']}  ({meta['selection_metric']})")
-    print(f"questions: {meta['questions']}, configurations swept: {meta['configurations']}")
-    print(f"tables: {out / 'tables'}   duckdb: {out / 'evaluation.duckdb'}")
-    if "report_html" in meta:
-        print(f"report: {meta['report_html']}  (and {meta['report_md']})")
-    if "selection_proposed" in meta:
-        _review_selection(meta, accept=args.accept_selection)
-    print(f"done in {time.perf_counter() - t0:.0f}s")
-    return 0
-
-
-def _review_selection(meta: dict, *, accept: bool) -> None:
-    """Show the cross-validated selection against the packaged default; write it into the
-    package only when asked (a reviewable change, never a silent one)."""
-    import shutil
-
-    from memory_pipeline.core.evaluation.selection import packaged_path
-
-    cv = meta["cv"]
-    print(f"cross-validated selection (leave one conversation out): {cv['selected']}")
-    if not meta["selection_diff"]:
-        print("the packaged default search configuration is this selection: nothing to change")
-        return
-    print(meta["selection_diff"], end="")
-    if accept:
-        target = packaged_path()
-        shutil.copyfile(meta["selection_proposed"], target)
-        print(f"accepted: wrote {target} (review and commit it)")
-        if meta.get("reranker_proposed"):
-            from memory_pipeline.core.retrieval.rerank import packaged_path as reranker_path
-
-            shutil.copyfile(meta["reranker_proposed"], reranker_path())
-            print(f"accepted: wrote {reranker_path()} (review and commit it)")
-    else:
-        print(
-            f"proposed: {meta['selection_proposed']}  (--accept-selection writes it as the default)"
-        )
-
-
-def cmd_forget(args: argparse.Namespace) -> int:
-    """Forget a contact everywhere (dry run unless --yes), or list what is forgotten."""
-    from memory_pipeline.core.privacy.forget import forgotten_entries
-
-    deployment = load_config(args.config)
-    try:
-        cfg = owner_config(deployment, args.owner)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.list:
-        entries = forgotten_entries(cfg.storage_root)
-        for e in entries:
-            print(f"{e['forgotten_on']}  {e['kind']:<12}  {e['hash']}")
-        print(f"{len(entries)} forgotten (salted hashes; names and texts are never stored)")
-        return 0
-    if not args.contact:
-        print("error: forget needs --contact NAME (or --list)", file=sys.stderr)
-        return 2
-    if not args.yes:  # a dry run writes nothing: no need to wait for a run
-        return _forget(args, cfg, deployment)
-    with _writing(deployment, args.wait):
-        return _forget(args, cfg, deployment)
-
-
-def _forget(args: argparse.Namespace, cfg: PipelineConfig, deployment: PipelineConfig) -> int:
-    from memory_pipeline.core.privacy.forget import UnknownContact, apply_forget
-    from memory_pipeline.defs.forget import plan_for
-    from memory_pipeline.defs.forget_run import rebuild_after_forget
-
-    try:
-        plan = plan_for(cfg, args.contact)
-    except UnknownContact as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print("\n".join(plan.summary_lines()))
-    if not args.yes:
-        print("dry run: nothing was changed; pass --yes to forget")
-        return 0
-    import dagster as dg
-
-    apply_forget(plan)
-    _instance_home(deployment)
-    # the whole deployment's rebuild: only this owner's inputs changed, so only they rebuild
-    ok = rebuild_after_forget(deployment, dg.DagsterInstance.get())
-    print(f"forgotten; the forget list keeps them out of every future run ({cfg.storage_root})")
-    if not ok:
-        print("error: rebuilding the indexes failed: run `memory-pipeline run`", file=sys.stderr)
-        return 1
     return 0
 
 

@@ -44,7 +44,11 @@ LAYERS = (
 SHELL = (
     f"{PACKAGE}.defs",
     f"{PACKAGE}.cli",
+    # the CLI's and the configuration's parts (top-level siblings, not packages)
+    *(f"{PACKAGE}.cli_{m}" for m in ("common", "eval", "forget", "search", "sql", "summary")),
     f"{PACKAGE}.config",
+    f"{PACKAGE}.config_settings",
+    f"{PACKAGE}.config_sources",
     f"{PACKAGE}.eval_runner",
     f"{PACKAGE}.definitions",
 )
