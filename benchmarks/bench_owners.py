@@ -8,7 +8,7 @@ Usage (from the repository root)::
 What it times (no Dagster; the core functions the ingest asset calls, in the asset's order):
 the corpus read once with no owner (``read_source``), the split into one record list per
 speaker (``core.common.owners.fan_out_by_speaker``: a dialogue goes to both its speakers),
-then per owner ``core.ingest.normalize.ingest`` + ``stage.split_ingest`` and the per-date
+then per owner ``core.ingest.columnar.ingest`` + ``stage.split_ingest`` and the per-date
 writes through that owner's ``OwnerStore`` (``owner_id`` stamped) into
 ``<tmp>/owners/<owner_id>/``, only for the days the owner has records on. It checks what the
 isolation tests check at scale: every owner's messages read back through their own store, no
@@ -31,7 +31,7 @@ from _common import peak_rss_mib, timed
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.owners import OwnerStore, fan_out_by_speaker, owner_slug
 from memory_pipeline.core.common.records import Message
-from memory_pipeline.core.ingest.normalize import ingest
+from memory_pipeline.core.ingest.columnar import ingest
 from memory_pipeline.core.ingest.sources import SourceSpec, read_source
 from memory_pipeline.core.ingest.stage import gc_paused, split_ingest
 

@@ -74,7 +74,8 @@ def _cached(path: Path, build):
 
 def locomo_corpus(locomo: Path, cache: Path) -> tuple[pa.Table, pa.Table]:
     """(messages, sessions) of the dev file, cached as Parquet."""
-    from memory_pipeline.core.ingest.normalize import ingest, messages_table
+    from memory_pipeline.core.ingest.columnar import ingest
+    from memory_pipeline.core.ingest.normalize import messages_table
     from memory_pipeline.core.ingest.sources import SourceSpec, read_source
     from memory_pipeline.core.sessions.sessionize import sessionize
 

@@ -8,7 +8,8 @@ import pyarrow as pa
 
 from memory_pipeline.core.common.records import Message
 from memory_pipeline.core.common.timeutil import to_utc
-from memory_pipeline.core.ingest.normalize import ingest, messages_table
+from memory_pipeline.core.ingest.columnar import ingest
+from memory_pipeline.core.ingest.normalize import messages_table
 
 TZ = "Asia/Tokyo"
 

@@ -1,6 +1,6 @@
 """The reader step of ingest: one source's export parsed into batches of one record schema.
 
-Why: ingest used to have a row entrance (records through ``normalize.ingest``) and a columnar
+Why: ingest used to have a row entrance (records through ``columnar.ingest``) and a columnar
 one (``ingest_tables``), each with its own cache path and its own forget / retention checks.
 Now every source takes one road:
 

@@ -2,7 +2,7 @@
 
 Every source reaches it the same way (core/ingest/batches.py: the reader parses into
 ``SourceTables``; core/ingest/file_cache.py may serve those batches from its cache), and
-:func:`normalize.ingest`, the entrance for records already in memory, converts them and calls
+:func:`columnar.ingest`, the entrance for records already in memory, converts them and calls
 :func:`ingest_records` here: there is no second implementation of these rules.
 
 Why columns: building one Python ``Message`` per utterance, then hashing, de-duplicating and turning
@@ -11,7 +11,7 @@ A reader that can hands over its candidate messages as one Arrow table (``CANDID
 ``MESSAGES`` columns without ``message_id`` and ``local_date``, rows in read order) plus the
 few ``QuarantineRecord``s it made itself. This module partitions, validates, assigns ids and
 de-duplicates with Arrow / numpy over whole columns. Only rows that end in quarantine become
-``Message`` objects, and they go through the very builders ``normalize.ingest`` uses
+``Message`` objects, and they go through the very builders ``columnar.ingest`` uses
 (``validate``, ``_quarantine``, ``forgotten_row``, ``expired_row``), so a row quarantined here
 is the row the record path writes. The only per-message Python left is the blake2b of the
 id (neither Arrow nor DuckDB has blake2b, and the ids are pinned by tests).
@@ -201,7 +201,7 @@ def ingest_tables(
     contacts: ContactBook | None = None,
 ) -> TableIngestResult:
     """Validate, de-duplicate and partition the sources' batches, keeping those of ``dates``
-    (the rules: :func:`normalize.ingest`).
+    (the rules: :func:`columnar.ingest`).
 
     Sources are taken in order, and rows in order within a source ("first copy read" wins a
     duplicate). ``contacts`` (the ``[[contacts]]`` table) maps each listed spelling of a
@@ -396,7 +396,7 @@ def ingest_records(
     contacts: ContactBook | None = None,
 ) -> IngestResult:
     """:func:`ingest_tables` for records already in memory, with the kept messages as
-    ``(message_id, Message)`` pairs (what :func:`normalize.ingest` returns)."""
+    ``(message_id, Message)`` pairs (what :func:`columnar.ingest` returns)."""
     result = ingest_tables(
         [records_to_tables(records)],
         start_date=start_date,
@@ -414,3 +414,41 @@ def to_records(result: TableIngestResult) -> IngestResult:
     ids = t.column("message_id").to_pylist()
     msgs = [Message(**r) for r in t.select(CANDIDATES.names).to_pylist()]
     return IngestResult(list(zip(ids, msgs, strict=True)), result.quarantine, result.read_counts)
+
+
+def ingest(
+    records: Iterable[Record],
+    *,
+    start_date: dt.date,
+    dates: Iterable[dt.date] | None = None,
+    forget: ForgetList | None = None,
+    retain_from: dt.date | None = None,
+    contacts: ContactBook | None = None,
+) -> IngestResult:
+    """Validate, de-duplicate and partition ``records``, keeping those of ``dates``.
+
+    A record dated before ``start_date``, or with no date at all, is accounted in the
+    ``start_date`` partition (as quarantine), so no record is ever outside every partition.
+    Duplicates keep the first copy read; the rest are quarantined with a pointer to the kept
+    message. Two messages are the same when conversation, local time, sender, type, text and
+    occurrence index (among identical messages of the same input file) agree: within one file
+    that is a record read twice at the same ``source_order`` (``duplicate``); across files or
+    sources it is the same message in an overlapping re-export (``duplicate_export``). Two
+    identical messages at different positions of one file are two messages (README,
+    "Re-exports").
+    A record on the ``forget`` list is counted as read and becomes a text-free ``forgotten``
+    quarantine row (see core/common/forget_list.py), before any other rule looks at it.
+    A dated record before ``retain_from`` (``[privacy] retain_days``) is past retention: it is
+    counted as read and becomes a text-free ``expired`` row in the first retained partition
+    (``max(start_date, retain_from)``, which then also takes the undated and too-early
+    records), so a re-run over old exports never writes a purged date or its text again.
+    """
+    # the row entrance of the one columnar step (records converted to batches)
+    return ingest_records(
+        records,
+        start_date=start_date,
+        dates=dates,
+        forget=forget,
+        retain_from=retain_from,
+        contacts=contacts,
+    )

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from hashlib import blake2b
 
 import pyarrow as pa
 
 from memory_pipeline.core.common import records as R
-from memory_pipeline.core.common.contacts import ContactBook
 from memory_pipeline.core.common.forget_list import ForgetList
 from memory_pipeline.core.common.ids import stable_id
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
@@ -119,47 +117,6 @@ def validate(m: Message) -> tuple[str, str] | None:
     if m.type in _RENDERABLE_EMPTY and not m.text:
         m.text = f"[{m.type}]"
     return None
-
-
-def ingest(
-    records: Iterable[Record],
-    *,
-    start_date: dt.date,
-    dates: Iterable[dt.date] | None = None,
-    forget: ForgetList | None = None,
-    retain_from: dt.date | None = None,
-    contacts: ContactBook | None = None,
-) -> IngestResult:
-    """Validate, de-duplicate and partition ``records``, keeping those of ``dates``.
-
-    A record dated before ``start_date``, or with no date at all, is accounted in the
-    ``start_date`` partition (as quarantine), so no record is ever outside every partition.
-    Duplicates keep the first copy read; the rest are quarantined with a pointer to the kept
-    message. Two messages are the same when conversation, local time, sender, type, text and
-    occurrence index (among identical messages of the same input file) agree: within one file
-    that is a record read twice at the same ``source_order`` (``duplicate``); across files or
-    sources it is the same message in an overlapping re-export (``duplicate_export``). Two
-    identical messages at different positions of one file are two messages (README,
-    "Re-exports").
-    A record on the ``forget`` list is counted as read and becomes a text-free ``forgotten``
-    quarantine row (see core/common/forget_list.py), before any other rule looks at it.
-    A dated record before ``retain_from`` (``[privacy] retain_days``) is past retention: it is
-    counted as read and becomes a text-free ``expired`` row in the first retained partition
-    (``max(start_date, retain_from)``, which then also takes the undated and too-early
-    records), so a re-run over old exports never writes a purged date or its text again.
-    """
-    # the one implementation of these rules is the columnar ingest step (imported here, not
-    # at the top: it builds on this module's row helpers)
-    from memory_pipeline.core.ingest.columnar import ingest_records
-
-    return ingest_records(
-        records,
-        start_date=start_date,
-        dates=dates,
-        forget=forget,
-        retain_from=retain_from,
-        contacts=contacts,
-    )
 
 
 def expired_row(rec: Record, day: dt.date, forget: ForgetList | None) -> QuarantineRecord:

@@ -29,7 +29,8 @@ from memory_pipeline.core.common.owners import (
 )
 from memory_pipeline.core.common.records import Message, QuarantineRecord
 from memory_pipeline.core.common.storage import TableStore
-from memory_pipeline.core.ingest.normalize import ingest, messages_table
+from memory_pipeline.core.ingest.columnar import ingest
+from memory_pipeline.core.ingest.normalize import messages_table
 from memory_pipeline.core.ingest.sources import SourceSpec, read_source
 from memory_pipeline_tests.paths import FIXTURES
 
@@ -108,8 +109,18 @@ def test_owner_store_stamps_run_dependent_tables(tmp_path: Path):
 
 @pytest.mark.parametrize(
     ("owner_id", "ok"),
-    [("alice", True), ("a", True), ("rpc-aa_1", True), ("Alice", False), ("../x", False),
-     ("-a", False), ("", False), ("a" * 64, True), ("a" * 65, False), ("a b", False)],
+    [
+        ("alice", True),
+        ("a", True),
+        ("rpc-aa_1", True),
+        ("Alice", False),
+        ("../x", False),
+        ("-a", False),
+        ("", False),
+        ("a" * 64, True),
+        ("a" * 65, False),
+        ("a b", False),
+    ],
 )
 def test_owner_ids_are_slugs(owner_id: str, ok: bool):
     assert valid_owner_id(owner_id) is ok
@@ -164,8 +175,9 @@ RPC = FIXTURES / "rpc"
 
 
 def _spec(owner: str | None) -> SourceSpec:
-    return SourceSpec(name="rpc", kind="realpersonachat", path=RPC, timezone="Asia/Tokyo",
-                      owner=owner)
+    return SourceSpec(
+        name="rpc", kind="realpersonachat", path=RPC, timezone="Asia/Tokyo", owner=owner
+    )
 
 
 def test_fan_out_equals_an_owner_read_for_every_speaker():
@@ -191,16 +203,16 @@ def test_fan_out_equals_an_owner_read_for_every_speaker():
     # a dialogue belongs to both of its speakers, never to a third
     for rec in records:
         if isinstance(rec, Message):
-            holders = {s for s in speakers if any(
-                r.conversation_id == rec.conversation_id for r in fan.records[s]
-            )}
+            holders = {
+                s
+                for s in speakers
+                if any(r.conversation_id == rec.conversation_id for r in fan.records[s])
+            }
             assert holders == set(rec.contact_id.split("+"))
     # bad lines and dialogues without a readable utterance: counted, given to no one
     readable = {r.conversation_id for r in records if isinstance(r, Message)}
     assert fan.unassigned == sum(
-        1
-        for r in records
-        if isinstance(r, QuarantineRecord) and r.conversation_id not in readable
+        1 for r in records if isinstance(r, QuarantineRecord) and r.conversation_id not in readable
     )
     assert fan.unassigned > 0
 

@@ -1,5 +1,5 @@
 """The columnar ingest path (core/ingest/columnar.py, sources/rpc_columnar.py) against the
-record path (normalize.ingest over the row readers), which stays the reference.
+record path (columnar.ingest over the row readers), which stays the reference.
 
 Every parity test builds the per-date tables both ways and compares them whole (ids, text,
 quarantine rows, audit). Each also asserts which reader ran, so a parity that holds only

@@ -2,7 +2,7 @@
 
 A cold build fills the entry from the columnar reader (no row reader, no object per message),
 a warm one serves it as Arrow columns, and both give exactly the tables of the record path
-(normalize.ingest over the row reader, no cache), which stays the reference. An entry either
+(columnar.ingest over the row reader, no cache), which stays the reference. An entry either
 path wrote serves the other.
 """
 
@@ -17,7 +17,7 @@ import pytest
 
 from memory_pipeline.core.common.forget_list import load_forget_list
 from memory_pipeline.core.ingest import batches, file_cache
-from memory_pipeline.core.ingest.normalize import ingest
+from memory_pipeline.core.ingest.columnar import ingest
 from memory_pipeline.core.ingest.sources import SourceSpec, read_source
 from memory_pipeline.core.ingest.stage import read_all, read_all_tables, split_ingest
 from memory_pipeline_tests.core.ingest.test_columnar import (

@@ -18,7 +18,8 @@ import pytest
 
 from memory_pipeline.core.common import records as R
 from memory_pipeline.core.common.records import Message
-from memory_pipeline.core.ingest.normalize import export_message_id, ingest, message_id
+from memory_pipeline.core.ingest.columnar import ingest
+from memory_pipeline.core.ingest.normalize import export_message_id, message_id
 from memory_pipeline_tests.core.ingest.sources._helpers import (
     EXPORTS,
     merged,

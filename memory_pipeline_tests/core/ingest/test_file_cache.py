@@ -12,7 +12,7 @@ import pytest
 
 from memory_pipeline.core.common.forget_list import ForgetList
 from memory_pipeline.core.ingest import batches, file_cache
-from memory_pipeline.core.ingest.normalize import ingest
+from memory_pipeline.core.ingest.columnar import ingest
 from memory_pipeline.core.ingest.sources import SourceSpec, read_source
 from memory_pipeline.core.ingest.stage import read_all, read_all_tables, split_ingest
 from memory_pipeline_tests.paths import SAMPLE

@@ -15,7 +15,8 @@ import pytest
 
 from memory_pipeline.core.common import records as R
 from memory_pipeline.core.common.records import Message, QuarantineRecord
-from memory_pipeline.core.ingest.normalize import ingest, messages_table, quarantine_table
+from memory_pipeline.core.ingest.columnar import ingest
+from memory_pipeline.core.ingest.normalize import messages_table, quarantine_table
 from memory_pipeline.core.ingest.sources import SourceSpec, read_source
 from memory_pipeline_tests.paths import ROOT
 

@@ -8,12 +8,8 @@ import pytest
 
 from memory_pipeline.core.common import records as R
 from memory_pipeline.core.common.records import QuarantineRecord
-from memory_pipeline.core.ingest.normalize import (
-    audit_table,
-    ingest,
-    messages_table,
-    quarantine_table,
-)
+from memory_pipeline.core.ingest.columnar import ingest
+from memory_pipeline.core.ingest.normalize import audit_table, messages_table, quarantine_table
 from memory_pipeline.core.quality import checks as quality
 from memory_pipeline_tests.factories import msg
 
@@ -123,7 +119,8 @@ def test_forgotten_records_are_counted_as_quarantined_without_text(tmp_path):
 
     from memory_pipeline.core.common import records as R
     from memory_pipeline.core.common.forget_list import load_forget_list
-    from memory_pipeline.core.ingest.normalize import audit_table, ingest, quarantine_table
+    from memory_pipeline.core.ingest.columnar import ingest
+    from memory_pipeline.core.ingest.normalize import audit_table, quarantine_table
 
     forget = load_forget_list(tmp_path, create=True)
     forget.add("conversation", "c1", _dt.date(2024, 3, 15))

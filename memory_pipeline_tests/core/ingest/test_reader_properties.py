@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_pipeline.core.common.records import Message, SourceError
-from memory_pipeline.core.ingest.normalize import ingest, messages_table, quarantine_table
+from memory_pipeline.core.ingest.columnar import ingest
+from memory_pipeline.core.ingest.normalize import messages_table, quarantine_table
 from memory_pipeline.core.ingest.sources import SourceSpec, read_source
 from memory_pipeline_tests._env import shared_data_dir
 from memory_pipeline_tests.paths import FIXTURES, SAMPLE

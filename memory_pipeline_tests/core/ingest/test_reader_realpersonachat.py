@@ -29,7 +29,7 @@ from memory_pipeline.core.common.records import (
     SourceError,
 )
 from memory_pipeline.core.common.timeutil import to_utc
-from memory_pipeline.core.ingest.normalize import ingest
+from memory_pipeline.core.ingest.columnar import ingest
 from memory_pipeline.core.ingest.sources import READERS, SourceSpec, read_source
 from memory_pipeline.core.ingest.sources import realpersonachat as rpc
 from memory_pipeline_tests.paths import FIXTURES

@@ -16,7 +16,8 @@ from pathlib import Path
 from memory_pipeline.core.common import records as R
 from memory_pipeline.core.common.ids import stable_id
 from memory_pipeline.core.common.records import Message
-from memory_pipeline.core.ingest.normalize import ingest, message_id
+from memory_pipeline.core.ingest.columnar import ingest
+from memory_pipeline.core.ingest.normalize import message_id
 from memory_pipeline.core.ingest.sources import SourceSpec, read_source
 from memory_pipeline_tests.factories import msg
 from memory_pipeline_tests.paths import FIXTURES

@@ -11,7 +11,8 @@ import pytest
 
 from memory_pipeline.core.common.ids import stable_id
 from memory_pipeline.core.common.schema import MEMORIES, MEMORY_REJECTS, MEMORY_TIMELINE
-from memory_pipeline.core.ingest.normalize import ingest, messages_table
+from memory_pipeline.core.ingest.columnar import ingest
+from memory_pipeline.core.ingest.normalize import messages_table
 from memory_pipeline.core.ingest.sources import SourceSpec, read_source
 from memory_pipeline.core.memories.extract import (
     R_EMPTY_TEXT,

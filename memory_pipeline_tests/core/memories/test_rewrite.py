@@ -429,8 +429,8 @@ def test_dreams_come_true_and_giving_it_a_try_are_fillers() -> None:
 
 
 def test_japanese_hearsay_topic_wishes_could_dos_and_that_kind_of_are_no_memories() -> None:
-    """The hand-read Japanese sample's misses (benchmarks/results/memory_precision_sample.md): what the
-    speaker heard (って聞いた), a wish about the conversation's topic (お話がしたい), what
+    """The hand-read Japanese sample's misses (benchmarks/results/memory_precision_sample.md):
+    what the speaker heard (って聞いた), a wish about the conversation's topic (お話がしたい), what
     could be done (しようと思えばできる), and a sentence opening on a thing said before
     (そういう…) are not statements about the speaker."""
     for line in (

@@ -7,7 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 from memory_pipeline.core.common.records import Message, QuarantineRecord, Record
-from memory_pipeline.core.ingest.normalize import IngestResult, ingest
+from memory_pipeline.core.ingest.columnar import ingest
+from memory_pipeline.core.ingest.normalize import IngestResult
 from memory_pipeline.core.ingest.sources import SourceSpec, read_source
 from memory_pipeline_tests.paths import FIXTURES
 
