@@ -340,11 +340,11 @@ def test_locomo_memory_tables(evaluated: tuple[dict, Path]):
 # all ...": the conversation's memories changed again (211 -> 213). And when a short memory
 # joined the memory beside it in its message (extract._fold_short): 213 -> 209.
 MEMORY_TABLE_DIGESTS = {
-    "memory_summary": (1110, "5c85eef8f311bb11364db33ed433cd2e983f1aa0fd5111dfd2a8937329c99b82"),
-    "memory_diffs": (32, "a9513d541400a5fd53b753c801eddda6d511f329b689a890d90f3b668d3fa236"),
+    "memory_summary": (1110, "ac53f6abe38106e476d106be6300fd0042896fb0e01b1f028fff8654fc260bc5"),
+    "memory_diffs": (32, "ba536d8122df2052e3f8349179c6a33cbc7f35e3575d1d6b174780f294cb207f"),
     "memory_per_question": (
         11100,
-        "4c50228ebbc4f5cbca54027fc81fd122a2f942cd8a613fc069d777b998c94da1",
+        "6376a9283811a7c11916c564ba1a1e7aa79125cf5e5ba48e2c1c69747bc5a691",
     ),
 }
 
