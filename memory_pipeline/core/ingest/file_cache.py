@@ -119,6 +119,13 @@ def _code_version(kind: str) -> str:
         READERS[kind].__module__,
         # modules the reader's output also depends on (shared helpers, the readers auto calls)
         *getattr(READERS[kind], "depends_on", ()),
+        # the export readers' shared helpers, split from sources.exports into its siblings
+        *(
+            f"{name}_{part}"
+            for name in getattr(READERS[kind], "depends_on", ())
+            if name == "memory_pipeline.core.ingest.sources.exports"
+            for part in ("decode", "names", "times")
+        ),
         "memory_pipeline.core.ingest.sources.base",
         "memory_pipeline.core.ingest.batches",
         R.__name__,

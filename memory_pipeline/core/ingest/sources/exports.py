@@ -19,15 +19,13 @@ import datetime as dt
 import functools
 import io
 import json
-import re
 import shutil
-import unicodedata
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from memory_pipeline.core.common.records import (
     MAX_RAW_EXCERPT,
@@ -40,10 +38,9 @@ from memory_pipeline.core.common.records import (
     Record,
     SourceError,
 )
-from memory_pipeline.core.common.timeutil import to_utc, zone
+from memory_pipeline.core.common.timeutil import zone
 from memory_pipeline.core.ingest.sources.base import (
     _CR_LINES,
-    DuplicateKey,
     JsonRejected,
     SourceSpec,
     UnreadableGate,
@@ -53,6 +50,64 @@ from memory_pipeline.core.ingest.sources.base import (
     scrub_surrogates,
 )
 from memory_pipeline.core.ingest.sources.base import load_json as base_load_json
+from memory_pipeline.core.ingest.sources.exports_decode import (
+    _LONE,
+    BAD_BYTE,
+    Rejected,
+    _any_utf8_line,
+    bad_line,
+    decode_text,
+    has_bad_bytes,
+    merge_duplicate_lists,
+)
+from memory_pipeline.core.ingest.sources.exports_names import (
+    Owners,
+    clean_name,
+    clean_text,
+    conversation_option,
+    phone_key,
+    safe_id,
+)
+from memory_pipeline.core.ingest.sources.exports_times import (
+    EpochClock,
+    WallClock,
+    _local_and_utc,
+    epoch_clock,
+    epoch_ms,
+    from_epoch,
+    from_epoch_ms,
+    local_and_utc,
+    parse_iso,
+    wall_clock,
+)
+
+# The helpers that live in the sibling modules (exports_decode, exports_names,
+# exports_times), re-exported: the readers and tests import them from here.
+__all__ = [
+    "BAD_BYTE",
+    "EpochClock",
+    "Owners",
+    "Rejected",
+    "WallClock",
+    "_local_and_utc",
+    "bad_line",
+    "clean_name",
+    "clean_text",
+    "conversation_option",
+    "decode_text",
+    "epoch_clock",
+    "epoch_ms",
+    "from_epoch",
+    "from_epoch_ms",
+    "has_bad_bytes",
+    "merge_duplicate_lists",
+    "local_and_utc",
+    "parse_iso",
+    "phone_key",
+    "safe_id",
+    "wall_clock",
+]
+
 
 FILE_REF = "file"  # record_ref of a row that stands for a whole file
 
@@ -73,23 +128,6 @@ ATTACHMENT_SUFFIXES = frozenset(
     ".woff2 .ttf .ico .thumb .doc .docx .xls .xlsx .ppt .pptx .apk "
     ".db-wal .db-shm .db-journal".split()  # SQLite's sidecars of a chat.db
 )
-
-# Bidi controls, zero-width characters, the BOM and the soft hyphen: invisible in the app,
-# they make one contact two senders ("\u202a+81 90…\u202c" vs "+81 90…").
-_INVISIBLE = re.compile(
-    "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
-)
-_SPACES = re.compile(r"[\s\u00a0\u202f\u2007\u2009]+")
-_UNSAFE_ID = re.compile(r"[^\w\-]+")
-
-
-class Rejected(SourceError):
-    """A whole export file is unusable: its quarantine ``reason`` and a log-safe ``detail``."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
 
 
 HEAD_BYTES = 1 << 16  # what the sniffers may look at
@@ -170,98 +208,6 @@ DETECTORS: dict[str, Detector] = {}
 def register_detector(kind: str, sniff: Sniff, parse: Parse, rank: int) -> None:
     """Make a format detectable by ``kind = "auto"``."""
     DETECTORS[kind] = Detector(kind, sniff, parse, rank)
-
-
-@functools.lru_cache(maxsize=8192)
-def clean_name(name: str) -> str:
-    """A sender or chat name as one identity: no bidi/zero-width marks, NFC, spaces folded.
-    (Cached: a chat has few senders and each message names one.)"""
-    s = _INVISIBLE.sub("", name)
-    s = _SPACES.sub(" ", unicodedata.normalize("NFC", s)).strip()
-    return s
-
-
-def clean_text(text: str) -> str:
-    """Message text: NFC, CRLF -> LF, bidi marks removed (they differ between phones)."""
-    t = unicodedata.normalize("NFC", text.replace("\r\n", "\n"))
-    return _INVISIBLE.sub("", t) if _INVISIBLE.search(t) else t
-
-
-def _digits(s: str) -> str:
-    return re.sub(r"\D", "", s)
-
-
-class Owners:
-    """Who "me" is in a source: ``owner`` plus the ``owner_aliases`` option ("You", "あなた",
-    a phone number). Phone numbers compare by their digits, so "+81 90-1234-5678" matches
-    "+819012345678"."""
-
-    def __init__(self, spec: SourceSpec) -> None:
-        names = [spec.owner] if spec.owner else []
-        aliases = spec.options.get("owner_aliases", [])
-        if isinstance(aliases, str):
-            aliases = [aliases]
-        names += [a for a in aliases if isinstance(a, str)]
-        self.names = frozenset(clean_name(n).casefold() for n in names if n.strip())
-        self.phones = frozenset(
-            _digits(n) for n in names if len(_digits(n)) >= 7 and not re.search(r"[^\d\s+\-().]", n)
-        )
-
-        self._seen: dict[str, bool] = {}
-
-    def __contains__(self, sender: str) -> bool:
-        known = self._seen.get(sender)
-        if known is None:
-            known = self._match(sender)
-            if len(self._seen) > 65536:
-                self._seen.clear()
-            self._seen[sender] = known
-        return known
-
-    def _match(self, sender: str) -> bool:
-        if sender.casefold() in self.names:
-            return True
-        return bool(self.phones) and len(d := _digits(sender)) >= 7 and d in self.phones
-
-
-def safe_id(name: str, default: str = "conversation") -> str:
-    """A name made into a conversation id: NFKC, lowercase, other runs -> ``_``."""
-    s = unicodedata.normalize("NFKC", clean_name(name))
-    return _UNSAFE_ID.sub("_", s).strip("_").lower() or default
-
-
-def conversation_option(spec: SourceSpec) -> str | None:
-    """The ``conversation`` option: one chat id for every file of the source (for exports
-    whose names differ between devices and UI languages)."""
-    value = spec.options.get("conversation")
-    return safe_id(value) if isinstance(value, str) and value.strip() else None
-
-
-def decode_text(data: bytes, legacy: tuple[str, ...] = ()) -> str:
-    """Text of an export file. UTF-16 with a BOM, UTF-8 (BOM or not), else one of ``legacy``
-    (cp932 for old Windows LINE, cp874 for Thai) when it decodes the whole file; else UTF-8
-    with bad bytes kept as lone surrogates, so :func:`bad_line` can quarantine just those
-    lines. Raises ``Rejected`` for a broken UTF-16 file."""
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        try:
-            return data.decode("utf-16")
-        except UnicodeDecodeError as exc:
-            raise Rejected(
-                R_ENCODING, f"UTF-16 BOM but invalid UTF-16 at byte {exc.start}"
-            ) from None
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[3:]
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    if legacy and not _any_utf8_line(data):
-        for enc in legacy:
-            try:
-                return data.decode(enc)
-            except UnicodeDecodeError:
-                continue
-    return data.decode("utf-8", "surrogateescape")
 
 
 def text_chunks(f: ExportFile, legacy: tuple[str, ...] = ()) -> Iterator[str]:
@@ -396,139 +342,9 @@ def _pick_codec(f: ExportFile, skip: int, legacy: tuple[str, ...]) -> tuple[str,
     return "utf-8", "surrogateescape"
 
 
-def _any_utf8_line(data: bytes) -> bool:
-    """True when some non-ASCII line is valid UTF-8: then the file is UTF-8 with a few damaged
-    bytes (quarantined per line), not a legacy-encoded file to decode as a whole."""
-    for raw in data.split(b"\n"):
-        if raw.isascii():
-            continue
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        return True
-    return False
-
-
-_LONE = re.compile("[\udc80-\udcff]")
-
-
-def bad_line(line: str) -> bool:
-    """True when a line decoded by :func:`decode_text` holds bytes that are not UTF-8."""
-    return _LONE.search(line) is not None
-
-
 def excerpt(text: str) -> str:
     """At most MAX_RAW_EXCERPT characters of a record, safe to store."""
     return scrub_surrogates(text[:MAX_RAW_EXCERPT])
-
-
-def local_and_utc(local: dt.datetime, tz: str) -> tuple[dt.datetime, dt.datetime]:
-    """(naive local, aware UTC) of a naive wall time in ``tz``. A wall time in a DST gap
-    (02:30 on a spring-forward night) is moved forward by the gap, as the phone's clock was."""
-    return wall_clock(tz)(local)
-
-
-def _local_and_utc(local: dt.datetime, tz: str) -> tuple[dt.datetime, dt.datetime]:
-    utc = to_utc(local, tz)
-    back = utc.astimezone(zone(tz)).replace(tzinfo=None)
-    return back, utc
-
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_HOUR = dt.timedelta(hours=1)
-_HOUR_END = dt.timedelta(minutes=59, seconds=59, microseconds=999_999)
-_MAX_HOURS = 1 << 18  # cached hours per zone (30 years); the cache restarts past it
-
-
-class WallClock:
-    """:func:`local_and_utc` for one zone, fast: the UTC offset of each local hour is worked
-    out once (two zone conversions, at the hour's first and last microsecond) and reused for
-    the hour's messages. An hour whose two ends differ or that holds a DST gap is never
-    cached: its times take the exact per-message path, so gaps and folds come out as in
-    :func:`local_and_utc` (zones change offset at most once an hour)."""
-
-    def __init__(self, tz: str) -> None:
-        self.tz = tz
-        zone(tz)
-        self._hours: dict[tuple[dt.date, int], dt.timedelta | None] = {}
-
-    def __call__(self, local: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
-        key = (local.date(), local.hour)
-        try:
-            off = self._hours[key]
-        except KeyError:
-            off = self._offset(dt.datetime.combine(key[0], dt.time(key[1])))
-            if len(self._hours) >= _MAX_HOURS:
-                self._hours.clear()
-            self._hours[key] = off
-        if off is None or local.fold:
-            return _local_and_utc(local, self.tz)
-        return local, (local - off).replace(tzinfo=dt.UTC)
-
-    def _offset(self, h0: dt.datetime) -> dt.timedelta | None:
-        try:
-            end = h0 + _HOUR_END
-            a_local, a_utc = _local_and_utc(h0, self.tz)
-            b_local, b_utc = _local_and_utc(end, self.tz)
-        except (OverflowError, ValueError):
-            return None
-        if a_local != h0 or b_local != end or h0.fold or a_local.fold or b_local.fold:
-            return None
-        off = h0 - a_utc.replace(tzinfo=None)
-        return off if off == end - b_utc.replace(tzinfo=None) else None
-
-
-class EpochClock:
-    """UTC instant -> naive local time in one zone, with the offset cached per UTC hour (an
-    hour whose ends differ, or that lies in a repeated hour, converts exactly)."""
-
-    def __init__(self, tz: str) -> None:
-        self.zone = zone(tz)
-        self._hours: dict[int, dt.timedelta | None] = {}
-
-    def local(self, utc: dt.datetime, hour: int | None = None) -> dt.datetime:
-        """Naive local time of an aware UTC instant; ``hour`` is its hour since the epoch,
-        when the caller has it (``ms // 3_600_000``)."""
-        key = (utc - _EPOCH) // _HOUR if hour is None else hour
-        try:
-            off = self._hours[key]
-        except KeyError:
-            off = self._offset(_EPOCH + key * _HOUR)
-            if len(self._hours) >= _MAX_HOURS:
-                self._hours.clear()
-            self._hours[key] = off
-        if off is None:
-            return utc.astimezone(self.zone).replace(tzinfo=None)
-        return (utc + off).replace(tzinfo=None)
-
-    def _offset(self, h0: dt.datetime) -> dt.timedelta | None:
-        try:
-            a = h0.astimezone(self.zone)
-            b = (h0 + _HOUR_END).astimezone(self.zone)
-        except (OverflowError, ValueError):
-            return None
-        if a.fold or b.fold or a.utcoffset() != b.utcoffset():
-            return None
-        return a.utcoffset()
-
-
-@functools.lru_cache(maxsize=64)
-def wall_clock(tz: str) -> WallClock:
-    """The shared :class:`WallClock` of a zone (raises ValueError for an unknown zone)."""
-    return WallClock(tz)
-
-
-@functools.lru_cache(maxsize=64)
-def epoch_clock(tz: str) -> EpochClock:
-    """The shared :class:`EpochClock` of a zone."""
-    return EpochClock(tz)
-
-
-def from_epoch(seconds: float, tz: str) -> tuple[dt.datetime, dt.datetime]:
-    """(naive local in ``tz``, aware UTC) of an epoch instant."""
-    utc = dt.datetime.fromtimestamp(seconds, dt.UTC)
-    return epoch_clock(tz).local(utc), utc
 
 
 def message(
@@ -791,62 +607,6 @@ def head_text(data: bytes | ExportFile, n: int = 8192) -> str:
     return chunk.decode("utf-8", "replace")
 
 
-def from_epoch_ms(ms: int, tz: str) -> tuple[dt.datetime, dt.datetime]:
-    """(naive local in ``tz``, aware UTC) of an epoch instant in milliseconds, exactly (no
-    float rounding): SMS backups, Meta exports and Slack keep milliseconds or finer."""
-    utc = _EPOCH + dt.timedelta(milliseconds=ms)
-    return epoch_clock(tz).local(utc, ms // 3_600_000), utc
-
-
-def epoch_ms(value: object) -> int | None:
-    """An epoch value in milliseconds, from seconds or milliseconds (int, float or numeric
-    string): values below 10^11 are seconds (10^11 ms is 1973, 10^11 s is year 5138).
-    None when the value is not a number."""
-    try:
-        x = float(str(value).strip())
-    except ValueError:
-        return None
-    if x != x or x in (float("inf"), float("-inf")) or x < 0:
-        return None
-    return round(x * 1000) if x < 1e11 else round(x)
-
-
-@functools.lru_cache(maxsize=8192)
-def phone_key(address: str) -> str:
-    """A phone number as one key whatever its format: the last 10 digits ("+81 90-1234-5678"
-    and "090-1234-5678" both give ``9012345678``); an address with letters (a short code
-    name, an e-mail) is its :func:`safe_id`. A heuristic (libphonenumber compares fewer
-    digits): two numbers that share their last 10 digits are taken as one."""
-    s = clean_name(address)
-    if re.search(r"[^\d\s+\-().]", s):
-        return safe_id(s, "unknown")
-    d = _digits(s)
-    return d[-10:] if d else "unknown"
-
-
-BAD_BYTE = "\ufdd0"  # a noncharacter (valid in XML and JSON) standing for an undecodable byte
-
-
-def _bad_byte(exc: UnicodeError) -> tuple[str, int]:
-    return BAD_BYTE, exc.end  # type: ignore[attr-defined]
-
-
-codecs.register_error("memory_pipeline_bad_byte", _bad_byte)
-
-
-def has_bad_bytes(value: object) -> bool:
-    """True when a parsed record (a string, or a dict/list of them) holds bytes of the file
-    that were not UTF-8 (see :func:`load_json`): the record is quarantined, its neighbours
-    are kept."""
-    if isinstance(value, str):
-        return BAD_BYTE in value
-    if isinstance(value, dict):
-        return any(has_bad_bytes(v) or has_bad_bytes(k) for k, v in value.items())
-    if isinstance(value, list):
-        return any(has_bad_bytes(v) for v in value)
-    return False
-
-
 def load_json(f: ExportFile, what: str) -> object:
     """The parsed JSON of an export file (BOM-aware; lone surrogates replaced). Bytes that
     are not UTF-8 become :data:`BAD_BYTE`, so only the records holding them are lost
@@ -869,36 +629,3 @@ def load_json(f: ExportFile, what: str) -> object:
         where = f"line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else "?"
         raise Rejected(reason, f"not valid JSON ({where}), expected {what}") from None
     return merge_duplicate_lists(parsed.value, parsed.duplicates)
-
-
-def merge_duplicate_lists(doc: Any, duplicates: list[DuplicateKey]) -> Any:
-    """``doc`` with each key named twice holding the lists of every occurrence, in order.
-
-    JSON keeps only the last value of a duplicated key: an export with two ``messages``
-    arrays (a hand-merged or damaged file) would lose the first array's records without a
-    trace. Where every occurrence is a list (record arrays), they are concatenated so each
-    record is read and accounted; a duplicated scalar keeps the last value, as JSON does."""
-    if not duplicates:
-        return doc
-    earlier: dict[tuple[tuple[str | int, ...], str], list[Any]] = {}
-    for d in duplicates:
-        earlier.setdefault((d.path, d.key), []).append(d.dropped)
-    for (path, key), dropped in earlier.items():
-        obj = doc
-        for step in path:
-            obj = obj[step]
-        values = [*dropped, obj[key]]
-        if all(isinstance(v, list) for v in values):
-            obj[key] = [item for v in values for item in v]
-    return doc
-
-
-def parse_iso(value: object) -> dt.datetime | None:
-    """An ISO 8601 instant with an offset (``Z`` too) as aware UTC, else None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t.astimezone(dt.UTC) if t.tzinfo is not None else None
