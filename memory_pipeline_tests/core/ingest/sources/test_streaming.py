@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.bench_readers import gen_kakaotalk, gen_line_pc, gen_sms_backup, gen_whatsapp
 from memory_pipeline.core.common.records import Message, QuarantineRecord
 from memory_pipeline.core.ingest.sources import exports, read_source, whatsapp
 from memory_pipeline.core.ingest.sources.exports import (
@@ -22,54 +23,6 @@ from memory_pipeline.core.ingest.sources.exports import (
     line_batches,
 )
 from memory_pipeline_tests.core.ingest.sources._helpers import spec
-
-T0 = dt.datetime(2021, 1, 1, 8, 0)
-SENDERS = ["Maria Silva", "Yuki", "健太"]
-
-
-def _text(i: int) -> str:
-    return f"message {i} about the trip 天気" + ("\nsecond line" if i % 7 == 0 else "")
-
-
-def _write_whatsapp(path: Path, n: int) -> None:
-    with path.open("w", encoding="utf-8") as fh:
-        for i in range(n):
-            t = T0 + dt.timedelta(minutes=i)
-            fh.write(f"{t:%d/%m/%Y, %H:%M} - {SENDERS[i % 3]}: {_text(i)}\n")
-
-
-def _write_line_pc(path: Path, n: int) -> None:
-    with path.open("w", encoding="utf-8") as fh:
-        day = None
-        for i in range(n):
-            t = T0 + dt.timedelta(minutes=i)
-            if t.date() != day:
-                day = t.date()
-                fh.write(f"{day.year}.{day.month}.{day.day} Friday\n")
-            fh.write(f"{t:%H:%M} {SENDERS[i % 3]} {_text(i)}\n")
-
-
-def _write_kakaotalk(path: Path, n: int) -> None:
-    with path.open("w", encoding="utf-8") as fh:
-        fh.write("민지 님과 카카오톡 대화\n저장한 날짜 : 2024-03-05 14:22:33\n\n")
-        for i in range(n):
-            t = T0 + dt.timedelta(minutes=i)
-            ap, h = ("오후", t.hour - 12) if t.hour >= 12 else ("오전", t.hour)
-            stamp = f"{t.year}년 {t.month}월 {t.day}일 {ap} {h or 12}:{t.minute:02d}"
-            fh.write(f"{stamp}, {SENDERS[i % 3]} : {_text(i)}\n")
-
-
-def _write_sms(path: Path, n: int) -> None:
-    with path.open("w", encoding="utf-8") as fh:
-        fh.write(
-            f"<?xml version='1.0' encoding='UTF-8' standalone='yes' ?>\n<smses count=\"{n}\">\n"
-        )
-        for i in range(n):
-            fh.write(
-                f'  <sms protocol="0" address="+8190123456{i % 3}" date="{1609488000000 + i}" '
-                f'type="{1 + i % 2}" body="message {i}" contact_name="{SENDERS[i % 3]}" />\n'
-            )
-        fh.write("</smses>\n")
 
 
 class _Counting:
@@ -99,10 +52,10 @@ class _Counting:
 @pytest.mark.parametrize(
     ("kind", "write", "name", "n"),
     [
-        ("whatsapp", _write_whatsapp, "WhatsApp Chat with Maria.txt", 8_000),
-        ("line_pc", _write_line_pc, "[LINE] Maria.txt", 8_000),
-        ("kakaotalk", _write_kakaotalk, "KakaoTalk_민지.txt", 6_000),
-        ("sms_backup", _write_sms, "sms-20240301.xml", 5_000),
+        ("whatsapp", gen_whatsapp, "WhatsApp Chat with Maria.txt", 8_000),
+        ("line_pc", gen_line_pc, "[LINE] Maria.txt", 8_000),
+        ("kakaotalk", gen_kakaotalk, "KakaoTalk_민지.txt", 6_000),
+        ("sms_backup", gen_sms_backup, "sms-20240301.xml", 5_000),
     ],
 )
 def test_reader_streams_the_file(
@@ -255,7 +208,7 @@ def test_whole_file_records_unchanged_by_chunking(
 ) -> None:
     """A tiny chunk size (lines cut everywhere) reads the same records as the default."""
     path = tmp_path / "WhatsApp Chat with Maria.txt"
-    _write_whatsapp(path, 300)
+    gen_whatsapp(path, 300)
     data = path.read_bytes()
     path.write_bytes(data[:4000] + b"\xff" + data[4000:])
     want = list(read_source(spec("whatsapp", path)))
