@@ -2,8 +2,8 @@
 
 Every source reaches it the same way (core/ingest/batches.py: the reader parses into
 ``SourceTables``; core/ingest/file_cache.py may serve those batches from its cache), and
-:func:`columnar.ingest`, the entrance for records already in memory, converts them and calls
-:func:`ingest_records` here: there is no second implementation of these rules.
+:func:`ingest`, the entrance for records already in memory, converts them into one source's
+batches and calls :func:`ingest_tables`: there is no second implementation of these rules.
 
 Why columns: building one Python ``Message`` per utterance, then hashing, de-duplicating and turning
 them back into columns, was most of the ingest time on RealPersonaChat (408,619 utterances).
@@ -11,7 +11,7 @@ A reader that can hands over its candidate messages as one Arrow table (``CANDID
 ``MESSAGES`` columns without ``message_id`` and ``local_date``, rows in read order) plus the
 few ``QuarantineRecord``s it made itself. This module partitions, validates, assigns ids and
 de-duplicates with Arrow / numpy over whole columns. Only rows that end in quarantine become
-``Message`` objects, and they go through the very builders ``columnar.ingest`` uses
+``Message`` objects, and they go through the very row builders of ``normalize``
 (``validate``, ``_quarantine``, ``forgotten_row``, ``expired_row``), so a row quarantined here
 is the row the record path writes. The only per-message Python left is the blake2b of the
 id (neither Arrow nor DuckDB has blake2b, and the ids are pinned by tests).
@@ -201,7 +201,7 @@ def ingest_tables(
     contacts: ContactBook | None = None,
 ) -> TableIngestResult:
     """Validate, de-duplicate and partition the sources' batches, keeping those of ``dates``
-    (the rules: :func:`columnar.ingest`).
+    (the rules: :func:`ingest`).
 
     Sources are taken in order, and rows in order within a source ("first copy read" wins a
     duplicate). ``contacts`` (the ``[[contacts]]`` table) maps each listed spelling of a
@@ -386,36 +386,6 @@ def _place_quarantine(
     out.quarantine.append(rec)
 
 
-def ingest_records(
-    records: Iterable[Record],
-    *,
-    start_date: dt.date,
-    dates: Iterable[dt.date] | None = None,
-    forget: ForgetList | None = None,
-    retain_from: dt.date | None = None,
-    contacts: ContactBook | None = None,
-) -> IngestResult:
-    """:func:`ingest_tables` for records already in memory, with the kept messages as
-    ``(message_id, Message)`` pairs (what :func:`columnar.ingest` returns)."""
-    result = ingest_tables(
-        [records_to_tables(records)],
-        start_date=start_date,
-        dates=dates,
-        forget=forget,
-        retain_from=retain_from,
-        contacts=contacts,
-    )
-    return to_records(result)
-
-
-def to_records(result: TableIngestResult) -> IngestResult:
-    """The messages table of ``result`` as ``(message_id, Message)`` pairs, in table order."""
-    t = result.messages
-    ids = t.column("message_id").to_pylist()
-    msgs = [Message(**r) for r in t.select(CANDIDATES.names).to_pylist()]
-    return IngestResult(list(zip(ids, msgs, strict=True)), result.quarantine, result.read_counts)
-
-
 def ingest(
     records: Iterable[Record],
     *,
@@ -442,13 +412,24 @@ def ingest(
     counted as read and becomes a text-free ``expired`` row in the first retained partition
     (``max(start_date, retain_from)``, which then also takes the undated and too-early
     records), so a re-run over old exports never writes a purged date or its text again.
+
+    The row entrance of :func:`ingest_tables`: the records become one source's batches, and
+    the kept messages come back as ``(message_id, Message)`` pairs.
     """
-    # the row entrance of the one columnar step (records converted to batches)
-    return ingest_records(
-        records,
+    result = ingest_tables(
+        [records_to_tables(records)],
         start_date=start_date,
         dates=dates,
         forget=forget,
         retain_from=retain_from,
         contacts=contacts,
     )
+    return to_records(result)
+
+
+def to_records(result: TableIngestResult) -> IngestResult:
+    """The messages table of ``result`` as ``(message_id, Message)`` pairs, in table order."""
+    t = result.messages
+    ids = t.column("message_id").to_pylist()
+    msgs = [Message(**r) for r in t.select(CANDIDATES.names).to_pylist()]
+    return IngestResult(list(zip(ids, msgs, strict=True)), result.quarantine, result.read_counts)
