@@ -464,13 +464,23 @@ def split_lines(text: str | bytes) -> list:
     text would.
     """
     if isinstance(text, bytes):
-        cr, lf, crlf, pattern = b"\r", b"\n", b"\r\n", _CR_LINES_B
+        cr, lf, pattern = b"\r", b"\n", _CR_LINES_B
     else:
-        cr, lf, crlf, pattern = "\r", "\n", "\r\n", _CR_LINES
-    n_lf = text.count(lf)
-    if cr in text and text.count(cr) - text.count(crlf) > n_lf:
+        cr, lf, pattern = "\r", "\n", _CR_LINES
+    if cr_line_ends(text):
         return pattern.split(text)
     return [s[:-1] if s.endswith(cr) else s for s in text.split(lf)]
+
+
+def cr_line_ends(text: str | bytes) -> bool:
+    """Whether ``text`` ends its lines with a lone ``\\r`` (lone ``\\r`` outnumber ``\\n``): the
+    one rule of :func:`split_lines`, also for a reader that decides from a file's head and
+    then streams it."""
+    if isinstance(text, bytes):
+        cr, lf, crlf = b"\r", b"\n", b"\r\n"
+    else:
+        cr, lf, crlf = "\r", "\n", "\r\n"
+    return cr in text and text.count(cr) - text.count(crlf) > text.count(lf)
 
 
 class FileRejected(SourceError):

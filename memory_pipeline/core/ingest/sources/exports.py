@@ -44,6 +44,7 @@ from memory_pipeline.core.ingest.sources.base import (
     JsonRejected,
     SourceSpec,
     UnreadableGate,
+    cr_line_ends,
     path_problem,
     path_quarantine,
     read_problem,
@@ -242,7 +243,7 @@ def line_batches(f: ExportFile, legacy: tuple[str, ...] = ()) -> Iterator[tuple[
     with a trailing ``\r`` removed, and per batch whether a line of it holds bytes that are
     not UTF-8 (then :func:`bad_line` tells which). Memory is one chunk, whatever the file."""
     carry = ""
-    cr_only = _cr_line_ends(f.head(HEAD_BYTES))
+    cr_only = cr_line_ends(f.head(HEAD_BYTES))  # the rule of base.split_lines, from the head
     for text in text_chunks(f, legacy):
         if carry:
             text = carry + text
@@ -256,14 +257,6 @@ def line_batches(f: ExportFile, legacy: tuple[str, ...] = ()) -> Iterator[tuple[
         if lines:
             yield _batch(lines, text)
     yield _batch([carry], carry)
-
-
-def _cr_line_ends(head: bytes) -> bool:
-    """Whether the file ends its lines with a lone ``\r``, decided once from its head by the
-    rule every text reader follows (``base.split_lines``: lone ``\r`` outnumber ``\n``);
-    without it a CR-only export was one long line and yielded nothing."""
-    lone = head.count(b"\r") - head.count(b"\r\n")
-    return lone > head.count(b"\n")
 
 
 def _batch(lines: list[str], text: str) -> tuple[list[str], bool]:
