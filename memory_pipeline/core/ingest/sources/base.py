@@ -491,3 +491,4 @@ class FileRejected(SourceError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+        self.detail = message  # the log-safe text a quarantine row keeps

@@ -13,17 +13,12 @@ import codecs
 import re
 from typing import Any
 
-from memory_pipeline.core.common.records import R_ENCODING, SourceError
-from memory_pipeline.core.ingest.sources.base import DuplicateKey
+from memory_pipeline.core.common.records import R_ENCODING
+from memory_pipeline.core.ingest.sources.base import DuplicateKey, FileRejected
 
-
-class Rejected(SourceError):
-    """A whole export file is unusable: its quarantine ``reason`` and a log-safe ``detail``."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
+# A whole export file is unusable: its quarantine ``reason`` and a log-safe ``detail``; the
+# one exception every reader raises for that (base.FileRejected), under the export readers' name.
+Rejected = FileRejected
 
 
 def decode_text(data: bytes, legacy: tuple[str, ...] = ()) -> str:
