@@ -1,0 +1,280 @@
+"""Multi-hop retrieval on LoCoMo dev: query decomposition, an entity second hop and merges of
+their rankings, scored per question type and leave-one-conversation-out.
+
+Reuses ``locomo_loop``'s cached corpus and candidates (``--work``, read only: the extra
+candidates of the sub-queries and hop queries are pickled in ``--scratch``). Each variant
+turns a question into several queries (the question first), ranks each as the default does
+(chunk fusion, granularity fusion, speaker boost; no reranker) and merges the rankings of
+turns and of chunks (sessions are the fold of the merged chunks). Variants are grouped in
+families; each family (with the default in it) is selected leave-one-conversation-out on
+units R@5 (the evaluation's selection metric), and the out-of-fold values are reported with
+CIs that resample conversations then questions, with the paired difference to the default.
+
+    python benchmarks/multihop_loop.py --work /work/scratch/locomo_work --scratch /tmp/mh
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import pickle
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from locomo_loop import SHARED, _default_turns, load  # noqa: E402
+
+from memory_pipeline.core.evaluation import crossval as CV  # noqa: E402
+from memory_pipeline.core.evaluation import metrics as M  # noqa: E402
+from memory_pipeline.core.evaluation.evaluate_units import Units, _candidates  # noqa: E402
+from memory_pipeline.core.retrieval.config import PRESETS  # noqa: E402
+from memory_pipeline.core.retrieval.fusion import rrf  # noqa: E402
+from memory_pipeline.core.retrieval.multihop import (  # noqa: E402
+    decompose,
+    hop_terms,
+    interleave,
+    max_merge,
+)
+from memory_pipeline.core.retrieval.query import speakers_in  # noqa: E402
+
+TYPES = ("all", "multi-hop", "single-hop", "temporal", "open-domain")
+DEPTH = 40  # turns per ranking (the evaluation fuses 2 x 20)
+
+
+def ranked_one(s, cand, cfg):
+    """(turn ranking, chunk ranking) of the default for one query's candidates."""
+    fused, turns = _default_turns(s, cand, cfg, DEPTH)
+    return turns, fused.chunks
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--locomo", type=Path, default=SHARED / "locomo" / "locomo_dev.json")
+    p.add_argument("--work", type=Path, default=Path("/tmp/locomo_loop"))
+    p.add_argument("--scratch", type=Path, default=Path("/tmp/multihop"))
+    p.add_argument("--resamples", type=int, default=2000)
+    a = p.parse_args(argv)
+    a.scratch.mkdir(parents=True, exist_ok=True)
+    t0 = time.process_time()
+    s, scored, cands = load(a.locomo, a.work)
+    cfg = replace(PRESETS["default"], rerank=False)
+    units = Units(s)
+    tok = s.bm25["raw_text"].tokenizer
+    names_all = s.known_speakers
+    idf = s.idf
+
+    def speakers_of(c):
+        return s.chunk(c)["speakers"]
+
+    cache_path = a.scratch / "extra_cands.pkl"
+    extra: dict[str, object] = pickle.loads(cache_path.read_bytes()) if cache_path.exists() else {}
+    n_new = 0
+
+    def cand_for(text: str, q) -> object:
+        nonlocal n_new
+        key = f"{q.corpus_id}\t{text}"
+        c = extra.get(key)
+        if c is None:
+            mask = s.scope_mask(None, q.corpus_id)
+            c = _candidates(s, text, mask, ["embedding_text"])
+            c.names = tuple(speakers_in(text, names_all))
+            extra[key] = c
+            n_new += 1
+        c.speakers_of = speakers_of
+        return c
+
+    print(f"loaded {len(scored)} questions: {time.process_time() - t0:.1f} s CPU")
+    base: dict[str, tuple] = {}
+    for q in scored:
+        base[q.question_id] = ranked_one(s, cands[q.question_id], cfg)
+
+    # ---- the queries of each variant -------------------------------------------------
+    subs = {q.question_id: decompose(q.question, cands[q.question_id].names) for q in scored}
+    n_dec = collections.Counter(q.qtype for q in scored if subs[q.question_id])
+    print(f"decomposed: {dict(n_dec)}")
+
+    def hop_query(q, docs: int, n_terms: int, with_question: bool) -> str:
+        turns = base[q.question_id][0]
+        texts = [s.message(m)["text"] for m, _ in turns[:docs]]
+        names = [t for n in names_all for t in tok.tokenize(n)]
+        terms = hop_terms(texts, tok.tokenize, tok.tokenize(q.question), names, idf, n_terms)
+        head = q.question if with_question else " ".join(cands[q.question_id].names)
+        return f"{head} {' '.join(terms)}".strip()
+
+    t1 = time.process_time()
+    s.prime_queries(
+        list({x for v in subs.values() for x in v}), "embedding_text"
+    )  # batch the embedding
+    hop_settings = [(1, 5, False), (2, 5, False), (3, 8, False), (2, 5, True), (3, 8, True)]
+    hopq = {(q.question_id, hs): hop_query(q, *hs) for q in scored for hs in hop_settings}
+    s.prime_queries(list(set(hopq.values())), "embedding_text")
+    rankings: dict[tuple, tuple] = {}
+    for q in scored:
+        for sub in subs[q.question_id]:
+            rankings[(q.question_id, sub)] = ranked_one(s, cand_for(sub, q), cfg)
+        for hs in hop_settings:
+            hq = hopq[(q.question_id, hs)]
+            rankings[(q.question_id, hq)] = ranked_one(s, cand_for(hq, q), cfg)
+    if n_new:
+        cache_path.write_bytes(pickle.dumps({k: _strip(v) for k, v in extra.items()}))
+    print(f"extra rankings ({n_new} new candidate sets): {time.process_time() - t1:.1f} s CPU")
+
+    # ---- merges ------------------------------------------------------------------------
+    def scores(turns, chunks, q) -> tuple[float | None, float | None]:
+        evidence = [r for r, g in q.gold.items() if g >= 1]
+        t = M.evidence_recall_at_k(units.refs([m for m, _ in turns], 5), evidence, None, 5)
+        sess = units.sessions(chunks)
+        return t, M.evidence_recall_at_k(sess, evidence, units.session_refs, 5)
+
+    Merge = Callable[[list], list]
+
+    def rr_first(lists):  # the question's ranking, then the others round-robin
+        return interleave(lists)
+
+    def rr_keep(n: int) -> Merge:  # the question's top n kept, then round-robin
+        def f(lists):
+            head = [d for d, _ in lists[0][:n]]
+            rest = [d for d, _ in interleave([lists[0][n:], *lists[1:]]) if d not in head]
+            return [(d, 1.0 / (i + 1)) for i, d in enumerate(head + rest)]
+
+        return f
+
+    def maxm(w: float) -> Merge:
+        return lambda lists: max_merge(lists, [1.0] + [w] * (len(lists) - 1))
+
+    def rrf_w(k: int = 60) -> Merge:
+        return lambda lists: rrf(lists, k=k)
+
+    merges: dict[str, Merge] = {
+        "rr": rr_first,
+        "rr keep2": rr_keep(2),
+        "max w1": maxm(1.0),
+        "max w.7": maxm(0.7),
+        "rrf60": rrf_w(60),
+    }
+    vals: dict[str, dict] = {}
+    key_t, key_s, key_u = (
+        ("turn", "evidence_recall", 5),
+        ("session", "evidence_recall", 5),
+        ("units", "evidence_recall", 5),
+    )
+
+    def record(name: str, pairs: list[tuple]) -> None:
+        t = [x[0] for x in pairs]
+        se = [x[1] for x in pairs]
+        u = [None if a_ is None or b is None else (a_ + b) / 2 for a_, b in zip(t, se, strict=True)]
+        vals[name] = {key_t: t, key_s: se, key_u: u}
+
+    record("default", [scores(*base[q.question_id], q) for q in scored])
+    for mname, merge in merges.items():
+        for turn_only in (False, True):
+            pairs = []
+            for q in scored:
+                bt, bc = base[q.question_id]
+                lists = [rankings[(q.question_id, x)] for x in subs[q.question_id]]
+                if not lists:
+                    pairs.append(scores(bt, bc, q))
+                    continue
+                mt = merge([bt] + [x[0] for x in lists])
+                mc = bc if turn_only else merge([bc] + [x[1] for x in lists])
+                pairs.append(scores(mt, mc, q))
+            record(f"decompose {mname}" + (" (turns only)" if turn_only else ""), pairs)
+        for hs in hop_settings:
+            pairs = []
+            for q in scored:
+                bt, bc = base[q.question_id]
+                ht, hc = rankings[(q.question_id, hopq[(q.question_id, hs)])]
+                pairs.append(scores(merge([bt, ht]), merge([bc, hc]), q))
+            record(f"hop docs={hs[0]} terms={hs[1]} q={int(hs[2])} {mname}", pairs)
+
+    for keep in (3, 4):  # the top ``keep`` turns, then the best turns of new sessions
+        pairs = []
+        for q in scored:
+            bt, bc = base[q.question_id]
+            pairs.append(scores(session_slots(bt, keep, lambda m: _session(s, m)), bc, q))
+        record(f"diverse keep={keep}", pairs)
+    for w in (0.5, 0.7):
+        c2 = replace(cfg, speaker_boost=w)
+        record(f"boost {w}", [scores(*ranked_one(s, cands[q.question_id], c2), q) for q in scored])
+    report(vals, scored, a.resamples)
+    print(f"total {time.process_time() - t0:.1f} s CPU")
+
+
+def _session(s, m: str) -> str:
+    ti = s.turn_index
+    return ti.layout.session_ids[ti.row_of[m]]
+
+
+def session_slots(turns, keep: int, session_of) -> list:
+    """The first ``keep`` turns, then each next best turn of a session not yet shown,
+    then the rest in order (a mild session diversity: only the tail of the top 5)."""
+    head = list(turns[:keep])
+    shown = {session_of(m) for m, _ in head}
+    fresh, rest = [], []
+    for m, v in turns[keep:]:
+        sid = session_of(m)
+        (fresh if sid not in shown else rest).append((m, v))
+        shown.add(sid)
+    return head + fresh + rest
+
+
+def _strip(c):
+    c.speakers_of = None  # a closure: not picklable
+    return c
+
+
+def by_type(values, scored) -> dict[str, float]:
+    out = collections.defaultdict(list)
+    for v, q in zip(values, scored, strict=True):
+        if v is not None:
+            out["all"].append(v)
+            out[q.qtype].append(v)
+    return {k: float(np.mean(v)) for k, v in out.items()}
+
+
+def report(vals: dict[str, dict], scored, resamples: int) -> None:
+    """In-sample figures per variant, then each family selected leave-one-conversation-out."""
+    key_t, key_s, key_u = (
+        ("turn", "evidence_recall", 5),
+        ("session", "evidence_recall", 5),
+        ("units", "evidence_recall", 5),
+    )
+    print("\nin sample, R@5 turn | session (all / multi-hop / single-hop / temporal / open)")
+    for name, v in vals.items():
+        bt, bs = by_type(v[key_t], scored), by_type(v[key_s], scored)
+        cols = " ".join(f"{bt[t]:.3f}" for t in TYPES) + " | "
+        cols += " ".join(f"{bs[t]:.3f}" for t in TYPES)
+        print(f"{name:44s} {cols}")
+    groups = [q.corpus_id for q in scored]
+    families = collections.defaultdict(list)
+    for name in vals:
+        if name != "default":
+            families[name.split()[0]].append(name)
+    for fam, names in [*families.items(), ("all", [n for n in vals if n != "default"])]:
+        res = CV.leave_one_group_out(["default", *names], vals, groups, key_u)
+        print(f"\nLOCO family {fam!r}: folds {sorted(set(res.folds.values()))}")
+        for key in (key_t, key_s):
+            mean, lo, hi = CV.cluster_bootstrap_ci(res.oof[key], groups, resamples)
+            diff = [
+                None if x is None or y is None else x - y
+                for x, y in zip(res.oof[key], vals["default"][key], strict=True)
+            ]
+            d, dlo, dhi = CV.cluster_bootstrap_ci(diff, groups, resamples)
+            mh = [x for x, q in zip(res.oof[key], scored, strict=True) if q.qtype == "multi-hop"]
+            mg = [q.corpus_id for q in scored if q.qtype == "multi-hop"]
+            m, mlo, mhi = CV.cluster_bootstrap_ci(mh, mg, resamples)
+            bt = by_type(res.oof[key], scored)
+            print(
+                f"  {key[0]:7s} R@5 {mean:.4f} [{lo:.4f}, {hi:.4f}] minus default {d:+.4f} "
+                f"[{dlo:+.4f}, {dhi:+.4f}]; multi-hop {m:.4f} [{mlo:.4f}, {mhi:.4f}]; "
+                + " ".join(f"{t}={bt.get(t, float('nan')):.3f}" for t in TYPES[2:])
+            )
+
+
+if __name__ == "__main__":
+    main()
