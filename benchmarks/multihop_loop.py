@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import argparse
 import collections
+import math
 import pickle
+import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,13 +37,168 @@ from memory_pipeline.core.evaluation import metrics as M  # noqa: E402
 from memory_pipeline.core.evaluation.evaluate_units import Units, _candidates  # noqa: E402
 from memory_pipeline.core.retrieval.config import PRESETS  # noqa: E402
 from memory_pipeline.core.retrieval.fusion import rrf  # noqa: E402
-from memory_pipeline.core.retrieval.multihop import (  # noqa: E402
-    decompose,
-    hop_terms,
-    interleave,
-    max_merge,
-)
+
+Ranked = list[tuple[str, float]]
 from memory_pipeline.core.retrieval.query import speakers_in  # noqa: E402
+
+# ---- the rules and merges measured (not shipped: none won out of fold) ----------------
+_WH = r"(?:what|which|who|whom|whose|where|when|why|how|did|does|do|is|are|was|were|has|have)"
+# "…, and how many years…" / "… or where …": a second question inside the first
+_SECOND_QUESTION = re.compile(rf"\s*,?\s+(?:and|or)\s+(?={_WH}\b)", re.I)
+_COORD = r"(?:\s*,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)"
+_MIN_PART_WORDS = 3  # a part shorter than this is not a question of its own
+
+
+def _is_english(query: str) -> bool:
+    """Letters of the query are ASCII Latin (the rules read English function words)."""
+    letters = [c for c in query if c.isalpha()]
+    return bool(letters) and all(c.isascii() for c in letters)
+
+
+def _name_pattern(names: Sequence[str]) -> str:
+    alts = sorted({re.escape(n) for n in names if n.strip()}, key=len, reverse=True)
+    return "(?:" + "|".join(alts) + ")"
+
+
+def _split_speakers(query: str, names: Sequence[str]) -> list[str]:
+    """One question per name of a coordination of two or more ``names`` in ``query`` (the
+    coordination, with its "both", replaced by the one name; a possessive kept), else []."""
+    if len(names) < 2:
+        return []
+    name = _name_pattern(names)
+    coord = re.compile(
+        rf"(?:\bboth\s+)?\b({name}(?:{_COORD}{name})+)(['’]s)?\b(?:\s+both\b)?", re.I
+    )
+    m = coord.search(query)
+    if m is None:
+        return []
+    members = re.findall(name, m.group(1), re.I)
+    if len(members) < 2:
+        return []
+    possessive = m.group(2) or ""
+    out = []
+    for member in dict.fromkeys(members):
+        text = query[: m.start()] + member + possessive + query[m.end() :]
+        out.append(re.sub(r"\s+", " ", text).strip())
+    return out
+
+
+def _split_questions(query: str, names: Sequence[str]) -> list[str]:
+    """The questions joined by "and"/"or" + a question word, each stripped of the joint;
+    a later part that names nobody gets the first part's names appended."""
+    parts = [p.strip(" ,?") for p in _SECOND_QUESTION.split(query)]
+    parts = [p for p in parts if len(p.split()) >= _MIN_PART_WORDS]
+    if len(parts) < 2:
+        return []
+    if names:
+        name = re.compile(r"\b" + _name_pattern(names) + r"\b", re.I)
+        first = list(dict.fromkeys(name.findall(parts[0])))
+        parts = [p if name.search(p) or not first else f"{p} {' '.join(first)}" for p in parts]
+    return [p + "?" for p in parts]
+
+
+_CLAUSE = re.compile(r"\s+(?=(?:during|while|after|before|since)\b)", re.I)
+
+
+def _split_clause(query: str, names: Sequence[str]) -> list[str]:
+    """The main clause and the time clause (during / while / after / before / since ...)
+    as two questions (the clause gets the main clause's names): the clause names the
+    event that locates the answer, which is another session's ("which book was John
+    reading during his recovery from an ankle injury?")."""
+    parts = _CLAUSE.split(query, maxsplit=1)
+    if len(parts) < 2 or min(len(p.split()) for p in parts) < _MIN_PART_WORDS:
+        return []
+    head, clause = parts[0].strip(" ,?"), parts[1].strip(" ,?")
+    if names:
+        name = re.compile(r"\b" + _name_pattern(names) + r"\b", re.I)
+        first = list(dict.fromkeys(name.findall(head)))
+        if first and not name.search(clause):
+            clause = f"{clause} {' '.join(first)}"
+    return [head + "?", clause + "?"]
+
+
+def decompose(query: str, names: Sequence[str] = (), clauses: bool = False) -> list[str]:
+    """Sub-questions of ``query`` (without the query itself), [] when no rule applies;
+    ``clauses``: also split off a time clause (``_split_clause``).
+
+    ``names``: the known speaker names the query mentions (``query.speakers_in``). English
+    only: the rules read English conjunctions, so any other query is left whole (a Japanese
+    「と」 coordination is not split by accident)."""
+    if not isinstance(query, str) or not _is_english(query):
+        return []
+    out: list[str] = []
+    for part in _split_questions(query, names) or [query]:
+        out.extend(_split_speakers(part, names) or ([part] if part != query else []))
+    if clauses and not out:
+        out = _split_clause(query, names)
+    return list(dict.fromkeys(p for p in out if p != query))
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’\-]*")
+
+
+def hop_terms(
+    texts: Sequence[str],
+    tokenize,
+    query_tokens: Iterable[str],
+    exclude: Iterable[str],
+    idf: Mapping[str, float],
+    n_terms: int,
+    min_idf: float = 0.0,
+) -> list[str]:
+    """The ``n_terms`` tokens of ``texts`` (the first hop's best turns) that say most about
+    them and the query does not already hold: weight ``tf x idf``, a token capitalized
+    inside a sentence (a name, a title, a place) counted twice; ``exclude`` (the speakers'
+    names) and tokens of idf below ``min_idf`` left out; ties by token, so the result is
+    deterministic."""
+    seen = set(query_tokens) | set(exclude)
+    weight: Counter[str] = Counter()
+    for text in texts:
+        capital = set()
+        for m in _WORD.finditer(text):
+            word = m.group(0)
+            before = text[: m.start()].rstrip()
+            if word[0].isupper() and before and before[-1] not in ".!?\"'“":
+                capital.update(tokenize(word))
+        for tok in tokenize(text):
+            w = idf.get(tok, 0.0)
+            if tok in seen or w <= min_idf:
+                continue
+            weight[tok] += w * (2.0 if tok in capital else 1.0)
+    ranked = sorted(weight.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [t for t, _ in ranked[:n_terms]]
+
+
+def interleave(rankings: Sequence[Ranked], depth: int | None = None) -> Ranked:
+    """Round-robin over ``rankings`` (the first list's item first at each round), each id
+    once at its first place; the score is 1 / place so the merge is itself a ranking."""
+    out: list[str] = []
+    seen: set[str] = set()
+    longest = max((len(r) for r in rankings), default=0)
+    for i in range(longest):
+        for r in rankings:
+            if i < len(r) and r[i][0] not in seen:
+                seen.add(r[i][0])
+                out.append(r[i][0])
+    out = out[:depth] if depth is not None else out
+    return [(d, 1.0 / (p + 1)) for p, d in enumerate(out)]
+
+
+def max_merge(rankings: Sequence[Ranked], weights: Sequence[float] | None = None) -> Ranked:
+    """Each id's best weighted score over ``rankings``, scores scaled by each list's best
+    (a list of other units stays comparable); ties by first appearance then id."""
+    weights = list(weights) if weights is not None else [1.0] * len(rankings)
+    best: dict[str, float] = {}
+    order: dict[str, int] = {}
+    for r, w in zip(rankings, weights, strict=True):
+        top = max((s for _, s in r), default=0.0)
+        for d, s in r:
+            v = w * (s / top if top > 0 else 0.0)
+            order.setdefault(d, len(order))
+            if d not in best or v > best[d] or math.isnan(best[d]):
+                best[d] = v
+    return sorted(best.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
 
 TYPES = ("all", "multi-hop", "single-hop", "temporal", "open-domain")
 DEPTH = 40  # turns per ranking (the evaluation fuses 2 x 20)
@@ -58,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--work", type=Path, default=Path("/tmp/locomo_loop"))
     p.add_argument("--scratch", type=Path, default=Path("/tmp/multihop"))
     p.add_argument("--resamples", type=int, default=2000)
+    p.add_argument("--e5", action="store_true", help="also the e5 turn-dense family (~6 min CPU)")
     a = p.parse_args(argv)
     a.scratch.mkdir(parents=True, exist_ok=True)
     t0 = time.process_time()
@@ -95,6 +254,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     # ---- the queries of each variant -------------------------------------------------
     subs = {q.question_id: decompose(q.question, cands[q.question_id].names) for q in scored}
+    csubs = {
+        q.question_id: decompose(q.question, cands[q.question_id].names, clauses=True)
+        for q in scored
+    }
+    n_cl = collections.Counter(q.qtype for q in scored if csubs[q.question_id])
+    print(f"with clauses: {dict(n_cl)}")
     n_dec = collections.Counter(q.qtype for q in scored if subs[q.question_id])
     print(f"decomposed: {dict(n_dec)}")
 
@@ -108,14 +273,14 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     t1 = time.process_time()
     s.prime_queries(
-        list({x for v in subs.values() for x in v}), "embedding_text"
+        list({x for v in csubs.values() for x in v}), "embedding_text"
     )  # batch the embedding
     hop_settings = [(1, 5, False), (2, 5, False), (3, 8, False), (2, 5, True), (3, 8, True)]
     hopq = {(q.question_id, hs): hop_query(q, *hs) for q in scored for hs in hop_settings}
     s.prime_queries(list(set(hopq.values())), "embedding_text")
     rankings: dict[tuple, tuple] = {}
     for q in scored:
-        for sub in subs[q.question_id]:
+        for sub in csubs[q.question_id]:
             rankings[(q.question_id, sub)] = ranked_one(s, cand_for(sub, q), cfg)
         for hs in hop_settings:
             hq = hopq[(q.question_id, hs)]
@@ -172,18 +337,22 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     record("default", [scores(*base[q.question_id], q) for q in scored])
     for mname, merge in merges.items():
-        for turn_only in (False, True):
+        for label, table, turn_only in (
+            ("decompose", subs, False),
+            ("decompose", subs, True),
+            ("clauses", csubs, False),
+        ):
             pairs = []
             for q in scored:
                 bt, bc = base[q.question_id]
-                lists = [rankings[(q.question_id, x)] for x in subs[q.question_id]]
+                lists = [rankings[(q.question_id, x)] for x in table[q.question_id]]
                 if not lists:
                     pairs.append(scores(bt, bc, q))
                     continue
                 mt = merge([bt] + [x[0] for x in lists])
                 mc = bc if turn_only else merge([bc] + [x[1] for x in lists])
                 pairs.append(scores(mt, mc, q))
-            record(f"decompose {mname}" + (" (turns only)" if turn_only else ""), pairs)
+            record(f"{label} {mname}" + (" (turns only)" if turn_only else ""), pairs)
         for hs in hop_settings:
             pairs = []
             for q in scored:
@@ -201,8 +370,67 @@ def main(argv: Sequence[str] | None = None) -> None:
     for w in (0.5, 0.7):
         c2 = replace(cfg, speaker_boost=w)
         record(f"boost {w}", [scores(*ranked_one(s, cands[q.question_id], c2), q) for q in scored])
+    if a.e5:
+        e5_family(s, scored, cands, cfg, a.scratch, base, scores, record)
     report(vals, scored, a.resamples)
+    sub = [i for i, q in enumerate(scored) if subs[q.question_id]]
+    print(f"\nthe {len(sub)} decomposed questions only (in sample), R@5 turn / session:")
+    for name in ("default", "decompose rr", "decompose max w1"):
+        t = np.mean([vals[name][key_t][i] for i in sub if vals[name][key_t][i] is not None])
+        se = np.mean([vals[name][key_s][i] for i in sub if vals[name][key_s][i] is not None])
+        print(f"  {name}: {t:.3f} / {se:.3f}")
     print(f"total {time.process_time() - t0:.1f} s CPU")
+
+
+def e5_family(s, scored, cands, cfg, scratch: Path, base, scores, record) -> None:
+    """A turn-level dense channel with multilingual-e5-small (USE at turn level was measured
+    before: no gain): each turn's cosine added to its own BM25 share (``wd``, as
+    ``locomo_loop.py dense``), or the e5 turn ranking merged after the default's top 3."""
+    from memory_pipeline.core.evaluation.evaluate_units import Candidates
+    from memory_pipeline.core.represent.providers.factory import make_embedder
+
+    ti = s.turn_index
+    model = "multilingual-e5-small"
+    emb = None
+    paths = (scratch / f"turn_vectors.{model}.npy", scratch / f"e5_queries.{model}.npy")
+    if not paths[0].exists():
+        emb = make_embedder("local", model)
+        texts = [f"{s.message(m)['sender']}: {s.message(m)['text']}" for m in ti.message_ids]
+        np.save(paths[0], np.asarray(emb.embed(texts, input_type="document").vectors, np.float32))
+    if not paths[1].exists():
+        emb = emb or make_embedder("local", model)
+        asked = emb.embed([q.question for q in scored], input_type="query").vectors
+        np.save(paths[1], np.asarray(asked, np.float32))
+    vectors, queries = np.load(paths[0]), np.load(paths[1])
+    conv = np.array([str(s.conversation[c]) for c in ti.first_chunk], dtype=object)
+    dense = {}
+    for i, q in enumerate(scored):
+        d = np.where(conv == q.corpus_id, vectors @ queries[i], 0.0)
+        dense[q.question_id] = np.maximum(d, 0.0) / (float(d.max()) or 1.0)
+    for wd in (0.25, 0.5):
+        pairs = []
+        for q in scored:
+            cand = cands[q.question_id]
+            own = cand.turn["turn"].astype(np.float64)
+            top = float(own.max()) or 1.0
+            mixed = Candidates(dense=cand.dense, names=cand.names, speakers_of=cand.speakers_of)
+            mixed.bm25 = cand.bm25
+            mixed.turn = {
+                "turn": (own / top + wd * dense[q.question_id]) * top,
+                "turn_ctx": cand.turn["turn_ctx"],
+            }
+            pairs.append(scores(*ranked_one(s, mixed, cfg), q))
+        record(f"e5 added wd={wd}", pairs)
+    pairs = []
+    for q in scored:
+        bt, bc = base[q.question_id]
+        d = dense[q.question_id]
+        order = np.argsort(-d, kind="stable")[:DEPTH]
+        dl = [(ti.message_ids[j], float(d[j])) for j in order]
+        head = [m for m, _ in bt[:3]]
+        rest = [m for m, _ in interleave([bt[3:], dl]) if m not in head]
+        pairs.append(scores([(m, 1.0 / (i + 1)) for i, m in enumerate(head + rest)], bc, q))
+    record("e5 merged keep3", pairs)
 
 
 def _session(s, m: str) -> str:
