@@ -217,6 +217,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--scratch", type=Path, default=Path("/tmp/multihop"))
     p.add_argument("--resamples", type=int, default=2000)
     p.add_argument("--e5", action="store_true", help="also the e5 turn-dense family (~6 min CPU)")
+    p.add_argument("--embexp", action="store_true", help="also word-embedding query expansion")
     a = p.parse_args(argv)
     a.scratch.mkdir(parents=True, exist_ok=True)
     t0 = time.process_time()
@@ -372,6 +373,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         record(f"boost {w}", [scores(*ranked_one(s, cands[q.question_id], c2), q) for q in scored])
     if a.e5:
         e5_family(s, scored, cands, cfg, a.scratch, base, scores, record)
+    if a.embexp:
+        embedding_expansion(s, scored, cands, cfg, a.scratch, scores, record)
     report(vals, scored, a.resamples)
     sub = [i for i, q in enumerate(scored) if subs[q.question_id]]
     print(f"\nthe {len(sub)} decomposed questions only (in sample), R@5 turn / session:")
@@ -431,6 +434,110 @@ def e5_family(s, scored, cands, cfg, scratch: Path, base, scores, record) -> Non
         rest = [m for m, _ in interleave([bt[3:], dl]) if m not in head]
         pairs.append(scores([(m, 1.0 / (i + 1)) for i, m in enumerate(head + rest)], bc, q))
     record("e5 merged keep3", pairs)
+
+
+_STOP_Q = frozenset(
+    "what which who whom whose where when why how did does do is are was were has have had "
+    "the a an of to in on for with and or by from at as that this these those some any kind "
+    "type types sort many much thing things".split()
+)
+
+
+def embedding_expansion(s, scored, cands, cfg, scratch: Path, scores, record) -> None:
+    """Category -> instance expansion by word embeddings (Kuzi et al. 2016, "query expansion
+    using word embeddings"): the conversation's words nearest (USE, the index's embedder) to
+    the question's content words ("books" -> novel, Alchemist?) are added to the chunk and
+    turn BM25 queries as ``(1 - lam) * BM25(q) + lam * sum_t sim_t * BM25(t)``."""
+    from memory_pipeline.core.evaluation.evaluate_units import POOL, Candidates
+
+    ti = s.turn_index
+    index = s.bm25["raw_text"]
+    tok, vocab = index.tokenizer, index.vocab
+    rows = s._doc_positions("raw_text")
+    names = {t for n in s.known_speakers for t in tok.tokenize(n)}
+    conv_of_turn = [str(s.conversation[c]) for c in ti.first_chunk]
+    words: dict[str, dict[str, str]] = collections.defaultdict(dict)  # conv -> word -> token
+    for m, conv in zip(ti.message_ids, conv_of_turn, strict=True):
+        for w in re.findall(r"[A-Za-z][a-z]{2,}", s.message(m)["text"]):
+            lw = w.lower()
+            if lw in words[conv] or lw in _STOP_Q:
+                continue
+            t = tok.tokenize(lw)
+            if len(t) == 1 and t[0] in vocab and t[0] not in names:
+                words[conv][lw] = t[0]
+    surface = sorted({w for d in words.values() for w in d})
+    asked = {
+        q.question_id: [
+            w.lower()
+            for w in re.findall(r"[A-Za-z][A-Za-z]+", q.question)
+            if w.lower() not in _STOP_Q
+            and tok.tokenize(w.lower())
+            and not set(tok.tokenize(w.lower())) & names
+        ]
+        for q in scored
+    }
+    qwords = sorted({w for v in asked.values() for w in v})
+    path = scratch / "word_vectors.use.npz"
+    emb = s.query_embedder("embedding_text")
+    if path.exists():
+        z = np.load(path, allow_pickle=True)
+        wv = dict(zip(z["words"], z["vectors"], strict=True))
+    else:
+        wv = {}
+    todo = [w for w in dict.fromkeys(surface + qwords) if w not in wv]
+    if todo:
+        t0 = time.process_time()
+        got = np.asarray(emb.embed(todo, input_type="query").vectors, np.float32)
+        wv.update(zip(todo, got, strict=True))
+        print(f"embedded {len(todo)} words: {time.process_time() - t0:.1f} s CPU")
+        np.savez(path, words=np.array(list(wv)), vectors=np.stack(list(wv.values())))
+    conv_words = {c: sorted(d) for c, d in words.items()}
+    conv_mat = {c: np.stack([wv[w] for w in ws]) for c, ws in conv_words.items()}
+    cache: dict[str, np.ndarray] = {}
+
+    def chunk_bm25(ids: list[int]) -> np.ndarray:
+        return np.asarray(index.retriever.get_scores_from_ids(ids), dtype=np.float64)
+
+    for n_terms, lam, min_sim in ((5, 0.2, 0.4), (10, 0.2, 0.35), (5, 0.4, 0.4), (3, 0.3, 0.45)):
+        pairs = []
+        for q in scored:
+            cand = cands[q.question_id]
+            qw = [w for w in asked[q.question_id] if w in wv]
+            if not qw:
+                pairs.append(scores(*ranked_one(s, cand, cfg), q))
+                continue
+            sims = (np.stack([wv[w] for w in qw]) @ conv_mat[q.corpus_id].T).max(axis=0)
+            q_tokens = set(tok.tokenize(q.question))
+            terms: dict[str, float] = {}
+            for j in np.argsort(-sims, kind="stable"):
+                if sims[j] < min_sim or len(terms) == n_terms:
+                    break
+                t = words[q.corpus_id][conv_words[q.corpus_id][j]]
+                if t not in q_tokens and t not in terms:
+                    terms[t] = float(sims[j])
+            if not terms:
+                pairs.append(scores(*ranked_one(s, cand, cfg), q))
+                continue
+            total = sum(terms.values())
+            mask = s.scope_mask(None, q.corpus_id)
+            sc = (1 - lam) * chunk_bm25([vocab[t] for t in tok.tokenize(q.question) if t in vocab])
+            for t, w in terms.items():
+                key = f"{q.corpus_id}\t{t}"
+                if key not in cache:
+                    cache[key] = chunk_bm25([vocab[t]])
+                sc = sc + lam * (w / total) * cache[key]
+            sc = np.where(mask[rows], sc, 0.0)
+            top = np.argsort(-sc, kind="stable")[:POOL]
+            out = Candidates(dense=cand.dense, names=cand.names, speakers_of=cand.speakers_of)
+            out.bm25 = {"raw_text": [(index.doc_ids[i], float(sc[i])) for i in top if sc[i] > 0]}
+            out.turn = {}
+            for rep in ("turn", "turn_ctx"):
+                v = (1 - lam) * cand.turn[rep].astype(np.float64)
+                for t, w in terms.items():
+                    v = v + lam * (w / total) * ti.scores([t], rep, mask)
+                out.turn[rep] = v
+            pairs.append(scores(*ranked_one(s, out, cfg), q))
+        record(f"embexp n={n_terms} lam={lam} sim>={min_sim}", pairs)
 
 
 def _session(s, m: str) -> str:
