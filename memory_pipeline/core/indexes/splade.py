@@ -20,9 +20,12 @@ built only for a corpus whose language is English.
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -169,7 +172,8 @@ class Splade:
             + w["bert.embeddings.position_embeddings.weight"][:length]
             + w["bert.embeddings.token_type_embeddings.weight"][0]
         )
-        x = _layer_norm(x, w["bert.embeddings.LayerNorm.gamma"], w["bert.embeddings.LayerNorm.beta"])
+        e = "bert.embeddings.LayerNorm."
+        x = _layer_norm(x, w[e + "gamma"], w[e + "beta"])
         bias = np.where(mask[:, None, None, :] > 0, 0.0, -1e9).astype(np.float32)
         d = x.shape[-1] // HEADS
         for i in range(LAYERS):
@@ -190,9 +194,8 @@ class Splade:
             att /= att.sum(-1, keepdims=True)
             ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n, length, HEADS * d)
             a = lin(ctx, "attention.output.dense")
-            x = _layer_norm(
-                a + x, w[p + "attention.output.LayerNorm.gamma"], w[p + "attention.output.LayerNorm.beta"]
-            )
+            n1 = p + "attention.output.LayerNorm."
+            x = _layer_norm(a + x, w[n1 + "gamma"], w[n1 + "beta"])
             h = lin(_gelu(lin(x, "intermediate.dense")), "output.dense")
             x = _layer_norm(h + x, w[p + "output.LayerNorm.gamma"], w[p + "output.LayerNorm.beta"])
         t = "cls.predictions.transform."
@@ -221,17 +224,16 @@ class Splade:
             starts = np.r_[0, np.cumsum(lengths)[:-1]]
             top = np.empty((len(idx), bias.size), np.float32)
             for a in range(0, len(idx), SLICE):  # the (positions, V) logits of a few texts
-                lo, hi = starts[a], starts[min(a + SLICE, len(idx)) - 1] + lengths[
-                    min(a + SLICE, len(idx)) - 1
-                ]
+                lo, hi = (
+                    starts[a],
+                    starts[min(a + SLICE, len(idx)) - 1] + lengths[min(a + SLICE, len(idx)) - 1],
+                )
                 logits = real[lo:hi] @ self.decoder
                 top[a : a + SLICE] = np.maximum.reduceat(logits, starts[a : a + SLICE] - lo)
             vecs = np.log1p(np.maximum(top + bias, 0.0))
             for r, j in enumerate(idx):
                 nz = np.flatnonzero(vecs[r])
-                rows[j] = sp.csr_matrix(
-                    (vecs[r, nz], nz, [0, nz.size]), shape=(1, bias.size)
-                )
+                rows[j] = sp.csr_matrix((vecs[r, nz], nz, [0, nz.size]), shape=(1, bias.size))
         if not rows:
             return sp.csr_matrix((0, len(self.tok.terms)), dtype=np.float32)
         return sp.vstack(rows, format="csr", dtype=np.float32)
@@ -241,3 +243,133 @@ class Splade:
 def packaged() -> Splade | None:
     """The packaged encoder (loaded once per process), or None when it is not packaged."""
     return Splade() if available() else None
+
+
+# -- the turn index's SPLADE vectors ------------------------------------------------------------
+
+INDEX_FILE = "splade.npz"  # in the version's turns folder, rows in turn layout order
+CACHE_FILE = "undated_splade.npz"  # text hash -> vector; "undated": retention drops it too
+FORMAT = 1
+
+
+def text_key(text: str) -> bytes:
+    """A turn text's cache key (16-byte blake2b of the format and the text)."""
+    return hashlib.blake2b(f"{FORMAT}\x1e{text}".encode(), digest_size=16).digest()
+
+
+def encode_cached(texts: Sequence[str], cache: Path | None, encoder: Splade) -> sp.csr_matrix:
+    """SPLADE vectors of ``texts``, reading the unchanged ones from ``cache`` (a folder) by
+    content hash and encoding the rest; the cache is rewritten with exactly the vectors of
+    ``texts`` (a deleted message's vector does not outlive it)."""
+    keys = [text_key(t) for t in texts]
+    known: dict[bytes, int] = {}
+    old = None
+    path = Path(cache) / CACHE_FILE if cache is not None else None
+    if path is not None and path.exists():
+        try:
+            with np.load(path) as z:
+                old = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+                known = {bytes(k): i for i, k in enumerate(z["keys"])}
+        except (OSError, ValueError, KeyError):
+            old, known = None, {}
+    missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in known))
+    fresh = encoder.encode(missing) if missing else None
+    new_row = {text_key(t): i for i, t in enumerate(missing)}
+    vocab = len(encoder.tok.terms)
+    parts = []
+    for k in keys:
+        if k in new_row:
+            parts.append(fresh[new_row[k]])
+        else:
+            parts.append(old[known[k]])
+    out = (
+        sp.vstack(parts, format="csr", dtype=np.float32)
+        if parts
+        else sp.csr_matrix((0, vocab), dtype=np.float32)
+    )
+    if path is not None:
+        unique = list(dict.fromkeys(keys))
+        first = {k: i for i, k in reversed(list(enumerate(keys)))}
+        kept = out[[first[k] for k in unique]] if unique else out
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            np.savez(
+                f,
+                keys=np.array(unique, dtype="S16").reshape(-1),
+                data=kept.data,
+                indices=kept.indices,
+                indptr=kept.indptr,
+                shape=np.array(kept.shape),
+            )
+        os.replace(tmp, path)
+    return out
+
+
+def is_english(texts: Sequence[str], sample: int = 200) -> bool:
+    """Whether a corpus is English by a sample of its texts (evenly spread): the channel is
+    built for English only (the vocabulary and the model are English)."""
+    from memory_pipeline.core.common.lang import detect_lang
+
+    if not texts:
+        return False
+    step = max(1, len(texts) // sample)
+    picked = [t for t in texts[::step] if t and t.strip()][:sample]
+    en = sum(detect_lang(t, max_chars=400) == "en" for t in picked)
+    return bool(picked) and en * 2 > len(picked)
+
+
+def build_splade_index(folder: Path, texts: Sequence[str], cache: Path | None = None) -> dict:
+    """Write ``folder/splade.npz``: the SPLADE vector of every turn text (``sender: text``,
+    rows in turn layout order). Nothing is written (and stale vectors are removed) when the
+    weights are not packaged or the corpus is not English: search then ranks without it."""
+    path = Path(folder) / INDEX_FILE
+    encoder = packaged()
+    if encoder is None or not is_english(texts):
+        path.unlink(missing_ok=True)
+        return {"splade_turns": 0}
+    matrix = encode_cached(texts, cache, encoder)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        sp.save_npz(f, matrix)
+    os.replace(tmp, path)
+    return {"splade_turns": matrix.shape[0], "splade_nonzeros": int(matrix.nnz)}
+
+
+def load_splade_index(folder: Path, turns: int) -> sp.csr_matrix | None:
+    """The turns' SPLADE vectors (None: absent, unreadable or not ``turns`` rows)."""
+    path = Path(folder) / INDEX_FILE
+    if not path.exists():
+        return None
+    try:
+        matrix = sp.load_npz(path).tocsr()
+    except (OSError, ValueError):
+        return None
+    return matrix if matrix.shape[0] == turns else None
+
+
+def turn_scores(matrix: sp.csr_matrix, query: sp.csr_matrix) -> np.ndarray:
+    """Every turn's SPLADE score for an encoded query (a (1, V) row): ``D q``."""
+    return np.asarray((matrix @ query.T).toarray()).ravel().astype(np.float64)
+
+
+def turn_texts(layout_ids: Sequence[str], messages: Any) -> list[str]:
+    """``sender: text`` of each message id (what the benchmark measured), from a messages
+    table (``message_id``, ``sender``, ``text``); an unknown id gives an empty text."""
+    cols = messages.select(["message_id", "sender", "text"]).to_pydict()
+    rows = {
+        m: f"{s or ''}: {t or ''}"
+        for m, s, t in zip(cols["message_id"], cols["sender"], cols["text"], strict=True)
+    }
+    return [rows.get(m, "") for m in layout_ids]
+
+
+def build_version_index(version: Path, chunks: Any, messages: Any, cache: Path | None) -> dict:
+    """:func:`build_splade_index` for an index version: its turns (the turn index's
+    layout of the chunk lookup) with their texts from ``messages``."""
+    from memory_pipeline.core.indexes.turns import TURN_FOLDER, turn_layout
+
+    layout = turn_layout(chunks.sort_by("chunk_id"))
+    folder = Path(version) / TURN_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    return build_splade_index(folder, turn_texts(layout.message_ids, messages), cache)
