@@ -53,7 +53,10 @@ class _Counting:
         return sp.vstack(rows, format="csr", dtype=np.float32)
 
 
-def test_turn_vectors_are_cached_by_content_and_the_cache_keeps_only_current_texts(tmp_path):
+def test_turn_vectors_are_cached_by_content_and_the_cache_keeps_only_current_texts(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(SP, "_MEMO", {})
     enc = _Counting()
     first = SP.encode_cached(["a", "bb", "a"], tmp_path, enc)
     assert enc.seen == ["a", "bb"]  # a repeated text is encoded once
@@ -62,13 +65,17 @@ def test_turn_vectors_are_cached_by_content_and_the_cache_keeps_only_current_tex
     assert (again[0] != first[1]).nnz == 0 and again[1, 3] == 1.0
     with np.load(tmp_path / SP.CACHE_FILE) as z:
         assert sorted(bytes(k) for k in z["keys"]) == sorted(SP.text_key(t) for t in ["bb", "ccc"])
-    (tmp_path / SP.CACHE_FILE).write_bytes(b"not an npz")  # unreadable: recomputed
+    (tmp_path / SP.CACHE_FILE).write_bytes(b"not an npz")  # unreadable: recomputed...
+    monkeypatch.setattr(SP, "_MEMO", {})
     SP.encode_cached(["bb"], tmp_path, enc)
     assert enc.seen[-1] == "bb"
+    SP.encode_cached(["bb", "dddd"], tmp_path / "elsewhere", enc)  # ...or read from memory
+    assert enc.seen[-2:] == ["bb", "dddd"]
 
 
 def test_the_index_is_english_only_and_absent_vectors_load_as_none(tmp_path, monkeypatch):
     monkeypatch.setattr(SP, "packaged", lambda: _Counting())
+    monkeypatch.setattr(SP, "_MEMO", {})  # the stand-in's vectors stay out of the process's
     stats = SP.build_splade_index(tmp_path, ["昨日は犬と公園を散歩した", "今日は雨が降っている"])
     assert stats == {"splade_turns": 0} and not (tmp_path / SP.INDEX_FILE).exists()
     assert SP.load_splade_index(tmp_path, 2) is None
