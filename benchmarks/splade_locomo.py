@@ -382,7 +382,7 @@ def write(s, scored, cands, units, cfg, spl, cv, figures, groups, a) -> None:
     import json
 
     from memory_pipeline.core.evaluation.rerank_cv import FeatureCache, as_turn_config, fit
-    from memory_pipeline.core.retrieval.config import SELECTION
+    from memory_pipeline.core.retrieval.config import load_selection
 
     weight = float(cv.selected.split("/")[0])
     for q in scored:  # as gather() stores it
@@ -409,7 +409,7 @@ def write(s, scored, cands, units, cfg, spl, cv, figures, groups, a) -> None:
     )
     root = Path(R.__file__).parent
     (root / R.ARTIFACT).write_text(R.render_artifact(model.to_dict()), encoding="utf-8")
-    sel = json.loads(json.dumps(SELECTION))
+    sel = load_selection()
     sel["config"]["splade"] = weight
     sel["name"] = replace(shipped, rerank=sel["config"]["rerank"]).name
     for record in (sel.get("languages") or {}).values():
