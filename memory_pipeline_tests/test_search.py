@@ -846,3 +846,35 @@ def test_the_warehouse_is_rewritten_only_when_its_views_change(built: Runner):
         con.close()
     assert n == built.store.read("raw_messages").num_rows
     assert run() is False
+
+
+def test_splade_channel_english_only_and_absent_vectors_keep_the_ranking(built: Runner, tmp_path):
+    """The build writes the turns' SPLADE vectors for an English corpus (with the packaged
+    weights); a search with ``splade`` on reads them for an English query only, and a
+    version without them ranks exactly as with the channel off."""
+    import shutil
+    from dataclasses import replace
+
+    from memory_pipeline.core.indexes import splade as SP
+    from memory_pipeline.core.indexes.turns import TURN_FOLDER
+    from memory_pipeline.core.retrieval.searcher import Searcher
+
+    on = SearchConfig(mode="bm25", turns="index", splade=3.0)
+    off = replace(on, splade=0.0)
+    s = Searcher(built.store.root)
+    path = current_version(built.store.root) / TURN_FOLDER / SP.INDEX_FILE
+    if s.corpus_language == "en" and SP.available():
+        assert path.exists() and s.splade_index.shape[0] == len(s.turn_index)
+        scores = s.splade_scores("dog shelter", None)
+        assert scores is not None and scores.max() > 0
+        assert s.splade_scores("犬の保護施設はどこ", None) is None  # Japanese: not applied
+        assert s.search("dog shelter", 3, on).turns
+    out = tmp_path / "out"
+    shutil.copytree(built.store.root, out)
+    (current_version(out) / TURN_FOLDER / SP.INDEX_FILE).unlink(missing_ok=True)
+    old = Searcher(out)
+    assert old.splade_index is None
+    for q in ("dog shelter", "what did we do last week"):
+        a, b = old.search(q, 5, on), old.search(q, 5, off)
+        assert [t.message_id for t in a.turns] == [t.message_id for t in b.turns]
+        assert [c.chunk_id for c in a.chunks] == [c.chunk_id for c in b.chunks]

@@ -40,6 +40,7 @@ from memory_pipeline.core.indexes.publish import (
     representation_arrays,
 )
 from memory_pipeline.core.indexes.segments import DensePart
+from memory_pipeline.core.indexes.splade import build_version_index as build_splade
 from memory_pipeline.core.indexes.token_cache import CachedTokenizer
 from memory_pipeline.core.indexes.tokenize import get_tokenizer
 from memory_pipeline.core.indexes.turns import build_turn_index
@@ -334,14 +335,19 @@ def _text_indexes(
         # on a thread of its own: the longest task starts now, not behind the pool's queue
         turn_pool = ThreadPoolExecutor(1, thread_name_prefix="turns")
         turns = turn_pool.submit(
-            lambda: build_turn_index(
-                version,
-                chunks,
-                messages,
-                turn_tokenizer,
-                parts=parts,
-                sources=_message_files(store),
-            )
+            lambda: {
+                **build_turn_index(
+                    version,
+                    chunks,
+                    messages,
+                    turn_tokenizer,
+                    parts=parts,
+                    sources=_message_files(store),
+                ),
+                # the turns' SPLADE vectors (English corpora with the packaged weights),
+                # cached by text hash beside the token parts: forget drops them with them
+                **build_splade(version, chunks, messages, parts / "splade"),
+            }
         )
         turn_pool.shutdown(wait=False)  # its thread ends after the task
         # the chunk lookups (the chunks the BM25 indexes are built from: the version

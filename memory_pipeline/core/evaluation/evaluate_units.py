@@ -29,6 +29,7 @@ from memory_pipeline.core.retrieval.query import (
     strip_question,
 )
 from memory_pipeline.core.retrieval.searcher import TURN_CHUNKS, turn_weights
+from memory_pipeline.core.retrieval.turns import mix_splade
 
 # Query-understanding options (retrieval.query) swept on top of a few base configurations
 # (``query_variants``): each is one SearchConfig field set, so the CV selection can pick it.
@@ -138,6 +139,10 @@ def _candidates(searcher, text: str, mask, dense_reps: Sequence[str]) -> Candida
         tokens = searcher.bm25["raw_text"].tokenizer.tokenize(text)
         for rep in ("turn", "turn_ctx"):
             cand.turn[rep] = ti.scores(tokens, rep, mask).astype(np.float32)
+        splade = getattr(searcher, "splade_scores", None)
+        scores = splade(text, mask) if splade is not None else None
+        if scores is not None:  # the learned sparse channel (English, when built)
+            cand.turn["splade"] = scores.astype(np.float32)
     return cand
 
 
@@ -226,7 +231,7 @@ class Units:
             ranked,
             self.s.position,
             self.s.chunk_ids,
-            cand.turn["turn"],
+            mix_splade(cand.turn["turn"], cand.turn.get("splade"), cfg.splade),
             cand.turn["turn_ctx"],
             turn_weights(cfg),
             depth * 2,

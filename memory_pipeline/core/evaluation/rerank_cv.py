@@ -23,6 +23,7 @@ from memory_pipeline.core.retrieval.config import SearchConfig
 from memory_pipeline.core.retrieval.rerank import CANDIDATES, FEATURES, Reranker, rerank, train
 from memory_pipeline.core.retrieval.searcher import turn_weights
 from memory_pipeline.core.retrieval.timeexpr import parse_query
+from memory_pipeline.core.retrieval.turns import mix_splade
 
 RERANK_LABEL = "cv:selected+rerank"
 
@@ -65,7 +66,7 @@ class FeatureCache:
                 cand.ranking(cfg),
                 self.s.position,
                 self.s.chunk_ids,
-                cand.turn["turn"],
+                mix_splade(cand.turn["turn"], cand.turn.get("splade"), cfg.splade),
                 cand.turn["turn_ctx"],
                 turn_weights(cfg),
                 max(CANDIDATES, 20),

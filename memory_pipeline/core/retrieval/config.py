@@ -54,7 +54,10 @@ class SearchConfig:
     fused turns with the packaged learned reranker (core/retrieval/rerank.py; no-op when
     it is absent). ``time_fallback``: a question whose hard time filter keeps no session in
     scope is ranked as content instead of answered empty (the words date the event asked
-    about, not the chat: "the rainy season starts in May").
+    about, not the chat: "the rainy season starts in May"). ``splade``: the weight of the
+    learned sparse channel in a turn's own share (``turns.mix_splade``: its SPLADE score,
+    scaled by the query's best, added to its scaled BM25); 0 is off, and it applies only to
+    English queries on a version with SPLADE vectors (core/indexes/splade.py).
     """
 
     mode: str = "hybrid"
@@ -77,6 +80,7 @@ class SearchConfig:
     lift: float = 0.0
     rerank: bool = False
     time_fallback: bool = False
+    splade: float = 0.0
 
     def __post_init__(self) -> None:
         # fail when the value is made (API call, CLI flag, preset), not deep inside a ranking
@@ -103,6 +107,8 @@ class SearchConfig:
         for w in (self.turn_self, self.turn_ctx, self.turn_chunk, self.lift):
             if not 0.0 <= w <= 1.0:
                 raise ValueError(f"turn weights and lift must be in [0, 1], got {w}")
+        if self.splade < 0:
+            raise ValueError(f"splade must be >= 0, got {self.splade}")
 
     @property
     def family(self) -> str:
@@ -129,7 +135,9 @@ class SearchConfig:
         if self.turns == "index":
             return (
                 f"{self.chunk_name} turns={self.turn_self:.2f}/{self.turn_ctx:.2f}/"
-                f"{self.turn_chunk:.2f} lift={self.lift:.2f}" + (" +rerank" if self.rerank else "")
+                f"{self.turn_chunk:.2f} lift={self.lift:.2f}"
+                + (f" +splade{self.splade:g}" if self.splade else "")
+                + (" +rerank" if self.rerank else "")
             )
         return self.chunk_name
 

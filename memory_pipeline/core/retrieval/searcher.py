@@ -151,6 +151,8 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         self._chunk_table = chunks
         self._turn_index: TurnIndex | None = None
         self._turns_loaded = False
+        self._splade: Any = None
+        self._splade_loaded = False
         self._session_times: SessionTimes | None = None
         self.chunk_session_row = np.zeros(0, dtype=np.int64)
         self.reranker: Reranker | None = load_packaged()
@@ -173,6 +175,36 @@ class Searcher(_Retrievers, _Answerability, _Hits):
                 self._turn_index.message_tokens = load_message_tokens(self.version)
             self._turns_loaded = True
         return self._turn_index
+
+    @property
+    def splade_index(self) -> Any:
+        """The turns' SPLADE vectors (CSR, turn layout rows), loaded on first use; None
+        when the version has none (not English, weights not packaged, an older build) or
+        there is no turn index: the turn ranking is then BM25's alone."""
+        if not self._splade_loaded:
+            from memory_pipeline.core.indexes.splade import load_splade_index
+            from memory_pipeline.core.indexes.turns import TURN_FOLDER
+
+            ti = self.turn_index
+            if ti is not None:
+                self._splade = load_splade_index(self.version / TURN_FOLDER, len(ti))
+            self._splade_loaded = True
+        return self._splade
+
+    def splade_scores(self, content: str, mask: np.ndarray | None) -> np.ndarray | None:
+        """Every turn's SPLADE score for an English ``content`` (0 outside ``mask``, a
+        boolean array over chunk rows); None when the channel does not apply: no vectors,
+        no packaged encoder, or a query in another language."""
+        from memory_pipeline.core.indexes import splade as SP
+
+        matrix = self.splade_index
+        encoder = SP.packaged() if matrix is not None else None
+        if encoder is None or language_of(content, self.corpus_language) != "en":
+            return None
+        out = SP.turn_scores(matrix, encoder.encode([content]))
+        if mask is not None:
+            out = np.where(mask[self.turn_index.first_chunk], out, 0.0)
+        return out
 
     def _make_turn_index(self, layout, indexes) -> TurnIndex:
         rows = [self._messages.get(m) or {} for m in layout.message_ids]

@@ -25,6 +25,7 @@ from memory_pipeline.core.retrieval.searcher_parts import (
     turn_weights,
 )
 from memory_pipeline.core.retrieval.timeexpr import ParsedQuery
+from memory_pipeline.core.retrieval.turns import mix_splade
 
 
 class _Hits:
@@ -49,6 +50,8 @@ class _Hits:
         ti = self.turn_index
         tokens = self.bm25["raw_text"].tokenizer.tokenize(content)
         own = ti.scores(tokens, "turn", mask)
+        if config.splade:  # the learned sparse channel in the turn's own share (English)
+            own = mix_splade(own, self.splade_scores(content, mask), config.splade)
         ctx = ti.scores(tokens, "turn_ctx", mask)
         model = self.reranker if config.rerank else None
         self._last.turns = (own, model is not None)

