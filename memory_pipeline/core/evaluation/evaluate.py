@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import pyarrow as pa
 
@@ -109,6 +110,16 @@ __all__ = [
 ]
 
 
+def splade_weights(searcher: Any) -> tuple[float, ...]:
+    """The SPLADE weights the sweep tries: off, and the packaged default's weight when this
+    corpus has SPLADE vectors (an English corpus); only off otherwise, so a re-selection
+    accepted from this sweep can keep the channel the default ships with."""
+    shipped = PRESETS["default"].splade
+    if shipped and getattr(searcher, "splade_index", None) is not None:
+        return (0.0, shipped)
+    return (0.0,)
+
+
 def run_evaluation(
     searcher,
     questions: Sequence[EvalQuestion],
@@ -155,6 +166,7 @@ def run_evaluation(
         [r for r in REPRESENTATIONS if r in searcher.bm25],
         dense_reps,
         turns=getattr(searcher, "turn_index", None) is not None,
+        splade=splade_weights(searcher),
     )
     sweep_vals = sweep(configs, scored, cands, units, log)
     # query options on the packaged default and the dev split's best of each family: the

@@ -42,10 +42,15 @@ TURN_DENSE_REPS = ("embedding_text", "summary")
 TURN_BM25_REP = "raw_text"
 
 
-def turn_configs(chunk_configs: Sequence[SearchConfig]) -> list[SearchConfig]:
-    """The turn-index configurations of the sweep: the turn weights x lifts over a few
-    chunk rankings of ``chunk_configs``, and the turn index alone (its own BM25 only: the
-    single turn retriever the report compares with)."""
+def turn_configs(
+    chunk_configs: Sequence[SearchConfig], splade: Sequence[float] = (0.0,)
+) -> list[SearchConfig]:
+    """The turn-index configurations of the sweep: the turn weights x lifts x SPLADE weights
+    over a few chunk rankings of ``chunk_configs``, and the turn index alone (its own BM25
+    only: the single turn retriever the report compares with).
+
+    ``splade`` is swept only where the corpus has SPLADE vectors (the caller knows): on
+    other corpora a non-zero weight ranks exactly like 0 and would only add twins."""
     bases = [
         c
         for c in chunk_configs
@@ -57,9 +62,13 @@ def turn_configs(chunk_configs: Sequence[SearchConfig]) -> list[SearchConfig]:
     ]
     out = []
     for b in bases:
-        for ts, tc, tk, lift in itertools.product(TURN_SELF, TURN_CTX, TURN_CHUNK, LIFTS):
+        for ts, tc, tk, lift, sp in itertools.product(
+            TURN_SELF, TURN_CTX, TURN_CHUNK, LIFTS, splade
+        ):
             out.append(
-                replace(b, turns="index", turn_self=ts, turn_ctx=tc, turn_chunk=tk, lift=lift)
+                replace(
+                    b, turns="index", turn_self=ts, turn_ctx=tc, turn_chunk=tk, lift=lift, splade=sp
+                )
             )
     out += [
         replace(b, turns="index", turn_self=1.0, turn_ctx=0.0, turn_chunk=0.0, lift=0.0)
@@ -81,12 +90,14 @@ def sweep_configs(
     dense_reps: Sequence[str] = REPRESENTATIONS,
     base: SearchConfig = DEFAULT,
     turns: bool = True,
+    splade: Sequence[float] = (0.0,),
 ) -> list[SearchConfig]:
     """Single retrievers, linear fusion over every pairing x beta, RRF over every pairing x k,
     each as ``base`` with its ranking fields replaced (so a sweep point is a search the API
-    can run as it is); with ``turns``, the granularity fusions of ``turn_configs`` too."""
+    can run as it is); with ``turns``, the granularity fusions of ``turn_configs`` (with
+    the SPLADE weights ``splade``) too."""
     chunk = _chunk_configs(reps, dense_reps, base)
-    return chunk + turn_configs(chunk) if turns else chunk
+    return chunk + turn_configs(chunk, splade) if turns else chunk
 
 
 def _chunk_configs(

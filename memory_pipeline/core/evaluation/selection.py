@@ -63,6 +63,9 @@ def propose(meta: Mapping[str, Any], data: Path, command: str) -> dict[str, Any]
 # a LoCoMo evaluation proposes the English search configuration only, so it keeps these as
 # the packaged record has them instead of dropping them on --accept-selection.
 KEPT_FROM_CURRENT = ("answerability", "languages")
+# provenance of components chosen by their own cross-validation (the SPLADE weight the sweep
+# only switches on or off), kept beside a new selection's own provenance
+KEPT_PROVENANCE = ("splade",)
 
 
 def carry_over(proposed: Mapping[str, Any], current: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -71,6 +74,10 @@ def carry_over(proposed: Mapping[str, Any], current: Mapping[str, Any] | None) -
     for key in KEPT_FROM_CURRENT:
         if current and key in current and key not in out:
             out[key] = current[key]
+    old = (current or {}).get("provenance") or {}
+    kept = {k: old[k] for k in KEPT_PROVENANCE if k in old}
+    if kept and isinstance(out.get("provenance"), Mapping):
+        out["provenance"] = {**kept, **out["provenance"]}
     return out
 
 

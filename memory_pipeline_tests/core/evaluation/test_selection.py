@@ -70,3 +70,42 @@ def test_accepting_a_locomo_selection_keeps_the_other_records():
     assert kept["config"] == {} and "answerability" not in proposed
     mine = carry_over({**proposed, "languages": {"ja": {}}}, SELECTION)
     assert mine["languages"] == {"ja": {}}  # what the evaluation proposes wins
+
+
+def test_accepting_a_selection_keeps_the_splade_provenance():
+    """The SPLADE weight is chosen by its own cross-validation (the sweep only tries it on or
+    off): a new selection's provenance keeps that record instead of dropping it."""
+    from memory_pipeline.core.evaluation.selection import KEPT_PROVENANCE, carry_over
+    from memory_pipeline.core.retrieval.config import SELECTION
+
+    proposed = {"schema": 1, "name": "x", "config": {}, "provenance": {"protocol": "p"}}
+    kept = carry_over(proposed, SELECTION)
+    for key in KEPT_PROVENANCE:
+        assert key in SELECTION["provenance"], key
+        assert kept["provenance"][key] == SELECTION["provenance"][key]
+    assert kept["provenance"]["protocol"] == "p"
+
+
+def test_the_sweep_tries_splade_only_where_the_corpus_has_it():
+    """On a corpus with SPLADE vectors the turn grid has the packaged weight beside 0; on
+    one without (Japanese), only 0, so no twin configurations rank alike under two names."""
+    from memory_pipeline.core.evaluation.evaluate import splade_weights
+    from memory_pipeline.core.evaluation.evaluate_configs import sweep_configs
+    from memory_pipeline.core.retrieval.config import PRESETS
+
+    class With:
+        splade_index = object()
+
+    class Without:
+        splade_index = None
+
+    shipped = PRESETS["default"].splade
+    assert shipped > 0
+    assert splade_weights(With()) == (0.0, shipped)
+    assert splade_weights(Without()) == (0.0,)
+    on = sweep_configs(["raw_text"], ["embedding_text"], splade=splade_weights(With()))
+    off = sweep_configs(["raw_text"], ["embedding_text"], splade=(0.0,))
+    turned = [c for c in on if c.turns == "index" and c.turn_ctx > 0]
+    assert {c.splade for c in turned} == {0.0, shipped}
+    assert len(on) - len(off) == sum(1 for c in turned if c.splade)
+    assert len({c.name for c in on}) == len(on)
