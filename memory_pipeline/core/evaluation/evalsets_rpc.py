@@ -11,7 +11,7 @@ RealPersonaChat reader with ``owner`` = that speaker). The file
 (``memory_pipeline_tests/fixtures/rpc_chat_check/questions.jsonl``; the ``README.md`` beside
 it says how it was built, its limits and the CC BY-SA 4.0 attribution) holds only ids and the
 question text: one object per line,
-``{"id", "speaker", "question", "evidence": ["dialogue:<id>/utterance:<id>", ...]}``; the
+``{"id", "speaker", "kind", "question", "evidence": ["dialogue:<d>/utterance:<u>", ...]}``; the
 evidence strings are the reader's ``source_ref``. The dialogue text stays in the shared data
 folder; ``check_evidence`` verifies the ids against it.
 """
@@ -27,8 +27,14 @@ from pathlib import Path
 
 from memory_pipeline.core.evaluation.evalsets_question import PRIMARY, EvalQuestion
 
-QTYPE = "persona-fact"
+# a question's kind: "slot" asks what nearly everyone has and talks about (job, home town,
+# hobby, tastes, pets), "specific" presupposes a circumstance of this person (a spouse's home
+# town, a honeymoon, a stay abroad): asked about someone else, a specific question is far
+# more likely to be unanswerable (the foreign questions of the answerability protocol)
+KINDS = ("slot", "specific")
+QTYPE = "persona-{kind}"
 HONORIFIC = "さん"
+RPC_FILE = "dialogues.jsonl.gz"
 _REF = re.compile(r"^dialogue:(\d+)/utterance:(\d+)$")
 PACKAGED = (
     Path(__file__).resolve().parents[3]
@@ -58,7 +64,8 @@ def parse_ref(ref: str) -> tuple[int, int]:
 
 def load_rpc_chat_check(path: Path | str = PACKAGED) -> list[EvalQuestion]:
     """The questions of the file, each scoped to its speaker's history (``corpus_id`` =
-    speaker id, gold: its evidence utterances as ``message_ref``, all primary).
+    speaker id, ``qtype`` ``persona-slot`` or ``persona-specific``, gold: its evidence
+    utterances as ``message_ref``, all primary).
 
     A malformed line raises ValueError naming the line: the file is a reviewed fixture, so a
     defect is an error to fix, not a row to skip."""
@@ -69,9 +76,10 @@ def load_rpc_chat_check(path: Path | str = PACKAGED) -> list[EvalQuestion]:
             continue
         try:
             obj = json.loads(line)
-            qid, speaker, text, evidence = (
+            qid, speaker, kind, text, evidence = (
                 obj["id"],
                 obj["speaker"],
+                obj["kind"],
                 obj["question"],
                 obj["evidence"],
             )
@@ -79,6 +87,8 @@ def load_rpc_chat_check(path: Path | str = PACKAGED) -> list[EvalQuestion]:
             raise ValueError(f"{path}:{no}: {e}") from e
         if not (isinstance(qid, str) and isinstance(speaker, str) and isinstance(text, str)):
             raise ValueError(f"{path}:{no}: id, speaker and question must be strings")
+        if kind not in KINDS:
+            raise ValueError(f"{path}:{no}: kind must be one of {KINDS}, not {kind!r}")
         if qid in seen:
             raise ValueError(f"{path}:{no}: duplicate id {qid!r}")
         if not isinstance(evidence, list) or not evidence:
@@ -93,7 +103,7 @@ def load_rpc_chat_check(path: Path | str = PACKAGED) -> list[EvalQuestion]:
                 question_id=qid,
                 corpus_id=speaker,
                 question=text,
-                qtype=QTYPE,
+                qtype=QTYPE.format(kind=kind),
                 gold={ref: PRIMARY for ref in evidence},
                 gold_kind="message_ref",
             )

@@ -30,6 +30,7 @@ def test_packaged_check_has_the_promised_size_and_shape():
     for q in qs:
         assert q.question.startswith(q.corpus_id + R.HONORIFIC)
         assert q.gold_kind == "message_ref" and q.gold and q.scored
+        assert q.qtype in ("persona-slot", "persona-specific")
         assert all(g == R.PRIMARY for g in q.gold.values())
 
 
@@ -40,6 +41,7 @@ def test_loader_reads_a_line_as_a_scoped_question(tmp_path):
             {
                 "id": "x1",
                 "speaker": "AK",
+                "kind": "specific",
                 "question": "AKさんのペットは？",
                 "evidence": ["dialogue:84/utterance:12", "dialogue:7/utterance:0"],
             },
@@ -47,7 +49,7 @@ def test_loader_reads_a_line_as_a_scoped_question(tmp_path):
         ],
     )
     (q,) = R.load_rpc_chat_check(path)
-    assert (q.question_id, q.corpus_id, q.qtype) == ("x1", "AK", R.QTYPE)
+    assert (q.question_id, q.corpus_id, q.qtype) == ("x1", "AK", "persona-specific")
     assert q.gold == {"dialogue:84/utterance:12": 2, "dialogue:7/utterance:0": 2}
 
 
@@ -55,13 +57,26 @@ def test_loader_reads_a_line_as_a_scoped_question(tmp_path):
     "row, message",
     [
         ("{not json", "q.jsonl:1"),
-        ({"id": "a", "speaker": "AK", "question": "AKさん？"}, "evidence"),
-        ({"id": "a", "speaker": "AK", "question": "AKさん？", "evidence": []}, "non-empty"),
-        ({"id": "a", "speaker": "AK", "question": "AKさん？", "evidence": ["d1/u2"]}, "reference"),
+        ({"id": "a", "speaker": "AK", "kind": "slot", "question": "AKさん？"}, "evidence"),
+        (
+            {"id": "a", "speaker": "AK", "kind": "slot", "question": "AKさん？", "evidence": []},
+            "non-empty",
+        ),
         (
             {
                 "id": "a",
                 "speaker": "AK",
+                "kind": "slot",
+                "question": "AKさん？",
+                "evidence": ["d1/u2"],
+            },
+            "reference",
+        ),
+        (
+            {
+                "id": "a",
+                "speaker": "AK",
+                "kind": "slot",
                 "question": "BBさん？",
                 "evidence": ["dialogue:1/utterance:2"],
             },
@@ -74,10 +89,23 @@ def test_loader_rejects_a_defective_line(tmp_path, row, message):
         R.load_rpc_chat_check(_write(tmp_path, [row]))
 
 
+def test_loader_rejects_an_unknown_kind(tmp_path):
+    row = {
+        "id": "a",
+        "speaker": "AK",
+        "kind": "other",
+        "question": "AKさん？",
+        "evidence": ["dialogue:1/utterance:2"],
+    }
+    with pytest.raises(ValueError, match="kind must be one of"):
+        R.load_rpc_chat_check(_write(tmp_path, [row]))
+
+
 def test_loader_rejects_a_duplicate_id(tmp_path):
     row = {
         "id": "a",
         "speaker": "AK",
+        "kind": "slot",
         "question": "AKさん？",
         "evidence": ["dialogue:1/utterance:2"],
     }
@@ -97,7 +125,7 @@ def test_check_evidence_flags_missing_and_other_speakers_words():
             "q",
             "AK",
             "AKさん？",
-            "persona-fact",
+            "persona-slot",
             {"dialogue:1/utterance:0": 2, "dialogue:1/utterance:1": 2, "dialogue:2/utterance:0": 2},
             "message_ref",
         )
