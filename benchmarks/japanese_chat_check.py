@@ -51,8 +51,8 @@ K = 5
 
 def variants() -> dict[str, Any]:
     """The rankings scored: the single retrievers, the shipped Japanese default and the
-    Japanese candidates (the English default's changes that could matter on Japanese and
-    the fusion weights), all with the shipped Japanese turn settings unless named."""
+    Japanese candidates (fusion weights, RRF, no reranker, and the English turn weights the
+    JSQuAD selection left), all with the shipped Japanese turn settings unless named."""
     from memory_pipeline.core.retrieval.config import DEFAULTS
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -68,9 +68,9 @@ def variants() -> dict[str, Any]:
         "rrf k=60": replace(ja, fusion="rrf", rrf_k=60),
         "no reranker": replace(ja, rerank=False),
     }
-    for name, cfg in pipeline_variants().items():
-        if cfg not in out.values():  # the shipped default is one of them
-            out[f"JSQuAD candidate: {name}"] = cfg
+    jsquad = pipeline_variants()  # the English turn weights, with and without the fusion
+    for name in ("+ time fallback", "+ time fallback, bm25 alone"):
+        out[f"JSQuAD candidate: {name}"] = jsquad[name]
     return out
 
 
@@ -107,26 +107,30 @@ def searcher_for(work: Path, speaker: str):
     return Searcher(load_config(config, env={}).output_dir)
 
 
+def built(work: Path, speakers) -> list[str]:
+    """The speakers whose corpus is built in ``work`` (a finished build leaves ``DONE``)."""
+    return [s for s in speakers if (work / s / "DONE").exists()]
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def retrieval_hits(questions, work: Path) -> dict[str, dict[str, list]]:
     """{variant: {"turn": [hit], "dialogue": [hit], "top": [top-5 turn refs]}} in question
-    order (cached in ``work``/chat_hits.json)."""
+    order; each (question, variant) is cached in ``work``/chat_hits.json, so a run after more
+    corpora are built searches only what is new."""
     vs = variants()
-    cache = work / "chat_hits.json"
-    key = [[q.question_id, q.question, sorted(q.gold)] for q in questions]
-    names = {n: asdict(c) for n, c in vs.items()}
-    if cache.exists():
-        stored = json.loads(cache.read_text())
-        if stored["key"] == key and stored["variants"] == names:
-            return stored["hits"]
-    out = {
-        n: {"turn": [None] * len(questions), "dialogue": [None] * len(questions), "top": []}
-        for n in vs
-    }
-    for n in vs:
-        out[n]["top"] = [None] * len(questions)
+    cache_path = work / "chat_hits.json"
+    cache = _load(cache_path)
+
+    def key(q, n) -> str:
+        return json.dumps([q.question_id, q.question, sorted(q.gold), asdict(vs[n])])
+
     by_speaker: dict[str, list[int]] = {}
     for i, q in enumerate(questions):
-        by_speaker.setdefault(q.corpus_id, []).append(i)
+        if any(key(q, n) not in cache for n in vs):
+            by_speaker.setdefault(q.corpus_id, []).append(i)
     t0 = time.perf_counter()
     for speaker, idx in sorted(by_speaker.items()):
         s = searcher_for(work, speaker)
@@ -136,29 +140,47 @@ def retrieval_hits(questions, work: Path) -> dict[str, dict[str, list]]:
             q = questions[i]
             dialogues = {"rpc-" + r.split("/")[0].split(":")[1] for r in q.gold}
             for n, cfg in vs.items():
+                if key(q, n) in cache:
+                    continue
                 r = s.search(q.question, K, cfg, language="ja")
                 top = [ref.get(t.message_id) for t in r.turns[:K]]
-                out[n]["top"][i] = top
-                out[n]["turn"][i] = float(any(t in q.gold for t in top))
-                out[n]["dialogue"][i] = float(
-                    any(
-                        s.session(h.session_id)["conversation_id"] in dialogues
-                        for h in r.sessions[:K]
-                    )
-                )
+                cache[key(q, n)] = {
+                    "top": top,
+                    "turn": float(any(t in q.gold for t in top)),
+                    "dialogue": float(
+                        any(
+                            s.session(h.session_id)["conversation_id"] in dialogues
+                            for h in r.sessions[:K]
+                        )
+                    ),
+                }
+        cache_path.write_text(json.dumps(cache, ensure_ascii=False))
         print(
             f"  {speaker}: {len(idx)} questions ({time.perf_counter() - t0:.0f} s)", file=sys.stderr
         )
-    cache.write_text(json.dumps({"key": key, "variants": names, "hits": out}, ensure_ascii=False))
-    return out
+    return {
+        n: {f: [cache[key(q, n)][f] for q in questions] for f in ("turn", "dialogue", "top")}
+        for n in vs
+    }
+
+
+def selected_questions(args: argparse.Namespace):
+    """The questions, or with ``--built-only`` those of the speakers already built."""
+    from memory_pipeline.core.evaluation.evalsets_rpc import load_rpc_chat_check
+
+    questions = load_rpc_chat_check(args.questions)
+    if args.built_only:
+        ok = set(built(args.work, sorted({q.corpus_id for q in questions})))
+        questions = [q for q in questions if q.corpus_id in ok]
+        print(f"built-only: {len(questions)} questions of {len(ok)} speakers", file=sys.stderr)
+    return questions
 
 
 def retrieval(args: argparse.Namespace) -> int:
     from memory_pipeline.core.evaluation.crossval import cluster_bootstrap_ci
-    from memory_pipeline.core.evaluation.evalsets_rpc import load_rpc_chat_check
     from memory_pipeline.core.retrieval.config import DEFAULTS
 
-    questions = load_rpc_chat_check(args.questions)
+    questions = selected_questions(args)
     groups = [q.corpus_id for q in questions]
     hits = retrieval_hits(questions, args.work)
     vs = variants()
@@ -220,7 +242,52 @@ def retrieval(args: argparse.Namespace) -> int:
             indent=1,
         )
     )
-    _ = DEFAULTS
+    singles = ("bm25 alone", "dense alone")
+    best_single = max(figs[n]["turn"][0] for n in singles)
+    default_ok = figs[shipped]["turn"][0] >= best_single
+    verdict = (
+        f"the shipped Japanese default ({figs[shipped]['turn'][0]:.3f}) is "
+        + ("≥" if default_ok else "<")
+        + f" the best single retriever ({best_single:.3f}) by turn R@{K}"
+    )
+    print(verdict)
+    if args.write:
+        from memory_pipeline.core.evaluation.selection import file_digest, packaged_path, render
+
+        if selected != shipped:
+            print("error: the selection changed: rerun select_japanese.py with both checks")
+            return 2
+        path = packaged_path()
+        record = json.loads(path.read_text(encoding="utf-8"))
+        ja = record["languages"]["ja"]
+        if ja["config"] != asdict(DEFAULTS["ja"]):
+            print("error: languages.ja in selection.json is not the config measured here")
+            return 2
+        ja["provenance"]["chat check"] = {
+            "data": {
+                "file": "memory_pipeline_tests/fixtures/rpc_chat_check/"
+                + Path(args.questions).name,
+                "sha256": file_digest(Path(args.questions)),
+                "corpus": "RealPersonaChat v1.0.0 (CC BY-SA 4.0), one index per speaker",
+                "speakers": len(set(groups)),
+                "questions": len(questions),
+            },
+            "protocol": f"turn R@{K} (an evidence utterance among the top {K} turns) and "
+            f"dialogue R@{K} through Searcher.search on each speaker's history; CIs: bootstrap "
+            "over speakers then questions; leave-one-speaker-out selection among the "
+            "candidates (ties: the shipped default)",
+            "figures": {
+                n: {lvl: [round(v, 4) for v in figs[n][lvl]] for lvl in ("turn", "dialogue")}
+                for n in (shipped, *singles)
+            },
+            "cv:selected turn R@5": [round(v, 4) for v in oof],
+            "folds chose": sorted(set(folds.values())),
+            "verdict": verdict,
+            "command": "python benchmarks/japanese_chat_check.py " + " ".join(sys.argv[1:]),
+            "date": dt.date.today().isoformat(),
+        }
+        path.write_text(render(record), encoding="utf-8")
+        print(f"recorded the chat check in {path} (languages.ja.provenance)")
     return 0
 
 
@@ -228,8 +295,9 @@ def retrieval(args: argparse.Namespace) -> int:
 
 
 def answer_queries(questions, foreign_per_host: int, seed: int) -> list[dict[str, Any]]:
-    """Own and foreign queries ({host, source, text, label, qid}) of the calibration protocol:
-    the foreign ones are the other speakers' questions asked about the host."""
+    """Own and foreign queries ({host, source, text, label, qid, kind}) of the calibration
+    protocol: the foreign ones are the other speakers' questions asked about the host (every
+    specific one; ``foreign_per_host`` > 0 draws that many of the slot ones per host)."""
     import random
 
     from memory_pipeline.core.evaluation.evalsets_rpc import swap_speaker
@@ -248,9 +316,11 @@ def answer_queries(questions, foreign_per_host: int, seed: int) -> list[dict[str
     ]
     rng = random.Random(seed)
     for host in hosts:
-        foreign = [q for q in questions if q.corpus_id != host]
-        if foreign_per_host and len(foreign) > foreign_per_host:
-            foreign = rng.sample(foreign, foreign_per_host)
+        others = [q for q in questions if q.corpus_id != host]
+        slot = [q for q in others if q.qtype == "persona-slot"]
+        if foreign_per_host and len(slot) > foreign_per_host:  # every specific one is kept
+            slot = rng.sample(slot, foreign_per_host)
+        foreign = [q for q in others if q.qtype != "persona-slot" or q in slot]
         out.extend(
             {
                 "host": host,
@@ -267,23 +337,23 @@ def answer_queries(questions, foreign_per_host: int, seed: int) -> list[dict[str
 
 def answer_features(rows, work: Path) -> list[dict[str, Any]]:
     """Each query searched by the shipped Japanese default on its host's history, with the
-    answerability features (computed under a neutral model) and the English model's and the
-    shipped rule's calls; cached in ``work``/chat_features.json."""
+    answerability features (computed under a neutral model), whether it had hits and its top
+    turns; each (host, text) is cached in ``work``/chat_features.json."""
     from memory_pipeline.core.retrieval import answerability as A
     from memory_pipeline.core.retrieval.searcher import DEFAULT
 
-    cache = work / "chat_features.json"
-    key = [[r["host"], r["text"]] for r in rows]
-    if cache.exists():
-        stored = json.loads(cache.read_text())
-        if stored["key"] == key:
-            return stored["rows"]
+    cache_path = work / "chat_features.json"
+    cache = _load(cache_path)
+
+    def key(r) -> str:
+        return json.dumps([r["host"], r["text"]], ensure_ascii=False)
+
     n = len(A.FEATURES)
     neutral = A.AnswerModel(A.FEATURES, np.zeros(n), np.ones(n), np.zeros(n), 0.0, 0.5)
-    out: list[dict[str, Any] | None] = [None] * len(rows)
     by_host: dict[str, list[int]] = {}
     for i, r in enumerate(rows):
-        by_host.setdefault(r["host"], []).append(i)
+        if key(r) not in cache:
+            by_host.setdefault(r["host"], []).append(i)
     t0 = time.perf_counter()
     for host, idx in sorted(by_host.items()):
         s = searcher_for(work, host)
@@ -292,16 +362,15 @@ def answer_features(rows, work: Path) -> list[dict[str, Any]]:
         ref = s.source_refs()
         for i in idx:
             res = s.search(rows[i]["text"], K, DEFAULT, language="ja")
-            out[i] = {
-                **rows[i],
+            cache[key(rows[i])] = {
                 "features": res.features,
                 "kind_of_search": res.kind,
                 "hits": bool(res.chunks),
                 "top": [ref.get(t.message_id) for t in res.turns[:K]],
             }
+        cache_path.write_text(json.dumps(cache, ensure_ascii=False))
         print(f"  {host}: {len(idx)} queries ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
-    cache.write_text(json.dumps({"key": key, "rows": out}, ensure_ascii=False))
-    return out  # type: ignore[return-value]
+    return [{**r, **cache[key(r)]} for r in rows]
 
 
 def fixed_model_figures(rows, model) -> tuple[np.ndarray, np.ndarray]:
@@ -316,12 +385,11 @@ def answerability(args: argparse.Namespace) -> int:
     X's job" is often answerable about anyone: its foreign label is then wrong)."""
     import calibrate_answerability as C
 
-    from memory_pipeline.core.evaluation.evalsets_rpc import load_rpc_chat_check
     from memory_pipeline.core.evaluation.selection import file_digest, packaged_path, render
     from memory_pipeline.core.retrieval import answerability as A
     from memory_pipeline.core.retrieval.searcher_parts import SELECTION
 
-    questions = load_rpc_chat_check(args.questions)
+    questions = selected_questions(args)
     rows_all = answer_features(
         answer_queries(questions, args.foreign_per_host, args.seed), args.work
     )
@@ -354,7 +422,8 @@ def answerability(args: argparse.Namespace) -> int:
         "speakers' questions with the name replaced by the host's (unanswerable by the "
         "protocol's assumption), either all of them or only the `specific` ones"
         + (
-            f" ({args.foreign_per_host} drawn per host, seed {args.seed})"
+            f" (every specific one and {args.foreign_per_host} slot ones drawn per host, "
+            f"seed {args.seed})"
             if args.foreign_per_host
             else ""
         )
@@ -467,7 +536,9 @@ def audit(args: argparse.Namespace) -> int:
 
     from memory_pipeline.core.evaluation.evalsets_rpc import RPC_FILE, read_utterances
 
-    rows = json.loads((args.work / "chat_features.json").read_text())["rows"]
+    rows = answer_features(
+        answer_queries(selected_questions(args), args.foreign_per_host, args.seed), args.work
+    )
     foreign = [r for r in rows if r["label"] == 0]
     sample = random.Random(args.seed).sample(foreign, args.audit)
     utts = read_utterances(args.rpc / RPC_FILE, [t for r in sample for t in r["top"] if t])
@@ -506,7 +577,10 @@ def probe(args: argparse.Namespace) -> int:
     labelled, _ = load_jsonl_questions(ROOT / "data" / "sample" / "eval_questions.jsonl")
     queries = [*PROBES, *(q.question for q in labelled if q.question_id.startswith("ja-"))]
     fitted = args.work / "answerability.json"
-    models = {"shipped": dict(s.answer_models)}
+    models = {
+        "shipped": dict(s.answer_models),
+        "English model on ja": {**s.answer_models, "ja": s.answer_models["en"]},
+    }
     if fitted.exists():
         ja = A.AnswerModel.from_dict(json.loads(fitted.read_text())["model"])
         models["fitted ja"] = {**s.answer_models, "ja": ja}
@@ -537,7 +611,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--questions", type=Path, default=PACKAGED)
     p.add_argument("--resamples", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--foreign-per-host", type=int, default=0, help="0: every foreign question")
+    p.add_argument(
+        "--foreign-per-host", type=int, default=0, help="slot foreign questions per host (0: all)"
+    )
     p.add_argument("--own-target", type=float, default=0.92)
     p.add_argument("--l2", type=float, default=1.0)
     p.add_argument("--features", default=",".join(A.FEATURES))
@@ -551,6 +627,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--audit", type=int, default=40, help="audit: foreign queries to print")
     p.add_argument("--rpc", type=Path, default=RPC)
+    p.add_argument(
+        "--built-only", action="store_true", help="only the speakers whose corpus is built"
+    )
     args = p.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     parts = {

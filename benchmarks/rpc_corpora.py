@@ -8,6 +8,9 @@ Dense vectors: ``embedding_text`` only (the default reads no other). The provide
 one SQLite file shared by every corpus in ``work`` (a dialogue belongs to both speakers).
 
     python benchmarks/rpc_corpora.py --work /work/scratch/ja/rpc AA AB ...
+
+A corpus being built holds ``LOCK`` (a second builder skips it; ``--reverse`` runs one from
+the other end of the list); a finished one holds ``DONE``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ path = "{path}"
 """
 
 
+class Busy(RuntimeError):
+    """The corpus is being built by another process."""
+
+
 def corpus_config(work: Path, speaker: str) -> Path:
     """The config path of ``speaker``'s corpus under ``work`` (built or not)."""
     return work / speaker / "memory_pipeline.toml"
@@ -61,6 +68,10 @@ def build_speaker(
     if (folder / "DONE").exists():
         return config
     folder.mkdir(parents=True, exist_ok=True)
+    try:  # one builder per corpus: a second process building the same folder would clash
+        os.close(os.open(folder / "LOCK", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        raise Busy(f"{speaker}: another process is building it ({folder / 'LOCK'})") from None
     probe = parse_config(
         {
             "pipeline": {"owner": speaker, "timezone": "Asia/Tokyo", "start_date": "2022-01-01"},
@@ -97,11 +108,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rpc", type=Path, default=RPC)
     p.add_argument("--work", type=Path, default=Path("/tmp/rpc_corpora"))
+    p.add_argument("--reverse", action="store_true", help="build the list from its end")
     p.add_argument("speakers", nargs="+")
     args = p.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
-    for s in args.speakers:
-        build_speaker(args.rpc, args.work, s)
+    order = list(reversed(args.speakers)) if args.reverse else args.speakers
+    for s in order:
+        try:
+            build_speaker(args.rpc, args.work, s)
+        except Busy as e:  # two builders (one from each end) share the list
+            print(e, file=sys.stderr)
     return 0
 
 
