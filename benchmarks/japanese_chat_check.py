@@ -68,9 +68,9 @@ def variants() -> dict[str, Any]:
         "rrf k=60": replace(ja, fusion="rrf", rrf_k=60),
         "no reranker": replace(ja, rerank=False),
     }
-    jsquad = pipeline_variants()  # the English turn weights, with and without the fusion
-    for name in ("+ time fallback", "+ time fallback, bm25 alone"):
-        out[f"JSQuAD candidate: {name}"] = jsquad[name]
+    for name, cfg in pipeline_variants().items():  # the candidates JSQuAD scores too
+        if cfg not in out.values() and name != "English default":
+            out[f"JSQuAD candidate: {name}"] = cfg
     return out
 
 
@@ -288,6 +288,151 @@ def retrieval(args: argparse.Namespace) -> int:
         }
         path.write_text(render(record), encoding="utf-8")
         print(f"recorded the chat check in {path} (languages.ja.provenance)")
+    return 0
+
+
+def jsquad(args: argparse.Namespace) -> int:
+    """Every JSQuAD pipeline candidate (``select_japanese.pipeline_variants``) on the JSQuAD
+    check, as ``select_japanese.py --pipeline N`` scores it (same corpus, same seeded draw of
+    questions), into ``--jsquad-work``/pipeline (hits cached per variant) and
+    ``--work``/jsquad.json: turn R@5 per variant with 95 % article-bootstrap CIs."""
+    from select_japanese import JSQUAD, pipeline_hits
+
+    from memory_pipeline.core.evaluation import jsquad as J
+
+    ns = argparse.Namespace(work=args.jsquad_work, seed=args.seed, pipeline=args.jsquad_n)
+    ns.work.mkdir(parents=True, exist_ok=True)
+    paragraphs, questions = J.load_jsquad(JSQUAD)
+    qs, hits = pipeline_hits(ns, paragraphs, questions)
+    arts = [q.article for q in qs]
+    out = {
+        name: {
+            "hits": h.tolist(),
+            "R@5": list(J.article_bootstrap(h, arts, args.resamples, args.seed)),
+        }
+        for name, h in hits.items()
+    }
+    (args.work / "jsquad.json").write_text(
+        json.dumps({"questions": len(qs), "articles": arts, "variants": out}, indent=1)
+    )
+    for name, v in out.items():
+        print(f"{name}: {v['R@5'][0]:.3f} ({v['R@5'][1]:.3f}–{v['R@5'][2]:.3f})")
+    return 0
+
+
+def select(args: argparse.Namespace) -> int:
+    """The Japanese selection on both Japanese checks: among the candidates scored on both
+    (``retrieval`` and ``jsquad`` must have run), those whose JSQuAD turn R@5 stays at or
+    above ``--jsquad-floor`` (a guard: the JSQuAD check must not regress), selected by chat
+    turn R@5 leave-one-speaker-out (ties: the shipped default). ``--write`` records the choice
+    as ``languages.ja`` with the provenance of both checks."""
+    from memory_pipeline.core.evaluation.crossval import cluster_bootstrap_ci
+    from memory_pipeline.core.evaluation.selection import file_digest, packaged_path, render
+
+    questions = selected_questions(args)
+    groups = [q.corpus_id for q in questions]
+    hits = retrieval_hits(questions, args.work)
+    vs = variants()
+    jq = json.loads((args.work / "jsquad.json").read_text())
+    from select_japanese import JSQUAD, pipeline_variants
+
+    jcfg = pipeline_variants()
+    jsq = {}
+    for n, c in vs.items():
+        for jn, jc in jcfg.items():
+            if jc == c and jn in jq["variants"]:
+                jsq[n] = (jn, jq["variants"][jn]["R@5"])
+    shipped = "Japanese default (shipped)"
+    guarded = {n for n, (_, r) in jsq.items() if r[0] >= args.jsquad_floor}
+    pool = {n: hits[n]["turn"] for n in vs if n in guarded}
+    oof_t, folds, chosen = loso_select(pool, groups, shipped)
+    oof_dh = [hits[folds[g]]["dialogue"][i] for i, g in enumerate(groups)]
+    oof = cluster_bootstrap_ci(oof_t, groups, args.resamples, args.seed)
+    oof_d = cluster_bootstrap_ci(oof_dh, groups, args.resamples, args.seed)
+    fig = {
+        n: {
+            lvl: cluster_bootstrap_ci(hits[n][lvl], groups, args.resamples, args.seed)
+            for lvl in ("turn", "dialogue")
+        }
+        for n in jsq
+    }
+    lines = [
+        "## The Japanese selection on both checks",
+        "",
+        f"Candidates scored on both checks: {len(jsq)}; kept by the JSQuAD guard (turn R@5 ≥ "
+        f"{args.jsquad_floor:.2f} on {jq['questions']} JSQuAD questions): {len(guarded)}. "
+        f"Selection among them by chat turn R@{K}, leave-one-speaker-out over "
+        f"{len(set(groups))} speakers (ties: the shipped default).",
+        "",
+        f"| candidate | JSQuAD turn R@{K} (95 % CI) | chat turn R@{K} (95 % CI) | "
+        f"chat dialogue R@{K} (95 % CI) |",
+        "|---|---|---|---|",
+    ]
+    for n, (_jn, r) in jsq.items():
+        t, d = fig[n]["turn"], fig[n]["dialogue"]
+        mark = "" if n in guarded else " (fails the guard)"
+        lines.append(
+            f"| {n}{mark} (`{vs[n].name}`) | {r[0]:.3f} ({r[1]:.3f}–{r[2]:.3f}) | "
+            f"{t[0]:.3f} ({t[1]:.3f}–{t[2]:.3f}) | {d[0]:.3f} ({d[1]:.3f}–{d[2]:.3f}) |"
+        )
+    lines += [
+        "",
+        f"Out of fold (chat): turn R@{K} **{oof[0]:.3f}** ({oof[1]:.3f}–{oof[2]:.3f}), dialogue "
+        f"R@{K} {oof_d[0]:.3f} ({oof_d[1]:.3f}–{oof_d[2]:.3f}); folds chose "
+        + ", ".join(f"`{c}` ×{list(folds.values()).count(c)}" for c in sorted(set(folds.values())))
+        + f"; selected on all: `{chosen}` = `{vs[chosen].name}`.",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    (args.work / "select.md").write_text(text + "\n", encoding="utf-8")
+    if args.write and chosen != shipped:
+        path = packaged_path()
+        record = json.loads(path.read_text(encoding="utf-8"))
+        old = record["languages"]["ja"]
+        jn, jr = jsq[chosen]
+        record["languages"]["ja"] = {
+            **old,
+            "name": vs[chosen].name,
+            "config": asdict(vs[chosen]),
+            "provenance": {
+                "checks": "JSQuAD (guard) and the Japanese chat check (selection)",
+                "protocol": f"candidates scored on both Japanese checks through the pipeline; "
+                f"kept when JSQuAD turn R@5 >= {args.jsquad_floor}; selected by chat turn R@5, "
+                "leave-one-speaker-out (ties: the previous default); CIs: JSQuAD bootstrap "
+                "over articles, chat bootstrap over speakers then questions",
+                "jsquad": {
+                    "file": JSQUAD.name,
+                    "sha256": file_digest(JSQUAD),
+                    "questions": jq["questions"],
+                    "candidate": jn,
+                    "turn R@5": [round(v, 4) for v in jr],
+                },
+                "chat check": {
+                    "file": "memory_pipeline_tests/fixtures/rpc_chat_check/"
+                    + Path(args.questions).name,
+                    "sha256": file_digest(Path(args.questions)),
+                    "speakers": len(set(groups)),
+                    "questions": len(questions),
+                    "cv:selected turn R@5": [round(v, 4) for v in oof],
+                    "cv:selected dialogue R@5": [round(v, 4) for v in oof_d],
+                    "folds chose": sorted(set(folds.values())),
+                },
+                "figures": {
+                    n: {
+                        "config": vs[n].name,
+                        "jsquad turn R@5": [round(v, 4) for v in jsq[n][1]],
+                        "chat turn R@5": [round(v, 4) for v in fig[n]["turn"]],
+                        "chat dialogue R@5": [round(v, 4) for v in fig[n]["dialogue"]],
+                    }
+                    for n in jsq
+                },
+                "previous": {"name": old["name"], "provenance": old.get("provenance", {})},
+                "command": "python benchmarks/japanese_chat_check.py " + " ".join(sys.argv[1:]),
+                "date": dt.date.today().isoformat(),
+            },
+        }
+        path.write_text(render(record), encoding="utf-8")
+        print(f"wrote the Japanese selection to {path}")
     return 0
 
 
@@ -606,7 +751,9 @@ def main(argv: list[str] | None = None) -> int:
     from memory_pipeline.core.retrieval import answerability as A
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("part", choices=("retrieval", "answerability", "probe", "audit"))
+    p.add_argument(
+        "part", choices=("retrieval", "answerability", "probe", "audit", "jsquad", "select")
+    )
     p.add_argument("--work", type=Path, default=Path("/tmp/rpc_chat_check"))
     p.add_argument("--questions", type=Path, default=PACKAGED)
     p.add_argument("--resamples", type=int, default=2000)
@@ -627,6 +774,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--audit", type=int, default=40, help="audit: foreign queries to print")
     p.add_argument("--rpc", type=Path, default=RPC)
+    p.add_argument("--jsquad-work", type=Path, default=Path("/tmp/select_ja"))
+    p.add_argument("--jsquad-n", type=int, default=600, help="JSQuAD questions drawn")
+    p.add_argument("--jsquad-floor", type=float, default=0.95, help="select: the JSQuAD guard")
     p.add_argument(
         "--built-only", action="store_true", help="only the speakers whose corpus is built"
     )
@@ -637,6 +787,8 @@ def main(argv: list[str] | None = None) -> int:
         "answerability": answerability,
         "probe": probe,
         "audit": audit,
+        "jsquad": jsquad,
+        "select": select,
     }
     return parts[args.part](args)
 
