@@ -344,8 +344,65 @@ def select(args: argparse.Namespace) -> int:
                 jsq[n] = (jn, jq["variants"][jn]["R@5"])
     shipped = "Japanese default (shipped)"
     guarded = {n for n, (_, r) in jsq.items() if r[0] >= args.jsquad_floor}
-    pool = {n: hits[n]["turn"] for n in vs if n in guarded}
-    oof_t, folds, chosen = loso_select(pool, groups, shipped)
+
+    def ranking_key(c) -> str:
+        """A config's identity as a ranking: a single retriever ignores the fusion fields."""
+        d = asdict(c)
+        if c.mode != "hybrid":
+            for f in ("fusion", "beta", "rrf_k"):
+                d.pop(f)
+        return repr(d)
+
+    by_cfg0 = {ranking_key(c): n for n, c in vs.items() if n in jsq}
+
+    def singles_of(n: str) -> list[str] | None:
+        out = [by_cfg0.get(ranking_key(replace(vs[n], mode=m))) for m in ("bm25", "dense")]
+        return None if None in out else out
+
+    def eligible(keep: list[bool]) -> set[str]:
+        """Guarded candidates at or above their own best single retriever (the same config
+        with BM25 or dense alone) on JSQuAD and, on the kept speakers, on chat turn and
+        dialogue R@5: the rule every Japanese default must meet."""
+
+        def mean(n: str, lvl: str) -> float:
+            return float(np.mean([h for h, k in zip(hits[n][lvl], keep, strict=True) if k]))
+
+        ok = set()
+        for n in guarded:
+            single = singles_of(n)
+            if single is None:
+                continue
+            if (
+                jsq[n][1][0] >= max(jsq[x][1][0] for x in single)
+                and mean(n, "turn") >= max(mean(x, "turn") for x in single)
+                and mean(n, "dialogue") >= max(mean(x, "dialogue") for x in single)
+            ):
+                ok.add(n)
+        return ok
+
+    oof_t = [0.0] * len(groups)
+    folds = {}
+
+    def pick(keep: list[bool]) -> str:
+        names = eligible(keep) or {shipped}
+        return max(
+            names,
+            key=lambda n: (
+                round(
+                    float(np.mean([h for h, k in zip(hits[n]["turn"], keep, strict=True) if k])), 6
+                ),
+                n == shipped,
+                n,
+            ),
+        )
+
+    for held in sorted(set(groups)):
+        folds[held] = pick([g != held for g in groups])
+        for i, g in enumerate(groups):
+            if g == held:
+                oof_t[i] = hits[folds[held]]["turn"][i]
+    chosen = pick([True] * len(groups))
+    final_ok = eligible([True] * len(groups))
     oof_dh = [hits[folds[g]]["dialogue"][i] for i, g in enumerate(groups)]
     oof = cluster_bootstrap_ci(oof_t, groups, args.resamples, args.seed)
     oof_d = cluster_bootstrap_ci(oof_dh, groups, args.resamples, args.seed)
@@ -360,9 +417,13 @@ def select(args: argparse.Namespace) -> int:
         "## The Japanese selection on both checks",
         "",
         f"Candidates scored on both checks: {len(jsq)}; kept by the JSQuAD guard (turn R@5 ≥ "
-        f"{args.jsquad_floor:.2f} on {jq['questions']} JSQuAD questions): {len(guarded)}. "
-        f"Selection among them by chat turn R@{K}, leave-one-speaker-out over "
-        f"{len(set(groups))} speakers (ties: the shipped default).",
+        f"{args.jsquad_floor:.2f} on {jq['questions']} JSQuAD questions): {len(guarded)}; of "
+        f"those, at or above their own best single retriever (the same config with BM25 or "
+        f"dense alone) on JSQuAD and on chat turn and dialogue R@{K} (on all speakers): "
+        f"{len(final_ok)} ({', '.join(f'`{n}`' for n in sorted(final_ok)) or 'none'}). "
+        f"Selection among the eligible by chat turn R@{K}, leave-one-speaker-out over "
+        f"{len(set(groups))} speakers (eligibility recomputed on each fold's training "
+        "speakers; ties and an empty set: the shipped default).",
         "",
         f"| candidate | JSQuAD turn R@{K} (95 % CI) | chat turn R@{K} (95 % CI) | "
         f"chat dialogue R@{K} (95 % CI) |",
@@ -370,7 +431,11 @@ def select(args: argparse.Namespace) -> int:
     ]
     for n, (_jn, r) in jsq.items():
         t, d = fig[n]["turn"], fig[n]["dialogue"]
-        mark = "" if n in guarded else " (fails the guard)"
+        mark = (
+            " (eligible)"
+            if n in final_ok
+            else (" (fails the guard)" if n not in guarded else " (below a single retriever)")
+        )
         lines.append(
             f"| {n}{mark} (`{vs[n].name}`) | {r[0]:.3f} ({r[1]:.3f}–{r[2]:.3f}) | "
             f"{t[0]:.3f} ({t[1]:.3f}–{t[2]:.3f}) | {d[0]:.3f} ({d[1]:.3f}–{d[2]:.3f}) |"
@@ -382,6 +447,21 @@ def select(args: argparse.Namespace) -> int:
         + ", ".join(f"`{c}` ×{list(folds.values()).count(c)}" for c in sorted(set(folds.values())))
         + f"; selected on all: `{chosen}` = `{vs[chosen].name}`.",
     ]
+    by_cfg = {asdict(c).__repr__(): n for n, c in vs.items() if n in jsq}
+    for n in dict.fromkeys([shipped, chosen]):
+        singles = [by_cfg.get(asdict(replace(vs[n], mode=m)).__repr__()) for m in ("bm25", "dense")]
+        if None in singles:
+            lines.append(f"- `{n}`: its single retrievers are not scored on both checks.")
+            continue
+        parts = []
+        for check, val in (
+            ("JSQuAD", lambda x: jsq[x][1][0]),
+            ("chat turn", lambda x: fig[x]["turn"][0]),
+            ("chat dialogue", lambda x: fig[x]["dialogue"][0]),
+        ):
+            best = max(val(x) for x in singles)
+            parts.append(f"{check} {val(n):.3f} {'≥' if val(n) >= best else '<'} {best:.3f}")
+        lines.append(f"- `{n}` vs its best single retriever: " + "; ".join(parts) + ".")
     text = "\n".join(lines)
     print(text)
     (args.work / "select.md").write_text(text + "\n", encoding="utf-8")

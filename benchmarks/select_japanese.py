@@ -145,6 +145,11 @@ def pipeline_variants():
         "+ time fallback, turns 0.6/0.2/0.2 lift 0.2": replace(
             fb, turn_self=0.6, turn_ctx=0.2, turn_chunk=0.2, lift=0.2
         ),
+        "+ time fallback, turns 1/0/0 lift 0, beta 0.7": replace(self_only, beta=0.7),
+        "+ time fallback, turns 1/0/0 lift 0, beta 0.5": replace(self_only, beta=0.5),
+        # the single retrievers of the candidate without the reranker (its own turn weights)
+        "+ time fallback, no reranker, bm25 alone": replace(fb, rerank=False, mode="bm25"),
+        "+ time fallback, no reranker, dense alone": replace(fb, rerank=False, mode="dense"),
     }
 
 
