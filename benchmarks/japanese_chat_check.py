@@ -320,6 +320,17 @@ def jsquad(args: argparse.Namespace) -> int:
     return 0
 
 
+PROTOCOL = (
+    "candidates scored on both Japanese checks through the pipeline (JSQuAD: 600 questions, "
+    "one-turn sessions; chat: the RealPersonaChat chat check, one index per speaker); "
+    "eligible when JSQuAD turn R@5 >= {floor} and at or above its own best single retriever "
+    "(the same config with BM25 or dense alone) on JSQuAD and on chat turn and dialogue R@5; "
+    "selected among the eligible by chat turn R@5, leave-one-speaker-out with eligibility "
+    "recomputed on each fold's training speakers (ties: the previous default); CIs: JSQuAD "
+    "bootstrap over articles, chat bootstrap over speakers then questions"
+)
+
+
 def select(args: argparse.Namespace) -> int:
     """The Japanese selection on both Japanese checks: among the candidates scored on both
     (``retrieval`` and ``jsquad`` must have run), those whose JSQuAD turn R@5 stays at or
@@ -476,10 +487,8 @@ def select(args: argparse.Namespace) -> int:
             "config": asdict(vs[chosen]),
             "provenance": {
                 "checks": "JSQuAD (guard) and the Japanese chat check (selection)",
-                "protocol": f"candidates scored on both Japanese checks through the pipeline; "
-                f"kept when JSQuAD turn R@5 >= {args.jsquad_floor}; selected by chat turn R@5, "
-                "leave-one-speaker-out (ties: the previous default); CIs: JSQuAD bootstrap "
-                "over articles, chat bootstrap over speakers then questions",
+                "protocol": PROTOCOL.format(floor=args.jsquad_floor),
+                "embedder": "local use-multilingual-v3",
                 "jsquad": {
                     "file": JSQUAD.name,
                     "sha256": file_digest(JSQUAD),
