@@ -572,15 +572,17 @@ def answer_queries(questions, foreign_per_host: int, seed: int) -> list[dict[str
 def answer_features(rows, work: Path) -> list[dict[str, Any]]:
     """Each query searched by the shipped Japanese default on its host's history, with the
     answerability features (computed under a neutral model), whether it had hits and its top
-    turns; each (host, text) is cached in ``work``/chat_features.json."""
+    turns; each (host, text, default) is cached in ``work``/chat_features.json."""
     from memory_pipeline.core.retrieval import answerability as A
+    from memory_pipeline.core.retrieval.config import DEFAULTS
     from memory_pipeline.core.retrieval.searcher import DEFAULT
 
     cache_path = work / "chat_features.json"
     cache = _load(cache_path)
+    default = DEFAULTS["ja"].name  # the features are the shipped Japanese default's
 
     def key(r) -> str:
-        return json.dumps([r["host"], r["text"]], ensure_ascii=False)
+        return json.dumps([r["host"], r["text"], default], ensure_ascii=False)
 
     n = len(A.FEATURES)
     neutral = A.AnswerModel(A.FEATURES, np.zeros(n), np.ones(n), np.zeros(n), 0.0, 0.5)
