@@ -20,8 +20,14 @@ stated). Reported for the English-fit model applied to Japanese, the uncalibrate
 a model fitted on this set leave-one-speaker-out; ``--write`` records the model fitted on
 every speaker as ``languages.ja.answerability`` in ``selection.json``.
 
-    python benchmarks/japanese_chat_check.py retrieval --work /work/scratch/ja/rpc
-    python benchmarks/japanese_chat_check.py answerability --work /work/scratch/ja/rpc [--write]
+    python benchmarks/japanese_chat_check.py retrieval --work W        # chat check, every variant
+    python benchmarks/japanese_chat_check.py jsquad --work W            # the JSQuAD candidates
+    python benchmarks/japanese_chat_check.py select --work W [--write]  # -> languages.ja
+    python benchmarks/japanese_chat_check.py answerability --work W --foreign-per-host 30 [--write]
+    python benchmarks/japanese_chat_check.py audit --work W --foreign-per-host 30  # foreign labels
+    python benchmarks/japanese_chat_check.py probe --work W --sample-output OUT     # bundled sample
+
+(exact commands and figures: ``benchmarks/results/japanese_chat_check.md``)
 
 Corpora are built on first use (about 1.5 min each); hits and features are cached in --work.
 """
