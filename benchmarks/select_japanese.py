@@ -122,15 +122,34 @@ def pipeline_variants():
 
     en = DEFAULTS["en"]
     fb = replace(en, time_fallback=True)
+    self_only = replace(fb, turn_self=1.0, turn_ctx=0.0, turn_chunk=0.0, lift=0.0)
     return {
         "English default": en,
         "+ time fallback": fb,
         "+ time fallback, bm25 alone": replace(fb, mode="bm25"),
         "+ time fallback, beta 0.7": replace(fb, beta=0.7),
         "+ time fallback, no reranker": replace(fb, rerank=False),
-        "+ time fallback, turns 1/0/0 lift 0": replace(
-            fb, turn_self=1.0, turn_ctx=0.0, turn_chunk=0.0, lift=0.0
+        "+ time fallback, turns 1/0/0 lift 0": self_only,
+        # added with the Japanese chat check (benchmarks/japanese_chat_check.py): on chat a
+        # turn's neighbours (the partner's question) and its chunk matter, on JSQuAD they
+        # do not; the single retrievers with the turn weights the JSQuAD selection chose
+        "+ time fallback, turns 1/0/0 lift 0, bm25 alone": replace(self_only, mode="bm25"),
+        "+ time fallback, turns 1/0/0 lift 0, dense alone": replace(self_only, mode="dense"),
+        "+ time fallback, turns 0.4/0.2/0.45 lift 0": replace(fb, lift=0.0),
+        "+ time fallback, turns 0.5/0.2/0.3 lift 0": replace(
+            fb, turn_self=0.5, turn_ctx=0.2, turn_chunk=0.3, lift=0.0
         ),
+        "+ time fallback, turns 0.7/0.3/0 lift 0": replace(
+            fb, turn_self=0.7, turn_ctx=0.3, turn_chunk=0.0, lift=0.0
+        ),
+        "+ time fallback, turns 0.6/0.2/0.2 lift 0.2": replace(
+            fb, turn_self=0.6, turn_ctx=0.2, turn_chunk=0.2, lift=0.2
+        ),
+        "+ time fallback, turns 1/0/0 lift 0, beta 0.7": replace(self_only, beta=0.7),
+        "+ time fallback, turns 1/0/0 lift 0, beta 0.5": replace(self_only, beta=0.5),
+        # the single retrievers of the candidate without the reranker (its own turn weights)
+        "+ time fallback, no reranker, bm25 alone": replace(fb, rerank=False, mode="bm25"),
+        "+ time fallback, no reranker, dense alone": replace(fb, rerank=False, mode="dense"),
     }
 
 
@@ -154,8 +173,15 @@ def pipeline_hits(args, paragraphs, questions):
     qs = [questions[i] for i in pick]
     searcher.prime_queries([q.text for q in qs], "embedding_text")
     out = {}
+    cache_path = work / "pipeline_hits.json"  # per (variant config, question): reruns add
+    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     for name, cfg in pipeline_variants().items():
         t0 = time.perf_counter()
+        key = json.dumps([asdict(cfg), [q.text for q in qs]], ensure_ascii=False)
+        if key in cache:
+            out[name] = np.array(cache[key])
+            print(f"  {name}: {out[name].mean():.3f} (cached)", file=sys.stderr)
+            continue
         hit = []
         for q in qs:
             conv, did = dia[q.gold]
@@ -170,6 +196,8 @@ def pipeline_hits(args, paragraphs, questions):
                 )
             )
         out[name] = np.array(hit)
+        cache[key] = hit
+        cache_path.write_text(json.dumps(cache, ensure_ascii=False))
         print(
             f"  {name}: {out[name].mean():.3f} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr
         )

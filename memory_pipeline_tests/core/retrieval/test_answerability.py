@@ -127,8 +127,10 @@ def test_the_default_per_language_is_the_recorded_selection():
     ja = SELECTION["languages"]["ja"]
     assert DEFAULTS["ja"] == SearchConfig(**{**SELECTION["config"], **ja["config"]})
     assert DEFAULTS["ja"].name == ja["name"] and DEFAULTS["ja"] != DEFAULTS["en"]
-    prov = ja["provenance"]
-    assert prov["data"]["file"] == "valid-v1.3.json" and prov["data"]["sha256"]
+    prov = ja["provenance"]  # selected on both Japanese checks, JSQuAD and the chat check
+    assert prov["jsquad"]["file"] == "valid-v1.3.json" and prov["jsquad"]["sha256"]
+    assert prov["chat check"]["file"].endswith("rpc_chat_check/questions.jsonl")
+    assert prov["chat check"]["sha256"] and prov["jsquad"]["turn R@5"][0] >= 0.95
 
 
 def test_the_query_language_picks_the_default_and_a_changed_config_is_kept():
