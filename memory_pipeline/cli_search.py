@@ -175,12 +175,12 @@ def _add_search_flags(parser: argparse.ArgumentParser, *, ranking: bool) -> None
         "--preset",
         choices=sorted(PRESETS),
         default="default",
-        help="how to rank chunks (default: hybrid BM25 + dense, RRF)",
+        help="a ranking preset (default: the evaluation's selection for the query's language)",
     )
     if not ranking:
         return
-    parser.add_argument("--mode", choices=list(MODES), help="default: the preset's (hybrid)")
-    parser.add_argument("--fusion", choices=list(FUSIONS), help="default: the preset's (rrf)")
+    parser.add_argument("--mode", choices=list(MODES), help="default: the preset's")
+    parser.add_argument("--fusion", choices=list(FUSIONS), help="default: the preset's")
     parser.add_argument("--beta", type=_unit_float, help="linear fusion: weight of BM25 in [0, 1]")
     parser.add_argument("--rrf-k", type=_positive_int, help="RRF constant k (>= 1)")
     parser.add_argument("--bm25-rep", choices=list(REPRESENTATIONS), help="BM25 representation")
