@@ -125,7 +125,12 @@ def test_locomo_slice_end_to_end(locomo_slice: Path, tmp_path: Path):
     assert (tables / "summary.parquet").is_file() and (
         tmp_path / "eval" / "evaluation.duckdb"
     ).is_file()
-    assert meta["configurations"] == len(sweep_configs()) + meta["query_variants"]
+    from memory_pipeline.core.indexes import splade as SP
+    from memory_pipeline.core.retrieval.config import PRESETS
+
+    # an English corpus: the turn grid tries the packaged SPLADE weight beside 0
+    weights = (0.0, PRESETS["default"].splade) if SP.available() else (0.0,)
+    assert meta["configurations"] == len(sweep_configs(splade=weights)) + meta["query_variants"]
     assert meta["query_variants"] >= len(QUERY_VARIANTS)  # at least on the packaged default
     amb = pq.read_table(tables / "ambiguous.parquet").to_pylist()
     assert {r["condition"] for r in amb} == {

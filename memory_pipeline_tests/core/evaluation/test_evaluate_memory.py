@@ -340,11 +340,11 @@ def test_locomo_memory_tables(evaluated: tuple[dict, Path]):
 # all ...": the conversation's memories changed again (211 -> 213). And when a short memory
 # joined the memory beside it in its message (extract._fold_short): 213 -> 209.
 MEMORY_TABLE_DIGESTS = {
-    "memory_summary": (1110, "ac53f6abe38106e476d106be6300fd0042896fb0e01b1f028fff8654fc260bc5"),
-    "memory_diffs": (32, "ba536d8122df2052e3f8349179c6a33cbc7f35e3575d1d6b174780f294cb207f"),
+    "memory_summary": (1110, "4476873c6e63d066aeb459aa0243af58d83661e0f9d77749e39efe8665ef9f03"),
+    "memory_diffs": (32, "63d01c9cdf1e4679915ae2c4e554c61052fb5743000a33b734f17ebb7e407206"),
     "memory_per_question": (
         11100,
-        "6376a9283811a7c11916c564ba1a1e7aa79125cf5e5ba48e2c1c69747bc5a691",
+        "f236d96fe9cb5c47db035964148827df404c8ca890aac062eb2e8e29ad3b9fa8",
     ),
 }
 
