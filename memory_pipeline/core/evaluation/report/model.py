@@ -305,6 +305,20 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+def _png_with_legend(fig: Figure, handles: Mapping[str, Any], ncol: int) -> bytes:
+    """``_png`` of ``fig`` with one shared legend of ``handles`` (label -> artist) below the
+    panels, as every multi-panel plot of the report draws it."""
+    fig.legend(
+        list(handles.values()),
+        list(handles.keys()),
+        loc="outside lower center",
+        ncol=ncol,
+        frameon=False,
+        fontsize=8,
+    )
+    return _png(fig)
+
+
 def _band(ax: Any, xs: Sequence[float], lo: Sequence[Any], hi: Sequence[Any], color: str) -> None:
     lo_v = [math.nan if _num(v) is None else float(v) for v in lo]
     hi_v = [math.nan if _num(v) is None else float(v) for v in hi]

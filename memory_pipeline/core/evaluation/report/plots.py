@@ -26,6 +26,7 @@ from memory_pipeline.core.evaluation.report.model import (
     _num,
     _plain,
     _png,
+    _png_with_legend,
     _short,
     _split_key,
     _Summary,
@@ -107,15 +108,7 @@ def _plot_recall_vs_k(
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("evidence recall@K (share of gold evidence found)")
     fig.suptitle(f"Evidence recall vs K — {split} split, mean over all questions")
-    fig.legend(
-        list(handles.values()),
-        list(handles.keys()),
-        loc="outside lower center",
-        ncol=2,
-        frameon=False,
-        fontsize=8,
-    )
-    return _png(fig)
+    return _png_with_legend(fig, handles, ncol=2)
 
 
 def _rep(row: Mapping[str, Any], column: str) -> str:
@@ -274,15 +267,7 @@ def _plot_fusion(
     fig.suptitle(
         f"Fusion sweep — {level} {metric}@{k}, by BM25 (rows) and dense (colour) representation"
     )
-    fig.legend(
-        list(handles.values()),
-        list(handles.keys()),
-        loc="outside lower center",
-        ncol=3,
-        frameon=False,
-        fontsize=8,
-    )
-    return _png(fig)
+    return _png_with_legend(fig, handles, ncol=3)
 
 
 def _plot_types(
@@ -362,15 +347,7 @@ def _plot_types(
         ax.grid(alpha=0.3, axis="y")
     axes[0].set_ylabel("evidence recall (share of gold evidence found)")
     fig.suptitle(f"By question type — {_plain(selected)}, {split} split (error bars: 95% CI)")
-    fig.legend(
-        list(handles.values()),
-        list(handles.keys()),
-        loc="outside lower center",
-        ncol=3,
-        frameon=False,
-        fontsize=8,
-    )
-    return _png(fig)
+    return _png_with_legend(fig, handles, ncol=3)
 
 
 def _plot_context_recall(
