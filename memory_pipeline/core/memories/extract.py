@@ -93,6 +93,8 @@ from memory_pipeline.core.memories.rewrite import (
     en_continuation_ok,
     en_resolve_dates,
     en_third_person,
+)
+from memory_pipeline.core.memories.rewrite_ja import (
     ja_is_remark,
     ja_statement_kind,
     ja_statement_text,

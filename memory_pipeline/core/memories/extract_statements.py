@@ -26,11 +26,8 @@ from memory_pipeline.core.memories.extract_text import (
     _statement_size,
 )
 from memory_pipeline.core.memories.extract_types import MemoryCandidate, _Hit
-from memory_pipeline.core.memories.rewrite import (
-    en_statement_kind,
-    ja_statement_kind,
-    ja_strip_lead,
-)
+from memory_pipeline.core.memories.rewrite import en_statement_kind
+from memory_pipeline.core.memories.rewrite_ja import ja_statement_kind, ja_strip_lead
 
 # ----------------------------------------------------------------------------- general statements
 

@@ -9,9 +9,8 @@ from memory_pipeline.core.memories.rewrite import (
     en_resolve_dates,
     en_statement_kind,
     en_third_person,
-    ja_statement_kind,
-    ja_third_person,
 )
+from memory_pipeline.core.memories.rewrite_ja import ja_statement_kind, ja_third_person
 from memory_pipeline.core.sessions.sessionize import sessionize
 from memory_pipeline_tests.factories import msg, table
 
@@ -130,7 +129,7 @@ def test_subjectless_chat_statements_get_their_speaker_and_gerunds_do_not() -> N
 
 
 def test_japanese_acknowledgements_fragments_and_remarks_are_not_statements() -> None:
-    from memory_pipeline.core.memories.rewrite import ja_strip_lead
+    from memory_pipeline.core.memories.rewrite_ja import ja_strip_lead
 
     assert ja_strip_lead("はい、そうですね！毎朝走ってます。") == "毎朝走ってます。"
     assert ja_third_person("なので、動画とかでたくさん聞いてます。", "AA") == (

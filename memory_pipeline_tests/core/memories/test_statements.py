@@ -76,7 +76,7 @@ def test_a_cut_word_before_a_comma_goes_and_a_phrase_of_its_own_stays() -> None:
 
 
 def test_japanese_chat_sentences_become_statements_about_the_speaker() -> None:
-    from memory_pipeline.core.memories.rewrite import ja_statement_text
+    from memory_pipeline.core.memories.rewrite_ja import ja_statement_text
 
     # the particle to the listener goes; the first person becomes the speaker
     assert ja_statement_text("金曜までに返すね", "涼子", "翔") == "涼子は、金曜までに返す"
