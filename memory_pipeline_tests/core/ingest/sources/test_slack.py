@@ -90,3 +90,55 @@ def test_bad_input(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="Slack"):
         read("slack", tmp_path / "general" / "2024-03-02.json")
     assert {detected_kind(r) for r in read("auto", SL)} == {"slack"}
+
+
+VARIANTS = EXPORTS / "slack_variants"
+
+
+def test_archive_variants_are_each_read_or_classified() -> None:
+    """Sorted keys and a large first file share (ts far from the bracket), joins without
+    text, blocks-only and attachments-only messages, thread replies and broadcasts, edit and
+    thread events, deletions, old single-file shares, hidden files, tombstones, a DM folder
+    and workspace files of other shapes (integration_logs.json is an object)."""
+    recs = read("auto", VARIANTS)
+    assert {detected_kind(r) for r in recs} == {"slack"}
+    assert len(recs) == 15 + 3 + 1  # every entry of every day file, workspace files none
+    assert R.R_NOT_AN_EXPORT not in reasons(recs)
+    assert reasons(recs) == {R.R_DUPLICATE: 3, R.R_UNKNOWN_TYPE: 1, R.R_EMPTY_TEXT: 1,
+                             R.R_MISSING_TIMESTAMP: 1}  # fmt: skip
+    details = sorted(q.detail for q in quarantined(recs))
+    assert any("message_deleted event" in d for d in details)
+    assert sum("read into that message" in d for d in details) == 2
+    ms = {m.source_ref.split("/")[-1]: m for m in messages(recs)}
+    t0 = 1672560000
+    assert (ms[f"{t0}.000100"].type, ms[f"{t0}.000100"].text) == ("photo", "Moodboard v2")
+    assert (ms[f"{t0 + 60}.000000"].type, ms[f"{t0 + 60}.000000"].text) == (
+        "system", "Yuki Tanaka joined the channel")  # fmt: skip
+    assert ms[f"{t0 + 120}.000000"].text == "Kickoff at the usual room"
+    assert ms[f"{t0 + 180}.000000"].sender == "Jira"
+    assert "DES-12 Logo refresh" in ms[f"{t0 + 180}.000000"].text
+    assert ms[f"{t0 + 240}.000000"].text == "Draft ready for review"  # the edit read in
+    assert ms[f"{t0 + 300}.000000"].text == "Looks great!!"  # latest edit, from day 2
+    assert ms[f"{t0 + 360}.000000"].text == "Shipping it today"
+    assert ms[f"{t0 + 480}.000000"].type == "file"
+    assert ms[f"{t0 + 600}.000000"].type == "system"
+    result = merged("auto", VARIANTS)
+    reconciles(result, len(recs))
+    assert len(result.messages) == 13 - 1  # the day-1 "Looks great" yields to its edit
+    assert [m.text for _, m in result.messages if m.source_ref.endswith(f"{t0 + 540}.000000")
+            ] == ["[file]"]  # fmt: skip
+
+
+def test_sniff_day_files_without_type_near_the_start(tmp_path: Path) -> None:
+    from memory_pipeline.core.ingest.sources.auto import detect
+    from memory_pipeline.core.ingest.sources.exports import ExportFile
+
+    big = [{"blocks": [{"type": "rich_text", "text": "y" * 70_000}], "client_msg_id": "x",
+            "text": "hi", "ts": "1672560000.000100", "type": "message", "user": "U01ANA"}]
+    data = json.dumps(big, sort_keys=True).encode()
+    assert detect(ExportFile.of_bytes("general/2023-01-01.json", data, "x")) == "slack"
+    assert detect(ExportFile.of_bytes("general/notes.json", data, "x")) is None
+    logs = b'{"logs": [{"user_id": "U1", "change_type": "added"}]}'
+    assert detect(ExportFile.of_bytes("integration_logs.json", logs, "x")) == "slack"
+    assert detect(ExportFile.of_bytes("other_logs.json", logs, "x")) is None
+    assert detect(ExportFile.of_bytes("2023-01-01.json", b'[{"date": "x"}]', "x")) is None
