@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from memory_pipeline.core.common.records import (
     R_DUPLICATE,
     R_MALFORMED_JSON,
     R_MISSING_TIMESTAMP,
+    R_NO_RECORDS,
     R_NOT_AN_EXPORT,
     R_UNKNOWN_TYPE,
     Record,
@@ -49,6 +51,7 @@ from memory_pipeline.core.ingest.sources.exports import (
 )
 
 KIND = "telegram"
+DELETED = "Deleted Account"  # what Telegram shows for a sender whose name is null
 
 _MEDIA = {
     "sticker": "sticker",
@@ -81,15 +84,49 @@ def _chats(doc: dict) -> list[dict] | None:
         block = doc.get(key)
         if isinstance(block, dict) and isinstance(block.get("list"), list):
             chats += [c for c in block["list"] if isinstance(c, dict)]
-    return chats if chats or "personal_information" in doc else None
+        elif isinstance(block, list):  # a hand-trimmed export without the "about" wrapper
+            chats += [c for c in block if isinstance(c, dict)]
+    return chats if chats or _is_account(doc) else None
+
+
+def _is_account(doc: dict) -> bool:
+    """A whole-account export (any of its sections), even one whose chats were not chosen."""
+    return any(isinstance(doc.get(k), dict | list) for k in _ACCOUNT_KEYS)
+
+
+# the sections of "Export Telegram data", in the order Telegram Desktop writes them
+_ACCOUNT_KEYS = (
+    "personal_information", "profile_pictures", "stories", "contacts", "frequent_contacts",
+    "sessions", "web_sessions", "other_data", "chats", "left_chats",
+)  # fmt: skip
+_CHAT_TYPES = (
+    "saved_messages|replies|verification_codes|personal_chat|bot_chat|private_group|"
+    "private_supergroup|public_supergroup|private_channel|public_channel"
+)
+_ACCOUNT_HEAD = re.compile(
+    r'\{\s*"about"\s*:\s*"[^"]*"\s*,\s*"(?:' + "|".join(_ACCOUNT_KEYS) + r')"\s*:\s*[\[{]'
+)
+_CHAT_HEAD = re.compile(
+    r'"type"\s*:\s*(?:"(?:' + _CHAT_TYPES + r')"|null)\s*,\s*"id"\s*:\s*-?\d+\s*,'
+    r'\s*"messages"\s*:\s*\['
+)
+_CHATS_LIST = re.compile(
+    r'"(?:left_)?chats"\s*:\s*\{\s*(?:"about"\s*:\s*"[^"]*"\s*,\s*)?"list"\s*:'
+)
 
 
 def sniff(f: ExportFile) -> bool:
-    """True when the file opens like a Telegram export (a JSON object with its keys)."""
+    """True when the file opens like a Telegram export: a single chat (``type``, ``id``,
+    ``messages`` as Telegram Desktop writes them), a whole-account export (``about`` then
+    one of its sections: the chats may come after megabytes of contacts and sessions), or
+    a ``chats: {list: [...]}`` block; else the older test on its keys."""
     head = head_text(f, 65536).lstrip()
-    return head.startswith("{") and (
-        '"personal_information"' in head
-        or ('"messages"' in head and '"date"' in head and '"type"' in head)
+    if not head.startswith("{"):
+        return False
+    if _ACCOUNT_HEAD.match(head) or _CHAT_HEAD.search(head) or _CHATS_LIST.search(head):
+        return True
+    return '"personal_information"' in head or (
+        '"messages"' in head and '"date"' in head and '"type"' in head
     )
 
 
@@ -102,8 +139,7 @@ def _type(m: dict) -> tuple[str, str]:
             secs = m.get("duration_seconds")
             extra = f" ({secs} s)" if isinstance(secs, int) else ""
             return "call", text or f"{action.replace('_', ' ')}{extra}"
-        actor = m.get("actor")
-        return "system", text or " ".join(x for x in (str(actor or ""), action) if x)
+        return "system", text or _service_text(m, action)
     media = m.get("media_type")
     if media in _MEDIA:
         kind = _MEDIA[media]
@@ -123,6 +159,17 @@ def _type(m: dict) -> tuple[str, str]:
     return "text", text
 
 
+def _service_text(m: dict, action: str) -> str:
+    """A service message without text, in words: actor, action, its title or members."""
+    actor = str(m.get("actor") or "")
+    extra = m.get("title") or m.get("new_title") or m.get("information_text") or ""
+    members = m.get("members")
+    if not extra and isinstance(members, list):
+        extra = ", ".join(str(x) for x in members if x)
+    words = [actor, action.replace("_", " "), str(extra)]
+    return " ".join(x for x in words if x)
+
+
 def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> Iterator[Record]:
     """Records of one ``result.json`` (raises Rejected before the first)."""
     # the shared parser: bounded depth, over-long numbers refused, surrogates scrubbed, and a
@@ -130,6 +177,9 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
     doc = load_json(f, "a Telegram result.json")
     if not isinstance(doc, dict) or (chats := _chats(doc)) is None:
         raise Rejected(R_NOT_AN_EXPORT, "JSON without Telegram's 'messages' or 'chats'")
+    if not any(isinstance(c.get("messages"), list) and c["messages"] for c in chats):
+        what = "chat" if "messages" in doc else "account export"
+        raise Rejected(R_NO_RECORDS, f"a Telegram {what} without messages")
     owners = Owners(spec)
     me = doc.get("personal_information", {})
     my_id = f"user{me['user_id']}" if isinstance(me, dict) and "user_id" in me else None
@@ -145,6 +195,11 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
             ordr, order = order, order + 1
             if not isinstance(m, dict):
                 yield quarantine(spec, f, R_MALFORMED_JSON, "message is not an object",
+                                 conv=conv, day=None, ref=ref, raw=_raw(m))  # fmt: skip
+                continue
+            if m.get("type") == "unsupported":  # Telegram wrote only its id
+                yield quarantine(spec, f, R_UNKNOWN_TYPE,
+                                 "a message Telegram Desktop exported as 'unsupported'",
                                  conv=conv, day=None, ref=ref, raw=_raw(m))  # fmt: skip
                 continue
             local, utc = _when(m, spec.timezone)
@@ -167,6 +222,8 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
                 continue
             kind, body = _type(m)
             sender = clean_name(str(m.get("from") or m.get("actor") or ""))
+            if not sender and (m.get("from_id") or m.get("actor_id")):
+                sender = DELETED  # "from": null is an account deleted since
             if kind == "system":
                 sender = ""
             from_id = m.get("from_id") or m.get("actor_id")
@@ -190,7 +247,7 @@ def _when(m: dict, tz: str) -> tuple[dt.datetime | None, dt.datetime | None]:
     unix = m.get("date_unixtime")
     if unix not in (None, ""):
         try:
-            return from_epoch(int(str(unix)), tz)
+            return from_epoch(int(float(str(unix).strip())), tz)
         except (ValueError, OverflowError, OSError):
             return None, dt.datetime.min
     date = m.get("date")
