@@ -85,14 +85,14 @@ def fix_mojibake(value: Any) -> Any:
 
 def is_meta_thread(f: ExportFile) -> bool:
     """A JSON object with Meta's thread keys (``participants``, ``messages``, ``timestamp_ms``
-    or ``thread_path``)."""
+    or ``thread_path``); a trimmed thread without ``participants`` still has its messages'
+    ``sender_name`` and ``timestamp_ms``."""
     head = head_text(f, 16384).lstrip()
-    return (
-        head.startswith("{")
-        and '"participants"' in head
-        and '"messages"' in head
-        and ('"timestamp_ms"' in head or '"thread_path"' in head)
-    )
+    if not (head.startswith("{") and '"messages"' in head):
+        return False
+    if '"participants"' in head:
+        return '"timestamp_ms"' in head or '"thread_path"' in head
+    return '"sender_name"' in head and '"timestamp_ms"' in head
 
 
 def is_instagram(f: ExportFile) -> bool:
@@ -123,8 +123,11 @@ def _kind(m: dict) -> tuple[str, str]:
     share = m.get("share") if isinstance(m.get("share"), dict) else None
     if share:
         extra = [str(share[k]) for k in ("link", "share_text") if share.get(k)]
+        if not extra and share.get("original_content_owner"):
+            extra = [f"shared a post by {share['original_content_owner']}"]
         extra = [x for x in extra if x not in text]
-        return "text", "\n".join([text, *extra]).strip()
+        if extra or text:
+            return "text", "\n".join([text, *extra]).strip()
     for key, kind in _MEDIA:
         items = m.get(key)
         if isinstance(items, list) and items:
@@ -132,6 +135,17 @@ def _kind(m: dict) -> tuple[str, str]:
     if isinstance(m.get("sticker"), dict):
         return "sticker", text
     return "text", text
+
+
+def participant_names(value: Any) -> list[str]:
+    """``participants`` as Meta writes it (``[{"name": ...}]``), as a list of plain names
+    (older and trimmed exports), or absent."""
+    out = []
+    for p in value if isinstance(value, list) else []:
+        name = p.get("name", "") if isinstance(p, dict) else p if isinstance(p, str) else ""
+        if clean_name(str(name)):
+            out.append(clean_name(str(name)))
+    return out
 
 
 def thread_id(doc: dict, f: ExportFile) -> str:
@@ -148,16 +162,17 @@ def thread_id(doc: dict, f: ExportFile) -> str:
 def parse_as(kind: str, spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None):
     """Records of one Meta thread file as ``kind`` (messenger or instagram)."""
     doc = load_json(f, "a Meta thread file (message_N.json)")
-    if not (
-        isinstance(doc, dict)
-        and isinstance(doc.get("participants"), list)
-        and isinstance(doc.get("messages"), list)
+    if not (isinstance(doc, dict) and isinstance(doc.get("messages"), list)):
+        raise Rejected(R_NOT_AN_EXPORT, "JSON without Meta's participants and messages")
+    if not isinstance(doc.get("participants"), list) and not any(
+        isinstance(m, dict) and ("sender_name" in m or "timestamp_ms" in m)
+        for m in doc["messages"]
     ):
         raise Rejected(R_NOT_AN_EXPORT, "JSON without Meta's participants and messages")
     doc = fix_mojibake(doc)
     tid = thread_id(doc, f)
     conv = conversation_option(spec) or f"{kind}_{safe_id(tid)}"
-    names = [clean_name(str(p.get("name", ""))) for p in doc["participants"] if isinstance(p, dict)]
+    names = participant_names(doc.get("participants"))
     owners = Owners(spec)
     title = clean_name(str(doc.get("title") or "")) or ", ".join(
         n for n in names if n not in owners
@@ -184,7 +199,8 @@ def parse_as(kind: str, spec: SourceSpec, f: ExportFile, dates: frozenset[dt.dat
             continue
         mtype, text = _kind(m)
         if mtype == "text" and not text.strip():
-            yield quarantine(spec, f, R_EMPTY_TEXT, "message without content or media",
+            what = "only reactions" if m.get("reactions") else "no content or media"
+            yield quarantine(spec, f, R_EMPTY_TEXT, f"message with {what}",
                              conv=conv, day=local.date(), ref=ref, raw=raw)  # fmt: skip
             continue
         sender = clean_name(str(m.get("sender_name") or ""))
