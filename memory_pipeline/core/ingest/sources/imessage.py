@@ -10,7 +10,13 @@ NSAttributedString typedstream: the string is read from after the ``NSString`` c
 (a length-prefixed UTF-8 run). Attachments (the U+FFFC placeholder in the text) give the type
 from ``attachment.mime_type``; group events (``item_type`` > 0) are ``system``; tapbacks
 (``associated_message_type`` 2000-3999) are reactions, not messages, and are quarantined as
-such. A database without the expected tables is one ``not_an_export`` row.
+such. Older and trimmed schemas are read for what they hold: only ``message`` with a body
+(``text`` or ``attributedBody``) and a ``date`` is needed; the sender comes from ``handle``,
+else the old ``address`` column; the chat from ``chat_message_join`` + ``chat``, else the
+join alone or the old ``group_id`` (one writer: a 1:1 chat named by the number; more: a
+group); the iOS 4/5 ``sms.db`` (Unix-epoch ``date``, ``flags`` 3 = sent, iMessages in the
+``madrid_*`` columns) too. A database without such a ``message`` table is one
+``not_an_export`` row.
 
 One conversation per chat (``imessage_<number or address>`` for 1:1, the chat identifier for
 groups); the sender is the handle (phone number or e-mail) or, for ``is_from_me``, the
@@ -55,12 +61,6 @@ OWNER_FALLBACK = "Me"
 APPLE_EPOCH = dt.datetime(2001, 1, 1, tzinfo=dt.UTC)
 SQLITE_MAGIC = b"SQLite format 3\x00"
 OBJECT = "\ufffc"
-_REQUIRED = {
-    "message": {"ROWID", "guid", "text", "date", "is_from_me", "handle_id"},
-    "handle": {"ROWID", "id"},
-    "chat": {"ROWID", "chat_identifier"},
-    "chat_message_join": {"chat_id", "message_id"},
-}
 _OPTIONAL = ("attributedBody", "associated_message_type", "item_type", "cache_has_attachments")
 
 
@@ -108,6 +108,16 @@ def apple_time(value: int | float | None) -> dt.datetime | None:
     return APPLE_EPOCH + dt.timedelta(seconds=value)
 
 
+def unix_time(value: int | float | None) -> dt.datetime | None:
+    """``message.date`` of the iOS 4/5 ``sms.db`` schema: seconds since 1970."""
+    if value is None or value <= 0:
+        return None
+    try:
+        return dt.datetime.fromtimestamp(value, dt.UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     """Read-only; with ``immutable=1`` when the database is locked."""
     uri = f"file:{quote(str(path))}?mode=ro"
@@ -147,23 +157,69 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
             con.close()
 
 
-def _rows(
-    spec: SourceSpec, f: ExportFile, con: sqlite3.Connection, dates: frozenset[dt.date] | None
-) -> Iterator[Record]:
-    try:
-        cols = {t: _columns(con, t) for t in _REQUIRED}
-    except sqlite3.Error as exc:
-        raise Rejected(R_NOT_AN_EXPORT, f"unreadable database ({exc})") from None
-    missing = [f"{t}.{c}" for t, need in _REQUIRED.items() for c in sorted(need - cols[t])]
-    if missing:
-        raise Rejected(
-            R_NOT_AN_EXPORT,
-            f"not a Messages chat.db of a known schema (missing {', '.join(missing[:4])})",
-        )
-    opt = [f"m.{c}" if c in cols["message"] else "NULL" for c in _OPTIONAL]
+def _tables(con: sqlite3.Connection) -> dict[str, set[str]]:
+    """Every table of the database with its columns."""
+    names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return {n: _columns(con, n) for n in names if n.replace("_", "").isalnum()}
+
+
+def _schema_sql(t: dict[str, set[str]]) -> tuple[str, str]:
+    """(SELECT over the messages, SQL of each message's conversation group) for whatever
+    part of the Messages schema the database has.
+
+    Only ``message`` with a body (``text`` or ``attributedBody``) and a ``date`` is needed.
+    The sender comes from ``handle`` (``handle_id``), else the old ``address`` column; the
+    chat from ``chat_message_join`` + ``chat``, else the join alone, else the old
+    ``group_id``; who wrote it from ``is_from_me``, else the old ``flags`` (3 = sent)."""
+    m = t["message"]
+
+    def col(name: str, alias: str = "m") -> str:
+        return f"{alias}.{name}" if name in m else "NULL"
+
+    handle_ok = "handle_id" in m and {"ROWID", "id"} <= t.get("handle", set())
+    cmj_ok = {"chat_id", "message_id"} <= t.get("chat_message_join", set())
+    chat_ok = cmj_ok and {"ROWID", "chat_identifier"} <= t.get("chat", set())
+    joins = ""
+    if handle_ok:
+        joins += " LEFT JOIN handle h ON h.ROWID = m.handle_id"
+        sender = "h.id"
+    else:
+        sender = col("address")
+    if cmj_ok:
+        joins += " LEFT JOIN chat_message_join cmj ON cmj.message_id = m.ROWID"
+        group = "'chat' || cmj.chat_id"
+    elif "group_id" in m:
+        group = "'group' || m.group_id"
+    else:
+        group = "NULL"
+    if chat_ok:
+        joins += " LEFT JOIN chat c ON c.ROWID = cmj.chat_id"
+        chat_id = "c.chat_identifier"
+        chat_name = "c.display_name" if "display_name" in t["chat"] else "NULL"
+    else:
+        chat_id = chat_name = "NULL"
+    if "is_from_me" in m:
+        from_me = "m.is_from_me"
+    elif "flags" in m:
+        from_me = "(m.flags & 1)"  # iOS 4/5: 2 received, 3 sent
+    else:
+        from_me = "0"
+    # iOS 5 iMessages ("madrid") keep their own date (Apple epoch), address and flags
+    madrid = {"is_madrid", "madrid_date", "madrid_handle", "madrid_flags"} <= m
+    if madrid:
+        sender = f"CASE WHEN m.is_madrid = 1 THEN m.madrid_handle ELSE {sender} END"
+        from_me = f"CASE WHEN m.is_madrid = 1 THEN (m.madrid_flags & 32768) > 0 ELSE {from_me} END"
+    unix = "address" in m and "handle_id" not in m  # iOS 4/5 sms.db: Unix-epoch dates
+    date = "m.date"
+    if madrid:
+        date = "CASE WHEN m.is_madrid = 1 THEN m.madrid_date ELSE m.date END"
+    epoch = "0"
+    if unix:
+        epoch = "CASE WHEN m.is_madrid = 1 THEN 0 ELSE 1 END" if madrid else "1"
+    opt = [col(c) for c in _OPTIONAL]
     has_att = bool(
-        _columns(con, "attachment") & {"mime_type"}
-        and _columns(con, "message_attachment_join") >= {"message_id", "attachment_id"}
+        "mime_type" in t.get("attachment", set())
+        and {"message_id", "attachment_id"} <= t.get("message_attachment_join", set())
     )
     mime_sql = (
         "(SELECT a.mime_type FROM message_attachment_join j JOIN attachment a "
@@ -171,15 +227,41 @@ def _rows(
         if has_att
         else "NULL"
     )
-    name_sql = "c.display_name" if "display_name" in cols["chat"] else "NULL"
     sql = (
-        f"SELECT m.ROWID, m.guid, m.text, m.date, m.is_from_me, h.id, c.chat_identifier, "
-        f"{name_sql}, {', '.join(opt)}, {mime_sql} FROM message m "
-        "LEFT JOIN handle h ON h.ROWID = m.handle_id "
-        "LEFT JOIN chat_message_join cmj ON cmj.message_id = m.ROWID "
-        "LEFT JOIN chat c ON c.ROWID = cmj.chat_id ORDER BY m.ROWID"
+        f"SELECT m.ROWID, {col('guid')}, {col('text')}, {date}, {from_me}, {sender}, "
+        f"{chat_id}, {chat_name}, {', '.join(opt)}, {mime_sql}, {group}, {epoch} "
+        f"FROM message m{joins} ORDER BY m.ROWID"
     )
+    # how many people wrote in each group: one is a 1:1 chat (named by its number)
+    senders = (
+        f"SELECT {group}, COUNT(DISTINCT {sender}) FROM message m{joins} "
+        f"WHERE {sender} IS NOT NULL AND {sender} != '' GROUP BY 1"
+    )
+    return sql, senders
+
+
+def _rows(
+    spec: SourceSpec, f: ExportFile, con: sqlite3.Connection, dates: frozenset[dt.date] | None
+) -> Iterator[Record]:
     try:
+        tables = _tables(con)
+    except sqlite3.Error as exc:
+        raise Rejected(R_NOT_AN_EXPORT, f"unreadable database ({exc})") from None
+    cols = tables.get("message", set())
+    missing = [
+        f"message.{c}"
+        for c, ok in (("text", bool({"text", "attributedBody"} & cols)), ("date", "date" in cols))
+        if not ok
+    ]
+    if "message" not in tables or missing:
+        raise Rejected(
+            R_NOT_AN_EXPORT,
+            "not a Messages chat.db of a known schema "
+            f"(missing {', '.join(missing) if 'message' in tables else 'the message table'})",
+        )
+    sql, senders_sql = _schema_sql(tables)
+    try:
+        writers = dict(con.execute(senders_sql).fetchall())
         cursor = con.execute(sql)
     except sqlite3.Error as exc:
         raise Rejected(R_NOT_AN_EXPORT, f"unreadable database ({exc})") from None
@@ -190,11 +272,17 @@ def _rows(
     seen: set[int] = set()
     for order, row in enumerate(cursor):
         rowid, guid, text, date, from_me, handle, chat_id, chat_name = row[:8]
-        body, assoc, item_type, has_files, mime = row[8:]
+        body, assoc, item_type, has_files, mime, group, unix = row[8:]
+        handle = str(handle) if handle is not None else None
         ref = f"imessage:{guid or rowid}"
-        who = chat_id or handle or ""
-        group = bool(chat_id) and chat_id.startswith("chat")
-        conv = forced or f"imessage_{safe_id(who) if group else phone_key(who)}"
+        if chat_id:
+            who = str(chat_id)
+            is_group = who.startswith("chat")
+        elif group is not None and writers.get(group, 0) > 1:
+            who, is_group = str(group), True
+        else:
+            who, is_group = handle or str(group or ""), False
+        conv = forced or f"imessage_{safe_id(who) if is_group else phone_key(who)}"
         raw = f"rowid={rowid} guid={guid} date={date} is_from_me={from_me} handle={handle}"
         if rowid in seen:  # a message in two chats: the first join is kept
             yield quarantine(spec, f, R_DUPLICATE, "message joined to a second chat",
@@ -205,7 +293,7 @@ def _rows(
             yield quarantine(spec, f, R_UNKNOWN_TYPE, "a tapback reaction, not a message",
                              conv=conv, day=None, ref=ref, raw=raw)  # fmt: skip
             continue
-        utc = apple_time(date)
+        utc = unix_time(date) if unix else apple_time(date)
         if utc is None:
             yield quarantine(spec, f, R_MISSING_TIMESTAMP, "message without a date", conv=conv,
                              day=None, ref=ref, raw=raw)  # fmt: skip
@@ -213,12 +301,12 @@ def _rows(
         local = utc.astimezone(tz).replace(tzinfo=None)
         if dates is not None and local.date() not in dates:
             continue
-        if text is None:
+        if not isinstance(text, str):
             text = attributed_text(body) or ""
         kind = "text"
         if item_type:
             kind = "system"
-        elif has_files or OBJECT in text:
+        elif has_files or OBJECT in text or mime:
             m = str(mime or "")
             kinds = (("image/", "photo"), ("video/", "video"), ("audio/", "audio"))
             kind = next((k for p, k in kinds if m.startswith(p)), "file")

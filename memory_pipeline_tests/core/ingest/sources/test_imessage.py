@@ -174,3 +174,106 @@ def test_unknown_schema_and_not_a_db(tmp_path: Path) -> None:
 def test_attributed_text() -> None:
     assert attributed_text(typedstream("hé")) == "hé"
     assert attributed_text(b"no class here") is None and attributed_text(None) is None
+
+
+# Older and trimmed schemas: what a backup of an old Mac or iPhone, or a copy someone cut
+# down to the message tables, holds. Each must be read, not refused.
+TRIMMED = """
+CREATE TABLE handle (ROWID INTEGER PRIMARY KEY, id TEXT NOT NULL);
+CREATE TABLE message (ROWID INTEGER PRIMARY KEY, guid TEXT, text TEXT, handle_id INTEGER,
+  date INTEGER, is_from_me INTEGER);
+CREATE TABLE chat_message_join (chat_id INTEGER, message_id INTEGER);
+"""
+IOS5 = """
+CREATE TABLE message (ROWID INTEGER PRIMARY KEY AUTOINCREMENT, address TEXT, date INTEGER,
+  text TEXT, flags INTEGER, replace INTEGER, svc_center TEXT, group_id INTEGER,
+  association_id INTEGER, height INTEGER, UIFlags INTEGER, version INTEGER, subject TEXT,
+  country TEXT, headers BLOB, recipients BLOB, read INTEGER, madrid_attributedBody BLOB,
+  madrid_handle TEXT, madrid_version INTEGER, madrid_guid TEXT, madrid_type INTEGER,
+  madrid_roomname TEXT, madrid_service TEXT, madrid_account TEXT, madrid_account_guid TEXT,
+  madrid_flags INTEGER, madrid_attachmentInfo BLOB, madrid_url TEXT, madrid_error INTEGER,
+  is_madrid INTEGER, madrid_date_read INTEGER, madrid_date_delivered INTEGER,
+  madrid_date INTEGER);
+CREATE TABLE msg_group (ROWID INTEGER PRIMARY KEY AUTOINCREMENT, type INTEGER,
+  newest_message INTEGER, unread_count INTEGER, hash INTEGER);
+CREATE TABLE group_member (ROWID INTEGER PRIMARY KEY AUTOINCREMENT, group_id INTEGER,
+  address TEXT, country TEXT);
+"""
+U0 = 1_325_376_000  # 2012-01-01 00:00:00 UTC, Unix seconds
+A0 = U0 - 978_307_200  # the same instant in seconds since 2001
+
+
+def _db(path: Path, schema: str, rows: list[tuple], insert: str) -> Path:
+    con = sqlite3.connect(path)
+    con.executescript(schema)
+    con.executemany(insert, rows)
+    con.commit()
+    con.close()
+    return path
+
+
+def test_trimmed_schema_reads_what_exists(tmp_path: Path) -> None:
+    """message + handle + chat_message_join only: no chat, attachment or attributedBody."""
+    db = _db(tmp_path / "chat.db", TRIMMED, [
+        (1, "G1", "one to one", 1, (T0 + 1) * NS, 0),
+        (2, "G2", "my answer", 1, (T0 + 2) * NS, 1),
+        (3, "G3", "group hello", 1, (T0 + 3) * NS, 0),
+        (4, "G4", "group reply", 2, (T0 + 4) * NS, 0),
+        (5, "G5", "no chat row", 2, (T0 + 5) * NS, 0),
+    ], "INSERT INTO message VALUES (?, ?, ?, ?, ?, ?)")  # fmt: skip
+    con = sqlite3.connect(db)
+    con.executemany("INSERT INTO handle VALUES (?, ?)", [(1, "+81 90-1234-5678"),
+                                                         (2, "ana@example.com")])  # fmt: skip
+    con.executemany("INSERT INTO chat_message_join VALUES (?, ?)",
+                    [(1, 1), (1, 2), (2, 3), (2, 4)])  # fmt: skip
+    con.commit()
+    con.close()
+    recs = read("auto", db)
+    assert {detected_kind(r) for r in recs} == {"imessage"}
+    ms = messages(recs)
+    assert len(ms) == len(recs) == 5
+    assert [(m.conversation_id, m.sender, m.is_owner) for m in ms] == [
+        ("imessage_9012345678", "+81 90-1234-5678", False), ("imessage_9012345678", "Yuki", True),
+        ("imessage_chat2", "+81 90-1234-5678", False), ("imessage_chat2", "ana@example.com", False),
+        ("imessage_ana_example_com", "ana@example.com", False)]  # fmt: skip
+    assert ms[0].ts == dt.datetime(2024, 3, 1, 0, 0, 1, tzinfo=dt.UTC)
+
+
+def test_message_and_handle_only_and_message_alone(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _db(tmp_path / "a" / "chat.db",
+        "CREATE TABLE handle (ROWID INTEGER PRIMARY KEY, id TEXT);"
+        "CREATE TABLE message (ROWID INTEGER PRIMARY KEY, guid TEXT, text TEXT, "
+        "attributedBody BLOB, handle_id INTEGER, date INTEGER, is_from_me INTEGER);"
+        "INSERT INTO handle VALUES (1, '+14155550123');",
+        [(1, "H1", None, typedstream("body only in attributedBody"), 1, (T0 + 9) * NS, 0)],
+        "INSERT INTO message VALUES (?, ?, ?, ?, ?, ?, ?)")  # fmt: skip
+    _db(tmp_path / "b" / "chat.db", "CREATE TABLE message (text TEXT, date INTEGER);",
+        [("bare", A0 + 60)], "INSERT INTO message VALUES (?, ?)")  # fmt: skip
+    recs = read("imessage", tmp_path)
+    ms = messages(recs)
+    assert len(recs) == len(ms) == 2
+    assert (ms[0].text, ms[0].conversation_id) == ("body only in attributedBody",
+                                                   "imessage_4155550123")  # fmt: skip
+    assert ms[1].text == "bare" and ms[1].ts == dt.datetime(2012, 1, 1, 0, 1, tzinfo=dt.UTC)
+    assert ms[1].source_ref == "imessage:1"  # no guid: the rowid
+
+
+def test_ios5_sms_db(tmp_path: Path) -> None:
+    """The iOS 4/5 ``sms.db``: ``address``/``flags``/``group_id``, Unix-epoch dates for SMS,
+    iMessages ("madrid") with their own handle, Apple-epoch date and flags."""
+    db = _db(tmp_path / "sms.db", IOS5, [
+        (1, "+1 (415) 555-0123", U0 + 10, "sms in", 2, 1, 0, None, None, None),
+        (2, "+1 (415) 555-0123", U0 + 20, "sms out", 3, 1, 0, None, None, None),
+        (3, None, 0, "imessage in", 0, 2, 1, "ana@example.com", 12289, A0 + 30),
+        (4, None, 0, "imessage out", 0, 2, 1, "ana@example.com", 36869, A0 + 40),
+    ], "INSERT INTO message (ROWID, address, date, text, flags, group_id, is_madrid, "
+       "madrid_handle, madrid_flags, madrid_date) VALUES (?,?,?,?,?,?,?,?,?,?)")  # fmt: skip
+    ms = messages(read("auto", db))
+    assert [(m.text, m.is_owner, m.conversation_id) for m in ms] == [
+        ("sms in", False, "imessage_4155550123"), ("sms out", True, "imessage_4155550123"),
+        ("imessage in", False, "imessage_ana_example_com"),
+        ("imessage out", True, "imessage_ana_example_com")]  # fmt: skip
+    assert [m.ts.second for m in ms] == [10, 20, 30, 40]
+    assert {m.ts.date() for m in ms} == {dt.date(2012, 1, 1)}
