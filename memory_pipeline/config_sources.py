@@ -124,6 +124,7 @@ SOURCE_OPTIONS: dict[str, dict[str, Kind]] = {
             "claude",
             "discord",
             "imessage",
+            "imessage_exporter",
             "instagram",
             "kakaotalk",
             "messenger",

@@ -9,6 +9,7 @@ from memory_pipeline.core.ingest.sources import (  # noqa: F401
     claude,
     discord,
     imessage,
+    imessage_exporter,
     instagram,
     kakaotalk,
     line_json,

@@ -32,6 +32,7 @@ from memory_pipeline.core.ingest.sources import (  # noqa: F401
     claude,
     discord,
     imessage,
+    imessage_exporter,
     instagram,
     kakaotalk,
     line_pc,
@@ -176,5 +177,7 @@ read_auto.depends_on = (  # type: ignore[attr-defined]
     "memory_pipeline.core.ingest.sources.slack",
     "memory_pipeline.core.ingest.sources.kakaotalk",
     "memory_pipeline.core.ingest.sources.imessage",
+    "memory_pipeline.core.ingest.sources.imessage_exporter",
+    "memory_pipeline.core.ingest.sources.html_tree",
     "memory_pipeline.core.ingest.sources.signal",
 )
