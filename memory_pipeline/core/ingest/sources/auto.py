@@ -180,4 +180,5 @@ read_auto.depends_on = (  # type: ignore[attr-defined]
     "memory_pipeline.core.ingest.sources.imessage_exporter",
     "memory_pipeline.core.ingest.sources.html_tree",
     "memory_pipeline.core.ingest.sources.signal",
+    "memory_pipeline.core.ingest.sources.signal_html",
 )

@@ -51,13 +51,18 @@ class Node:
         """The first element below with class ``cls`` (not entering ``stop`` classes)."""
         return next((n for n in self.walk(stop) if n.has(cls)), None)
 
-    def text(self, skip: frozenset[str] = frozenset(), pre: bool = False) -> str:
+    def text(
+        self,
+        skip: frozenset[str] = frozenset(),
+        pre: bool = False,
+        skip_tags: frozenset[str] = frozenset(),
+    ) -> str:
         """The visible text: ``<br>`` and block ends as newlines, runs of spaces and the
         newlines of the page's own indentation folded (``pre``: the text's own newlines and
         spaces kept, as a ``white-space: pre-wrap`` bubble shows them); elements with a
-        class in ``skip`` left out."""
+        class in ``skip`` or a tag in ``skip_tags`` left out."""
         parts: list[str] = []
-        self._text(parts, skip, pre)
+        self._text(parts, skip, pre, skip_tags)
         lines = "".join(parts).split("\n")
         if not pre:
             lines = [" ".join(line.split()) for line in lines]
@@ -67,16 +72,18 @@ class Node:
                 out.append(line)
         return "\n".join(out).strip()
 
-    def _text(self, parts: list[str], skip: frozenset[str], pre: bool) -> None:
+    def _text(
+        self, parts: list[str], skip: frozenset[str], pre: bool, skip_tags: frozenset[str]
+    ) -> None:
         for c in self.children:
             if isinstance(c, str):
                 parts.append(c if pre else c.replace("\n", " "))
-            elif c.tag in SKIP or (c.classes & skip):
+            elif c.tag in SKIP or c.tag in skip_tags or (c.classes & skip):
                 continue
             elif c.tag == "br":
                 parts.append("\n")
             else:
-                c._text(parts, skip, pre)
+                c._text(parts, skip, pre, skip_tags)
                 if c.tag in BLOCK:
                     parts.append("\n")
 

@@ -10,7 +10,8 @@ removed from the text (they are not messages); attachments give the type (the re
 body is the caption), stickers are ``sticker``. One conversation per chat folder
 (``signal_<folder>``). The Markdown layout is shared with WhatsApp's Swedish-style iOS
 export (``[2024-03-01 12:00:00] Name: text``), so under ``kind = "auto"`` only ``.md`` files
-are taken as Signal's.
+are taken as Signal's. sigexport's ``index.html`` is read too (``signal_html``), unless its
+``chat.md`` sits beside it (the same chat).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from memory_pipeline.core.common.records import (
     R_UNPARSEABLE_LINE,
     Record,
 )
+from memory_pipeline.core.ingest.sources import signal_html
 from memory_pipeline.core.ingest.sources.base import SourceSpec, register
 from memory_pipeline.core.ingest.sources.exports import (
     ExportFile,
@@ -64,7 +66,10 @@ _WHAT = {"image": "photo", "video": "video", "audio": "audio"}
 
 
 def sniff(f: ExportFile) -> bool:
-    """A Markdown file whose first non-empty line is a sigexport message line."""
+    """A Markdown file whose first non-empty line is a sigexport message line, or
+    sigexport's HTML page."""
+    if PurePosixPath(f.rel).suffix.lower() in (".html", ".htm"):
+        return signal_html.sniff(f)
     if PurePosixPath(f.rel).suffix.lower() != ".md":
         return False
     for line in head_text(f, 4096).splitlines():
@@ -91,7 +96,10 @@ def classify(body: str) -> tuple[str, str]:
 
 
 def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> Iterator[Record]:
-    """Records of one ``chat.md`` (raises Rejected before the first)."""
+    """Records of one ``chat.md`` or ``index.html`` (raises Rejected before the first)."""
+    if PurePosixPath(f.rel).suffix.lower() in (".html", ".htm"):
+        yield from signal_html.parse_html_chat(spec, f, dates)
+        return
     text = decode_text(f.data)
     lines = [s[:-1] if s.endswith("\r") else s for s in text.split("\n")]
     first = next((s for s in lines if s.strip()), "")
@@ -116,10 +124,14 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
             return
         kind, txt = classify(_REACTION.sub("", "\n".join(body)))
         local2, utc = local_and_utc(local, spec.timezone)
-        yield message(
-            spec, f, conv=conv, contact=name, sender=sender, owners=owners, local=local2,
-            utc=utc, type_=kind, text=clean_text(txt), order=ordr, line=no,
+        mine = sender == signal_html.ME  # sigexport names your own messages "Me"
+        out = message(
+            spec, f, conv=conv, contact=name, sender=(spec.owner or sender) if mine else sender,
+            owners=owners, local=local2, utc=utc, type_=kind, text=clean_text(txt),
+            order=ordr, line=no,
         )  # fmt: skip
+        out.is_owner = out.is_owner or mine
+        yield out
 
     for idx, raw in enumerate(lines):
         no = idx + 1
@@ -152,7 +164,7 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
 
 
 def _accept(path: Path) -> bool:
-    return path.suffix.lower() == ".md"
+    return path.suffix.lower() in (".md", ".html", ".htm")
 
 
 @register(KIND)
@@ -161,5 +173,9 @@ def read_signal(spec: SourceSpec, dates: frozenset[dt.date] | None) -> Iterator[
     yield from read_exports(spec, dates, parse, _accept)
 
 
-read_signal.depends_on = ("memory_pipeline.core.ingest.sources.exports",)  # type: ignore[attr-defined]
+read_signal.depends_on = (  # type: ignore[attr-defined]
+    "memory_pipeline.core.ingest.sources.exports",
+    "memory_pipeline.core.ingest.sources.signal_html",
+    "memory_pipeline.core.ingest.sources.html_tree",
+)
 register_detector(KIND, sniff, parse, rank=20)

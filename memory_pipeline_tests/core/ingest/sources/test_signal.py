@@ -67,3 +67,49 @@ def test_bad_input_and_auto(tmp_path: Path) -> None:
         R.R_NOT_AN_EXPORT}  # fmt: skip
     with pytest.raises(SourceError, match="signal-export"):
         read("signal", tmp_path / "chat.md")
+
+
+SH = EXPORTS / "signal_html"
+
+
+def test_index_html() -> None:
+    """sigexport's HTML page, older (date/time spans, prettified) and newer (day dividers,
+    <time datetime>, grouped follow-ups without meta, call events, deleted messages,
+    "not exported" placeholders); an index.html beside its chat.md is one file row."""
+    recs = read("auto", SH)
+    assert {detected_kind(r) for r in recs} == {"signal"}
+    ms = messages(recs)
+    ana = [m for m in ms if m.conversation_id == "signal_ana_costa"]
+    assert [(m.type, m.sender, m.is_owner, m.text) for m in ana] == [
+        ("text", "Ana Costa", False, "Vamos à praia amanhã?\nLeva o guarda-sol"),
+        ("text", "Yuki", True, "Sim! Às 10h"),  # "Me"; the quote and reactions are no text
+        ("photo", "Ana Costa", False, ""), ("sticker", "Ana Costa", False, "😎"),
+        ("audio", "Yuki", True, "")]  # fmt: skip
+    assert ana[0].local_ts == dt.datetime(2023, 2, 10, 18, 4, 5)
+    praia = [m for m in ms if m.conversation_id == "signal_grupo_praia"]
+    assert [(m.local_ts.strftime("%d %H:%M:%S"), m.sender, m.type, m.ts_inferred)
+            for m in praia] == [
+        ("01 14:00:00", "Bea", "text", False), ("01 14:00:00", "Bea", "text", True),
+        ("01 14:03:10", "Yuki", "text", False), ("01 15:00:00", "", "call", False),
+        ("02 09:00:00", "", "system", False), ("02 09:05:00", "Caio", "photo", False),
+        ("02 09:06:00", "Caio", "file", False)]  # fmt: skip
+    assert praia[2].text == "Me! https://example.org/ball"
+    assert praia[3].text == "Incoming voice call (accepted)"
+    assert praia[4].text == "Bea: This message was deleted"
+    assert praia[5].text == "pic"
+    kenta = [r for r in recs if r.source_file.startswith("Kenta/")]
+    assert [getattr(r, "reason", "msg") for r in kenta] == ["msg", "msg", R.R_DUPLICATE_EXPORT]
+    assert reasons(recs) == {R.R_EMPTY_TEXT: 1, R.R_DUPLICATE_EXPORT: 1}
+    reconciles(merged("auto", SH), len(recs))
+
+
+def test_html_sniff_is_precise() -> None:
+    from memory_pipeline.core.ingest.sources.auto import detect
+    from memory_pipeline.core.ingest.sources.exports import ExportFile
+
+    ie = EXPORTS / "imessage_exporter" / "html" / "Ana Costa.html"
+    assert detect(ExportFile.of_bytes(ie.name, ie.read_bytes(), ie.stem)) == "imessage_exporter"
+    page = b"<html><body><div class='msgbox'><p class='body'>hi</p></div></body></html>"
+    assert detect(ExportFile.of_bytes("x.html", page, "x")) is None
+    chatgpt = b"<html><body><div class='message'><p>hi</p></div></body></html>"
+    assert detect(ExportFile.of_bytes("chat.html", chatgpt, "chat")) is None
