@@ -85,6 +85,7 @@ _OPEN_OBJECT = re.compile(r"\[\s*\{")
 _SLACK_KEY = re.compile(
     r'"(?:ts|thread_ts|client_msg_id|bot_id|subtype)"\s*:\s*"|"user"\s*:\s*"[UWB][A-Z0-9]+"'
 )
+_GENERIC_NAMES = frozenset({"users.json", "channels.json"})  # names other apps use too
 _CHANNEL_KEYS = ('"is_archived"', '"members"', '"creator"', '"is_general"')
 # events that carry another message (``message``): an edit, a thread's reply bookkeeping
 _NESTED = {"message_changed", "message_replied"}
@@ -100,8 +101,9 @@ def sniff(f: ExportFile) -> bool:
     from the first bracket."""
     head = head_text(f, 65536).lstrip()
     name = PurePosixPath(f.rel).name.lower()
-    if head.startswith("{"):  # integration_logs.json is an object
-        return name == "integration_logs.json" and '"logs"' in head[:4096]
+    if name in WORKSPACE_FILES and name not in _GENERIC_NAMES:
+        # Slack's own names (dms.json, integration_logs.json, canvases.json, ...): any JSON
+        return head.startswith(("[", "{"))
     if not head.startswith("["):
         return False
     if _TYPE_MESSAGE.search(head) and _TS_VALUE.search(head):

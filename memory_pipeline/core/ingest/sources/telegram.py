@@ -95,10 +95,10 @@ def _is_account(doc: dict) -> bool:
 
 
 # the sections of "Export Telegram data", in the order Telegram Desktop writes them
-_ACCOUNT_KEYS = (
-    "personal_information", "profile_pictures", "stories", "contacts", "frequent_contacts",
-    "sessions", "web_sessions", "other_data", "chats", "left_chats",
-)  # fmt: skip
+_ACCOUNT_KEYS = tuple(
+    "personal_information profile_pictures stories contacts frequent_contacts sessions "
+    "web_sessions other_data chats left_chats".split()
+)
 _CHAT_TYPES = (
     "saved_messages|replies|verification_codes|personal_chat|bot_chat|private_group|"
     "private_supergroup|public_supergroup|private_channel|public_channel"

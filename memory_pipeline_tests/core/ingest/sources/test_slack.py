@@ -141,4 +141,7 @@ def test_sniff_day_files_without_type_near_the_start(tmp_path: Path) -> None:
     logs = b'{"logs": [{"user_id": "U1", "change_type": "added"}]}'
     assert detect(ExportFile.of_bytes("integration_logs.json", logs, "x")) == "slack"
     assert detect(ExportFile.of_bytes("other_logs.json", logs, "x")) is None
+    canvases = b'[{"id": "F1", "created": 1672560000, "title": "Roadmap"}]'
+    assert detect(ExportFile.of_bytes("canvases.json", canvases, "x")) == "slack"
+    assert detect(ExportFile.of_bytes("users.json", b'[{"login": "x"}]', "x")) is None
     assert detect(ExportFile.of_bytes("2023-01-01.json", b'[{"date": "x"}]', "x")) is None
