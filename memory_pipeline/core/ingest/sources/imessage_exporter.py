@@ -73,9 +73,12 @@ _NOTES = re.compile(
     r"This message responded to an earlier message\.|Sent with (?:Confetti|Echo|Fireworks|"
     r"Balloons|Heart|Lasers|Shooting Start?|Sparkles|Spotlight|Slam|Loud|Gentle|Invisible Ink)"
 )
+_EDITED = re.compile(r"Edited .{1,60}? later: (?P<text>.*)")
+_LOCATION = frozenset({"Started sharing location!", "Stopped sharing location!"})
 _DELETED = re.compile(r"(?:You|They|Me|\S.{0,40}) deleted a message\.")
 _ATTACH = re.compile(
-    r"(?:~|/|[A-Za-z]:\\|\.?/?attachments/)[^\n]*?(?:Attachments|attachments)[^\n]*"
+    r"(?:(?:~|/|[A-Za-z]:\\)[^\n]*?[/\\][Aa]ttachments[/\\][^\n]+"
+    r"|(?:\.{1,2}/)?attachments/[^\n]+)\.[A-Za-z0-9]{1,5}"
     r"|Attachment missing!|Attachment does not exist!"
 )
 _EXT = {
@@ -134,13 +137,16 @@ def sniff_txt(f: ExportFile) -> bool:
 
 
 def _body(lines: list[str]) -> tuple[str, str]:
-    """(type, text) of a message body's lines: reactions and notes out, attachments typed."""
+    """(type, text) of a message body's lines: tapbacks and notes out, attachments and
+    stickers typed, an edited message's latest text, a deleted one ``system``."""
     kept: list[str] = []
     kinds: list[str] = []
+    edits: list[str] = []
+    deleted = False
     in_reactions = False
     for raw in lines:
         s = raw.strip()
-        if s == "Reactions:":
+        if s in ("Reactions:", "Tapbacks:"):
             in_reactions = True
             continue
         if in_reactions and _REACTION.fullmatch(s):
@@ -148,18 +154,31 @@ def _body(lines: list[str]) -> tuple[str, str]:
         in_reactions = False
         if _NOTES.fullmatch(s):
             continue
+        if s == "This message was deleted from the conversation!":
+            deleted = True
+            continue
+        if s.startswith("Sticker from ") and ": " in s:
+            kinds.append("sticker")
+            continue
         if _ATTACH.fullmatch(s):
             kinds.append("file" if s.startswith("Attachment") else media_kind(s))
             continue
-        kept.append(raw)
+        edit = _EDITED.fullmatch(s)
+        if edit is not None:
+            edits.append(edit["text"])
+            continue
+        first = _ANNOUNCE.fullmatch(s)  # an edited message's original, after its time
+        kept.append(first["text"] if first is not None and not kept else raw)
     while kept and not kept[-1].strip():
         kept.pop()
     while kept and not kept[0].strip():
         kept.pop(0)
-    text = "\n".join(kept)
+    text = edits[-1] if edits else "\n".join(kept)
     if kinds:
         return kinds[0], text
-    if _DELETED.fullmatch(text.strip()):
+    if deleted and not text.strip():
+        return "system", "message deleted"
+    if _DELETED.fullmatch(text.strip()) or text.strip() in _LOCATION:
         return "system", text.strip()
     return "text", text
 
@@ -350,6 +369,9 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
                              day=None, line=e.line, raw=e.text)  # fmt: skip
             continue
         sender = "" if e.kind == "system" else (me if e.from_me else clean_name(e.sender))
+        if e.kind == "system" and e.sender:  # a deletion or location note: say who
+            who = me if e.from_me else clean_name(e.sender)
+            e.text = e.text if e.text.startswith(who) else f"{who}: {e.text}"
         out = message(
             spec, f, conv=conv, contact=stem, sender=sender, owners=owners, local=local,
             utc=utc, type_=e.kind, text=clean_text(e.text), order=order, line=e.line,

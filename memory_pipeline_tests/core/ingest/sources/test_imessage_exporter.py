@@ -42,8 +42,22 @@ def test_txt() -> None:
     assert reasons(recs) == {R.R_DUPLICATE: 1, R.R_EMPTY_TEXT: 1}  # the reply shown twice
     dup = next(q for q in quarantined(recs) if q.reason == R.R_DUPLICATE)
     assert dup.source_line == 16 and dup.source_file == "+14155550123.txt"
-    assert {m.conversation_id for m in messages(recs)} == {"imessage_4155550123",
-                                                          "imessage_orphaned"}  # fmt: skip
+    assert {m.conversation_id for m in messages(recs)} == {
+        "imessage_4155550123", "imessage_orphaned", "imessage_ana"}  # fmt: skip
+
+
+def test_txt_newer_versions() -> None:
+    """Tapbacks: blocks, edited messages (the latest text), the deleted-message note,
+    stickers, voice messages with their transcription, shared locations."""
+    ms = messages(read("imessage_exporter", IE / "txt" / "Ana.txt"))
+    assert [(m.type, m.sender, m.text) for m in ms] == [
+        ("text", "Ana Costa", "Bom dia!"),
+        ("text", "Yuki", "Nos vemos às 10"),
+        ("system", "", "Ana Costa: message deleted"),
+        ("sticker", "Yuki", ""),
+        ("audio", "Ana Costa", "Transcription: chego em cinco minutos"),
+        ("system", "", "Ana Costa: Started sharing location!")]  # fmt: skip
+    assert ms[0].local_ts == dt.datetime(2024, 1, 2, 9, 0)
 
 
 def test_html() -> None:
