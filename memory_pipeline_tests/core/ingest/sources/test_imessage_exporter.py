@@ -63,6 +63,8 @@ def test_txt_newer_versions() -> None:
 def test_html() -> None:
     recs = read("imessage_exporter", IE / "html")
     ms = messages(recs)
+    every = ms
+    ms = [m for m in ms if m.source_file == "Ana Costa.html"]
     assert [(m.sender, m.type, m.text) for m in ms] == [
         ("Ana Costa", "text", "Thread starter & question\nsecond line"),
         ("Ana Costa", "text", "Only shown in the thread"),  # a reply shown only nested
@@ -73,7 +75,11 @@ def test_html() -> None:
     assert ms[3].is_owner and not ms[0].is_owner
     assert ms[4].local_ts == dt.datetime(2021, 10, 18, 9, 0)
     assert reasons(recs) == {R.R_DUPLICATE: 1}
-    assert {m.conversation_id for m in ms} == {"imessage_ana_costa"}
+    assert {m.conversation_id for m in every} == {"imessage_ana_costa", "imessage_5550001111"}
+    newer = [m for m in every if m.conversation_id == "imessage_5550001111"]
+    assert [(m.sender, m.text) for m in newer] == [
+        ("Yuki", "Hello <world>\ntwo lines"), ("+15550001111", "Noon")]  # tapbacks no text
+    assert newer[1].local_ts == dt.datetime(2022, 5, 17, 12, 1)  # 12 PM is noon
     result = merged("auto", IE)
     reconciles(result, len(read("auto", IE)))
 
