@@ -75,3 +75,22 @@ def test_a_single_file_and_a_new_export_dropped_in(tmp_path: Path) -> None:
                 tmp_path / "in" / "later.json")  # fmt: skip
     after = merged("auto", tmp_path / "in")
     assert len(after.messages) == len(before.messages) + 4  # ids 7, 8, 9 and 11 are new
+
+
+def test_every_export_fixture_is_detected_as_its_own_kind() -> None:
+    """Precision across readers: each fixture file (outside the mixed folder) is taken for
+    the kind its folder holds, none for another (new sniffers must not steal files)."""
+    from memory_pipeline.core.ingest.sources.auto import detect
+    from memory_pipeline.core.ingest.sources.exports import ExportFile
+
+    kind_of = {"signal_html": "signal", "slack_variants": "slack", "telegram_variants":
+               "telegram", "instagram_variants": "instagram"}  # fmt: skip
+    seen = Counter()
+    for p in sorted(EXPORTS.rglob("*")):
+        rel = p.relative_to(EXPORTS)
+        if not p.is_file() or rel.parts[0] == "auto" or p.suffix.lower() in (".zip", ".jpg"):
+            continue
+        want = kind_of.get(rel.parts[0], rel.parts[0])
+        assert detect(ExportFile.of_path(rel.as_posix(), p)) == want, rel
+        seen[want] += 1
+    assert len(seen) >= 13
