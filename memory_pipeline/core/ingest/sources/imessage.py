@@ -99,18 +99,33 @@ def attributed_text(blob: bytes | None) -> str | None:
     return body.decode("utf-8", "replace")
 
 
-def apple_time(value: int | float | None) -> dt.datetime | None:
-    """``message.date`` as aware UTC: nanoseconds since 2001 (seconds on old schemas)."""
-    if value is None or value <= 0:
+def _number(value: object) -> float | None:
+    """A date column's value as a number (a trimmed copy may hold it as text), or None."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    try:
+        return float(str(value).strip()) if value is not None else None
+    except ValueError:
         return None
-    if value > 10**12:
-        return APPLE_EPOCH + dt.timedelta(microseconds=int(value) // 1000)
-    return APPLE_EPOCH + dt.timedelta(seconds=value)
 
 
-def unix_time(value: int | float | None) -> dt.datetime | None:
+def apple_time(value: object) -> dt.datetime | None:
+    """``message.date`` as aware UTC: nanoseconds since 2001 (seconds on old schemas)."""
+    value = _number(value)
+    if value is None or value <= 0 or value != value:
+        return None
+    try:
+        if value > 10**12:
+            return APPLE_EPOCH + dt.timedelta(microseconds=int(value) // 1000)
+        return APPLE_EPOCH + dt.timedelta(seconds=value)
+    except OverflowError:
+        return None
+
+
+def unix_time(value: object) -> dt.datetime | None:
     """``message.date`` of the iOS 4/5 ``sms.db`` schema: seconds since 1970."""
-    if value is None or value <= 0:
+    value = _number(value)
+    if value is None or value <= 0 or value != value:
         return None
     try:
         return dt.datetime.fromtimestamp(value, dt.UTC)
@@ -273,6 +288,8 @@ def _rows(
     for order, row in enumerate(cursor):
         rowid, guid, text, date, from_me, handle, chat_id, chat_name = row[:8]
         body, assoc, item_type, has_files, mime, group, unix = row[8:]
+        assoc, item_type = int(_number(assoc) or 0), int(_number(item_type) or 0)
+        from_me = bool(_number(from_me))
         handle = str(handle) if handle is not None else None
         ref = f"imessage:{guid or rowid}"
         if chat_id:
@@ -301,8 +318,10 @@ def _rows(
         local = utc.astimezone(tz).replace(tzinfo=None)
         if dates is not None and local.date() not in dates:
             continue
+        if isinstance(text, bytes):  # a copy that stored the text as a blob
+            text = text.decode("utf-8", "replace")
         if not isinstance(text, str):
-            text = attributed_text(body) or ""
+            text = attributed_text(body if isinstance(body, bytes) else None) or ""
         kind = "text"
         if item_type:
             kind = "system"

@@ -277,3 +277,18 @@ def test_ios5_sms_db(tmp_path: Path) -> None:
         ("imessage out", True, "imessage_ana_example_com")]  # fmt: skip
     assert [m.ts.second for m in ms] == [10, 20, 30, 40]
     assert {m.ts.date() for m in ms} == {dt.date(2012, 1, 1)}
+
+
+def test_untyped_copy_with_text_values(tmp_path: Path) -> None:
+    """A copy made by a tool that wrote every value as text (dates, flags) or text as a
+    blob: read, not misread as system rows or refused."""
+    db = _db(tmp_path / "chat.db",
+             "CREATE TABLE message (ROWID, guid, text, date, is_from_me, item_type);",
+             [(1, "T1", b"blob text", str((T0 + 5) * NS), "1", "0"),
+              (2, "T2", "plain", "not a date", "0", "0")],
+             "INSERT INTO message VALUES (?, ?, ?, ?, ?, ?)")  # fmt: skip
+    recs = read("imessage", db)
+    ms = messages(recs)
+    assert [(m.text, m.type, m.is_owner) for m in ms] == [("blob text", "text", True)]
+    assert ms[0].ts == dt.datetime(2024, 3, 1, 0, 0, 5, tzinfo=dt.UTC)
+    assert reasons(recs) == {R.R_MISSING_TIMESTAMP: 1}
