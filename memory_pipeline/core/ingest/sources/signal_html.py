@@ -162,8 +162,9 @@ def parse_html_chat(
     root = parse_html(decode_text(f.data))
     items = [n for n in root.walk(frozenset({"msg", "event", "day"}))
              if n.classes & {"msg", "event", "day"}]  # fmt: skip
-    if not any(n.has("msg") or n.has("event") for n in items):
-        raise Rejected(R_NOT_AN_EXPORT, "HTML without signal-export's messages")
+    msgs = [n for n in items if n.has("msg") or n.has("event")]
+    if not any(_local(n, None) is not None or n.find("time") is not None for n in msgs):
+        raise Rejected(R_NOT_AN_EXPORT, "HTML without signal-export's dated messages")
     folder = PurePosixPath(f.rel).parent.name or (f.path.parent.name if f.path else f.stem)
     name = clean_name(folder)
     conv = conversation_option(spec) or f"signal_{safe_id(name)}"

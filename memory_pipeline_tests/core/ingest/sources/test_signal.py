@@ -103,7 +103,7 @@ def test_index_html() -> None:
     reconciles(merged("auto", SH), len(recs))
 
 
-def test_html_sniff_is_precise() -> None:
+def test_html_sniff_is_precise(tmp_path: Path) -> None:
     from memory_pipeline.core.ingest.sources.auto import detect
     from memory_pipeline.core.ingest.sources.exports import ExportFile
 
@@ -111,5 +111,11 @@ def test_html_sniff_is_precise() -> None:
     assert detect(ExportFile.of_bytes(ie.name, ie.read_bytes(), ie.stem)) == "imessage_exporter"
     page = b"<html><body><div class='msgbox'><p class='body'>hi</p></div></body></html>"
     assert detect(ExportFile.of_bytes("x.html", page, "x")) is None
+    undated = b"<html><body><div class='msg'><p class='body'>hi</p></div></body></html>"
+    assert detect(ExportFile.of_bytes("u.html", undated, "u")) == "signal"
+    (tmp_path / "index.html").write_bytes(undated)
+    rows = read("signal", tmp_path)
+    assert [(q.reason, q.record_ref) for q in quarantined(rows)] == [
+        (R.R_NOT_AN_EXPORT, "file")]  # one row for the file, not one per element
     chatgpt = b"<html><body><div class='message'><p>hi</p></div></body></html>"
     assert detect(ExportFile.of_bytes("chat.html", chatgpt, "chat")) is None
