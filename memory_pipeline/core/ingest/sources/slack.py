@@ -143,10 +143,13 @@ class Workspace:
             )
             self.users[str(u["id"])] = (clean_name(str(shown or u["id"])), str(u.get("name") or ""))
         self.channels: dict[str, str] = {}
+        self.dm_members: dict[str, list[str]] = {}  # a DM (dms.json, no name): its members
         for block in channels:
             for c in block if isinstance(block, list) else []:
                 if isinstance(c, dict) and c.get("id"):
                     self.channels[str(c["id"])] = str(c.get("name") or c["id"])
+                    if not c.get("name") and isinstance(c.get("members"), list):
+                        self.dm_members[str(c["id"])] = [str(x) for x in c["members"]]
 
     def name(self, uid: str) -> str:
         return self.users.get(uid, (uid, ""))[0]
@@ -348,6 +351,11 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
     conv = conversation_option(spec) or f"slack_{safe_id(channel)}"
     contact = f"#{clean_name(channel)}"
     owners = Owners(spec)
+    if channel in ws.dm_members:  # a DM is named by the people in it, not by its id
+        people = [ws.name(u) for u in ws.dm_members[channel]]
+        others = [p for p, u in zip(people, ws.dm_members[channel], strict=True)
+                  if p not in owners and u not in owners]  # fmt: skip
+        contact = ", ".join(others or people) or contact
     tz = zone(spec.timezone)
     edits = _nested(doc)
     here = {

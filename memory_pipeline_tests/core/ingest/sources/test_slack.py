@@ -122,6 +122,8 @@ def test_archive_variants_are_each_read_or_classified() -> None:
     assert ms[f"{t0 + 360}.000000"].text == "Shipping it today"
     assert ms[f"{t0 + 480}.000000"].type == "file"
     assert ms[f"{t0 + 600}.000000"].type == "system"
+    dm = ms[f"{t0 + 2 * 86400}.000000"]
+    assert (dm.conversation_id, dm.contact_id) == ("slack_d0dm1", "Ana")  # named by its people
     result = merged("auto", VARIANTS)
     reconciles(result, len(recs))
     assert len(result.messages) == 13 - 1  # the day-1 "Looks great" yields to its edit
