@@ -16,6 +16,9 @@ from html.parser import HTMLParser
 
 VOID = frozenset("area base br col embed hr img input link meta source track wbr".split())
 SKIP = frozenset({"script", "style", "template"})
+# Chat exports nest a few levels; a hostile page nesting thousands must not exhaust the
+# recursion of the walks below.
+MAX_DEPTH = 200
 BLOCK = frozenset("p div br li tr h1 h2 h3 h4 h5 h6 blockquote pre figure".split())
 
 
@@ -42,10 +45,16 @@ class Node:
     def walk(self, stop: frozenset[str] = frozenset()) -> Iterator[Node]:
         """Every element below this one, depth first; elements with a class in ``stop`` are
         yielded but not entered."""
-        for c in self.elements():
-            yield c
-            if not (c.classes & stop):
-                yield from c.walk(stop)
+        # iterative (pre-order): nested generators would cost the depth on every element
+        stack = [iter(self.children)]
+        while stack:
+            c = next(stack[-1], None)
+            if c is None:
+                stack.pop()
+            elif isinstance(c, Node):
+                yield c
+                if c.children and not (c.classes & stop):
+                    stack.append(iter(c.children))
 
     def find(self, cls: str, stop: frozenset[str] = frozenset()) -> Node | None:
         """The first element below with class ``cls`` (not entering ``stop`` classes)."""
@@ -97,8 +106,8 @@ class _Builder(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         node = Node(tag, {k: v or "" for k, v in attrs}, line=self.getpos()[0])
         self.stack[-1].children.append(node)
-        if tag not in VOID:
-            self.stack.append(node)
+        if tag not in VOID and len(self.stack) < MAX_DEPTH:
+            self.stack.append(node)  # deeper elements become siblings: walks stay bounded
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.stack[-1].children.append(Node(tag, {k: v or "" for k, v in attrs}))

@@ -34,6 +34,7 @@ from memory_pipeline.core.common.records import (
     R_DUPLICATE,
     R_EMPTY_TEXT,
     R_ENCODING,
+    R_MISSING_TIMESTAMP,
     R_NOT_AN_EXPORT,
     R_UNPARSEABLE_LINE,
     Record,
@@ -107,7 +108,7 @@ class Entry:
     """One message as the file shows it."""
 
     line: int
-    local: dt.datetime
+    local: dt.datetime | None  # None: a message element whose date could not be read
     sender: str
     text: str
     kind: str = "text"
@@ -249,11 +250,11 @@ def sniff_html(f: ExportFile) -> bool:
     )
 
 
-def _html_message(node: Node, nested: bool) -> Entry | None:
+def _html_message(node: Node, nested: bool) -> Entry:
     ts = node.find("timestamp", frozenset({"replies", "reply"}))
     m = _STAMP_AT.search(ts.text()) if ts is not None else None
-    if m is None:
-        return None
+    if m is None:  # kept as a row: a message element without a readable date
+        return Entry(node.line, None, "", node.text()[:2000], "text", nested)
     snd = node.find("sender", frozenset({"replies", "reply"}))
     sender = snd.text() if snd is not None else ""
     from_me = any(c.has("sent") for c in node.elements()) or sender == ME
@@ -301,15 +302,12 @@ def _html_entries(root: Node) -> list[Entry]:
             continue
         if not node.has("message"):
             continue
-        top = _html_message(node, nested=False)
-        if top is not None:
-            out.append(top)
-        for reply in node.walk():
-            if reply.has("reply"):
-                inner = reply.find("message") or reply
-                entry = _html_message(inner, nested=True)
-                if entry is not None:
-                    out.append(entry)
+        out.append(_html_message(node, nested=False))
+        out.extend(
+            _html_message(reply.find("message") or reply, nested=True)
+            for reply in node.walk()
+            if reply.has("reply")
+        )
     return out
 
 
@@ -329,7 +327,7 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
     conv = conversation_option(spec) or f"imessage_{phone_key(stem)}"
     if _is_html(f):
         entries, stray = _html_entries(parse_html(text)), []
-        if not entries:
+        if not any(e.local is not None for e in entries):
             raise Rejected(R_NOT_AN_EXPORT, "HTML without imessage-exporter's messages")
     else:
         lines = [s[:-1] if s.endswith("\r") else s for s in text.split("\n")]
@@ -346,6 +344,10 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
     me = spec.owner or ME
     shown = {(e.local, e.sender) for e in entries if not e.nested}
     for order, e in enumerate(entries, start=len(stray)):
+        if e.local is None:
+            yield quarantine(spec, f, R_MISSING_TIMESTAMP, "a message element without a date",
+                             conv=conv, day=None, line=e.line, raw=e.text)  # fmt: skip
+            continue
         day = e.local.date()
         if e.nested and (e.local, e.sender) in shown:
             yield quarantine(spec, f, R_DUPLICATE,

@@ -98,3 +98,17 @@ def test_sniff_is_precise(tmp_path: Path) -> None:
     assert detect(ExportFile.of_bytes("p.html", page, "p")) is None
     body_only = b"May 17, 2022  5:29:42 PM\nMay 17, 2022  5:29:43 PM\n"
     assert detect(ExportFile.of_bytes("d.txt", body_only, "d")) != "imessage_exporter"
+
+
+def test_hostile_html_costs_its_file_only(tmp_path: Path) -> None:
+    """A page nesting 20,000 elements, or cut off mid-tag, is read without a crash; a
+    message whose element lost its date is a row, not a silent drop."""
+    good = (IE / "html" / "+15550001111.html").read_bytes()
+    deep = good.replace(b"<body>", b"<body>" + b"<div>" * 20_000)
+    (tmp_path / "deep.html").write_bytes(deep)
+    (tmp_path / "cut.html").write_bytes(good[: good.index(b"Noon") - 30])
+    recs = read("imessage_exporter", tmp_path)
+    assert {r.source_file for r in recs} == {"deep.html", "cut.html"}
+    assert len([r for r in recs if r.source_file == "deep.html"]) == 2
+    assert any(m.text == "Noon" for m in messages(recs) if m.source_file == "deep.html")
+    reconciles(merged("imessage_exporter", tmp_path), len(recs))
