@@ -110,6 +110,7 @@ _CHAT_HEAD = re.compile(
     r'"type"\s*:\s*(?:"(?:' + _CHAT_TYPES + r')"|null)\s*,\s*"id"\s*:\s*-?\d+\s*,'
     r'\s*"messages"\s*:\s*\['
 )
+_MESSAGES_LIST = re.compile(r'"messages"\s*:\s*\[\s*\{')
 _CHATS_LIST = re.compile(
     r'"(?:left_)?chats"\s*:\s*\{\s*(?:"about"\s*:\s*"[^"]*"\s*,\s*)?"list"\s*:'
 )
@@ -125,6 +126,8 @@ def sniff(f: ExportFile) -> bool:
         return False
     if _ACCOUNT_HEAD.match(head) or _CHAT_HEAD.search(head) or _CHATS_LIST.search(head):
         return True
+    if _MESSAGES_LIST.search(head) and '"date"' in head and '"from"' in head:
+        return '"sender_name"' not in head and '"timestamp"' not in head  # not Meta/Discord
     return '"personal_information"' in head or (
         '"messages"' in head and '"date"' in head and '"type"' in head
     )
@@ -186,7 +189,9 @@ def parse(spec: SourceSpec, f: ExportFile, dates: frozenset[dt.date] | None) -> 
     forced = conversation_option(spec)
     order = 0
     for ci, chat in enumerate(chats):
-        chat_id = chat.get("id", ci)
+        chat_id = chat.get("id")
+        if chat_id is None:  # a hand-trimmed export: the chat's name, else the file's
+            chat_id = clean_name(str(chat.get("name") or "")) or f"{f.stem}-{ci}"
         name = clean_name(str(chat.get("name") or "")) or f"chat {chat_id}"
         conv = forced or f"telegram_{safe_id(str(chat_id))}"
         seen: set[Any] = set()

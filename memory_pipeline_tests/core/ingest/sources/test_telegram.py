@@ -80,6 +80,7 @@ TV = EXPORTS / "telegram_variants"
 
 def test_account_export_minimal_shapes() -> None:
     """"Export Telegram data" without personal_information (about, then other sections),
+    a hand-trimmed chat without ids or types,
     text as a string and as entity lists, service messages without text, a null ``from``,
     ``date`` without ``date_unixtime``, an ``unsupported`` entry, a nameless saved-messages
     chat, left channels; an old single-chat export; an account export without chats."""
@@ -87,7 +88,9 @@ def test_account_export_minimal_shapes() -> None:
     assert {detected_kind(r) for r in recs} == {"telegram"}
     assert reasons(recs) == {R.R_UNKNOWN_TYPE: 1, R.R_NO_RECORDS: 1}
     ms = {m.source_ref: m for m in messages(recs)}
-    assert len(ms) == 11
+    assert len(ms) == 13
+    assert ms["telegram:Kenta/#1"].text == "with entities"  # no ids, no types at all
+    assert ms["telegram:Kenta/#0"].conversation_id == "telegram_kenta"
     assert ms["telegram:777/2"].text == "See https://example.org and bring snacks"
     assert ms["telegram:777/2"].is_owner
     assert (ms["telegram:777/3"].type, ms["telegram:777/3"].text) == ("call", "phone call (95 s)")
