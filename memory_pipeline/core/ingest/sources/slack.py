@@ -83,7 +83,8 @@ _TS_VALUE = re.compile(r'"ts"\s*:\s*"\d+\.\d+"')
 _OPEN_OBJECT = re.compile(r"\[\s*\{")
 # keys only Slack's message objects carry (with a day file's name, one is enough)
 _SLACK_KEY = re.compile(
-    r'"(?:ts|thread_ts|client_msg_id|bot_id|subtype)"\s*:\s*"|"user"\s*:\s*"[UWB][A-Z0-9]+"'
+    r'"(?:ts|thread_ts)"\s*:\s*"?\d|"(?:client_msg_id|bot_id|subtype)"\s*:\s*"'
+    r'|"user"\s*:\s*"[UWB][A-Z0-9]+"'
 )
 _GENERIC_NAMES = frozenset({"users.json", "channels.json"})  # names other apps use too
 _CHANNEL_KEYS = ('"is_archived"', '"members"', '"creator"', '"is_general"')

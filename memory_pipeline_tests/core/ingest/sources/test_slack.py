@@ -147,3 +147,5 @@ def test_sniff_day_files_without_type_near_the_start(tmp_path: Path) -> None:
     assert detect(ExportFile.of_bytes("canvases.json", canvases, "x")) == "slack"
     assert detect(ExportFile.of_bytes("users.json", b'[{"login": "x"}]', "x")) is None
     assert detect(ExportFile.of_bytes("2023-01-01.json", b'[{"date": "x"}]', "x")) is None
+    numeric = b'[{"text": "hi", "ts": 1672560000.0001, "type": "message"}]'  # ts as a number
+    assert detect(ExportFile.of_bytes("general/2023-01-01.json", numeric, "x")) == "slack"
