@@ -11,12 +11,13 @@ NSAttributedString typedstream: the string is read from after the ``NSString`` c
 from ``attachment.mime_type``; group events (``item_type`` > 0) are ``system``; tapbacks
 (``associated_message_type`` 2000-3999) are reactions, not messages, and are quarantined as
 such. Older and trimmed schemas are read for what they hold: only ``message`` with a body
-(``text`` or ``attributedBody``) and a ``date`` is needed; the sender comes from ``handle``,
-else the old ``address`` column; the chat from ``chat_message_join`` + ``chat``, else the
-join alone or the old ``group_id`` (one writer: a 1:1 chat named by the number; more: a
-group); the iOS 4/5 ``sms.db`` (Unix-epoch ``date``, ``flags`` 3 = sent, iMessages in the
-``madrid_*`` columns) too. A database without such a ``message`` table is one
-``not_an_export`` row.
+(``text`` or ``attributedBody``), a ``date`` and one of Apple's columns (``guid``,
+``is_from_me``, ``handle_id``, ``flags``) or its ``handle`` table is needed; the sender
+comes from ``handle``, else the old ``address`` column; the chat from ``chat_message_join``
++ ``chat``, else the join alone or the old ``group_id`` (one writer: a 1:1 chat named by the
+number; more: a group); the iOS 4/5 ``sms.db`` (Unix-epoch ``date``, ``flags`` 3 = sent,
+iMessages in the ``madrid_*`` columns) too. A database without such a ``message`` table is
+one ``not_an_export`` row.
 
 One conversation per chat (``imessage_<number or address>`` for 1:1, the chat identifier for
 groups); the sender is the handle (phone number or e-mail) or, for ``is_from_me``, the
@@ -61,6 +62,7 @@ OWNER_FALLBACK = "Me"
 APPLE_EPOCH = dt.datetime(2001, 1, 1, tzinfo=dt.UTC)
 SQLITE_MAGIC = b"SQLite format 3\x00"
 OBJECT = "\ufffc"
+_APPLE_COLUMNS = frozenset({"guid", "is_from_me", "handle_id", "flags", "is_madrid"})
 _OPTIONAL = ("attributedBody", "associated_message_type", "item_type", "cache_has_attachments")
 
 
@@ -263,9 +265,15 @@ def _rows(
     except sqlite3.Error as exc:
         raise Rejected(R_NOT_AN_EXPORT, f"unreadable database ({exc})") from None
     cols = tables.get("message", set())
+    # what makes it Apple's: a message id or direction column, or the handle/chat tables
+    apple = bool(cols & _APPLE_COLUMNS) or bool(set(tables) & {"handle", "chat_message_join"})
     missing = [
         f"message.{c}"
-        for c, ok in (("text", bool({"text", "attributedBody"} & cols)), ("date", "date" in cols))
+        for c, ok in (
+            ("text", bool({"text", "attributedBody"} & cols)),
+            ("date", "date" in cols),
+            ("guid/is_from_me/handle_id/flags", apple),
+        )
         if not ok
     ]
     if "message" not in tables or missing:

@@ -249,11 +249,17 @@ def test_message_and_handle_only_and_message_alone(tmp_path: Path) -> None:
         "INSERT INTO handle VALUES (1, '+14155550123');",
         [(1, "H1", None, typedstream("body only in attributedBody"), 1, (T0 + 9) * NS, 0)],
         "INSERT INTO message VALUES (?, ?, ?, ?, ?, ?, ?)")  # fmt: skip
-    _db(tmp_path / "b" / "chat.db", "CREATE TABLE message (text TEXT, date INTEGER);",
-        [("bare", A0 + 60)], "INSERT INTO message VALUES (?, ?)")  # fmt: skip
+    _db(tmp_path / "b" / "chat.db",
+        "CREATE TABLE message (text TEXT, date INTEGER, is_from_me INTEGER);",
+        [("bare", A0 + 60, 0)], "INSERT INTO message VALUES (?, ?, ?)")  # fmt: skip
+    (tmp_path / "c").mkdir()  # another app's table of the same name is not read as Apple's
+    _db(tmp_path / "c" / "app.db", "CREATE TABLE message (text TEXT, date INTEGER);",
+        [("not imessage", 5)], "INSERT INTO message VALUES (?, ?)")  # fmt: skip
     recs = read("imessage", tmp_path)
     ms = messages(recs)
-    assert len(recs) == len(ms) == 2
+    assert len(recs) == 3 and len(ms) == 2
+    assert [(q.source_file, q.reason) for q in quarantined(recs)] == [
+        ("c/app.db", R.R_NOT_AN_EXPORT)]  # fmt: skip
     assert (ms[0].text, ms[0].conversation_id) == ("body only in attributedBody",
                                                    "imessage_4155550123")  # fmt: skip
     assert ms[1].text == "bare" and ms[1].ts == dt.datetime(2012, 1, 1, 0, 1, tzinfo=dt.UTC)
