@@ -15,7 +15,7 @@ from memory_pipeline.defs.gx_checks import build_gx_checks
 from memory_pipeline.defs.helpers import asset_key
 from memory_pipeline.defs.indexes import search_indexes
 from memory_pipeline.defs.ingest import RAW, build_ingest
-from memory_pipeline.defs.jobs import build_jobs
+from memory_pipeline.defs.jobs import build_jobs, default_sensor_status
 from memory_pipeline.defs.memories import build_memory_assets
 from memory_pipeline.defs.partitions import daily_partitions
 from memory_pipeline.defs.providers import provider_resources
@@ -71,7 +71,11 @@ def build_definitions(cfg: PipelineConfig, config_file: str | None = None) -> dg
         # the stage jobs: what `memory-pipeline run` runs, so the UI can re-execute its runs
         jobs=[*jobs, *stage_jobs(), forget_contact_job],
         schedules=schedules,
-        sensors=[automation_sensor(), *build_sensors(daily, memories)],
+        # on by default for a live configuration (no end date), off for a historical corpus
+        sensors=[
+            automation_sensor(default_sensor_status(cfg)),
+            *build_sensors(daily, memories, default_sensor_status(cfg)),
+        ],
         resources={
             "pipeline": PipelineResource(
                 config_file=config_file or (str(cfg.config_path) if cfg.config_path else None),
