@@ -28,6 +28,7 @@ from memory_pipeline.defs.runner import stage_jobs
 from memory_pipeline.defs.sensors import build_sensors
 from memory_pipeline.defs.sessions import build_sessions_asset
 from memory_pipeline.defs.storage import storage_report_asset
+from memory_pipeline.defs.writer_lock import locking_executor
 
 # the warehouse views read every registered table: it depends on the assets that write them
 TABLE_KEYS = list(dict.fromkeys(asset_key(t) for t in REGISTRY))
@@ -65,11 +66,22 @@ def build_definitions(cfg: PipelineConfig, config_file: str | None = None) -> dg
     parts = daily_partitions(cfg)
     jobs, schedules = build_jobs(cfg)
     daily, _, memories = jobs
+    pipeline = PipelineResource(
+        config_file=config_file or (str(cfg.config_path) if cfg.config_path else None),
+        object_store=ObjectStoreResource.from_env(),
+    )
     return dg.Definitions(
         assets=scheduled_assets(cfg),
         asset_checks=build_gx_checks(parts),
         # the stage jobs: what `memory-pipeline run` runs, so the UI can re-execute its runs
-        jobs=[*jobs, *stage_jobs(), forget_contact_job],
+        jobs=[
+            *jobs,
+            *stage_jobs(executor_def=locking_executor(dg.in_process_executor, pipeline)),
+            forget_contact_job,
+        ],
+        # every other job (the nightly's, the sensors', the UI's asset runs, forget): one
+        # writer per output folder, as for `memory-pipeline run` (defs/writer_lock.py)
+        executor=locking_executor(dg.multi_or_in_process_executor, pipeline),
         schedules=schedules,
         # on by default for a live configuration (no end date), off for a historical corpus
         sensors=[
@@ -77,10 +89,7 @@ def build_definitions(cfg: PipelineConfig, config_file: str | None = None) -> dg
             *build_sensors(daily, memories, default_sensor_status(cfg)),
         ],
         resources={
-            "pipeline": PipelineResource(
-                config_file=config_file or (str(cfg.config_path) if cfg.config_path else None),
-                object_store=ObjectStoreResource.from_env(),
-            ),
+            "pipeline": pipeline,
             **provider_resources(),
         },
     )
