@@ -51,6 +51,7 @@ from memory_pipeline.cli_summary import (
     invoked_as,
     print_owners_summary,
     print_summary,
+    try_lines,
 )
 from memory_pipeline.config import ConfigError, PipelineConfig
 from memory_pipeline.core.common import fs
@@ -220,8 +221,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"search index: {fs.join(cfg.storage_root, 'indexes')}\n"
         f"dossiers: {cfg.dossiers_path}   storage report: "
         f"{store.table_dir(T.STORAGE_REPORT)}\n"
-        f'try:  {prog} search "what did we plan?" --k 3\n'
-        f'      {prog} context "Which train do we take to Kyoto?" --budget 4000\n'
+        # queries from the owner's own messages (one owner; many owners: their summary says)
+        f"{'' if cfg.multi_owner else try_lines(store, cfg, prog)}"
         f"\nDagster instance: {home}: {len(runs)} runs (jobs stage_<name>) in backfill "
         f"{backfill} (runs, checks, lineage)\n"
         f"Open the UI:  cd {root} && DAGSTER_HOME={home} {_sibling(prog, 'dg')} dev   "
@@ -350,8 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
         owned.add_argument(
             "--owner", type=_text, help="whose memory (required when there are several owners)"
         )
+    from memory_pipeline.cli_init import add_command as add_init
     from memory_pipeline.service.commands import add_commands
 
+    add_init(sub)  # init: a personal configuration from a folder of exports
     add_commands(sub)  # serve, mcp, keys (docs/service.md)
     return parser
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from memory_pipeline.core.common.records import QuarantineRecord
 from memory_pipeline.core.ingest.batches import read_batches
@@ -51,8 +52,8 @@ class FileSurvey:
     source: str  # the source (one per path given)
     file: str  # relative to the source path (zip members as zip/member)
     kind: str | None  # the detected format; None when no reader recognised it
-    messages: int
-    first: dt.date | None
+    messages: int  # stored (a duplicate of an earlier file's message is quarantined)
+    first: dt.date | None  # of every record read from it (duplicates of another file too)
     last: dt.date | None
     participants: tuple[str, ...]  # senders, most messages first (not the marked exporter)
     quarantined: tuple[tuple[str, int], ...]  # (reason, records), most first
@@ -94,13 +95,14 @@ class Survey:
 
     @property
     def first(self) -> dt.date | None:
-        days = [f.first for f in self.files if f.first]
-        return min(days) if days else None
+        """The earliest stored message's local date."""
+        days = self.messages.column("local_date")
+        return pc.min(days).as_py() if len(days) else None
 
     @property
     def last(self) -> dt.date | None:
-        days = [f.last for f in self.files if f.last]
-        return max(days) if days else None
+        days = self.messages.column("local_date")
+        return pc.max(days).as_py() if len(days) else None
 
 
 def survey(specs: Sequence[SourceSpec]) -> Survey:
@@ -110,7 +112,9 @@ def survey(specs: Sequence[SourceSpec]) -> Survey:
     reader's ``SourceError``, one line naming the path."""
     batches = [read_batches(dataclasses.replace(spec, owner=EXPORTER)) for spec in specs]
     result = ingest_tables(batches, start_date=NO_START)
-    return Survey(_files(result.messages, result.quarantine), result.messages, result.quarantine)
+    candidates = pa.concat_tables([b.messages.select(_FILE_COLUMNS) for b in batches])
+    files = _files(candidates, result.messages, result.quarantine)
+    return Survey(files, result.messages, result.quarantine)
 
 
 def _kind(text: str) -> str | None:
@@ -119,11 +123,15 @@ def _kind(text: str) -> str | None:
     return kind if kind in DETECTORS or kind == LINE_TXT else None
 
 
-def _files(messages: pa.Table, quarantine: list[QuarantineRecord]) -> list[FileSurvey]:
-    cols = {
-        c: messages.column(c).to_pylist()
-        for c in ("source", "source_file", "source_ref", "local_date", "sender", "type", "is_owner")
-    }
+_FILE_COLUMNS = ["source", "source_file", "source_ref", "local_ts", "sender", "type", "is_owner"]
+
+
+def _files(
+    candidates: pa.Table, stored: pa.Table, quarantine: list[QuarantineRecord]
+) -> list[FileSurvey]:
+    """One row per file: its kind, dates and participants from every record the reader
+    gave (a re-export's duplicates included), its messages as stored, its quarantine."""
+    cols = {c: candidates.column(c).to_pylist() for c in _FILE_COLUMNS}
     per: dict[tuple[str, str], dict] = {}
 
     def entry(source: str, file: str) -> dict:
@@ -135,13 +143,18 @@ def _files(messages: pa.Table, quarantine: list[QuarantineRecord]) -> list[FileS
 
     for i, file in enumerate(cols["source_file"]):
         e = entry(cols["source"][i], file)
-        e["n"] += 1
         e["kind"] = e["kind"] or _kind(cols["source_ref"][i])
-        e["days"].append(cols["local_date"][i])
-        if cols["sender"][i] and cols["type"][i] != "system" and not cols["is_owner"][i]:
-            e["senders"][cols["sender"][i]] += 1
-        elif cols["is_owner"][i]:
+        if cols["local_ts"][i] is not None:
+            e["days"].append(cols["local_ts"][i].date())
+        if cols["is_owner"][i]:
             e["exporter"] = True
+        elif cols["sender"][i] and cols["type"][i] != "system":
+            e["senders"][cols["sender"][i]] += 1
+    kept = Counter(
+        zip(*(stored.column(c).to_pylist() for c in ("source", "source_file")), strict=True)
+    )
+    for key, n in kept.items():
+        entry(*key)["n"] = n
     for q in quarantine:
         e = entry(q.source, q.source_file or "")
         e["q"][q.reason] += 1
@@ -158,8 +171,8 @@ def _files(messages: pa.Table, quarantine: list[QuarantineRecord]) -> list[FileS
                 first=min(e["days"]) if e["days"] else None,
                 last=max(e["days"]) if e["days"] else None,
                 participants=tuple(sorted(senders, key=lambda s: (-senders[s], s))),
-                exporter_marked=e["exporter"],
                 quarantined=tuple(sorted(e["q"].items(), key=lambda kv: (-kv[1], kv[0]))),
+                exporter_marked=e["exporter"],
             )
         )
     return out
