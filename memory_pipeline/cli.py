@@ -225,10 +225,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{'' if cfg.multi_owner else try_lines(store, cfg, prog)}"
         f"\nDagster instance: {home}: {len(runs)} runs (jobs stage_<name>) in backfill "
         f"{backfill} (runs, checks, lineage)\n"
-        f"Open the UI:  cd {root} && DAGSTER_HOME={home} {_sibling(prog, 'dg')} dev   "
-        "then http://127.0.0.1:3000"
+        f"Open the UI:  {_ui_command(root, home, cfg, prog)}   then http://127.0.0.1:3000"
     )
     return 0
+
+
+def _ui_command(root: Path, home: Path, cfg: PipelineConfig, prog: str) -> str:
+    """How to open the UI on this configuration: ``dg dev`` in a project folder (the
+    repository), else ``dagster dev`` on the folder's workspace.yaml (``init`` writes one),
+    with the configuration named (the code location reads MEMORY_PIPELINE_CONFIG)."""
+    if (root / "pyproject.toml").is_file():
+        return f"cd {root} && DAGSTER_HOME={home} {_sibling(prog, 'dg')} dev"
+    return (
+        f"cd {root} && MEMORY_PIPELINE_CONFIG={cfg.config_path} DAGSTER_HOME={home} "
+        f"{_sibling(prog, 'dagster')} dev -w workspace.yaml"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -61,6 +61,19 @@ run_monitoring:
 telemetry:
   enabled: false
 """
+WORKSPACE_FILE = "workspace.yaml"
+# The code location the UI and the daemon load (`dagster dev -w workspace.yaml`), under the
+# name the runs of `memory-pipeline run` record, so the UI can re-execute them. It reads the
+# configuration named by MEMORY_PIPELINE_CONFIG.
+WORKSPACE_YAML = """\
+# The code location of this configuration: `dagster dev -w workspace.yaml` (with
+# MEMORY_PIPELINE_CONFIG and DAGSTER_HOME set). Written by `memory-pipeline init`.
+load_from:
+  - python_module:
+      module_name: memory_pipeline.definitions
+      working_directory: .
+      location_name: memory_pipeline
+"""
 MAX_NAMES = 3  # participants shown per file
 
 
@@ -238,9 +251,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     tmp = config.with_name(config.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, config)
-    instance = target / INSTANCE_FILE
-    if not instance.exists():  # an instance someone configured is theirs
-        instance.write_text(INSTANCE_YAML, encoding="utf-8")
+    for name, text in ((INSTANCE_FILE, INSTANCE_YAML), (WORKSPACE_FILE, WORKSPACE_YAML)):
+        if not (target / name).exists():  # one someone configured is theirs
+            (target / name).write_text(text, encoding="utf-8")
     print(
         f"\nwrote {config}\n  owner {owner!r}, time zone {timezone}, first partition "
         f"{found.first} (the earliest message), no end date, output {target / OUTPUT_DIR}"

@@ -19,6 +19,7 @@ from memory_pipeline.cli import main
 from memory_pipeline.cli_init import machine_timezone
 from memory_pipeline.config import load_config
 from memory_pipeline.core.ingest.stage import discover_dates
+from memory_pipeline.defs.runner import CODE_LOCATION
 
 WHATSAPP = """\
 12.03.22, 09:15 - Hans: Hallo, ramen tonight at the harbour?
@@ -79,6 +80,10 @@ def test_init_writes_a_live_personal_config_and_says_what_it_read(exports, tmp_p
     instance = yaml.safe_load((target / "dagster.yaml").read_text(encoding="utf-8"))
     assert instance["concurrency"]["pools"]["default_limit"] == 1
     assert "storage" not in instance and instance["telemetry"] == {"enabled": False}
+    # the code location the UI and the daemon load, named as the CLI's runs record it
+    [where] = yaml.safe_load((target / "workspace.yaml").read_text(encoding="utf-8"))["load_from"]
+    assert where["python_module"]["module_name"] == "memory_pipeline.definitions"
+    assert where["python_module"]["location_name"] == CODE_LOCATION
 
     rows = {
         line.split()[0]: line
