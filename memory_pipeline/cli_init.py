@@ -205,6 +205,9 @@ def cmd_init(args: argparse.Namespace) -> int:
             return _error(f"{path}: no such file or folder")
         if path.is_file() and not os.access(path, os.R_OK):
             return _error(f"{path}: cannot read it (permission denied)")
+        if path.is_dir() and target.is_relative_to(path):
+            # the output, the instance and the config would become "exports" on every run
+            return _error(f"{path}: holds the target folder {target}; choose --target outside it")
         name = "exports" if len(args.exports) == 1 else _source_name(path, taken)
         specs.append(SourceSpec(name, "auto", path, timezone, None, {}))
     print(f"reading {len(specs)} path(s) as a run will read them…", flush=True)

@@ -196,6 +196,19 @@ def test_several_paths_become_one_auto_source_each(exports, tmp_path, capsys):
     assert "whatsapp_chat_with_hans: WhatsApp Chat with Hans.txt" in out
 
 
+def test_exports_inside_the_target_are_written_relative_and_never_the_reverse(
+    exports, tmp_path, capsys
+):
+    code, _, err = _init(capsys, str(exports), "--target", str(exports / "memory"))
+    assert code == 2 and "holds the target folder" in err and len(err.splitlines()) == 1
+    target = exports.parent
+    code, _, err = _init(capsys, str(exports), "--target", str(target))
+    assert code == 0, err
+    text = (target / "memory_pipeline.toml").read_text(encoding="utf-8")
+    assert 'path = "exports"' in text  # relative to the file: the folder can move
+    assert load_config(target / "memory_pipeline.toml").sources[0].path == exports
+
+
 def test_the_machine_time_zone_comes_from_tz_else_the_system(monkeypatch):
     assert machine_timezone({"TZ": "Asia/Tokyo"}) == "Asia/Tokyo"
     assert machine_timezone({"TZ": ":America/New_York"}) == "America/New_York"
