@@ -231,10 +231,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _ui_command(root: Path, home: Path, cfg: PipelineConfig, prog: str) -> str:
-    """How to open the UI on this configuration: ``dg dev`` in a project folder (the
-    repository), else ``dagster dev`` on the folder's workspace.yaml (``init`` writes one),
-    with the configuration named (the code location reads MEMORY_PIPELINE_CONFIG)."""
-    if (root / "pyproject.toml").is_file():
+    """How to open the UI on this configuration: ``dg dev`` in the repository (a dg project),
+    ``dagster dev`` on the workspace.yaml of a folder ``init`` set up (no project there), with
+    the configuration named (the code location reads MEMORY_PIPELINE_CONFIG)."""
+    if (root / "pyproject.toml").is_file() or not (root / "workspace.yaml").is_file():
         return f"cd {root} && DAGSTER_HOME={home} {_sibling(prog, 'dg')} dev"
     return (
         f"cd {root} && MEMORY_PIPELINE_CONFIG={cfg.config_path} DAGSTER_HOME={home} "
