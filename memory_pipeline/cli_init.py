@@ -15,6 +15,7 @@ go to the owner's terminal (stdout), never to a log.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -34,6 +35,7 @@ from memory_pipeline.core.ingest.survey import (
     OwnerProposal,
     Survey,
     owner_found,
+    owner_missing,
     propose_owner,
     survey,
 )
@@ -75,6 +77,7 @@ load_from:
       location_name: memory_pipeline
 """
 MAX_NAMES = 3  # participants shown per file
+MAX_FILE = 60  # columns of a file name in the table (the middle of a longer one is elided)
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
@@ -225,7 +228,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     proposal = propose_owner(found.messages)
     owner = args.owner
     if owner is None:
-        print_proposal(proposal)
+        if proposal.owner and args.alias:  # the names given count for the proposed owner
+            missing = owner_missing(found.messages, proposal.owner, args.alias)
+            proposal = dataclasses.replace(proposal, missing=tuple(missing))
+        print_proposal(proposal, args.alias)
         owner = proposal.owner or "Me"
         if proposal.tied:
             names = ", ".join(proposal.tied)
@@ -285,12 +291,12 @@ def print_files(found: Survey, several: bool) -> None:
     rows = [("file", "kind", "messages", "first", "last", "participants", "quarantined")]
     rows += [
         (
-            f"{f.source}: {f.file}" if several else f.file,
+            _shorten(f"{f.source}: {f.file}" if several else f.file),
             f.kind or "-",
             str(f.messages),
             str(f.first or "-"),
             str(f.last or "-"),
-            _names(f) or "-",
+            _shorten(_names(f), 40) or "-",
             _quarantined(f),
         )
         for f in found.files
@@ -306,6 +312,22 @@ def print_files(found: Survey, several: bool) -> None:
     )
 
 
+def _shorten(name: str, limit: int = MAX_FILE) -> str:
+    """A long path kept to ``limit`` columns: its start and its end (the file's own name)."""
+    if _width(name) <= limit:
+        return name
+    head, tail = "", ""
+    for ch in reversed(name):
+        if _width(tail) + _width(ch) > limit * 2 // 3:
+            break
+        tail = ch + tail
+    for ch in name:
+        if _width(head) + _width(ch) + _width(tail) + 1 > limit:
+            break
+        head += ch
+    return f"{head}…{tail}"
+
+
 def _width(text: str) -> int:
     """Terminal columns of ``text``: wide East Asian characters take two."""
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
@@ -316,8 +338,8 @@ def _pad(text: str, width: int, *, right: bool = False) -> str:
     return fill + text if right else text + fill
 
 
-def print_proposal(p: OwnerProposal) -> None:
-    """Who the owner is proposed to be, and the candidates."""
+def print_proposal(p: OwnerProposal, aliases: list[str] | None = None) -> None:
+    """Who the owner is proposed to be (with ``aliases``), and the candidates."""
     top = ", ".join(f"{c.name} ({c.conversations})" for c in p.candidates[:5])
     if p.owner is None:
         print("owner: the exports mark your own messages; you appear as 'Me' (--owner NAME)")
@@ -325,14 +347,16 @@ def print_proposal(p: OwnerProposal) -> None:
     if p.tied:
         print(f"owner: {len(p.tied)} people are in every conversation: {', '.join(p.tied)}")
     elif p.missing:
+        also = f" (with {', '.join(map(repr, aliases))})" if aliases else ""
         print(
-            f"owner: {p.owner!r}, in {p.conversations - len(p.missing)} of {p.conversations} "
+            f"owner: {p.owner!r}{also}, in {p.conversations - len(p.missing)} of {p.conversations} "
             f"conversations; not in {len(p.missing)} ({', '.join(p.missing[:3])}"
             f"{', …' if len(p.missing) > 3 else ''}): if you appear there under another name, "
             "add it with --alias NAME"
         )
     else:
-        print(f"owner: {p.owner!r}, in all {p.conversations} conversations")
+        also = f" (with {', '.join(map(repr, aliases))})" if aliases else ""
+        print(f"owner: {p.owner!r}{also}, in all {p.conversations} conversations")
     print(f"  candidates (conversations): {top}; --owner NAME chooses another")
 
 

@@ -237,3 +237,15 @@ def owner_found(messages: pa.Table, owner: str, aliases: Sequence[str] = ()) -> 
         for c in _conversations(messages).values()
         if not c["marked"] and any(s in me for s in c["senders"])
     )
+
+
+def owner_missing(messages: pa.Table, owner: str, aliases: Sequence[str] = ()) -> list[str]:
+    """The voting conversations (two or more people, no format mark) in which neither
+    ``owner`` nor an alias sends: where the owner may appear under yet another name."""
+    spec = SourceSpec("survey", "auto", Path("."), "UTC", owner, {"owner_aliases": list(aliases)})
+    me = Owners(spec)
+    return sorted(
+        conv
+        for (_, conv), c in _conversations(messages).items()
+        if not c["marked"] and len(c["senders"]) > 1 and not any(s in me for s in c["senders"])
+    )

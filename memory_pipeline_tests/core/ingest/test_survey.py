@@ -7,7 +7,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from memory_pipeline.core.ingest.survey import owner_found, propose_owner
+from memory_pipeline.core.ingest.survey import owner_found, owner_missing, propose_owner
 from memory_pipeline.core.retrieval.suggest import suggest_queries
 
 D = dt.date(2024, 3, 1)
@@ -80,6 +80,7 @@ def test_missing_conversations_are_named_when_nobody_is_in_all():
     )
     p = propose_owner(t)
     assert (p.owner, p.missing, p.in_every) == ("Yuki", ("b",), False)
+    assert owner_missing(t, "Yuki", ["yuki tanaka"]) == []  # an alias covers it
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
