@@ -133,7 +133,8 @@ def machine_timezone(env: dict[str, str] | None = None) -> str:
 
 
 def _error(message: str) -> int:
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    """One line on stderr, exit 2; a line break inside a quoted path is escaped."""
+    print(f"error: {ConfigError(message)}", file=sys.stderr)
     return EXIT_USAGE
 
 
