@@ -51,6 +51,7 @@ from memory_pipeline.cli_summary import (
     invoked_as,
     print_owners_summary,
     print_summary,
+    try_lines,
 )
 from memory_pipeline.config import ConfigError, PipelineConfig
 from memory_pipeline.core.common import fs
@@ -220,14 +221,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"search index: {fs.join(cfg.storage_root, 'indexes')}\n"
         f"dossiers: {cfg.dossiers_path}   storage report: "
         f"{store.table_dir(T.STORAGE_REPORT)}\n"
-        f'try:  {prog} search "what did we plan?" --k 3\n'
-        f'      {prog} context "Which train do we take to Kyoto?" --budget 4000\n'
+        # queries from the owner's own messages (one owner; many owners: their summary says)
+        f"{'' if cfg.multi_owner else try_lines(store, cfg, prog)}"
         f"\nDagster instance: {home}: {len(runs)} runs (jobs stage_<name>) in backfill "
         f"{backfill} (runs, checks, lineage)\n"
-        f"Open the UI:  cd {root} && DAGSTER_HOME={home} {_sibling(prog, 'dg')} dev   "
-        "then http://127.0.0.1:3000"
+        f"Open the UI:  {_ui_command(root, home, cfg, prog)}   then http://127.0.0.1:3000"
     )
     return 0
+
+
+def _ui_command(root: Path, home: Path, cfg: PipelineConfig, prog: str) -> str:
+    """How to open the UI on this configuration: ``dg dev`` in the repository (a dg project),
+    ``dagster dev`` on the workspace.yaml of a folder ``init`` set up (no project there), with
+    the configuration named (the code location reads MEMORY_PIPELINE_CONFIG)."""
+    if (root / "pyproject.toml").is_file() or not (root / "workspace.yaml").is_file():
+        return f"cd {root} && DAGSTER_HOME={home} {_sibling(prog, 'dg')} dev"
+    return (
+        f"cd {root} && MEMORY_PIPELINE_CONFIG={cfg.config_path} DAGSTER_HOME={home} "
+        f"{_sibling(prog, 'dagster')} dev -w workspace.yaml"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -350,8 +362,10 @@ def build_parser() -> argparse.ArgumentParser:
         owned.add_argument(
             "--owner", type=_text, help="whose memory (required when there are several owners)"
         )
+    from memory_pipeline.cli_init import add_command as add_init
     from memory_pipeline.service.commands import add_commands
 
+    add_init(sub)  # init: a personal configuration from a folder of exports
     add_commands(sub)  # serve, mcp, keys (docs/service.md)
     return parser
 

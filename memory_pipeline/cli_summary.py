@@ -133,6 +133,27 @@ def print_owners_summary(cfg: PipelineConfig, span, timings: dict[str, float]) -
     print('search one owner:  memory-pipeline search --owner <owner_id> "what did we plan?"')
 
 
+def try_lines(store, cfg: PipelineConfig, prog: str) -> str:
+    """``try:`` commands made from the owner's own messages (``core/retrieval/suggest.py``):
+    a search for a word that comes up on many days, a context question about the contact
+    they write with most. Printed for the owner only, never logged."""
+    import shlex
+
+    from memory_pipeline.core.retrieval.suggest import COLUMNS, suggest_queries
+
+    aliases = []
+    for source in cfg.sources:
+        named = source.options.get("owner_aliases", [])
+        aliases += [named] if isinstance(named, str) else list(named)
+    tips = suggest_queries(store.read(T.RAW_MESSAGES, columns=COLUMNS), [cfg.owner, *aliases])
+    lines = []
+    if tips.search:
+        lines.append(f"{prog} search {shlex.quote(tips.search)} --k 3")
+    if tips.context:
+        lines.append(f"{prog} context {shlex.quote(tips.context)} --budget 4000")
+    return "try:  " + "\n      ".join(lines) + "\n" if lines else ""
+
+
 def invoked_as(argv0: str | None = None, cwd: Path | None = None) -> str:
     """How to call this CLI again, as the user can type it: the bare name when it is on PATH
     (an activated venv, pipx), else the script's path relative to the working directory

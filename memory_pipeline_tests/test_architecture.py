@@ -45,7 +45,10 @@ SHELL = (
     f"{PACKAGE}.defs",
     f"{PACKAGE}.cli",
     # the CLI's and the configuration's parts (top-level siblings, not packages)
-    *(f"{PACKAGE}.cli_{m}" for m in ("common", "eval", "forget", "search", "sql", "summary")),
+    *(
+        f"{PACKAGE}.cli_{m}"
+        for m in ("common", "eval", "forget", "init", "search", "sql", "summary")
+    ),
     f"{PACKAGE}.config",
     f"{PACKAGE}.config_settings",
     f"{PACKAGE}.config_sources",

@@ -117,6 +117,25 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path):
     assert lock_path(tmp_path).is_file()  # never deleted (a waiter could lock a ghost)
 
 
+def test_a_nested_take_in_the_holding_process_passes_and_others_still_wait(tmp_path: Path):
+    """``memory-pipeline run`` holds the lock and executes Dagster runs that take it again in
+    the same process: they pass; the lock is released only when the outer holder leaves."""
+    from memory_pipeline.core.common.lock import held_here
+
+    probe = "import sys\nfrom memory_pipeline.core.common.lock import output_lock\n" + (
+        "with output_lock(sys.argv[1]):\n    pass\n"
+    )
+    with output_lock(tmp_path):
+        with output_lock(tmp_path, wait=0):
+            assert held_here(tmp_path)
+        assert held_here(tmp_path)
+        other = subprocess.run(
+            [sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, env=_env()
+        )
+        assert other.returncode != 0 and "LockBusy" in other.stderr
+    assert not held_here(tmp_path)
+
+
 def test_the_lock_is_reentrant_only_by_releasing(tmp_path: Path):
     with output_lock(tmp_path):
         pass

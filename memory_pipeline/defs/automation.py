@@ -21,7 +21,9 @@ retried in a loop: its planned event is newer than the updates it failed on.
 The condition is custom Python, so the sensor evaluates it in the code server
 (``use_user_code_server=True``). Conditions are attached here, centrally, to the assets
 ``build_definitions`` registers (not in each decorator); ``AUTOMATION_SENSOR`` is created
-RUNNING, so ``dagster dev`` (whose daemon ticks sensors) keeps the indexes fresh unattended.
+RUNNING for a live configuration (no ``end_date``, ``defs/jobs.py``), so ``dagster dev``
+(whose daemon ticks sensors) keeps the indexes fresh unattended; a historical corpus with an
+end date creates it STOPPED, like the nightly schedule.
 
 The same assets declare how fresh they are expected to be (:data:`FRESHNESS`, Dagster's
 ``FreshnessPolicy``, evaluated by the daemon's freshness loop and shown in the UI): the nightly
@@ -183,12 +185,15 @@ def with_automation(assets: Iterable[dg.AssetsDefinition]) -> list[dg.AssetsDefi
     return out
 
 
-def automation_sensor() -> dg.AutomationConditionSensorDefinition:
-    """The sensor that evaluates every asset's condition, on by default."""
+def automation_sensor(
+    status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
+) -> dg.AutomationConditionSensorDefinition:
+    """The sensor that evaluates every asset's condition, created with ``status``
+    (``defs/jobs.py``: running for a live configuration, stopped for a historical one)."""
     return dg.AutomationConditionSensorDefinition(
         AUTOMATION_SENSOR,
         target=dg.AssetSelection.all(),
-        default_status=dg.DefaultSensorStatus.RUNNING,
+        default_status=status,
         minimum_interval_seconds=AUTOMATION_INTERVAL,
         use_user_code_server=True,  # the condition is custom Python
         description="Rebuilds the search indexes, timeline, storage report, warehouse and "

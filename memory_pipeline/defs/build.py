@@ -15,7 +15,7 @@ from memory_pipeline.defs.gx_checks import build_gx_checks
 from memory_pipeline.defs.helpers import asset_key
 from memory_pipeline.defs.indexes import search_indexes
 from memory_pipeline.defs.ingest import RAW, build_ingest
-from memory_pipeline.defs.jobs import build_jobs
+from memory_pipeline.defs.jobs import build_jobs, default_sensor_status
 from memory_pipeline.defs.memories import build_memory_assets
 from memory_pipeline.defs.partitions import daily_partitions
 from memory_pipeline.defs.providers import provider_resources
@@ -28,6 +28,7 @@ from memory_pipeline.defs.runner import stage_jobs
 from memory_pipeline.defs.sensors import build_sensors
 from memory_pipeline.defs.sessions import build_sessions_asset
 from memory_pipeline.defs.storage import storage_report_asset
+from memory_pipeline.defs.writer_lock import locking_executor
 
 # the warehouse views read every registered table: it depends on the assets that write them
 TABLE_KEYS = list(dict.fromkeys(asset_key(t) for t in REGISTRY))
@@ -65,18 +66,30 @@ def build_definitions(cfg: PipelineConfig, config_file: str | None = None) -> dg
     parts = daily_partitions(cfg)
     jobs, schedules = build_jobs(cfg)
     daily, _, memories = jobs
+    pipeline = PipelineResource(
+        config_file=config_file or (str(cfg.config_path) if cfg.config_path else None),
+        object_store=ObjectStoreResource.from_env(),
+    )
     return dg.Definitions(
         assets=scheduled_assets(cfg),
         asset_checks=build_gx_checks(parts),
         # the stage jobs: what `memory-pipeline run` runs, so the UI can re-execute its runs
-        jobs=[*jobs, *stage_jobs(), forget_contact_job],
+        jobs=[
+            *jobs,
+            *stage_jobs(executor_def=locking_executor(dg.in_process_executor, pipeline)),
+            forget_contact_job,
+        ],
+        # every other job (the nightly's, the sensors', the UI's asset runs, forget): one
+        # writer per output folder, as for `memory-pipeline run` (defs/writer_lock.py)
+        executor=locking_executor(dg.multi_or_in_process_executor, pipeline),
         schedules=schedules,
-        sensors=[automation_sensor(), *build_sensors(daily, memories)],
+        # on by default for a live configuration (no end date), off for a historical corpus
+        sensors=[
+            automation_sensor(default_sensor_status(cfg)),
+            *build_sensors(daily, memories, default_sensor_status(cfg)),
+        ],
         resources={
-            "pipeline": PipelineResource(
-                config_file=config_file or (str(cfg.config_path) if cfg.config_path else None),
-                object_store=ObjectStoreResource.from_env(),
-            ),
+            "pipeline": pipeline,
             **provider_resources(),
         },
     )

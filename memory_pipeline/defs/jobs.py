@@ -1,5 +1,9 @@
 """Jobs and the nightly schedule.
 
+The schedule is on by default for a live configuration (no ``end_date``) and off for a
+historical corpus (:func:`is_live`); the sensors follow the same rule (``defs/sensors.py``,
+``defs/automation.py``).
+
 The nightly run rebuilds the last *two* days: sessions of D-1 can only be final once D's
 messages are in (a session may run past midnight), so each night re-runs yesterday's
 partition with today's data. All assets use a single-run backfill policy, so a range is
@@ -30,6 +34,24 @@ INVOCATION_TAG = "memory_pipeline/invocation"
 FINAL_STAGE_TAG = "memory_pipeline/final_stage"
 
 
+def is_live(cfg: PipelineConfig) -> bool:
+    """A live configuration has no end date: its history keeps growing, so the nightly
+    schedule and the sensors that keep search fresh are on from the first ``dg dev``. A
+    historical corpus (an ``end_date``, like the shipped sample) has nothing new to wait
+    for: they stay off until someone turns them on in the UI."""
+    return cfg.end_date is None
+
+
+def default_schedule_status(cfg: PipelineConfig) -> dg.DefaultScheduleStatus:
+    """RUNNING for a live configuration, STOPPED for one with an end date (:func:`is_live`)."""
+    return dg.DefaultScheduleStatus.RUNNING if is_live(cfg) else dg.DefaultScheduleStatus.STOPPED
+
+
+def default_sensor_status(cfg: PipelineConfig) -> dg.DefaultSensorStatus:
+    """RUNNING for a live configuration, STOPPED for one with an end date (:func:`is_live`)."""
+    return dg.DefaultSensorStatus.RUNNING if is_live(cfg) else dg.DefaultSensorStatus.STOPPED
+
+
 def range_tags(start: dt.date, end: dt.date) -> dict[str, str]:
     """Tags that make one run cover the partitions ``start`` .. ``end`` (single-run backfill)."""
     return {RANGE_START: start.isoformat(), RANGE_END: end.isoformat()}
@@ -56,7 +78,12 @@ def build_jobs(cfg: PipelineConfig) -> tuple[list, list[dg.ScheduleDefinition]]:
         description="Memories and dossiers for a date range (after a retention purge).",
     )
 
-    @dg.schedule(job=daily, cron_schedule="0 3 * * *", execution_timezone=cfg.timezone)
+    @dg.schedule(
+        job=daily,
+        cron_schedule="0 3 * * *",
+        execution_timezone=cfg.timezone,
+        default_status=default_schedule_status(cfg),
+    )
     def nightly(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
         yesterday = context.scheduled_execution_time.date() - dt.timedelta(days=1)
         start = max(yesterday - dt.timedelta(days=1), cfg.start_date)

@@ -124,11 +124,15 @@ _BY_NAME = {s.name: s for s in STAGES}
 _STAGE_OF = {k: s for s in STAGES for k in s.keys}
 
 
-def stage_jobs(selection: Sequence[Stage] = STAGES) -> list[dg.UnresolvedAssetJobDefinition]:
+def stage_jobs(
+    selection: Sequence[Stage] = STAGES, executor_def: dg.ExecutorDefinition | None = None
+) -> list[dg.UnresolvedAssetJobDefinition]:
     """One named job per stage: its assets and their checks, tagged with the stage.
 
     The code location lists the table's jobs, so a run made by ``materialize_stages`` names
     a job the UI knows and can re-execute (an ad-hoc ``__ephemeral_asset_job__`` cannot be).
+    ``executor_def`` replaces the in-process executor (the code location's takes the
+    writer lock, ``defs/writer_lock.py``).
     """
     return [
         dg.define_asset_job(
@@ -140,7 +144,7 @@ def stage_jobs(selection: Sequence[Stage] = STAGES) -> list[dg.UnresolvedAssetJo
             tags={STAGE_TAG: stage.name},
             # one stage's assets run one after another; a process per step only costs
             # seconds (and the runner executes in-process)
-            executor_def=dg.in_process_executor,
+            executor_def=executor_def or dg.in_process_executor,
         )
         for stage in selection
     ]

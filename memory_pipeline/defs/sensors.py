@@ -54,14 +54,19 @@ RETENTION_SENSOR = "rebuild_after_retention"
 SOURCE_INTERVAL = 60
 
 
-def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.SensorDefinition]:
-    """The source sensor (targets ``daily``) and the retention rebuild (targets ``memories``)."""
+def build_sensors(
+    daily: dg.UnresolvedAssetJobDefinition,
+    memories,
+    status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
+) -> list[dg.SensorDefinition]:
+    """The source sensor (targets ``daily``) and the retention rebuild (targets ``memories``),
+    created with ``status`` (``defs/jobs.py``: running for a live configuration)."""
 
     @dg.sensor(
         name=SOURCE_SENSOR,
         job=daily,
         minimum_interval_seconds=SOURCE_INTERVAL,
-        default_status=dg.DefaultSensorStatus.RUNNING,
+        default_status=status,
         description="One run per date whose records changed in the source folders.",
     )
     def source_files(context: dg.SensorEvaluationContext, pipeline: PipelineResource):
@@ -115,7 +120,7 @@ def build_sensors(daily: dg.UnresolvedAssetJobDefinition, memories) -> list[dg.S
         name=RETENTION_SENSOR,
         job=memories,
         minimum_interval_seconds=SOURCE_INTERVAL,
-        default_status=dg.DefaultSensorStatus.RUNNING,
+        default_status=status,
         description="After a retention purge (finished run), rebuild memories and dossiers "
         "over the retained dates: the purge deletes every dossier partition.",
     )

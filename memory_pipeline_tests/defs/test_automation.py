@@ -17,6 +17,7 @@ import dagster as dg
 import pytest
 
 import memory_pipeline
+from memory_pipeline.config import load_config
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.privacy import retention
 from memory_pipeline.defs.automation import AUTOMATED, AUTOMATION_SENSOR
@@ -198,11 +199,31 @@ def test_the_nightly_schedule_stays_inside_a_bounded_config(tmp_path, night, exp
     assert (request.tags[RANGE_START], request.tags[RANGE_END]) == expected
 
 
-def test_the_automation_sensor_is_on_and_covers_every_refreshed_asset(tmp_path):
+def _live(config: Path) -> Path:
+    """The same configuration without its end date: a live history."""
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace('end_date = "2024-03-12"\n', ""), encoding="utf-8")
+    assert "end_date" not in config.read_text(encoding="utf-8")
+    return config
+
+
+@pytest.mark.parametrize("live", [True, False])
+def test_the_nightly_and_the_sensors_are_on_only_for_a_live_config(tmp_path, live):
+    """No end date: the schedule and every sensor that keeps search fresh start RUNNING with
+    the daemon; a historical corpus (an end date, like the shipped sample) keeps them off."""
+    config = corpus(tmp_path)
+    defs = build_definitions(load_config(_live(config) if live else config))
+    schedule = defs.resolve_schedule_def("nightly")
+    expected = "RUNNING" if live else "STOPPED"
+    assert schedule.default_status == dg.DefaultScheduleStatus[expected]
+    for name in (AUTOMATION_SENSOR, SOURCE_SENSOR, RETENTION_SENSOR):
+        assert defs.resolve_sensor_def(name).default_status == dg.DefaultSensorStatus[expected]
+
+
+def test_the_automation_sensor_covers_every_refreshed_asset(tmp_path):
     d = Deployment(corpus(tmp_path), dg.DagsterInstance.ephemeral())
     sensor = d.defs.resolve_sensor_def(AUTOMATION_SENSOR)
     assert isinstance(sensor, dg.AutomationConditionSensorDefinition)
-    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     graph = d.defs.resolve_asset_graph()
     conditioned = {k for k in graph.get_all_asset_keys() if graph.get(k).automation_condition}
     assert conditioned == REFRESHED

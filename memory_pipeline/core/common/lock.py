@@ -12,6 +12,11 @@ on a file in the output folder:
   lock on the removed file while a newcomer locks a fresh one, two writers at once.
 - **It names its holder.** The holder writes its pid into the file, so a second writer can
   say whom it is waiting for.
+- **It is re-entrant within one process.** ``memory-pipeline run`` holds it and then executes
+  its Dagster runs in the same process, and every Dagster run that writes takes it too
+  (``defs/writer_lock.py``): a nested ``output_lock`` of a folder this process already holds
+  passes at once (two ``flock`` calls on two descriptors of one process would block each
+  other). Another process still waits.
 
 The lock is advisory and per machine: it serializes this package's writing commands, not
 an arbitrary process writing into the folder, and ``flock`` on a network file system is
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,16 +36,22 @@ from pathlib import Path
 LOCK_NAME = ".memory-pipeline.lock"
 POLL_SECONDS = 0.2  # how often a waiting writer tries again
 
+# lock files this process holds -> nesting depth (re-entrancy, see the module docstring)
+_HELD: dict[str, int] = {}
+_HELD_GUARD = threading.Lock()
+
 
 class LockBusy(RuntimeError):
     """Another process holds the output folder's lock and ``wait`` ran out."""
 
-    def __init__(self, folder: Path, holder: int | None, waited: float) -> None:
+    def __init__(
+        self, folder: Path, holder: int | None, waited: float, how: str = "--wait SECONDS"
+    ) -> None:
         who = f"pid {holder}" if holder else "another process"
         gave_up = (
-            f"gave up after waiting {waited:.0f} s (--wait SECONDS waits longer)"
+            f"gave up after waiting {waited:.0f} s ({how} waits longer)"
             if waited > 0
-            else "not waiting for it (--wait SECONDS waits)"
+            else f"not waiting for it ({how} waits)"
         )
         super().__init__(
             f"{folder} is being written by another memory-pipeline command ({who}); {gave_up}"
@@ -68,33 +80,62 @@ def output_lock(
     *,
     wait: float = 0.0,
     on_wait: Callable[[int | None], None] | None = None,
+    how: str = "--wait SECONDS",
 ) -> Iterator[Path]:
     """Hold the exclusive lock of ``output_dir`` for the ``with`` block.
 
     When another process holds it, the lock is retried for up to ``wait`` seconds (0: not
     at all; ``on_wait(holder_pid)`` is called once before waiting), then :class:`LockBusy`
-    is raised.
+    is raised (``how`` names, in its message, the setting that waits longer).
     Yields the lock file's path."""
     folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
     path = lock_path(folder)
+    key = os.path.realpath(path)
+    with _HELD_GUARD:
+        nested = key in _HELD
+        if nested:
+            _HELD[key] += 1
+    if nested:  # this process holds it already: the outer holder releases it
+        try:
+            yield path
+        finally:
+            with _HELD_GUARD:
+                _HELD[key] -= 1
+        return
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        _acquire(fd, folder, wait, on_wait)
+        _acquire(fd, folder, wait, on_wait, how)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        yield path
+        with _HELD_GUARD:
+            _HELD[key] = 1
+        try:
+            yield path
+        finally:
+            with _HELD_GUARD:
+                _HELD.pop(key, None)
     finally:
         os.close(fd)  # releases the flock (as the process's death would)
 
 
+def held_here(output_dir: Path) -> bool:
+    """Whether this process holds the lock of ``output_dir`` (a nested take passes)."""
+    with _HELD_GUARD:
+        return os.path.realpath(lock_path(Path(output_dir))) in _HELD
+
+
 def _acquire(
-    fd: int, folder: Path, wait: float, on_wait: Callable[[int | None], None] | None
+    fd: int,
+    folder: Path,
+    wait: float,
+    on_wait: Callable[[int | None], None] | None,
+    how: str,
 ) -> None:
     if _try_lock(fd):
         return
     if wait <= 0:
-        raise LockBusy(folder, holder_pid(folder), 0.0)
+        raise LockBusy(folder, holder_pid(folder), 0.0, how)
     if on_wait is not None:
         on_wait(holder_pid(folder))
     start = time.monotonic()
@@ -103,7 +144,7 @@ def _acquire(
         time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
         if _try_lock(fd):
             return
-    raise LockBusy(folder, holder_pid(folder), time.monotonic() - start)
+    raise LockBusy(folder, holder_pid(folder), time.monotonic() - start, how)
 
 
 def _try_lock(fd: int) -> bool:
