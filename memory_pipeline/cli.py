@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import NoReturn
 
 from memory_pipeline.cli_common import (
-    DEFAULT_LOCOMO,
     DEFAULT_WAIT_SECONDS,
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -60,7 +59,6 @@ from memory_pipeline.core.common.records import SourceError
 
 __all__ = [
     "ArgumentParser",
-    "DEFAULT_LOCOMO",
     "DEFAULT_WAIT_SECONDS",
     "EXIT_BROKEN_PIPE",
     "EXIT_FAILED",
@@ -289,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--locomo",
         help="a JSON file in LoCoMo's format (evaluation only: CC BY-NC); default: "
-        f"[evaluation] locomo of the config, else {DEFAULT_LOCOMO}",
+        "[evaluation] locomo of the config (MEMORY_PIPELINE_EVAL_LOCOMO)",
     )
     ev.add_argument("--out", default="data/eval/locomo", help="where tables and report go")
     ev.add_argument(

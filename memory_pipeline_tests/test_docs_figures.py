@@ -1,0 +1,67 @@
+"""Figures in the README and docs are the records' figures (docfigs.py), never copies.
+
+A quality figure typed by hand drifts the day a new selection is recorded; a marked one is
+checked against ``selection.json`` / ``goals.py`` here, and the tables that present the
+default's quality may hold no unmarked figure at all.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memory_pipeline_tests import docfigs
+from memory_pipeline_tests.paths import ROOT
+
+# pages whose quality tables (a header naming R@5 or AUROC) must be marked cell by cell
+QUALITY_PAGES = ["README.md", "docs/evaluation.md"]
+DECIMAL = re.compile(r"(?<![\w.])\d\.\d{2,}")
+
+
+def test_every_marked_figure_is_its_records() -> None:
+    problems = docfigs.stale()
+    assert not problems, (
+        "\n".join(problems) + "\nrun `python -m memory_pipeline_tests.docfigs --write`"
+    )
+
+
+def test_quality_tables_hold_only_marked_figures() -> None:
+    """Every decimal in a row of a quality table sits inside a figure marker."""
+    for name in QUALITY_PAGES:
+        text = (ROOT / name).read_text(encoding="utf-8")
+        in_table = False
+        for line in text.splitlines():
+            if line.startswith("|") and re.search(r"R@5|AUROC", line):
+                in_table = True
+            elif not line.startswith("|"):
+                in_table = False
+            if in_table:
+                bare = DECIMAL.findall(docfigs.MARK.sub("", line))
+                assert not bare, f"{name}: unmarked figures {bare} in {line[:80]!r}"
+
+
+def test_readme_results_section_holds_only_marked_figures() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Current results") : text.index("## Read more")]
+    bare = DECIMAL.findall(docfigs.MARK.sub("", section))
+    assert not bare, f"README 'Current results': unmarked figures {bare}"
+
+
+def test_a_drifted_figure_is_found_and_rewritten(tmp_path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("R@5 <!-- fig sel.default.turn:mean -->0.001<!-- /fig --> and "
+                    "<!-- fig no.such -->1<!-- /fig -->", encoding="utf-8")
+    table = docfigs.figures()
+    problems = [p.split(": ", 1)[1] for p in _stale_in(page)]
+    assert problems[0].startswith("sel.default.turn:mean shows '0.001'")
+    assert problems[1] == "unknown figure 'no.such'"
+    fixed = docfigs.rewrite(page.read_text(encoding="utf-8").split(" and ")[0], table)
+    assert f"-->{docfigs.render('sel.default.turn:mean', table)}<!--" in fixed
+
+
+def _stale_in(page):
+    original = docfigs.ROOT
+    try:
+        docfigs.ROOT = page.parent  # report paths relative to the temporary folder
+        return docfigs.stale([page])
+    finally:
+        docfigs.ROOT = original
