@@ -58,11 +58,11 @@ def user_files() -> list:
 
 def banned_in(text: str) -> list[str]:
     """``line N: …match…`` for every banned phrase or path in ``text``."""
-    found = []
-    for n, line in enumerate(text.splitlines(), 1):
-        for m in BANNED.finditer(line):
-            found.append(f"line {n}: {line[max(0, m.start() - 30) : m.end() + 30].strip()!r}")
-    return found
+    return [
+        f"line {n}: {line[max(0, m.start() - 30) : m.end() + 30].strip()!r}"
+        for n, line in enumerate(text.splitlines(), 1)
+        for m in BANNED.finditer(line)
+    ]
 
 
 def iter_parsers(parser=None, path: tuple[str, ...] = ()) -> Iterator[tuple[str, object]]:
