@@ -1,7 +1,7 @@
 """The README's picture of the asset graph, drawn from the definitions (never by hand).
 
 ``test_asset_graph.py`` regenerates it from ``build_definitions`` of the shipped config and
-compares it with the README's block between the ``asset-graph`` markers, so a new asset or
+compares it with the block between the ``asset-graph`` markers, so a new asset or
 edge cannot leave an old picture behind. ``python -m memory_pipeline_tests.asset_picture
 --write`` rewrites the block from the reviewed snapshot (``snapshots/asset_graph.json``).
 
@@ -22,6 +22,7 @@ from typing import Any
 from memory_pipeline_tests.paths import ROOT
 
 README = ROOT / "README.md"
+PAGES = [README, ROOT / "docs" / "pipeline.md"]  # the pages that show the picture
 SNAPSHOT = ROOT / "memory_pipeline_tests" / "snapshots" / "asset_graph.json"
 BLOCK = re.compile(
     r"(<!-- asset-graph: generated[^>]*-->\n)```mermaid\n.*?```\n", re.S
@@ -51,13 +52,12 @@ def reduced_edges(deps: dict[str, set[str]]) -> list[tuple[str, str]]:
         for d in deps[a] - {a}:
             r |= {d} | reach[d]
         reach[a] = r
-    edges = []
-    for a in order:
-        direct = deps[a] - {a}
-        for d in sorted(direct):
-            if not any(d in reach[o] for o in direct - {d}):
-                edges.append((d, a))
-    return edges
+    return [
+        (d, a)
+        for a in order
+        for d in sorted(deps[a] - {a})
+        if not any(d in reach[o] for o in deps[a] - {a, d})
+    ]
 
 
 def mermaid(assets: dict[str, dict[str, Any]]) -> str:
@@ -70,8 +70,7 @@ def mermaid(assets: dict[str, dict[str, Any]]) -> str:
     lines = ["flowchart LR"]
     for group, names in groups.items():
         lines.append(f"  subgraph group_{group} [{group}]")  # own id: a group may share a name
-        for n in names:
-            lines.append(f"    {n}" if assets[n]["partitions"] else f"    {n}({n})")
+        lines += [f"    {n}" if assets[n]["partitions"] else f"    {n}({n})" for n in names]
         lines.append("  end")
     fan: dict[str, list[str]] = {}  # one line per upstream: `a --> b & c`
     for up, down in reduced_edges(deps):
@@ -89,22 +88,24 @@ def block(assets: dict[str, dict[str, Any]]) -> str:
 
 
 def readme_block(text: str) -> str:
-    """The README's current picture (the fenced block after the marker)."""
+    """A page's current picture (the fenced block after the marker)."""
     m = BLOCK.search(text)
     if not m:
-        raise ValueError("README.md has no '<!-- asset-graph: generated ... -->' block")
+        raise ValueError("no '<!-- asset-graph: generated ... -->' block")
     return m.group(0)[len(m.group(1)) :]
 
 
 def main(argv: list[str]) -> int:
     assets = json.loads(SNAPSHOT.read_text(encoding="utf-8"))["assets"]
-    text = README.read_text(encoding="utf-8")
-    new = BLOCK.sub(lambda m: m.group(1) + block(assets), text)
-    if "--write" in argv:
-        README.write_text(new, encoding="utf-8")
-        print("README.md: asset graph " + ("rewritten" if new != text else "unchanged"))
+    if "--write" not in argv:
+        print(mermaid(assets), end="")
         return 0
-    print(mermaid(assets), end="")
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        new = BLOCK.sub(lambda m: m.group(1) + block(assets), text)
+        page.write_text(new, encoding="utf-8")
+        state = "rewritten" if new != text else "unchanged"
+        print(f"{page.relative_to(ROOT)}: asset graph {state}")
     return 0
 
 

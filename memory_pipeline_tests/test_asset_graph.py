@@ -136,12 +136,14 @@ def test_snapshot_covers_the_pipeline(current: dict[str, Any]):
 def test_readme_picture_is_drawn_from_the_definitions(current: dict[str, Any]):
     """The README's graph is the generated one (asset_picture.py), so it names every asset,
     `retention` included, and only real edges."""
-    from memory_pipeline_tests.asset_picture import README, block, readme_block
+    from memory_pipeline_tests.asset_picture import PAGES, block, readme_block
 
-    shown = readme_block(README.read_text(encoding="utf-8"))
-    assert shown == block(current["assets"]), (
-        "README asset graph is stale: python -m memory_pipeline_tests.asset_picture --write"
-    )
+    for page in PAGES:
+        shown = readme_block(page.read_text(encoding="utf-8"))
+        assert shown == block(current["assets"]), (
+            f"{page.name}: asset graph is stale: "
+            "python -m memory_pipeline_tests.asset_picture --write"
+        )
 
 
 def test_picture_edges_are_real_and_keep_every_path(current: dict[str, Any]):
@@ -173,3 +175,13 @@ def test_picture_edges_are_real_and_keep_every_path(current: dict[str, Any]):
     assert closure(drawn) == closure(deps)
     assert ("retention", "raw_messages") in edges
     assert "memory_timeline" not in {d for u, d in edges if u == "chunk_embeddings"}
+
+
+def test_pipeline_page_describes_every_asset(current: dict[str, Any]):
+    """docs/pipeline.md's asset table has a row naming each asset of the graph."""
+    import re
+
+    page = (ROOT / "docs" / "pipeline.md").read_text(encoding="utf-8")
+    rows = [ln for ln in page.splitlines() if ln.startswith("| `")]
+    named = {n for ln in rows for n in re.findall(r"`(\w+)`", ln.split("|")[1])}
+    assert set(current["assets"]) <= named, sorted(set(current["assets"]) - named)
