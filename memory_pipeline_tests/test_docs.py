@@ -123,3 +123,51 @@ def test_readme_quality_table_quotes_the_recorded_selection() -> None:
     ):
         mean, lo, hi = figures[key][metric]
         assert f"{mean:.3f} [{lo:.3f}, {hi:.3f}]" in row.replace("**", ""), metric
+
+
+def _named_paths(text: str) -> list[str]:
+    """The files and folders a page names in backticks (``x.py``, ``core/x/``, ``a/b.sql``)."""
+    return re.findall(r"`([\w./-]+(?:\.py|\.sql|\.json|/))`", text)
+
+
+def _exists(name: str, scopes: list, bare_in: int | None = None) -> bool:
+    """``a/b.py`` relative to one of ``scopes``; a bare ``b.py`` anywhere under them (under
+    the first ``bare_in`` of them only, when given)."""
+    if "/" in name.rstrip("/"):
+        return any((s / name).exists() for s in scopes)
+    return any(next(s.rglob(name.rstrip("/")), None) is not None for s in scopes[:bare_in])
+
+
+def test_architecture_page_names_only_what_exists() -> None:
+    """Every module, package or file the architecture page names is in the tree: a core
+    package's paragraph names files of that package, the rest files of the repository."""
+    page = doc("architecture.md")
+    pkg = ROOT / "memory_pipeline"
+    everywhere = [pkg, ROOT / "memory_pipeline_tests", ROOT]
+    missing = []
+    for para in re.split(r"\n(?=- \*\*`core/)|\n\n", page):
+        head = re.match(r"- \*\*`core/(\w+)/`\*\*", para)
+        scopes = [pkg / "core" / head.group(1), pkg / "core", pkg] if head else everywhere
+        bare_in = 1 if head else None  # a core paragraph's modules are its package's
+        missing += [n for n in _named_paths(para) if not _exists(n, scopes, bare_in)]
+    assert not missing, f"docs/architecture.md names what the tree lacks: {missing}"
+
+
+def test_architecture_page_names_every_reader() -> None:
+    from memory_pipeline.core.ingest.sources import READERS
+
+    page = doc("architecture.md")
+    ingest = page[page.index("- **`core/ingest/`**") : page.index("- **`core/sessions/`**")]
+    assert not [k for k in READERS if f"`{k}`" not in ingest], "a reader is missing"
+
+
+def test_architecture_check_finds_a_missing_module() -> None:
+    pkg = ROOT / "memory_pipeline"
+    assert _exists("searcher.py", [pkg / "core" / "retrieval"])
+    assert not _exists("searcher.py", [pkg / "core" / "indexes", pkg], bare_in=1)
+    assert _exists("core/indexes/", [pkg])
+    assert not _exists("no_such_module.py", [pkg])
+    assert not _exists("core/nowhere/", [pkg])
+    assert _named_paths("the `splade.py` channel, `sources/` and `a/b.sql`") == [
+        "splade.py", "sources/", "a/b.sql",
+    ]
