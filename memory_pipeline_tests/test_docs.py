@@ -198,3 +198,51 @@ def test_references_cite_what_the_project_uses() -> None:
     assert not missing, f"runtime dependencies missing from docs/references.md: {missing}"
     notice = (ROOT / "memory_pipeline" / "core" / "indexes" / "splade" / "NOTICE").read_text()
     assert "Apache-2.0" in notice and "splade-tiny" in page
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
+
+
+def _backed(figure: str, source: str) -> bool:
+    """``figure`` is in ``source`` as written, or rounds from a more precise figure there
+    (0.672 from 0.6716, 18.2 from 18.16)."""
+    if figure in source:
+        return True
+    value = figure.replace(",", "")
+    places = len(value.split(".")[1]) if "." in value else 0
+    return any(
+        "." in s and len(s.split(".")[1]) > places and round(float(s), places) == float(value)
+        for s in (n.replace(",", "") for n in _NUMBER.findall(source))
+    )
+
+
+def test_benchmark_figures_are_the_results_pages() -> None:
+    """Every figure in docs/benchmarks.md's "current result" column is in the results page the
+    row cites (``benchmarks/results/*.md``; else ``benchmarks/README.md``, where each
+    measurement is recorded with its command), or the docs page the row links."""
+    page = doc("benchmarks.md")
+    rows = [ln for ln in page.splitlines() if ln.startswith("| ") and ln.count("|") >= 4]
+    problems = []
+    for row in rows[1:]:  # the header row apart
+        result = [c.strip() for c in row.split("|")[1:-1]][2]
+        cited = re.findall(r"benchmarks/(?:results/)?[\w.]+\.md", result)
+        linked = re.findall(r"\]\((\w[\w-]*\.md)\)", result)
+        missing_pages = [c for c in cited if not (ROOT / c).is_file()]
+        problems += [f"{row[:40]}: cites a missing page {c}" for c in missing_pages]
+        sources = [ROOT / c for c in cited] or [ROOT / "benchmarks" / "README.md"]
+        source = "".join(p.read_text(encoding="utf-8") for p in sources if p.is_file())
+        source += "".join(doc(name) for name in linked)
+        text = re.sub(r"`[^`]*`|\([^()]*\.md\)|\]\([^)]*\)", "", result)
+        problems += [
+            f"{row[:40]}: {f} is not in {[str(p.relative_to(ROOT)) for p in sources]}"
+            for f in _NUMBER.findall(text)
+            if not _backed(f, source)
+        ]
+    assert not problems, "\n".join(problems)
+
+
+def test_rounded_figures_are_backed_only_by_what_rounds_to_them() -> None:
+    assert _backed("0.672", "turn R@5 0.6716 [0.63, 0.71]")
+    assert _backed("18.2", "11.70 / 18.16")
+    assert not _backed("0.673", "turn R@5 0.6716")
+    assert not _backed("936", "900 s")
