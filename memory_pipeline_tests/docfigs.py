@@ -47,6 +47,40 @@ CONFIGS = {
 }
 
 
+NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
+
+
+def backed(figure: str, source: str) -> bool:
+    """``figure`` is in ``source`` as written, or rounds from a more precise figure there
+    (0.672 from 0.6716, 18.2 from 18.16)."""
+    if figure in source:
+        return True
+    value = figure.replace(",", "")
+    places = len(value.split(".")[1]) if "." in value else 0
+    return any(
+        "." in s and len(s.split(".")[1]) > places and round(float(s), places) == float(value)
+        for s in (n.replace(",", "") for n in NUMBER.findall(source))
+    )
+
+
+def unbacked_in_table(text: str, header: str, record: str) -> list[str]:
+    """The figures of the table whose header row starts with ``header`` that ``record``
+    (the text of the results page it comes from) does not hold."""
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(header))
+    rows = []
+    for ln in lines[start + 2 :]:
+        if not ln.startswith("|"):
+            break
+        rows.append(MARK.sub("", ln))
+    return [
+        f"{row[:50]}: {f}"
+        for row in rows
+        for f in NUMBER.findall(re.sub(r"`[^`]*`", "", row))
+        if not backed(f, record)
+    ]
+
+
 RUN_PREFIX = "sample."
 
 

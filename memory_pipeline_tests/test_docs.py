@@ -7,6 +7,8 @@ import re
 from memory_pipeline.core.common.catalog import views_sql
 from memory_pipeline.core.common.schema import MESSAGES
 from memory_pipeline.core.indexes.bm25 import search_sql
+from memory_pipeline_tests.docfigs import NUMBER as _NUMBER
+from memory_pipeline_tests.docfigs import backed as _backed
 from memory_pipeline_tests.paths import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -198,22 +200,6 @@ def test_references_cite_what_the_project_uses() -> None:
     assert not missing, f"runtime dependencies missing from docs/references.md: {missing}"
     notice = (ROOT / "memory_pipeline" / "core" / "indexes" / "splade" / "NOTICE").read_text()
     assert "Apache-2.0" in notice and "splade-tiny" in page
-
-
-_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
-
-
-def _backed(figure: str, source: str) -> bool:
-    """``figure`` is in ``source`` as written, or rounds from a more precise figure there
-    (0.672 from 0.6716, 18.2 from 18.16)."""
-    if figure in source:
-        return True
-    value = figure.replace(",", "")
-    places = len(value.split(".")[1]) if "." in value else 0
-    return any(
-        "." in s and len(s.split(".")[1]) > places and round(float(s), places) == float(value)
-        for s in (n.replace(",", "") for n in _NUMBER.findall(source))
-    )
 
 
 def test_benchmark_figures_are_the_results_pages() -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from memory_pipeline_tests import docfigs
 from memory_pipeline_tests.paths import ROOT
 
@@ -65,3 +67,23 @@ def _stale_in(page):
         return docfigs.stale([page])
     finally:
         docfigs.ROOT = original
+
+
+# tables whose figures come from a committed results page: (page, header start, results page)
+RECORDED_TABLES = [
+    ("docs/search.md", "| search (Japanese questions)", "benchmarks/results/select_japanese.md"),
+]
+
+
+@pytest.mark.parametrize("page,header,record", RECORDED_TABLES)
+def test_recorded_tables_quote_their_results_page(page: str, header: str, record: str) -> None:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    missing = docfigs.unbacked_in_table(text, header, (ROOT / record).read_text(encoding="utf-8"))
+    assert not missing, f"{page}: not in {record}: {missing}"
+
+
+def test_a_table_figure_missing_from_its_record_is_found() -> None:
+    text = "| a | R@5 |\n|---|---|\n| x | 0.847 |\n| y | 0.999 |\n"
+    assert docfigs.unbacked_in_table(text, "| a |", "| English default | 0.8471 |") == [
+        "| y | 0.999 |: 0.999"
+    ]

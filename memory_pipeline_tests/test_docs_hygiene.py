@@ -57,12 +57,18 @@ def user_files() -> list:
 
 
 def banned_in(text: str) -> list[str]:
-    """``line N: …match…`` for every banned phrase or path in ``text``."""
-    return [
-        f"line {n}: {line[max(0, m.start() - 30) : m.end() + 30].strip()!r}"
-        for n, line in enumerate(text.splitlines(), 1)
-        for m in BANNED.finditer(line)
-    ]
+    """``line N: …match…`` for every banned phrase or path in ``text``, also when a phrase
+    is wrapped over two lines (each line is read joined to the next)."""
+    lines = text.splitlines()
+    found = []
+    for n, line in enumerate(lines):
+        window = f"{line} {lines[n + 1].lstrip()}" if n + 1 < len(lines) else line
+        found += [
+            f"line {n + 1}: {window[max(0, m.start() - 30) : m.end() + 30].strip()!r}"
+            for m in BANNED.finditer(window)
+            if m.start() < len(line)  # starts on this line: found once
+        ]
+    return found
 
 
 def iter_parsers(parser=None, path: tuple[str, ...] = ()) -> Iterator[tuple[str, object]]:
@@ -103,6 +109,7 @@ def test_the_check_finds_what_it_bans() -> None:
         "MEMORY_PIPELINE_SHARED_DATA=/work/shared/data",
         "did not fit the time box",
         "the rest is left for a decision",
+        "17 questions, left for a\ndecision",
         "works exactly as before",
         "cannot be installed offline here",
         "see issue 44",
