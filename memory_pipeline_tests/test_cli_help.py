@@ -130,3 +130,19 @@ def test_help_exits_zero_for_every_subcommand(parsers, capsys) -> None:
             main([*name.split()[1:], "--help"])
         assert done.value.code == 0, name
     assert "commands:" in capsys.readouterr().out
+
+
+def test_eval_without_a_locomo_file_says_how_to_give_one(tmp_path, monkeypatch, capsys) -> None:
+    """No development path is assumed: without --locomo, [evaluation] locomo or
+    MEMORY_PIPELINE_EVAL_LOCOMO, `eval` stops with one line naming the ways to give it."""
+    monkeypatch.delenv("MEMORY_PIPELINE_EVAL_LOCOMO", raising=False)
+    config = tmp_path / "memory_pipeline.toml"
+    shipped = (ROOT / "memory_pipeline.toml").read_text(encoding="utf-8")
+    config.write_text(shipped, encoding="utf-8")
+    import shutil
+
+    shutil.copytree(ROOT / "data" / "sample", tmp_path / "data" / "sample")
+    code = main(["--config", str(config), "eval"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "--locomo" in err[0] and "MEMORY_PIPELINE_EVAL_LOCOMO" in err[0]
