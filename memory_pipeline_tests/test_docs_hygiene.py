@@ -130,3 +130,21 @@ def test_docs_run_no_container_image_that_nothing_builds() -> None:
     for path in user_files():
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"docker run|podman run|:latest\b", text), path.name
+
+
+def test_benchmark_records_name_no_outside_path() -> None:
+    """The committed measurement pages give commands a reader can run: their folders are
+    placeholders (DIR, /path/to/data), never a development machine's paths."""
+    outside = re.compile("|".join(OUTSIDE), re.I)
+    pages = [
+        ROOT / "benchmarks" / "README.md",
+        *sorted((ROOT / "benchmarks" / "results").glob("*.md")),
+        *sorted((ROOT / "memory_pipeline_tests" / "fixtures").rglob("README.md")),
+    ]
+    found = [
+        f"{p.relative_to(ROOT)}:{n}: {line.strip()[:80]}"
+        for p in pages
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if outside.search(line)
+    ]
+    assert not found, "\n".join(found)
