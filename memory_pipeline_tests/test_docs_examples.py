@@ -43,6 +43,7 @@ SKIP = re.compile(r"<!-- docs-test: skip: [^>]+ -->\s*$")
 SERVER = re.compile(r"<!-- docs-test: server -->\s*$")
 TIMEOUT = 300
 RUN_OUTPUT = "run_output.txt"  # what the workspace's `memory-pipeline run` printed
+RUN_EVAL = "run_eval_summary.parquet"  # and the evaluation summary it wrote
 # a page's copy of `memory-pipeline run`'s output: a plain block that starts as the run does
 TRANSCRIPT = re.compile(r"^```\n(config: .*?)^```\n", re.S | re.M)
 
@@ -131,6 +132,8 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = _run("bash", ".venv/bin/memory-pipeline run --quiet", ws)
     assert done.returncode == 0, done.stderr[-2000:]
     (ws / RUN_OUTPUT).write_text(done.stdout, encoding="utf-8")
+    # the run's evaluation as it printed it: the examples (a forget) rebuild it later
+    shutil.copy(ws / "data" / "output" / "eval" / "tables" / "summary.parquet", ws / RUN_EVAL)
     return ws
 
 
@@ -263,5 +266,5 @@ def test_sample_figures_are_the_sample_runs(workspace: Path) -> None:
     be what this run's evaluation tables hold."""
     from memory_pipeline_tests.docfigs import sample_figures, stale
 
-    measured = sample_figures(workspace / "data" / "output" / "eval" / "tables" / "summary.parquet")
+    measured = sample_figures(workspace / RUN_EVAL)
     assert not stale(extra=measured)
