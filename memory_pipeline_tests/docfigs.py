@@ -81,6 +81,29 @@ def unbacked_in_table(text: str, header: str, record: str) -> list[str]:
     ]
 
 
+CITATION = re.compile(r"benchmarks/(?:results/)?[\w.]+\.md")
+DECIMAL = re.compile(r"(?<![\w.])\d+\.\d{2,}")
+
+
+def unbacked_near_citations(page: Path) -> list[str]:
+    """Decimal figures of ``page`` that sit in a paragraph citing a results page (or in a
+    table right after such a paragraph) and that the cited page does not hold."""
+    blocks = re.split(r"\n\s*\n", MARK.sub("", page.read_text(encoding="utf-8")))
+    found: list[str] = []
+    before: list[str] = []
+    for block in blocks:
+        cited = CITATION.findall(block)
+        use = cited or (before if block.lstrip().startswith("|") else [])
+        if use:
+            source = "".join(
+                (ROOT / c).read_text(encoding="utf-8") for c in use if (ROOT / c).is_file()
+            )
+            figures = DECIMAL.findall(re.sub(r"`[^`]*`", "", block))
+            found += [f"{f} is not in {', '.join(use)}" for f in figures if not backed(f, source)]
+        before = cited or before
+    return found
+
+
 RUN_PREFIX = "sample."
 
 

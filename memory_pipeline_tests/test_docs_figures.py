@@ -87,3 +87,27 @@ def test_a_table_figure_missing_from_its_record_is_found() -> None:
     assert docfigs.unbacked_in_table(text, "| a |", "| English default | 0.8471 |") == [
         "| y | 0.999 |: 0.999"
     ]
+
+
+def test_figures_next_to_a_results_page_are_that_pages() -> None:
+    """A paragraph (or the table after it) that cites a committed results page
+    (``benchmarks/results/*.md``, ``benchmarks/README.md``) quotes only figures that page
+    holds, rounding allowed: a re-measured page cannot leave its old figures in the docs."""
+    problems = []
+    for page in docfigs.PAGES:
+        if page.name == "benchmarks.md":  # row by row: test_docs.py, benchmark figures
+            continue
+        problems += [
+            f"{page.relative_to(ROOT)}: {p}" for p in docfigs.unbacked_near_citations(page)
+        ]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_cited_figure_missing_from_its_page_is_found(tmp_path) -> None:
+    page = tmp_path / "p.md"
+    page.write_text(
+        "Measured: 0.6716 rounds, 0.999 does not (`benchmarks/results/splade.md`).\n",
+        encoding="utf-8",
+    )
+    found = docfigs.unbacked_near_citations(page)
+    assert len(found) == 1 and "0.999" in found[0]
