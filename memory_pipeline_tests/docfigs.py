@@ -104,6 +104,21 @@ def unbacked_near_citations(page: Path) -> list[str]:
     return found
 
 
+def unchecked_figures(page: Path) -> list[str]:
+    """Decimal figures of ``page`` that nothing checks: outside figure markers, code blocks
+    (run outputs, checked by test_docs_examples.py) and paragraphs citing a results page."""
+    text = MARK.sub("", page.read_text(encoding="utf-8"))
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    found: list[str] = []
+    before: list[str] = []
+    for block in re.split(r"\n\s*\n", text):
+        cited = CITATION.findall(block)
+        if not (cited or (before and block.lstrip().startswith("|"))):
+            found += DECIMAL.findall(re.sub(r"`[^`]*`", "", block))
+        before = cited or before
+    return found
+
+
 RUN_PREFIX = "sample."
 
 
