@@ -1,6 +1,5 @@
 """``memory-pipeline``: run the pipeline and inspect what it wrote, without the UI."""
 
-# (not in the docstring: it is the parser's --help description)
 # This module holds the parser, ``main`` and ``run``; the other commands are in
 # ``cli_summary`` (``status``), ``cli_search`` (``search``, ``context``), ``cli_sql``
 # (``sql``, ``tokenize``), ``cli_eval`` and ``cli_forget``, and what they share in
@@ -13,10 +12,8 @@ import datetime as dt
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 from memory_pipeline.cli_common import (
-    DEFAULT_LOCOMO,
     DEFAULT_WAIT_SECONDS,
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -39,6 +36,7 @@ from memory_pipeline.cli_common import (
 from memory_pipeline.cli_eval import _locomo_file as _locomo_file  # tests read it here
 from memory_pipeline.cli_eval import cmd_eval, cmd_eval_jsquad
 from memory_pipeline.cli_forget import cmd_forget
+from memory_pipeline.cli_parser import ArgumentParser
 from memory_pipeline.cli_search import _add_recent_flag, _add_search_flags, cmd_context, cmd_search
 from memory_pipeline.cli_search import _search_config as _search_config  # tests read it here
 from memory_pipeline.cli_sql import _sql_param, cmd_sql, cmd_tokenize
@@ -61,7 +59,6 @@ from memory_pipeline.core.common.records import SourceError
 
 __all__ = [
     "ArgumentParser",
-    "DEFAULT_LOCOMO",
     "DEFAULT_WAIT_SECONDS",
     "EXIT_BROKEN_PIPE",
     "EXIT_FAILED",
@@ -90,16 +87,20 @@ __all__ = [
 ]
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``error: <message>`` on stderr, exit 2.
-
-    argparse prints the whole usage block before its message; in a script's log or a
-    terminal the one line that names the bad value is what a user needs (``--help`` has
-    the usage). Subparsers inherit the class, so every subcommand behaves the same.
-    """
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"error: {message}\n")
+# the top-level --help description (plain text: argparse prints it as is)
+DESCRIPTION = (
+    "Turn chat exports into a retrieval memory and use it: run the pipeline, search it, "
+    "build context for an LLM, serve it to apps, forget people."
+)
+# --as-of means one thing wherever it appears; `search` takes the reference time as --now
+AS_OF_HELP = (
+    "answer as of this time (ISO date or date-time): what was true then, nothing said "
+    "after it, and 'yesterday' counts from it"
+)
+NOW_HELP = (
+    "the time 'yesterday' and 'last Tuesday' count from (ISO date or date-time; "
+    "default: the current time); later messages are still searched"
+)
 
 
 def plan_range(
@@ -245,7 +246,7 @@ def _ui_command(root: Path, home: Path, cfg: PipelineConfig, prog: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     from memory_pipeline.core.context.packs import STRATEGIES
 
-    parser = ArgumentParser(prog="memory-pipeline", description=__doc__)
+    parser = ArgumentParser(prog="memory-pipeline", description=DESCRIPTION)
     parser.add_argument(
         "--config", help="config file (default: $MEMORY_PIPELINE_CONFIG or ./memory_pipeline.toml)"
     )
@@ -259,23 +260,24 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="partitions, row counts and checks of the outputs")
     status.set_defaults(func=cmd_status)
     search = sub.add_parser("search", help="search the published memory")
-    search.add_argument("query", type=_text)
+    search.add_argument("query", type=_text, help="what to look for, in any words or language")
     search.add_argument("--k", type=_positive_int, default=5, help="hits to return (>= 1)")
     search.add_argument("--json", action="store_true", help="machine-readable output")
     _add_search_flags(search, ranking=True)
     search.add_argument("--contact", type=_text, help="only conversations with this contact_id")
     search.add_argument("--conversation", type=_text, help="only this conversation_id")
-    search.add_argument(
-        "--as-of", type=_iso_time, help="reference time for 'yesterday', 'last Tuesday' (ISO)"
-    )
+    search.add_argument("--now", dest="as_of", type=_iso_time, metavar="TIME", help=NOW_HELP)
+    # the earlier name of --now, kept so scripts keep working; hidden: --as-of means
+    # "as of then" everywhere it is shown
+    search.add_argument("--as-of", dest="as_of", type=_iso_time, help=argparse.SUPPRESS)
     _add_recent_flag(search)
     search.set_defaults(func=cmd_search)
     ctx = sub.add_parser(
         "context", help="the context pack an LLM should read: memories + their sources"
     )
-    ctx.add_argument("question", type=_text)
+    ctx.add_argument("question", type=_text, help="the question the LLM is to answer")
     ctx.add_argument(
-        "--budget", type=_non_negative_int, default=24_000, help="UTF-16 code units (>= 0)"
+        "--budget", type=_non_negative_int, default=24_000, help="size in UTF-16 code units (>= 0)"
     )
     ctx.add_argument(
         "--strategy",
@@ -292,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     ctx.add_argument(
         "--contact", type=_text, help="only memories and conversations with this contact_id"
     )
-    ctx.add_argument("--as-of", type=_iso_time, help="what was true then (ISO date or time)")
+    ctx.add_argument("--as-of", type=_iso_time, metavar="TIME", help=AS_OF_HELP)
     ctx.add_argument("--json", action="store_true", help="machine-readable output")
     _add_search_flags(ctx, ranking=False)
     _add_recent_flag(ctx)
@@ -301,13 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--locomo",
         help="a JSON file in LoCoMo's format (evaluation only: CC BY-NC); default: "
-        f"[evaluation] locomo of the config, else {DEFAULT_LOCOMO}",
+        "[evaluation] locomo of the config (MEMORY_PIPELINE_EVAL_LOCOMO)",
     )
     ev.add_argument("--out", default="data/eval/locomo", help="where tables and report go")
     ev.add_argument(
         "--resamples", type=_positive_int, default=5000, help="bootstrap resamples (>= 1)"
     )
-    ev.add_argument("--seed", type=_non_negative_int, default=0)
+    ev.add_argument("--seed", type=_non_negative_int, default=0, help="bootstrap random seed")
     ev.add_argument(
         "--realpersonachat",
         help="a RealPersonaChat folder (dialogues.jsonl.gz + interlocutors.json): also score "
@@ -349,18 +351,29 @@ def build_parser() -> argparse.ArgumentParser:
     sq.add_argument("--json", action="store_true", help="rows as JSON objects")
     sq.set_defaults(func=cmd_sql)
     tk = sub.add_parser("tokenize", help="a query's BM25 tokens, as the published index makes them")
-    tk.add_argument("text", type=_text)
-    tk.add_argument("--representation", default="raw_text", help="whose index (raw_text)")
+    tk.add_argument("text", type=_text, help="the text to tokenize")
+    tk.add_argument("--representation", default="raw_text", help="whose index")
     tk.set_defaults(func=cmd_tokenize)
-    fg = sub.add_parser("forget", help="forget a contact everywhere, durably")
+    fg = sub.add_parser(
+        "forget",
+        help="forget a contact's conversations everywhere, durably (a group chat as a whole)",
+    )
     fg.add_argument("--contact", help="contact_id or display name")
     fg.add_argument("--yes", action="store_true", help="remove (without it: only show what)")
-    fg.add_argument("--list", action="store_true", help="what is forgotten (hashes and dates)")
+    # `forget list` is the subcommand (as `keys list`); --list stays as a hidden alias
+    fg.add_argument("--list", action="store_true", help=argparse.SUPPRESS)
     _add_wait_flag(fg)
     fg.set_defaults(func=cmd_forget)
-    for owned in (status, search, ctx, sq, tk, fg):
+    fsub = fg.add_subparsers(dest="forget_command", metavar="[list]")
+    fl = fsub.add_parser("list", help="what is forgotten: kind, salted hash, date")
+    fl.set_defaults(func=cmd_forget, list=True)
+    for owned in (status, search, ctx, sq, tk, fg, fl):
         owned.add_argument(
-            "--owner", type=_text, help="whose memory (required when there are several owners)"
+            "--owner",
+            type=_text,
+            # on `forget list`, an --owner given before `list` is kept
+            default=argparse.SUPPRESS if owned is fl else None,
+            help="whose memory (required when there are several owners)",
         )
     from memory_pipeline.cli_init import add_command as add_init
     from memory_pipeline.service.commands import add_commands

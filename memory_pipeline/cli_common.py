@@ -23,7 +23,6 @@ from memory_pipeline.core.common import tables as T
 # the date-partitioned tables, in DAG order: what `run` and `status` count
 SUMMARY_TABLES = tuple(t.name for t in T.REGISTRY if t.partitioned)
 
-DEFAULT_LOCOMO = "../shared/data/locomo/locomo_dev.json"
 
 # exit codes (README, "CLI"): like grep, 1 is "no match" for search; 2 is bad input of any kind
 EXIT_OK, EXIT_NO_MATCH, EXIT_USAGE = 0, 1, 2

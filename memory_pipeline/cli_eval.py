@@ -7,13 +7,14 @@ import sys
 import time
 from pathlib import Path
 
-from memory_pipeline.cli_common import DEFAULT_LOCOMO, load_config
+from memory_pipeline.cli_common import load_config
 from memory_pipeline.config import ConfigError
 
 
-def _locomo_file(args: argparse.Namespace) -> Path:
+def _locomo_file(args: argparse.Namespace) -> Path | None:
     """--locomo, else ``[evaluation] locomo`` of the config (when a config file is found:
-    the benchmark needs none), else the shared dev split."""
+    the benchmark needs none; ``MEMORY_PIPELINE_EVAL_LOCOMO`` sets it too); None when neither
+    names one (the file is never shipped: evaluation only, CC BY-NC)."""
     from memory_pipeline.config import find_config_file
 
     if args.locomo:
@@ -25,7 +26,7 @@ def _locomo_file(args: argparse.Namespace) -> Path:
             raise
         config = None
     configured = load_config(config).eval_locomo if config else None
-    return configured or Path(DEFAULT_LOCOMO).resolve()
+    return configured or None
 
 
 def cmd_eval_jsquad(args: argparse.Namespace) -> int:
@@ -74,6 +75,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.jsquad:
         return cmd_eval_jsquad(args)
     locomo = _locomo_file(args)
+    if locomo is None:
+        print(
+            "error: no LoCoMo file: pass --locomo FILE or set MEMORY_PIPELINE_EVAL_LOCOMO",
+            file=sys.stderr,
+        )
+        return 2
     if not locomo.is_file():
         print(f"error: LoCoMo file not found: {locomo}", file=sys.stderr)
         return 2

@@ -26,7 +26,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
         print(f"{len(entries)} forgotten (salted hashes; names and texts are never stored)")
         return 0
     if not args.contact:
-        print("error: forget needs --contact NAME (or --list)", file=sys.stderr)
+        print("error: forget needs --contact NAME (or: forget list)", file=sys.stderr)
         return 2
     if not args.yes:  # a dry run writes nothing: no need to wait for a run
         return _forget(args, cfg, deployment)

@@ -131,3 +131,57 @@ def test_snapshot_covers_the_pipeline(current: dict[str, Any]):
     assert "raw_messages" in assets["sessions"]["deps"]
     assert assets["ingest_audit"]["checks"]["conservation"] == "blocking"
     assert current["schedules"]["nightly"]["job"] == "memory_pipeline_daily"
+
+
+def test_readme_picture_is_drawn_from_the_definitions(current: dict[str, Any]):
+    """The README's graph is the generated one (asset_picture.py), so it names every asset,
+    `retention` included, and only real edges."""
+    from memory_pipeline_tests.asset_picture import PAGES, block, readme_block
+
+    for page in PAGES:
+        shown = readme_block(page.read_text(encoding="utf-8"))
+        assert shown == block(current["assets"]), (
+            f"{page.name}: asset graph is stale: "
+            "python -m memory_pipeline_tests.asset_picture --write"
+        )
+
+
+def test_picture_edges_are_real_and_keep_every_path(current: dict[str, Any]):
+    """The reduction draws only declared inputs and loses no dependency: what reaches what
+    through the drawn arrows is what reaches what in the definitions."""
+    from memory_pipeline_tests.asset_picture import reduced_edges
+
+    deps = {n: set(a["deps"]) for n, a in current["assets"].items()}
+    edges = reduced_edges(deps)
+    assert all(up in deps[down] for up, down in edges)
+
+    def closure(adj: dict[str, set[str]]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+
+        def up(n: str) -> set[str]:
+            if n not in out:
+                out[n] = set()
+                for d in adj[n] - {n}:
+                    out[n] |= {d} | up(d)
+            return out[n]
+
+        for n in adj:
+            up(n)
+        return out
+
+    drawn: dict[str, set[str]] = {n: set() for n in deps}
+    for a, b in edges:
+        drawn[b].add(a)
+    assert closure(drawn) == closure(deps)
+    assert ("retention", "raw_messages") in edges
+    assert "memory_timeline" not in {d for u, d in edges if u == "chunk_embeddings"}
+
+
+def test_pipeline_page_describes_every_asset(current: dict[str, Any]):
+    """docs/pipeline.md's asset table has a row naming each asset of the graph."""
+    import re
+
+    page = (ROOT / "docs" / "pipeline.md").read_text(encoding="utf-8")
+    rows = [ln for ln in page.splitlines() if ln.startswith("| `")]
+    named = {n for ln in rows for n in re.findall(r"`(\w+)`", ln.split("|")[1])}
+    assert set(current["assets"]) <= named, sorted(set(current["assets"]) - named)

@@ -42,6 +42,10 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
 SKIP = re.compile(r"<!-- docs-test: skip: [^>]+ -->\s*$")
 SERVER = re.compile(r"<!-- docs-test: server -->\s*$")
 TIMEOUT = 300
+RUN_OUTPUT = "run_output.txt"  # what the workspace's `memory-pipeline run` printed
+RUN_EVAL = "run_eval_summary.parquet"  # and the evaluation summary it wrote
+# a page's copy of `memory-pipeline run`'s output: a plain block that starts as the run does
+TRANSCRIPT = re.compile(r"^```\n(config: .*?)^```\n", re.S | re.M)
 
 
 @dataclass
@@ -92,13 +96,17 @@ def _mask(text: str) -> str:
     return re.sub(r"\d+\.\d+", "<n>", text)
 
 
-def shown_lines_missing(shown: str, printed: str) -> list[str]:
-    """The shown output's lines that the printed output lacks (``…`` elides, numbers masked)."""
+def shown_lines_missing(
+    shown: str, printed: str, exact: tuple[str, ...] = ()
+) -> list[str]:
+    """The shown output's lines that the printed output lacks (``…`` elides, numbers masked,
+    except in lines starting with one of ``exact``: figures a page quotes, compared as is)."""
     out = _mask(printed)
     missing = []
     for line in shown.splitlines():
-        frags = [f.strip() for f in _mask(line).split("…") if f.strip()]
-        if frags and not all(f in out for f in frags):
+        as_is = line.startswith(exact) if exact else False
+        frags = [f.strip() for f in (line if as_is else _mask(line)).split("…") if f.strip()]
+        if frags and not all(f in (printed if as_is else out) for f in frags):
             missing.append(line)
     return missing
 
@@ -123,6 +131,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shim.chmod(0o755)
     done = _run("bash", ".venv/bin/memory-pipeline run --quiet", ws)
     assert done.returncode == 0, done.stderr[-2000:]
+    (ws / RUN_OUTPUT).write_text(done.stdout, encoding="utf-8")
+    # the run's evaluation as it printed it: the examples (a forget) rebuild it later
+    shutil.copy(ws / "data" / "output" / "eval" / "tables" / "summary.parquet", ws / RUN_EVAL)
     return ws
 
 
@@ -231,3 +242,29 @@ def test_shown_output_comparison_masks_numbers_and_elisions() -> None:
     assert shown_lines_missing("1. Maria · score 1.0000 · session ses_1", printed) == []
     assert shown_lines_missing("   [2024-03-09 17:10] Maria: … (a#1)", printed) == []
     assert shown_lines_missing("2. Sam · score 0.5", printed) == ["2. Sam · score 0.5"]
+
+
+def test_run_transcripts_are_what_the_run_prints(workspace: Path) -> None:
+    """The README and getting-started copy `memory-pipeline run`'s output on the sample: each
+    line must be what this run printed (the evaluation line's figure exactly: it is the
+    sample's measured session recall), with the program named as a fresh clone calls it."""
+    printed = (workspace / RUN_OUTPUT).read_text(encoding="utf-8")
+    here = Path(sys.executable)
+    printed = printed.replace(f"{here.name} -m memory_pipeline.cli", ".venv/bin/memory-pipeline")
+    printed = printed.replace(str(here.parent / "dg"), ".venv/bin/dg")
+    seen = 0
+    for path in DOCS:
+        for m in TRANSCRIPT.finditer(path.read_text(encoding="utf-8")):
+            seen += 1
+            missing = shown_lines_missing(m.group(1), printed, exact=("evaluation:",))
+            assert not missing, f"{path.relative_to(ROOT)}: not printed by the run: {missing[:3]}"
+    assert seen >= 2, "the README and getting-started show the run's output"
+
+
+def test_sample_figures_are_the_sample_runs(workspace: Path) -> None:
+    """``sample.*`` figures (docfigs.py) quote the evaluation of the bundled sample: they must
+    be what this run's evaluation tables hold."""
+    from memory_pipeline_tests.docfigs import sample_figures, stale
+
+    measured = sample_figures(workspace / RUN_EVAL)
+    assert not stale(extra=measured)

@@ -78,12 +78,14 @@ def add_commands(sub: Any) -> None:
     ksub = ks.add_subparsers(dest="keys_command", required=True)
     kc = ksub.add_parser("create", help="a new key; printed once, on the last line")
     kc.add_argument("--owner", required=True, help="the owner whose memory the key reads")
-    kc.add_argument("--scope", choices=["read", "admin"], default="read")
+    kc.add_argument(
+        "--scope", choices=["read", "admin"], default="read", help="what the key may do"
+    )
     kc.set_defaults(func=cmd_keys_create)
     kl = ksub.add_parser("list", help="key ids, owners, scopes, revocations (never the keys)")
     kl.set_defaults(func=cmd_keys_list)
     kr = ksub.add_parser("revoke", help="revoke a key by id (takes effect on the next request)")
-    kr.add_argument("key_id")
+    kr.add_argument("key_id", help="the id `keys list` shows")
     kr.set_defaults(func=cmd_keys_revoke)
 
 
