@@ -153,6 +153,7 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         self._turns_loaded = False
         self._splade: Any = None
         self._splade_loaded = False
+        self._splade_scorer: Any = None
         self._session_times: SessionTimes | None = None
         self.chunk_session_row = np.zeros(0, dtype=np.int64)
         self.reranker: Reranker | None = load_packaged()
@@ -182,12 +183,17 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         when the version has none (not English, weights not packaged, an older build) or
         there is no turn index: the turn ranking is then BM25's alone."""
         if not self._splade_loaded:
-            from memory_pipeline.core.indexes.splade import load_splade_index
+            from memory_pipeline.core.indexes import splade as SP
             from memory_pipeline.core.indexes.turns import TURN_FOLDER
 
             ti = self.turn_index
             if ti is not None:
-                self._splade = load_splade_index(self.version / TURN_FOLDER, len(ti))
+                self._splade = SP.load_splade_index(self.version / TURN_FOLDER, len(ti))
+            encoder = SP.packaged() if self._splade is not None else None
+            # what a query needs of this version, computed once: its vocabulary's columns
+            self._splade_scorer = (
+                SP.QueryScorer(encoder, self._splade) if encoder is not None else None
+            )
             self._splade_loaded = True
         return self._splade
 
@@ -195,13 +201,11 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         """Every turn's SPLADE score for an English ``content`` (0 outside ``mask``, a
         boolean array over chunk rows); None when the channel does not apply: no vectors,
         no packaged encoder, or a query in another language."""
-        from memory_pipeline.core.indexes import splade as SP
-
-        matrix = self.splade_index
-        encoder = SP.packaged() if matrix is not None else None
-        if encoder is None or language_of(content, self.corpus_language) != "en":
+        if self.splade_index is None or self._splade_scorer is None:
             return None
-        out = SP.turn_scores(matrix, encoder.encode([content]))
+        if language_of(content, self.corpus_language) != "en":
+            return None
+        out = self._splade_scorer.scores(content)
         if mask is not None:
             out = np.where(mask[self.turn_index.first_chunk], out, 0.0)
         return out

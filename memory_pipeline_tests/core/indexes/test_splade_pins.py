@@ -89,3 +89,19 @@ def test_splade_scores_and_rankings_are_pinned():
     assert set(current["pins"]) == set(want["pins"])
     changed = [q for q, w in want["pins"].items() if not _same_ranking(current["pins"][q], w)]
     assert not changed, f"SPLADE rankings changed for {len(changed)} queries: {changed[:3]}"
+
+
+def test_the_query_scorer_equals_the_full_vocabulary_product():
+    """A version's QueryScorer (the query's logits over the columns its turns use, the
+    turns read by column) scores every turn as ``D q`` with the full 30,522-term query
+    vector; a query none of whose terms a turn has scores all zeros."""
+    encoder = SP.packaged()
+    texts, queries = _corpus()
+    docs = encoder.encode(texts)
+    scorer = SP.QueryScorer(encoder, docs)
+    assert scorer.columns.size < docs.shape[1] // 4
+    for q in queries:
+        full = SP.turn_scores(docs, encoder.encode([q]))
+        np.testing.assert_allclose(scorer.scores(q), full, rtol=1e-5, atol=1e-5)
+    few = SP.QueryScorer(encoder, docs[:1])
+    assert few.scores("zzzz qqqq").shape == (1,)
