@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -131,7 +132,7 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         meta_path = version / "dense" / "meta.json"
         self.dense_meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         self._embedder = embedder
-        self._query_vectors: dict[tuple, np.ndarray] = {}
+        self._query_vectors: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._message_tokens: dict[str, list[str]] = {}
         self._session_rows = {
             r["session_id"]: r for r in self.sessions.select(list(SESSION_FIELDS)).to_pylist()
