@@ -413,8 +413,13 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         if kind != "time_only":  # a time-only answer stays in chronological order
             ranked = lifted
         raw = self._raw_scores(content, config)
+        shown = (
+            self.highlights_of([cid for cid, _ in ranked[:k]], content)
+            if config.highlights
+            else {}
+        )
         chunk_hits = [
-            self.chunk_hit(r, cid, s, content, config.highlights, raw)
+            self.chunk_hit(r, cid, s, content, config.highlights, raw, shown.get(cid))
             for r, (cid, s) in enumerate(ranked[:k], 1)
         ]
         parent = {c: self.session_of[self.position[c]] for c, _ in ranked}

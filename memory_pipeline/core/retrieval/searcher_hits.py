@@ -125,6 +125,33 @@ class _Hits:
                     out.append((ids[i], scores[i]))
         return out
 
+    def highlights_of(self, chunk_ids: list[str], query: str) -> dict[str, list[tuple[str, float]]]:
+        """``ranked_messages([c], query)`` of each chunk, the stored message tokens of all
+        of them scored in one pass (a search's k hits: one set of array operations, not
+        k)."""
+        ti = self.turn_index
+        if ti is None or not chunk_ids:
+            return {c: self.ranked_messages([c], query) for c in chunk_ids}
+        q = self.bm25["raw_text"].tokenizer.tokenize(query)
+        lists = [self.message_ids[self.position[c]] for c in chunk_ids]
+        stored = ti.highlight_scores([m for ids in lists for m in ids], q, self._idf)
+        if stored is None:
+            return {c: self.ranked_messages([c], query) for c in chunk_ids}
+        out: dict[str, list[tuple[str, float]]] = {}
+        at = 0
+        all_scores = stored.tolist()
+        for cid, ids in zip(chunk_ids, lists, strict=True):
+            scores = all_scores[at : at + len(ids)]
+            at += len(ids)
+            seen: set[str] = set()
+            ranked = []
+            for i in sorted(range(len(ids)), key=lambda i: (-scores[i], i)):
+                if ids[i] not in seen:
+                    seen.add(ids[i])
+                    ranked.append((ids[i], scores[i]))
+            out.setdefault(cid, ranked)
+        return out
+
     def ranked_turns(
         self, ranked: Ranked, query: str, n_chunks: int = TURN_CHUNKS, alpha: float = TURN_ALPHA
     ) -> list[tuple[str, float]]:
@@ -166,13 +193,17 @@ class _Hits:
         query: str,
         n: int,
         raw: tuple[Mapping[str, float], Mapping[str, float]] = ({}, {}),
+        messages: list[tuple[str, float]] | None = None,
     ) -> ChunkHit:
         """Chunk ``cid`` as the ``rank``-th hit, with its ``n`` best messages for ``query``
-        and its raw retriever scores from ``raw`` (BM25 by chunk, dense by chunk)."""
+        (``messages``: its ``ranked_messages`` when already computed) and its raw retriever
+        scores from ``raw`` (BM25 by chunk, dense by chunk)."""
         i = self.position[cid]
         hl = []
         if n:
-            ranked = self.ranked_messages([cid], query)[:n]
+            if messages is None:
+                messages = self.ranked_messages([cid], query)
+            ranked = messages[:n]
             for mid, s in ranked:
                 m = self._messages[mid]
                 hl.append(
