@@ -43,6 +43,7 @@ from memory_pipeline.core.retrieval.config import (
     language_of,
 )
 from memory_pipeline.core.retrieval.fusion import fold, idf_from_frequencies
+from memory_pipeline.core.retrieval.message_rows import MessageRows
 from memory_pipeline.core.retrieval.query import boost_turns, speakers_in, understood_rank
 from memory_pipeline.core.retrieval.rerank import Reranker, load_packaged
 from memory_pipeline.core.retrieval.searcher_answer import _Answerability
@@ -140,8 +141,8 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         self._session_chunks: dict[str, list[str]] | None = None
         names = {s for sp in self.speakers for s in sp}
         self.known_speakers = sorted(names, key=len, reverse=True)
-        self._messages = {r["message_id"]: r for r in msgs.to_pylist()}
-        self.latest = max((r["local_ts"] for r in self._messages.values()), default=None)
+        self._messages = MessageRows(msgs)  # rows built when read: a search reads a few
+        self.latest = self._messages.latest()
         # what highlights weigh words by: the raw_text index's document frequencies
         raw_index = self.bm25.get("raw_text")
         self._idf = (
@@ -212,13 +213,13 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         return out
 
     def _make_turn_index(self, layout, indexes) -> TurnIndex:
-        rows = [self._messages.get(m) or {} for m in layout.message_ids]
+        ids = layout.message_ids
         return TurnIndex(
             layout,
             indexes,
             len(self.chunk_ids),
-            senders=[r.get("sender") or "" for r in rows],
-            lengths=[len(r.get("text") or "") for r in rows],
+            senders=[s or "" for s in self._messages.column("sender", ids)],
+            lengths=self._messages.text_lengths(ids),
         )
 
     # -- lookups (what callers read instead of the searcher's internals) -------------------
@@ -233,7 +234,7 @@ class Searcher(_Retrievers, _Answerability, _Hits):
 
     def source_refs(self) -> dict[str, str]:
         """Every message's source_ref by message id (evaluation gold is in source refs)."""
-        return {m: r["source_ref"] for m, r in self._messages.items()}
+        return self._messages.as_dict("source_ref")
 
     def session(self, session_id: str) -> Mapping[str, Any]:
         """The session's conversation, contact, index in its conversation and local span
