@@ -135,6 +135,7 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         self._embedder = embedder
         self._query_vectors: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._message_tokens: dict[str, list[str]] = {}
+        self._token_memo: dict[tuple[int, str], tuple[str, ...]] = {}
         self._session_rows = {
             r["session_id"]: r for r in self.sessions.select(list(SESSION_FIELDS)).to_pylist()
         }

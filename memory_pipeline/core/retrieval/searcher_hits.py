@@ -48,7 +48,7 @@ class _Hits:
         if config.turns != "index" or self.turn_index is None:
             return ranked, self.ranked_turns(ranked, content)[:n] if config.highlights else []
         ti = self.turn_index
-        tokens = self.bm25["raw_text"].tokenizer.tokenize(content)
+        tokens = self.query_tokens(self.bm25["raw_text"].tokenizer, content)
         own = ti.scores(tokens, "turn", mask)
         if config.splade:  # the learned sparse channel in the turn's own share (English)
             own = mix_splade(own, self.splade_scores(content, mask), config.splade)
@@ -94,7 +94,9 @@ class _Hits:
         mode, n = config.mode, config.candidates
         lexical = self.bm25_ranked(content, config.bm25_rep, mask, n) if mode != "dense" else []
         dense = self.dense_ranked(content, config.dense_rep, mask, n) if mode != "bm25" else []
-        self._last.raw = (content, config.bm25_rep, lexical, config.dense_rep, dense)
+        # the lists and what they were ranked over (the mask: answerability reuses BM25's)
+        lexical_rep = config.bm25_rep if mode != "dense" else None
+        self._last.raw = (content, lexical_rep, lexical, config.dense_rep, dense, mask)
         if mode == "bm25":
             return lexical
         if mode == "dense":
@@ -107,7 +109,7 @@ class _Hits:
         """Messages of the given chunks, ranked against the query within each chunk, chunks
         in order (turn-level results); a message repeated by overlapping chunks counts once."""
         tokenizer = self.bm25["raw_text"].tokenizer
-        q = tokenizer.tokenize(query)
+        q = self.query_tokens(tokenizer, query)
         ti = self.turn_index
         seen, out = set(), []
         for cid in chunk_ids:
@@ -132,7 +134,7 @@ class _Hits:
         ti = self.turn_index
         if ti is None or not chunk_ids:
             return {c: self.ranked_messages([c], query) for c in chunk_ids}
-        q = self.bm25["raw_text"].tokenizer.tokenize(query)
+        q = self.query_tokens(self.bm25["raw_text"].tokenizer, query)
         lists = [self.message_ids[self.position[c]] for c in chunk_ids]
         stored = ti.highlight_scores([m for ids in lists for m in ids], q, self._idf)
         if stored is None:
@@ -163,7 +165,7 @@ class _Hits:
         if not top:
             return []
         tokenizer = self.bm25["raw_text"].tokenizer
-        q = tokenizer.tokenize(query)
+        q = self.query_tokens(tokenizer, query)
         lo = min(sc for _, sc in top)
         hi = max(sc for _, sc in top)
         best: dict[str, float] = {}

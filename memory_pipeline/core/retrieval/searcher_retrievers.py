@@ -25,6 +25,7 @@ from memory_pipeline.core.retrieval.searcher_parts import (
 )
 
 QUERY_MEMO = 20_000  # query vectors kept per searcher (~40 MB at 512-d)
+TOKEN_MEMO = 4_096  # tokenized query texts kept per searcher
 
 
 class _Retrievers:
@@ -41,11 +42,26 @@ class _Retrievers:
         (benchmarks time new queries)."""
         self._query_vectors.clear()
 
+    def query_tokens(self, tokenizer: Any, text: str) -> list[str]:
+        """``tokenizer.tokenize(text)`` memoized for query texts (a search tokenizes its
+        query for BM25, the turns, the highlights and the answerability: once is enough)."""
+        key = (id(tokenizer), text)
+        memo = self.__dict__.setdefault("_token_memo", {})
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = tuple(tokenizer.tokenize(text))
+            if len(memo) > TOKEN_MEMO:
+                try:
+                    memo.pop(next(iter(memo)))
+                except (KeyError, RuntimeError, StopIteration):  # another thread's change
+                    pass
+        return list(hit)
+
     # -- retrievers -------------------------------------------------------------------------
     def bm25_ranked(self, query: str, rep: str, mask: np.ndarray | None, n: int) -> Ranked:
         index = self.bm25[rep]
         vocab = index.vocab
-        ids = [vocab[t] for t in index.tokenizer.tokenize(query) if t in vocab]
+        ids = [vocab[t] for t in self.query_tokens(index.tokenizer, query) if t in vocab]
         if not ids:
             return []
         scores = np.asarray(index.retriever.get_scores_from_ids(ids), dtype=np.float64)
