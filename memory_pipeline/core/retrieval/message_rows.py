@@ -15,6 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+MADE_ROWS = 50_000  # built rows kept (then all dropped: cheap to rebuild)
+
 
 class MessageRows(Mapping[str, Mapping[str, Any]]):
     """``{message_id: {column: value}}`` over a messages table (read-only, lazy rows)."""
@@ -24,10 +26,17 @@ class MessageRows(Mapping[str, Mapping[str, Any]]):
         self.columns = {n: messages.column(n).combine_chunks() for n in self.names}
         ids = self.columns["message_id"].to_pylist()
         self.row = {m: i for i, m in enumerate(ids)}  # a repeated id: the last row wins
+        self._made: dict[str, dict[str, Any]] = {}  # rows already built (searches repeat)
 
     def __getitem__(self, message_id: str) -> dict[str, Any]:
-        i = self.row[message_id]
-        return {n: self.columns[n][i].as_py() for n in self.names}
+        hit = self._made.get(message_id)
+        if hit is None:
+            i = self.row[message_id]
+            hit = {n: self.columns[n][i].as_py() for n in self.names}
+            if len(self._made) >= MADE_ROWS:
+                self._made.clear()
+            self._made[message_id] = hit
+        return dict(hit)  # a copy: a caller's change does not reach the next caller
 
     def __contains__(self, message_id: object) -> bool:
         return message_id in self.row

@@ -559,6 +559,7 @@ def understood_rank(searcher: Any, content: str, config: Any, mask: np.ndarray |
         ranked = fuse(config, lexical, dense)
     else:
         ranked = searcher.rank(query, config, mask)
-    return boost_chunks(
-        ranked, lambda c: searcher.chunk(c)["speakers"], names, config.speaker_boost
+    speakers_of = getattr(searcher, "speakers_of_chunk", None) or (
+        lambda c: searcher.chunk(c)["speakers"]
     )
+    return boost_chunks(ranked, speakers_of, names, config.speaker_boost)

@@ -162,7 +162,7 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         self.reranker: Reranker | None = load_packaged()
         self.answer_models: dict[str, AnswerModel | None] = dict(ANSWER_MODELS)
         self._corpus_language: str | None = None
-        self._doc_rows: dict[str, dict[str, int]] = {}
+        self._doc_rows: dict[Any, Any] = {}  # doc id -> row per index; postings order
         # what the last ranking on this thread computed and the answerability reads (raw
         # retriever lists, the turns' own BM25): no second retrieval per search
         self._last = threading.local()
@@ -266,6 +266,10 @@ class Searcher(_Retrievers, _Answerability, _Hits):
             "start_ts": self.start_ts[i],
             "end_ts": self.end_ts[i],
         }
+
+    def speakers_of_chunk(self, chunk_id: str) -> list[str]:
+        """The chunk's speakers (what the speaker boost reads for each candidate)."""
+        return self.speakers[self.position[chunk_id]]
 
     def session_of_chunk(self, chunk_id: str) -> str:
         """The session a chunk belongs to."""

@@ -128,11 +128,22 @@ class _Answerability:
         vocab = index.vocab
         held: list[set[str]] = [set() for _ in rows]
         wanted = np.asarray(rows, dtype=np.int64)
+        ordered = self._doc_rows.get(("sorted", rep))
+        if ordered is None:  # each token's documents ascending (bm25s writes them so)
+            starts = np.zeros(len(indices), dtype=bool)
+            starts[np.asarray(indptr[:-1])[np.asarray(indptr[:-1]) < len(indices)]] = True
+            ordered = bool(np.all((np.diff(indices) > 0) | starts[1:]))
+            self._doc_rows[("sorted", rep)] = ordered
         for w in words:
             if w not in vocab:
                 continue
             t = vocab[w]
-            found = np.isin(wanted, indices[indptr[t] : indptr[t + 1]])
+            docs = indices[indptr[t] : indptr[t + 1]]
+            if ordered:  # a binary search per hit, not a sort of the token's documents
+                at = np.minimum(np.searchsorted(docs, wanted), max(len(docs) - 1, 0))
+                found = docs[at] == wanted if len(docs) else np.zeros(len(wanted), dtype=bool)
+            else:
+                found = np.isin(wanted, docs)
             for k in np.flatnonzero(found):
                 held[int(k)].add(w)
         return held
