@@ -461,8 +461,8 @@ def build_splade_index(folder: Path, texts: Sequence[str], cache: Path | None = 
         return {"splade_turns": 0}
     matrix = encode_cached(texts, cache, encoder)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        sp.save_npz(f, matrix)
+    with open(tmp, "wb") as f:  # uncompressed: a version loads it without inflating
+        sp.save_npz(f, matrix, compressed=False)
     os.replace(tmp, path)
     return {"splade_turns": matrix.shape[0], "splade_nonzeros": int(matrix.nnz)}
 
