@@ -93,6 +93,12 @@ def child_search(a: argparse.Namespace) -> dict:
     from memory_pipeline.core.retrieval.searcher import Searcher
 
     queries = json.loads(Path(a.queries_file).read_text(encoding="utf-8"))
+    try:  # as a serving process runs (this tree's service sets it; the shipped one did not)
+        from memory_pipeline.service.loader import one_blas_thread
+    except ImportError:
+        one_blas_thread = None
+    if one_blas_thread is not None:
+        one_blas_thread()
     c0, w0 = time.process_time(), time.perf_counter()
     s = Searcher(a.output)
     load = {"searcher_cpu_s": time.process_time() - c0, "searcher_wall_s": time.perf_counter() - w0}
@@ -170,10 +176,10 @@ def child_encode(a: argparse.Namespace) -> dict:
     }
 
 
-def _run_child(tree: Path, args: list[str]) -> dict:
+def _run_child(tree: Path, args: list[str], env_extra: dict | None = None) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         result = Path(f.name)
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = dict(os.environ, PYTHONPATH=str(tree), **(env_extra or {}))
     subprocess.run(
         [sys.executable, __file__, *args, "--result", str(result)], check=True, env=env, cwd=tree
     )
@@ -182,8 +188,14 @@ def _run_child(tree: Path, args: list[str]) -> dict:
     return data
 
 
-def _sides(a: argparse.Namespace, tmp: Path) -> list[tuple[str, Path]]:
-    return [(f"{a.ref} (shipped)", _export(a.ref, tmp / "ref")), ("this tree", ROOT)]
+def _sides(a: argparse.Namespace, tmp: Path) -> list[tuple[str, Path, dict]]:
+    """(name, code, environment): the shipped code as it runs, the shipped code with BLAS
+    on one thread (what part of the gain is the thread setting alone), this tree."""
+    ref = _export(a.ref, tmp / "ref")
+    sides = [(f"{a.ref} (shipped)", ref, {})]
+    if a.one_thread_ref:
+        sides.append((f"{a.ref}, BLAS on 1 thread", ref, {"OPENBLAS_NUM_THREADS": "1"}))
+    return [*sides, ("this tree", ROOT, {})]
 
 
 def run_search(a: argparse.Namespace) -> dict:
@@ -193,10 +205,10 @@ def run_search(a: argparse.Namespace) -> dict:
         qfile = Path(tmp) / "queries.json"
         qfile.write_text(json.dumps(queries, ensure_ascii=False), encoding="utf-8")
         sides = {}
-        for name, tree in _sides(a, Path(tmp)):
+        for name, tree, env in _sides(a, Path(tmp)):
             args = ["_search", "--output", str(output), "--queries-file", str(qfile)]
             args += ["--k", str(a.k), "--warm", str(a.warm)]
-            sides[name] = _run_child(tree, args)
+            sides[name] = _run_child(tree, args, env)
             d = sides[name]
             print(
                 f"{name}: CPU per search p50 {_pct(d['cpu'], 50):.2f} ms p95 "
@@ -205,13 +217,13 @@ def run_search(a: argparse.Namespace) -> dict:
                 f"peak RSS {d['peak_rss_mib']:.0f} MiB",
                 flush=True,
             )
-    (ref, base), (_, mine) = sides.items()
-    same = [i for i, (x, y) in enumerate(zip(base["rankings"], mine["rankings"], strict=True))]
+    base, mine = next(iter(sides.values())), sides["this tree"]
+    pairs = list(zip(base["rankings"], mine["rankings"], strict=True))
     diff = {
-        part: sum(x[j] != y[j] for x, y in zip(base["rankings"], mine["rankings"], strict=True))
+        part: sum(x[j] != y[j] for x, y in pairs)
         for j, part in enumerate(("chunks", "sessions", "turns", "confidence"))
     }
-    print(f"rankings differing at k={a.k} over {len(same)} queries: {diff}")
+    print(f"rankings differing at k={a.k} over {len(pairs)} queries: {diff}")
     return {
         "label": a.label,
         "output": str(output),
@@ -236,8 +248,9 @@ def run_search(a: argparse.Namespace) -> dict:
 def run_encode(a: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench_search_cpu_") as tmp:
         sides = {}
-        for name, tree in _sides(a, Path(tmp)):
-            sides[name] = _run_child(tree, ["_encode", "--turns", str(a.turns), "--n", str(a.n)])
+        for name, tree, env in _sides(a, Path(tmp)):
+            args = ["_encode", "--turns", str(a.turns), "--n", str(a.n)]
+            sides[name] = _run_child(tree, args, env)
             print(name, json.dumps(sides[name]), flush=True)
     return {"label": a.label, "sides": sides}
 
@@ -253,6 +266,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--warm", type=int, default=10)
     p.add_argument("--turns", type=int, default=1000)
     p.add_argument("--ref", default="main", help="the shipped code's git ref")
+    p.add_argument(
+        "--one-thread-ref",
+        action="store_true",
+        help="also the shipped code with OPENBLAS_NUM_THREADS=1",
+    )
     p.add_argument("--label", default="run")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "search_cpu.json")
     p.add_argument("--result", help="(children) where to write the figures")
