@@ -38,6 +38,7 @@ MAX_TOKENS = 256  # word pieces per text, [CLS] and [SEP] included (longer texts
 LAYERS = 2
 HEADS = 2
 EPS = 1e-12
+QUERY_MEMO = 4096  # queries whose terms a QueryScorer keeps (then all dropped)
 SLICE = 8  # texts whose logits are computed in one matmul (8 x 256 x 30522 floats at most)
 
 
@@ -333,15 +334,24 @@ class QueryScorer:
             (matrix.data, local, matrix.indptr), shape=(self.turns, self.columns.size)
         ).tocsc()
         self.indptr, self.rows, self.data = by_col.indptr, by_col.indices, by_col.data
+        self._memo: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def query_terms(self, query: str) -> tuple[np.ndarray, np.ndarray]:
-        """(local columns, weights) of the query's non-zero terms among the version's."""
+        """(local columns, weights) of the query's non-zero terms among the version's
+        (memoized: a query repeated is not encoded again)."""
+        hit = self._memo.get(query)
+        if hit is not None:
+            return hit
         with single_threaded_blas():
             h = self.encoder.hidden_of(query)
             top = (h @ self.decoder).max(axis=0)
         top += self.bias
         nz = np.flatnonzero(top > 0)
-        return nz, np.log1p(top[nz])
+        hit = (nz, np.log1p(top[nz]))
+        if len(self._memo) >= QUERY_MEMO:
+            self._memo.clear()
+        self._memo[query] = hit
+        return hit
 
     def scores(self, query: str) -> np.ndarray:
         """Every turn's score (float64, turn layout order)."""

@@ -106,7 +106,7 @@ def boost_chunks(
     wanted = set(names)
     scores = [s for _, s in ranked]
     bonus = w * ((max(scores) - min(scores)) or 1.0)
-    out = [(c, s + bonus if wanted & set(speakers_of(c)) else s) for c, s in ranked]
+    out = [(c, s if wanted.isdisjoint(speakers_of(c)) else s + bonus) for c, s in ranked]
     return sorted(out, key=lambda p: (-p[1], p[0]))
 
 
