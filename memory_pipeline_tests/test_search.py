@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -878,3 +879,56 @@ def test_splade_channel_english_only_and_absent_vectors_keep_the_ranking(built: 
         a, b = old.search(q, 5, on), old.search(q, 5, off)
         assert [t.message_id for t in a.turns] == [t.message_id for t in b.turns]
         assert [c.chunk_id for c in a.chunks] == [c.chunk_id for c in b.chunks]
+
+
+PIN_QUERIES = [
+    "what did Maria say about the dog shelter?",
+    "when is the Kyoto trip?",
+    "birthday present for Misaki",
+    "train tickets to Kyoto",
+    "adopting a dog",
+    "引っ越しの日はいつ？",
+    "京都旅行の新幹線",
+    "book club next meeting",
+    "what did we plan for the weekend?",
+    "new job manager",
+    "先週の火曜日に何を話した？",
+    "restaurant reservation",
+    "pottery class",
+    "What instrument does she play?",
+]
+RANKINGS = ROOT / "memory_pipeline_tests" / "snapshots" / "default_rankings.json"
+
+
+def test_the_default_search_ranks_as_pinned(built: Runner):
+    """The shipped default at k = 5 (chunks, sessions, turns, answerability) on the sample's
+    questions and a few more, pinned in ``snapshots/default_rankings.json``: a change in how
+    search computes (SPLADE, caches, loading) must not change what it ranks.
+    ``UPDATE_SNAPSHOTS=1`` rewrites the pins after an intended ranking change."""
+    from memory_pipeline.core.retrieval.searcher import Searcher
+
+    questions = [
+        json.loads(line)
+        for line in (ROOT / "data" / "sample" / "eval_questions.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
+    s = Searcher(built.store.root)
+    got = {}
+    for q, as_of in [(q["question"], q["as_of"]) for q in questions] + [
+        (q, "2024-03-15T10:00") for q in PIN_QUERIES
+    ]:
+        r = memory_pipeline.search_with(s, q, 5, as_of=dt.datetime.fromisoformat(as_of))
+        got[q] = {
+            "chunks": [c.chunk_id for c in r.chunks],
+            "sessions": [x.session_id for x in r.sessions],
+            "turns": [t.message_id for t in r.turns],
+            "confidence": round(r.confidence, 4),
+        }
+    text = "{\n" + ",\n".join(
+        f"  {json.dumps(q, ensure_ascii=False)}: {json.dumps(v)}" for q, v in got.items()
+    ) + "\n}\n"
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        RANKINGS.write_text(text, encoding="utf-8")
+    want = json.loads(RANKINGS.read_text(encoding="utf-8"))
+    changed = {q: (got.get(q), w) for q, w in want.items() if got.get(q) != w}
+    assert not changed, f"default rankings changed for {len(changed)} queries: {changed}"

@@ -91,6 +91,7 @@ class IndexLoader:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self.loads = 0  # versions loaded since start (health, tests)
+        one_blas_thread()
 
     def owner_dir(self, owner: str) -> fs.Location:
         """The owner's folder (or prefix), checked against the owners present; cached once
@@ -158,6 +159,20 @@ class IndexLoader:
     def loaded(self) -> dict[str, str]:
         """{owner: version} of the snapshots in memory."""
         return {o: s.version for o, s in list(self._current.items())}
+
+
+def one_blas_thread() -> None:
+    """BLAS on one thread in this (serving) process. A search's matmuls are small (a query
+    against a few thousand columns or vectors): OpenBLAS's extra threads mostly spin, which
+    doubled a search's CPU time, and each worker already has its own core to use."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - a dependency
+        return
+    import numpy  # noqa: F401 - its BLAS loaded, so the limit reaches it
+    import scipy.sparse  # noqa: F401
+
+    threadpool_limits(1, user_api="blas")
 
 
 def prime(snap: Snapshot, *, memories: bool) -> None:

@@ -80,7 +80,9 @@ class SegmentedMatrix:
     a full graph build)."""
 
     def __init__(self, parts: Sequence[np.ndarray], dim: int) -> None:
-        self.parts = [p for p in parts if len(p)]
+        # plain ndarray views of the memory maps: ``p @ q`` on an np.memmap returns a memmap
+        # and pays its bookkeeping per call (most of a small corpus's dense scan)
+        self.parts = [np.asarray(p) for p in parts if len(p)]
         self.offsets = np.cumsum([0, *(len(p) for p in self.parts)]).astype(np.int64)
         self.shape = (int(self.offsets[-1]), int(dim))
         self.dtype = np.dtype(np.float32)
@@ -108,7 +110,9 @@ class SegmentedMatrix:
     def __matmul__(self, q: np.ndarray) -> np.ndarray:
         if not self.parts:
             return np.zeros(0, dtype=np.float32)
-        return np.concatenate([np.asarray(p @ q) for p in self.parts])
+        if len(self.parts) == 1:
+            return self.parts[0] @ q
+        return np.concatenate([p @ q for p in self.parts])
 
     def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
         whole = (

@@ -38,6 +38,7 @@ MAX_TOKENS = 256  # word pieces per text, [CLS] and [SEP] included (longer texts
 LAYERS = 2
 HEADS = 2
 EPS = 1e-12
+QUERY_MEMO = 4096  # queries whose terms a QueryScorer keeps (then all dropped)
 SLICE = 8  # texts whose logits are computed in one matmul (8 x 256 x 30522 floats at most)
 
 
@@ -140,42 +141,103 @@ class WordPiece:
 # -- the model ----------------------------------------------------------------------------------
 
 
+F32 = np.float32
+_RSQRT2 = F32(1.0 / np.sqrt(2.0))
+
+
 def _layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """LayerNorm in float32 (every constant a float32: a float64 scalar would promote the
+    whole network to float64, twice the matmul cost for nothing)."""
     mu = x.mean(-1, keepdims=True)
-    var = ((x - mu) ** 2).mean(-1, keepdims=True)
-    return (x - mu) / np.sqrt(var + EPS) * g + b
+    xc = x - mu
+    var = (xc * xc).mean(-1, keepdims=True)
+    return xc / np.sqrt(var + F32(EPS)) * g + b
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+    return F32(0.5) * x * (F32(1.0) + erf(x * _RSQRT2))
+
+
+@functools.cache
+def _blas():
+    """threadpoolctl's controller for the BLAS numpy uses, or None without threadpoolctl."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # pragma: no cover - a dependency
+        return None
+    return ThreadpoolController()
+
+
+def single_threaded_blas() -> Any:
+    """A context in which BLAS runs on one thread. SPLADE's matmuls are small (a text's
+    word pieces x 128 x the vocabulary): OpenBLAS's threads split them but mostly spin,
+    doubling the CPU time of an encode for little wall time."""
+    ctl = _blas()
+    if ctl is None:  # pragma: no cover
+        import contextlib
+
+        return contextlib.nullcontext()
+    return ctl.limit(limits=1, user_api="blas")
 
 
 class Splade:
-    """splade-tiny: ``encode(texts)`` -> CSR (n, 30522) float32 SPLADE vectors."""
+    """splade-tiny: ``encode(texts)`` -> CSR (n, 30522) float32 SPLADE vectors; a version's
+    queries through :class:`QueryScorer` (only the vocabulary its turns use)."""
 
     def __init__(self, weights: Path = WEIGHTS, vocab: Path = VOCAB) -> None:
         with np.load(weights) as z:
             self.w = {k: z[k].astype(np.float32) for k in z.files}
         self.tok = WordPiece(vocab.read_text(encoding="utf-8").split("\n")[:-1])
         self.emb = self.w["bert.embeddings.word_embeddings.weight"]
+        self.bias = self.w["cls.predictions.bias"]
         # the decoder is tied to the word embeddings; contiguous (128, V): a faster matmul
         self.decoder = np.ascontiguousarray(self.emb.T)
         # every linear weight transposed once, contiguous (x @ W.T without a strided view)
         self.t = {k: np.ascontiguousarray(v.T) for k, v in self.w.items() if v.ndim == 2}
+        w = self.w
+        # the embedding rows every text adds (position, token type 0), and per layer one
+        # (128, 384) query|key|value matmul instead of three, the softmax scale folded in
+        self.pos = w["bert.embeddings.position_embeddings.weight"] + (
+            w["bert.embeddings.token_type_embeddings.weight"][0]
+        )
+        d = self.emb.shape[1] // HEADS
+        scale = F32(1.0 / np.sqrt(d))
+        self.qkv: list[tuple[np.ndarray, np.ndarray]] = []
+        for i in range(LAYERS):
+            p = f"bert.encoder.layer.{i}.attention.self."
+            self.qkv.append(
+                (
+                    np.ascontiguousarray(
+                        np.concatenate(
+                            [
+                                self.t[p + "query.weight"] * scale,
+                                self.t[p + "key.weight"],
+                                self.t[p + "value.weight"],
+                            ],
+                            axis=1,
+                        )
+                    ),
+                    np.concatenate(
+                        [w[p + "query.bias"] * scale, w[p + "key.bias"], w[p + "value.bias"]]
+                    ),
+                )
+            )
 
-    def _hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """The MLM head's transformed states (batch, length, 128)."""
+    def _hidden(self, ids: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        """The MLM head's transformed states (batch, length, 128), float32; ``mask`` None:
+        no padding (every position is real)."""
         w = self.w
         n, length = ids.shape
-        x = (
-            self.emb[ids]
-            + w["bert.embeddings.position_embeddings.weight"][:length]
-            + w["bert.embeddings.token_type_embeddings.weight"][0]
-        )
+        x = self.emb[ids] + self.pos[:length]
         e = "bert.embeddings.LayerNorm."
         x = _layer_norm(x, w[e + "gamma"], w[e + "beta"])
-        bias = np.where(mask[:, None, None, :] > 0, 0.0, -1e9).astype(np.float32)
-        d = x.shape[-1] // HEADS
+        bias = (
+            None
+            if mask is None or mask.all()
+            else np.where(mask[:, None, None, :] > 0, F32(0.0), F32(-1e9))
+        )
+        width = x.shape[-1]
+        d = width // HEADS
         for i in range(LAYERS):
             p = f"bert.encoder.layer.{i}."
 
@@ -183,16 +245,15 @@ class Splade:
                 flat = h.reshape(-1, h.shape[-1]) @ self.t[p + name + ".weight"]
                 return flat.reshape(*h.shape[:-1], -1) + w[p + name + ".bias"]
 
-            def split(h):
-                return h.reshape(n, length, HEADS, d).transpose(0, 2, 1, 3)
-
-            q = split(lin(x, "attention.self.query"))
-            k = split(lin(x, "attention.self.key"))
-            v = split(lin(x, "attention.self.value"))
-            att = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d) + bias
+            wqkv, bqkv = self.qkv[i]
+            qkv = (x.reshape(-1, width) @ wqkv + bqkv).reshape(n, length, 3, HEADS, d)
+            q, k, v = (qkv[:, :, j].transpose(0, 2, 1, 3) for j in range(3))
+            att = q @ k.transpose(0, 1, 3, 2)
+            if bias is not None:
+                att += bias
             att = np.exp(att - att.max(-1, keepdims=True))
             att /= att.sum(-1, keepdims=True)
-            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n, length, HEADS * d)
+            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n, length, width)
             a = lin(ctx, "attention.output.dense")
             n1 = p + "attention.output.LayerNorm."
             x = _layer_norm(a + x, w[n1 + "gamma"], w[n1 + "beta"])
@@ -205,11 +266,17 @@ class Splade:
     def encode(self, texts: Sequence[str], batch: int = 32) -> sp.csr_matrix:
         """SPLADE vectors of ``texts`` (rows in order). log1p(relu(.)) is monotone, so the
         max over positions is taken on the logits first: one activation per term, not per
-        (position, term)."""
+        (position, term). Texts are encoded in batches of similar length (little padding),
+        in float32, on one BLAS thread."""
+        with single_threaded_blas():
+            return self._encode(texts, batch)
+
+    def _encode(self, texts: Sequence[str], batch: int) -> sp.csr_matrix:
         seqs = [self.tok.encode(t) for t in texts]
         order = np.argsort([len(s) for s in seqs], kind="stable")
-        rows: list[sp.csr_matrix | None] = [None] * len(seqs)
-        bias = self.w["cls.predictions.bias"]
+        bias = self.bias
+        data: list[np.ndarray] = [np.zeros(0, np.float32)] * len(seqs)
+        cols: list[np.ndarray] = [np.zeros(0, np.int32)] * len(seqs)
         for i in range(0, len(order), batch):
             idx = order[i : i + batch]
             length = max(len(seqs[j]) for j in idx)
@@ -224,19 +291,79 @@ class Splade:
             starts = np.r_[0, np.cumsum(lengths)[:-1]]
             top = np.empty((len(idx), bias.size), np.float32)
             for a in range(0, len(idx), SLICE):  # the (positions, V) logits of a few texts
-                lo, hi = (
-                    starts[a],
-                    starts[min(a + SLICE, len(idx)) - 1] + lengths[min(a + SLICE, len(idx)) - 1],
-                )
+                last = min(a + SLICE, len(idx)) - 1
+                lo, hi = starts[a], starts[last] + lengths[last]
                 logits = real[lo:hi] @ self.decoder
                 top[a : a + SLICE] = np.maximum.reduceat(logits, starts[a : a + SLICE] - lo)
-            vecs = np.log1p(np.maximum(top + bias, 0.0))
+            top += bias
             for r, j in enumerate(idx):
-                nz = np.flatnonzero(vecs[r])
-                rows[j] = sp.csr_matrix((vecs[r, nz], nz, [0, nz.size]), shape=(1, bias.size))
-        if not rows:
+                nz = np.flatnonzero(top[r] > 0)
+                cols[j] = nz.astype(np.int32)
+                data[j] = np.log1p(top[r, nz])
+        if not seqs:
             return sp.csr_matrix((0, len(self.tok.terms)), dtype=np.float32)
-        return sp.vstack(rows, format="csr", dtype=np.float32)
+        indptr = np.r_[0, np.cumsum([c.size for c in cols])]
+        return sp.csr_matrix(
+            (np.concatenate(data), np.concatenate(cols), indptr),
+            shape=(len(seqs), bias.size),
+            dtype=np.float32,
+        )
+
+    def hidden_of(self, text: str) -> np.ndarray:
+        """One text's MLM-head states (word pieces, 128): no padding, no mask."""
+        ids = np.asarray(self.tok.encode(text), dtype=np.int64)[None, :]
+        return self._hidden(ids, None)[0]
+
+
+class QueryScorer:
+    """A version's SPLADE turn scores for a query, computed only over the vocabulary
+    columns its turns use (a term no turn has scores nothing): the query's logits are a
+    (word pieces x C) matmul against the decoder's columns for those terms, C being a few
+    thousand of the 30,522 on a chat history, and the turns' vectors are kept by column, so
+    a query's few non-zero terms read only their own turns. Equal to ``turn_scores(matrix,
+    encoder.encode([query]))`` within float32 rounding."""
+
+    def __init__(self, encoder: Splade, matrix: sp.csr_matrix) -> None:
+        self.encoder = encoder
+        self.turns = matrix.shape[0]
+        self.columns = np.unique(matrix.indices)  # sorted: the vocabulary that can score
+        self.decoder = np.ascontiguousarray(encoder.decoder[:, self.columns])
+        self.bias = np.ascontiguousarray(encoder.bias[self.columns])
+        local = np.searchsorted(self.columns, matrix.indices).astype(np.int32)
+        by_col = sp.csr_matrix(
+            (matrix.data, local, matrix.indptr), shape=(self.turns, self.columns.size)
+        ).tocsc()
+        self.indptr, self.rows, self.data = by_col.indptr, by_col.indices, by_col.data
+        self._memo: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def query_terms(self, query: str) -> tuple[np.ndarray, np.ndarray]:
+        """(local columns, weights) of the query's non-zero terms among the version's
+        (memoized: a query repeated is not encoded again)."""
+        hit = self._memo.get(query)
+        if hit is not None:
+            return hit
+        with single_threaded_blas():
+            h = self.encoder.hidden_of(query)
+            top = (h @ self.decoder).max(axis=0)
+        top += self.bias
+        nz = np.flatnonzero(top > 0)
+        hit = (nz, np.log1p(top[nz]))
+        if len(self._memo) >= QUERY_MEMO:
+            self._memo.clear()
+        self._memo[query] = hit
+        return hit
+
+    def scores(self, query: str) -> np.ndarray:
+        """Every turn's score (float64, turn layout order)."""
+        nz, weights = self.query_terms(query)
+        lo, hi = self.indptr[nz], self.indptr[nz + 1]
+        sizes = hi - lo
+        if not sizes.sum():
+            return np.zeros(self.turns)
+        # the entries of the query's columns, each with its column's weight
+        at = np.repeat(lo - np.r_[0, np.cumsum(sizes)[:-1]], sizes) + np.arange(sizes.sum())
+        w = np.repeat(weights, sizes) * self.data[at]
+        return np.bincount(self.rows[at], weights=w, minlength=self.turns)
 
 
 @functools.cache
@@ -344,8 +471,8 @@ def build_splade_index(folder: Path, texts: Sequence[str], cache: Path | None = 
         return {"splade_turns": 0}
     matrix = encode_cached(texts, cache, encoder)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        sp.save_npz(f, matrix)
+    with open(tmp, "wb") as f:  # uncompressed: a version loads it without inflating
+        sp.save_npz(f, matrix, compressed=False)
     os.replace(tmp, path)
     return {"splade_turns": matrix.shape[0], "splade_nonzeros": int(matrix.nnz)}
 

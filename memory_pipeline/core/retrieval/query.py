@@ -24,6 +24,7 @@ Nothing here logs or stores message text.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import re
 import unicodedata
@@ -65,11 +66,23 @@ def speakers_in(query: str, known: Sequence[str]) -> list[str]:
 
     The time parser's matcher (case-insensitive, possessives, Japanese honorifics) decides
     what a mention is, so search and parsing agree; a unique first name of a multi-word
-    name ("Taro" for "Taro Yamada") counts as that name.
+    name ("Taro" for "Taro Yamada") counts as that name. Memoized (a search asks three
+    times for its query: ranking, speaker boost, answerability).
     """
-    names = [n for n in known if isinstance(n, str) and n.strip()]
-    if not names or not isinstance(query, str) or not query.strip():
+    if not isinstance(query, str) or not query.strip():
         return []
+    try:
+        key = tuple(known)
+        return list(_speakers_in(query, key))
+    except TypeError:  # an unhashable name: no memo
+        return list(_speakers_in.__wrapped__(query, known))
+
+
+@functools.lru_cache(maxsize=1024)
+def _speakers_in(query: str, known: Sequence[str]) -> tuple[str, ...]:
+    names = [n for n in known if isinstance(n, str) and n.strip()]
+    if not names:
+        return ()
     firsts: dict[str, list[str]] = {}
     for n in names:
         parts = n.split()
@@ -77,7 +90,7 @@ def speakers_in(query: str, known: Sequence[str]) -> list[str]:
             firsts.setdefault(parts[0], []).append(n)
     alias = {f: full[0] for f, full in firsts.items() if len(full) == 1 and f not in names}
     found = parse_query(query, now=_EPOCH, speakers=[*names, *alias]).speakers
-    return list(dict.fromkeys(alias.get(n, n) for n in found))
+    return tuple(dict.fromkeys(alias.get(n, n) for n in found))
 
 
 def boost_chunks(
@@ -93,7 +106,7 @@ def boost_chunks(
     wanted = set(names)
     scores = [s for _, s in ranked]
     bonus = w * ((max(scores) - min(scores)) or 1.0)
-    out = [(c, s + bonus if wanted & set(speakers_of(c)) else s) for c, s in ranked]
+    out = [(c, s if wanted.isdisjoint(speakers_of(c)) else s + bonus) for c, s in ranked]
     return sorted(out, key=lambda p: (-p[1], p[0]))
 
 
@@ -546,6 +559,7 @@ def understood_rank(searcher: Any, content: str, config: Any, mask: np.ndarray |
         ranked = fuse(config, lexical, dense)
     else:
         ranked = searcher.rank(query, config, mask)
-    return boost_chunks(
-        ranked, lambda c: searcher.chunk(c)["speakers"], names, config.speaker_boost
+    speakers_of = getattr(searcher, "speakers_of_chunk", None) or (
+        lambda c: searcher.chunk(c)["speakers"]
     )
+    return boost_chunks(ranked, speakers_of, names, config.speaker_boost)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,6 +43,7 @@ from memory_pipeline.core.retrieval.config import (
     language_of,
 )
 from memory_pipeline.core.retrieval.fusion import fold, idf_from_frequencies
+from memory_pipeline.core.retrieval.message_rows import MessageRows
 from memory_pipeline.core.retrieval.query import boost_turns, speakers_in, understood_rank
 from memory_pipeline.core.retrieval.rerank import Reranker, load_packaged
 from memory_pipeline.core.retrieval.searcher_answer import _Answerability
@@ -131,16 +133,17 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         meta_path = version / "dense" / "meta.json"
         self.dense_meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         self._embedder = embedder
-        self._query_vectors: dict[tuple, np.ndarray] = {}
+        self._query_vectors: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._message_tokens: dict[str, list[str]] = {}
+        self._token_memo: dict[tuple[int, str], tuple[str, ...]] = {}
         self._session_rows = {
             r["session_id"]: r for r in self.sessions.select(list(SESSION_FIELDS)).to_pylist()
         }
         self._session_chunks: dict[str, list[str]] | None = None
         names = {s for sp in self.speakers for s in sp}
         self.known_speakers = sorted(names, key=len, reverse=True)
-        self._messages = {r["message_id"]: r for r in msgs.to_pylist()}
-        self.latest = max((r["local_ts"] for r in self._messages.values()), default=None)
+        self._messages = MessageRows(msgs)  # rows built when read: a search reads a few
+        self.latest = self._messages.latest()
         # what highlights weigh words by: the raw_text index's document frequencies
         raw_index = self.bm25.get("raw_text")
         self._idf = (
@@ -153,12 +156,13 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         self._turns_loaded = False
         self._splade: Any = None
         self._splade_loaded = False
+        self._splade_scorer: Any = None
         self._session_times: SessionTimes | None = None
         self.chunk_session_row = np.zeros(0, dtype=np.int64)
         self.reranker: Reranker | None = load_packaged()
         self.answer_models: dict[str, AnswerModel | None] = dict(ANSWER_MODELS)
         self._corpus_language: str | None = None
-        self._doc_rows: dict[str, dict[str, int]] = {}
+        self._doc_rows: dict[Any, Any] = {}  # doc id -> row per index; postings order
         # what the last ranking on this thread computed and the answerability reads (raw
         # retriever lists, the turns' own BM25): no second retrieval per search
         self._last = threading.local()
@@ -182,12 +186,17 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         when the version has none (not English, weights not packaged, an older build) or
         there is no turn index: the turn ranking is then BM25's alone."""
         if not self._splade_loaded:
-            from memory_pipeline.core.indexes.splade import load_splade_index
+            from memory_pipeline.core.indexes import splade as SP
             from memory_pipeline.core.indexes.turns import TURN_FOLDER
 
             ti = self.turn_index
             if ti is not None:
-                self._splade = load_splade_index(self.version / TURN_FOLDER, len(ti))
+                self._splade = SP.load_splade_index(self.version / TURN_FOLDER, len(ti))
+            encoder = SP.packaged() if self._splade is not None else None
+            # what a query needs of this version, computed once: its vocabulary's columns
+            self._splade_scorer = (
+                SP.QueryScorer(encoder, self._splade) if encoder is not None else None
+            )
             self._splade_loaded = True
         return self._splade
 
@@ -195,25 +204,23 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         """Every turn's SPLADE score for an English ``content`` (0 outside ``mask``, a
         boolean array over chunk rows); None when the channel does not apply: no vectors,
         no packaged encoder, or a query in another language."""
-        from memory_pipeline.core.indexes import splade as SP
-
-        matrix = self.splade_index
-        encoder = SP.packaged() if matrix is not None else None
-        if encoder is None or language_of(content, self.corpus_language) != "en":
+        if self.splade_index is None or self._splade_scorer is None:
             return None
-        out = SP.turn_scores(matrix, encoder.encode([content]))
+        if language_of(content, self.corpus_language) != "en":
+            return None
+        out = self._splade_scorer.scores(content)
         if mask is not None:
             out = np.where(mask[self.turn_index.first_chunk], out, 0.0)
         return out
 
     def _make_turn_index(self, layout, indexes) -> TurnIndex:
-        rows = [self._messages.get(m) or {} for m in layout.message_ids]
+        ids = layout.message_ids
         return TurnIndex(
             layout,
             indexes,
             len(self.chunk_ids),
-            senders=[r.get("sender") or "" for r in rows],
-            lengths=[len(r.get("text") or "") for r in rows],
+            senders=[s or "" for s in self._messages.column("sender", ids)],
+            lengths=self._messages.text_lengths(ids),
         )
 
     # -- lookups (what callers read instead of the searcher's internals) -------------------
@@ -228,7 +235,7 @@ class Searcher(_Retrievers, _Answerability, _Hits):
 
     def source_refs(self) -> dict[str, str]:
         """Every message's source_ref by message id (evaluation gold is in source refs)."""
-        return {m: r["source_ref"] for m, r in self._messages.items()}
+        return self._messages.as_dict("source_ref")
 
     def session(self, session_id: str) -> Mapping[str, Any]:
         """The session's conversation, contact, index in its conversation and local span
@@ -259,6 +266,10 @@ class Searcher(_Retrievers, _Answerability, _Hits):
             "start_ts": self.start_ts[i],
             "end_ts": self.end_ts[i],
         }
+
+    def speakers_of_chunk(self, chunk_id: str) -> list[str]:
+        """The chunk's speakers (what the speaker boost reads for each candidate)."""
+        return self.speakers[self.position[chunk_id]]
 
     def session_of_chunk(self, chunk_id: str) -> str:
         """The session a chunk belongs to."""
@@ -408,8 +419,13 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         if kind != "time_only":  # a time-only answer stays in chronological order
             ranked = lifted
         raw = self._raw_scores(content, config)
+        shown = (
+            self.highlights_of([cid for cid, _ in ranked[:k]], content)
+            if config.highlights
+            else {}
+        )
         chunk_hits = [
-            self.chunk_hit(r, cid, s, content, config.highlights, raw)
+            self.chunk_hit(r, cid, s, content, config.highlights, raw, shown.get(cid))
             for r, (cid, s) in enumerate(ranked[:k], 1)
         ]
         parent = {c: self.session_of[self.position[c]] for c, _ in ranked}

@@ -65,14 +65,18 @@ class _Answerability:
         if index is None:
             return {}
         tokenizer = index.tokenizer
-        tokens = tokenizer.tokenize(content)
+        tokens = self.query_tokens(tokenizer, content)
         names = speakers_in(content, self.known_speakers)
-        name_tokens = {t for n in names for t in tokenizer.tokenize(n)}
+        name_tokens = {t for n in names for t in self.query_tokens(tokenizer, n)}
         words = list(dict.fromkeys(t for t in tokens if t not in name_tokens))
         top_idf = math.log(1.0 + (len(self.chunk_ids) + 0.5) / 0.5)
         idf = self._idf
         most = sum(idf.get(t, top_idf) for t in tokens)
-        best = self.bm25_ranked(content, "raw_text", mask, 1)
+        last = getattr(self._last, "raw", None)
+        if last is not None and last[0] == content and last[1] == "raw_text" and last[5] is mask:
+            best = last[2][:1]  # this search's own BM25 list: its best is the best
+        else:
+            best = self.bm25_ranked(content, "raw_text", mask, 1)
         feats: dict[str, float | None] = {
             "bm25_norm": (best[0][1] / most) if best and most > 0 else 0.0,
             "present": idf_share(words, self._present(index, words, mask), idf, top_idf),
@@ -124,11 +128,22 @@ class _Answerability:
         vocab = index.vocab
         held: list[set[str]] = [set() for _ in rows]
         wanted = np.asarray(rows, dtype=np.int64)
+        ordered = self._doc_rows.get(("sorted", rep))
+        if ordered is None:  # each token's documents ascending (bm25s writes them so)
+            starts = np.zeros(len(indices), dtype=bool)
+            starts[np.asarray(indptr[:-1])[np.asarray(indptr[:-1]) < len(indices)]] = True
+            ordered = bool(np.all((np.diff(indices) > 0) | starts[1:]))
+            self._doc_rows[("sorted", rep)] = ordered
         for w in words:
             if w not in vocab:
                 continue
             t = vocab[w]
-            found = np.isin(wanted, indices[indptr[t] : indptr[t + 1]])
+            docs = indices[indptr[t] : indptr[t + 1]]
+            if ordered:  # a binary search per hit, not a sort of the token's documents
+                at = np.minimum(np.searchsorted(docs, wanted), max(len(docs) - 1, 0))
+                found = docs[at] == wanted if len(docs) else np.zeros(len(wanted), dtype=bool)
+            else:
+                found = np.isin(wanted, docs)
             for k in np.flatnonzero(found):
                 held[int(k)].add(w)
         return held

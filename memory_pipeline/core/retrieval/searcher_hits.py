@@ -48,7 +48,7 @@ class _Hits:
         if config.turns != "index" or self.turn_index is None:
             return ranked, self.ranked_turns(ranked, content)[:n] if config.highlights else []
         ti = self.turn_index
-        tokens = self.bm25["raw_text"].tokenizer.tokenize(content)
+        tokens = self.query_tokens(self.bm25["raw_text"].tokenizer, content)
         own = ti.scores(tokens, "turn", mask)
         if config.splade:  # the learned sparse channel in the turn's own share (English)
             own = mix_splade(own, self.splade_scores(content, mask), config.splade)
@@ -94,7 +94,9 @@ class _Hits:
         mode, n = config.mode, config.candidates
         lexical = self.bm25_ranked(content, config.bm25_rep, mask, n) if mode != "dense" else []
         dense = self.dense_ranked(content, config.dense_rep, mask, n) if mode != "bm25" else []
-        self._last.raw = (content, config.bm25_rep, lexical, config.dense_rep, dense)
+        # the lists and what they were ranked over (the mask: answerability reuses BM25's)
+        lexical_rep = config.bm25_rep if mode != "dense" else None
+        self._last.raw = (content, lexical_rep, lexical, config.dense_rep, dense, mask)
         if mode == "bm25":
             return lexical
         if mode == "dense":
@@ -107,7 +109,7 @@ class _Hits:
         """Messages of the given chunks, ranked against the query within each chunk, chunks
         in order (turn-level results); a message repeated by overlapping chunks counts once."""
         tokenizer = self.bm25["raw_text"].tokenizer
-        q = tokenizer.tokenize(query)
+        q = self.query_tokens(tokenizer, query)
         ti = self.turn_index
         seen, out = set(), []
         for cid in chunk_ids:
@@ -125,6 +127,33 @@ class _Hits:
                     out.append((ids[i], scores[i]))
         return out
 
+    def highlights_of(self, chunk_ids: list[str], query: str) -> dict[str, list[tuple[str, float]]]:
+        """``ranked_messages([c], query)`` of each chunk, the stored message tokens of all
+        of them scored in one pass (a search's k hits: one set of array operations, not
+        k)."""
+        ti = self.turn_index
+        if ti is None or not chunk_ids:
+            return {c: self.ranked_messages([c], query) for c in chunk_ids}
+        q = self.query_tokens(self.bm25["raw_text"].tokenizer, query)
+        lists = [self.message_ids[self.position[c]] for c in chunk_ids]
+        stored = ti.highlight_scores([m for ids in lists for m in ids], q, self._idf)
+        if stored is None:
+            return {c: self.ranked_messages([c], query) for c in chunk_ids}
+        out: dict[str, list[tuple[str, float]]] = {}
+        at = 0
+        all_scores = stored.tolist()
+        for cid, ids in zip(chunk_ids, lists, strict=True):
+            scores = all_scores[at : at + len(ids)]
+            at += len(ids)
+            seen: set[str] = set()
+            ranked = []
+            for i in sorted(range(len(ids)), key=lambda i: (-scores[i], i)):
+                if ids[i] not in seen:
+                    seen.add(ids[i])
+                    ranked.append((ids[i], scores[i]))
+            out.setdefault(cid, ranked)
+        return out
+
     def ranked_turns(
         self, ranked: Ranked, query: str, n_chunks: int = TURN_CHUNKS, alpha: float = TURN_ALPHA
     ) -> list[tuple[str, float]]:
@@ -136,7 +165,7 @@ class _Hits:
         if not top:
             return []
         tokenizer = self.bm25["raw_text"].tokenizer
-        q = tokenizer.tokenize(query)
+        q = self.query_tokens(tokenizer, query)
         lo = min(sc for _, sc in top)
         hi = max(sc for _, sc in top)
         best: dict[str, float] = {}
@@ -166,13 +195,17 @@ class _Hits:
         query: str,
         n: int,
         raw: tuple[Mapping[str, float], Mapping[str, float]] = ({}, {}),
+        messages: list[tuple[str, float]] | None = None,
     ) -> ChunkHit:
         """Chunk ``cid`` as the ``rank``-th hit, with its ``n`` best messages for ``query``
-        and its raw retriever scores from ``raw`` (BM25 by chunk, dense by chunk)."""
+        (``messages``: its ``ranked_messages`` when already computed) and its raw retriever
+        scores from ``raw`` (BM25 by chunk, dense by chunk)."""
         i = self.position[cid]
         hl = []
         if n:
-            ranked = self.ranked_messages([cid], query)[:n]
+            if messages is None:
+                messages = self.ranked_messages([cid], query)
+            ranked = messages[:n]
             for mid, s in ranked:
                 m = self._messages[mid]
                 hl.append(

@@ -18,7 +18,7 @@ from memory_pipeline.core.represent.providers.base import Embedder
 from memory_pipeline.core.represent.providers.factory import UnknownEmbeddingProvider, make_embedder
 from memory_pipeline.core.retrieval.answerability import AnswerModel, load_model
 from memory_pipeline.core.retrieval.config import PRESETS, SELECTION, SearchConfig
-from memory_pipeline.core.retrieval.fusion import Ranked
+from memory_pipeline.core.retrieval.fusion import Ranked, by_score
 from memory_pipeline.core.retrieval.turns import TurnWeights
 
 DEFAULT = PRESETS["default"]  # the evaluation's recorded selection (selection.json)
@@ -214,8 +214,7 @@ def _top(ids: Sequence[str], scores: np.ndarray, n: int, *, positive_only: bool)
     if valid.size > n:
         part = np.argpartition(-scores[valid], n - 1)[:n]
         valid = valid[part]
-    order = sorted(valid.tolist(), key=lambda i: (-scores[i], ids[i]))
-    return [(ids[i], float(scores[i])) for i in order]
+    return by_score([(ids[i], float(scores[i])) for i in valid.tolist()])
 
 
 def _rounded(value: float | None) -> float | None:

@@ -24,6 +24,9 @@ from memory_pipeline.core.retrieval.searcher_parts import (
     embedder_for,
 )
 
+QUERY_MEMO = 20_000  # query vectors kept per searcher (~40 MB at 512-d)
+TOKEN_MEMO = 4_096  # tokenized query texts kept per searcher
+
 
 class _Retrievers:
     """The ``Searcher``'s BM25 and dense rankings (a mixin: state is set by ``Searcher``)."""
@@ -39,11 +42,26 @@ class _Retrievers:
         (benchmarks time new queries)."""
         self._query_vectors.clear()
 
+    def query_tokens(self, tokenizer: Any, text: str) -> list[str]:
+        """``tokenizer.tokenize(text)`` memoized for query texts (a search tokenizes its
+        query for BM25, the turns, the highlights and the answerability: once is enough)."""
+        key = (id(tokenizer), text)
+        memo = self.__dict__.setdefault("_token_memo", {})
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = tuple(tokenizer.tokenize(text))
+            if len(memo) > TOKEN_MEMO:
+                try:
+                    memo.pop(next(iter(memo)))
+                except (KeyError, RuntimeError, StopIteration):  # another thread's change
+                    pass
+        return list(hit)
+
     # -- retrievers -------------------------------------------------------------------------
     def bm25_ranked(self, query: str, rep: str, mask: np.ndarray | None, n: int) -> Ranked:
         index = self.bm25[rep]
         vocab = index.vocab
-        ids = [vocab[t] for t in index.tokenizer.tokenize(query) if t in vocab]
+        ids = [vocab[t] for t in self.query_tokens(index.tokenizer, query) if t in vocab]
         if not ids:
             return []
         scores = np.asarray(index.retriever.get_scores_from_ids(ids), dtype=np.float64)
@@ -74,19 +92,34 @@ class _Retrievers:
         return self._dense[rep]
 
     def embed_query(self, query: str, rep: str) -> np.ndarray:
-        """The query vector in the space of ``rep``'s stored vectors (memoized: hybrid and
-        sweeps ask for the same query once per representation)."""
+        """The query vector in the space of ``rep``'s stored vectors, memoized by the query
+        as the model sees it (least recently used dropped past ``QUERY_MEMO``): hybrid and
+        sweeps ask for the same query once per representation, users repeat queries."""
         meta = self.dense_meta[rep]
-        key = (query, meta["provider"], meta["model"], meta["dim"])
-        cached = self._query_vectors.get(key)
-        if cached is not None:
-            return cached
         embedder = self.query_embedder(rep)
-        result = embedder.embed(_outgoing(embedder, [query]), input_type="query")
-        vector = np.asarray(result.vectors[0], dtype=np.float32)
-        if len(self._query_vectors) > 100_000:
-            self._query_vectors.clear()
-        self._query_vectors[key] = vector
+        normalized = getattr(embedder, "query_key", None)
+        text = normalized(query) if normalized is not None else query
+        key = (text, meta["provider"], meta["model"], meta["dim"])
+        memo = self._query_vectors
+        cached = memo.get(key)
+        if cached is not None:
+            try:
+                memo.move_to_end(key)
+            except (KeyError, AttributeError):  # dropped by another thread; a plain dict
+                pass
+            return cached
+        one = getattr(embedder, "query_vector", None)
+        if one is not None and not getattr(embedder, "remote", False):
+            vector = np.asarray(one(query), dtype=np.float32)
+        else:
+            result = embedder.embed(_outgoing(embedder, [query]), input_type="query")
+            vector = np.asarray(result.vectors[0], dtype=np.float32)
+        memo[key] = vector
+        while len(memo) > QUERY_MEMO:
+            try:
+                memo.popitem(last=False)
+            except (KeyError, TypeError):  # emptied meanwhile; a plain dict
+                memo.clear()
         return vector
 
     def prime_queries(self, queries: list[str], rep: str) -> None:
@@ -94,19 +127,20 @@ class _Retrievers:
         if rep not in self.dense_meta:
             return
         meta = self.dense_meta[rep]
+        embedder = self.query_embedder(rep)
+        normalized = getattr(embedder, "query_key", None) or (lambda q: q)
         todo = [
             q
             for q in dict.fromkeys(queries)
-            if (q, meta["provider"], meta["model"], meta["dim"]) not in self._query_vectors
+            if (normalized(q), meta["provider"], meta["model"], meta["dim"])
+            not in self._query_vectors
         ]
         if not todo:
             return
-        embedder = self.query_embedder(rep)
         vectors = embedder.embed(_outgoing(embedder, todo), input_type="query").vectors
         for q, v in zip(todo, vectors, strict=True):
-            self._query_vectors[(q, meta["provider"], meta["model"], meta["dim"])] = np.asarray(
-                v, dtype=np.float32
-            )
+            key = (normalized(q), meta["provider"], meta["model"], meta["dim"])
+            self._query_vectors[key] = np.asarray(v, dtype=np.float32)
 
     def hnsw(self, rep: str) -> Any:
         """``rep``'s HNSW index (usearch, memory-mapped), or None: below the build's

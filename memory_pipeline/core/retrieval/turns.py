@@ -23,6 +23,7 @@ import numpy as np
 
 from memory_pipeline.core.indexes.bm25 import Bm25Index
 from memory_pipeline.core.indexes.turns import TurnLayout
+from memory_pipeline.core.retrieval.fusion import by_score
 
 Ranked = list[tuple[str, float]]
 
@@ -109,6 +110,7 @@ class TurnIndex:
             self.chunk_session[self.first_chunk] = self.session_code
             self.chunk_session[self.last_chunk] = self.session_code
         self._doc_pos: dict[str, np.ndarray | None] = {}
+        self._senders_cf: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.message_ids)
@@ -259,7 +261,13 @@ class TurnIndex:
         rows = np.fromiter((self.row_of[m] for m, _ in top), np.int64, len(top))
         at = np.searchsorted(fused.rows, rows)  # each top turn is live
         named = {s.casefold() for s in speakers}
-        speaker = np.array([1.0 if str(self.senders[r]).casefold() in named else 0.0 for r in rows])
+        if named:
+            if self._senders_cf is None:  # once per version, not per query and turn
+                self._senders_cf = [str(x).casefold() for x in self.senders]
+            cf = self._senders_cf
+            speaker = np.array([1.0 if cf[r] in named else 0.0 for r in rows.tolist()])
+        else:
+            speaker = np.zeros(len(rows))
         time = (
             time_ok[self.first_chunk[rows]].astype(np.float64)
             if time_ok is not None
@@ -321,5 +329,4 @@ def _top_rows(ids: Sequence[str], rows: np.ndarray, scores: np.ndarray, n: int) 
     if rows.size > n:
         kth = np.partition(-scores, n - 1)[n - 1]
         keep = np.flatnonzero(-scores <= kth)
-    order = sorted(keep.tolist(), key=lambda i: (-scores[i], ids[rows[i]]))[:n]
-    return [(ids[rows[i]], float(scores[i])) for i in order]
+    return by_score([(ids[rows[i]], float(scores[i])) for i in keep.tolist()])[:n]

@@ -55,6 +55,22 @@ def test_offline_deterministic_unit_vectors(model, no_network):
     np.testing.assert_allclose(a, b, atol=1e-6)  # same text, same vector, in any batch
 
 
+def test_one_query_path_and_memo_key_give_the_models_vector(no_network):
+    """``query_vector`` is ``embed([q], "query")``'s vector; texts that share a memo key
+    (USE: NFKC, whitespace runs as one) get the same vector from the model."""
+    e = make_embedder("local", "use-multilingual-v3")
+    for q in ("when is the trip?", "京都旅行の新幹線"):
+        np.testing.assert_array_equal(
+            e.query_vector(q), e.embed([q], input_type="query").vectors[0]
+        )
+    variants = ["  when   is the\ntrip ", "when is the trip", "ｗｈｅｎ is the trip"]
+    assert len({e.query_key(v) for v in variants}) == 1
+    vectors = [e.query_vector(v) for v in variants]
+    for v in vectors[1:]:
+        np.testing.assert_allclose(v, vectors[0], atol=1e-6)
+    assert e.query_key("When") != e.query_key("when")  # case matters to the model
+
+
 @pytest.mark.parametrize("model", MULTILINGUAL)
 def test_related_text_is_nearer_in_japanese_and_english(model, no_network):
     e = make_embedder("local", model)

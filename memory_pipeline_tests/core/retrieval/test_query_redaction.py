@@ -56,3 +56,36 @@ def test_local_embedder_receives_the_query_unchanged():
     searcher.embed_query(QUERY, "raw")
     searcher.prime_queries(["mail a@b.io"], "raw")
     assert local.seen == [QUERY, "mail a@b.io"]
+
+
+class KeyedLocal(RecordingLocal):
+    """A local stand-in with USE's memo key (whitespace runs as one, trimmed) and a
+    one-query path, recording which path embedded what."""
+
+    def query_key(self, text: str) -> str:
+        return " ".join(text.split())
+
+    def query_vector(self, text: str) -> np.ndarray:
+        self.seen.append(f"one:{text}")
+        return np.full(4, 0.5, dtype=np.float32)
+
+
+def test_query_vectors_are_memoized_by_the_models_key_least_recent_dropped(monkeypatch):
+    from collections import OrderedDict
+
+    from memory_pipeline.core.retrieval import searcher_retrievers as SR
+
+    local = KeyedLocal()
+    searcher = searcher_with(local, {"provider": "local", "model": "m", "dim": 4})
+    searcher._query_vectors = OrderedDict()
+    monkeypatch.setattr(SR, "QUERY_MEMO", 2)
+    searcher.embed_query("when is  the trip ", "raw")
+    searcher.embed_query("when is the trip", "raw")  # the same text for the model: memoized
+    assert local.seen == ["one:when is  the trip "]
+    searcher.embed_query("b", "raw")
+    searcher.embed_query("when is the trip", "raw")  # used again: now the most recent
+    searcher.embed_query("c", "raw")  # drops "b", the least recently used
+    searcher.embed_query("when is the trip", "raw")
+    searcher.embed_query("b", "raw")
+    assert local.seen == ["one:when is  the trip ", "one:b", "one:c", "one:b"]
+    assert len(searcher._query_vectors) == 2

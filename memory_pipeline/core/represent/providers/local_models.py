@@ -13,6 +13,7 @@ that fit instead of letting the model cut or average them silently.
 from __future__ import annotations
 
 import threading
+import unicodedata
 from importlib import metadata
 from typing import Any
 
@@ -97,6 +98,17 @@ class _WindowedLocal:
         over = [n > self.window for n in self.token_counts(texts, input_type)]
         vectors = l2_normalize(np.asarray(self._encode(texts, input_type), dtype=np.float32))
         return EmbedResult(vectors=vectors, truncated=over, errors=[None] * len(texts))
+
+
+    def query_vector(self, text: str, input_type: str = "query") -> np.ndarray:
+        """One query's unit vector, as ``embed([text]).vectors[0]`` gives it, without
+        counting its tokens for the ``truncated`` flag a search does not read."""
+        self.calls += 1
+        return l2_normalize(np.asarray(self._encode([text], input_type), dtype=np.float32))[0]
+
+    def query_key(self, text: str) -> str:
+        """The query-vector memo's key: texts the model embeds alike share one entry."""
+        return text
 
 
 class E5Embedder(_WindowedLocal):
@@ -194,6 +206,11 @@ class UseEmbedder(_WindowedLocal):
                     _MODELS[key] = use
             self._use = use
         return self._use
+
+    def query_key(self, text: str) -> str:
+        """NFKC with runs of whitespace as one space, trimmed: USE's SentencePiece
+        normalizer does the same to its input, so these texts get the same vector."""
+        return " ".join(unicodedata.normalize("NFKC", text).split())
 
     def token_counts(self, texts: list[str], input_type: str = "document") -> list[int]:
         """SentencePiece pieces per text, <s>/</s> included."""

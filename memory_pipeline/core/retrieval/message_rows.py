@@ -1,0 +1,72 @@
+"""A version's messages by id, read from the Arrow lookup on demand.
+
+A searcher used to turn every message of its version into a Python dict when it loaded
+(``to_pylist``): on 400k messages that alone took seconds, while a search reads a few
+hundred rows. :class:`MessageRows` keeps the columns as Arrow arrays and an id -> row
+index, and builds a row's dict when it is asked for (the same dict ``to_pylist`` gave).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+MADE_ROWS = 50_000  # built rows kept (then all dropped: cheap to rebuild)
+
+
+class MessageRows(Mapping[str, Mapping[str, Any]]):
+    """``{message_id: {column: value}}`` over a messages table (read-only, lazy rows)."""
+
+    def __init__(self, messages: pa.Table) -> None:
+        self.names = list(messages.column_names)
+        self.columns = {n: messages.column(n).combine_chunks() for n in self.names}
+        ids = self.columns["message_id"].to_pylist()
+        self.row = {m: i for i, m in enumerate(ids)}  # a repeated id: the last row wins
+        self._made: dict[str, dict[str, Any]] = {}  # rows already built (searches repeat)
+
+    def __getitem__(self, message_id: str) -> dict[str, Any]:
+        hit = self._made.get(message_id)
+        if hit is None:
+            i = self.row[message_id]
+            hit = {n: self.columns[n][i].as_py() for n in self.names}
+            if len(self._made) >= MADE_ROWS:
+                self._made.clear()
+            self._made[message_id] = hit
+        return dict(hit)  # a copy: a caller's change does not reach the next caller
+
+    def __contains__(self, message_id: object) -> bool:
+        return message_id in self.row
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.row)
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+    def column(self, name: str, message_ids: Sequence[str]) -> list[Any]:
+        """``name`` of each message (None for an id the version does not hold)."""
+        rows = [self.row.get(m, -1) for m in message_ids]
+        arr = np.asarray(rows, dtype=np.int64)
+        taken = self.columns[name].take(pa.array(np.where(arr < 0, 0, arr)))
+        values = taken.to_pylist()
+        return [None if r < 0 else v for r, v in zip(rows, values, strict=True)]
+
+    def text_lengths(self, message_ids: Sequence[str]) -> list[int]:
+        """Characters of each message's text (0: no text or an unknown id)."""
+        rows = np.asarray([self.row.get(m, -1) for m in message_ids], dtype=np.int64)
+        lengths = pc.fill_null(pc.utf8_length(self.columns["text"]), 0).to_numpy()
+        safe = np.where(rows < 0, 0, rows)
+        return np.where(rows < 0, 0, lengths[safe]).tolist() if len(rows) else []
+
+    def latest(self, name: str = "local_ts") -> Any:
+        """The largest value of ``name`` (None for no messages)."""
+        return pc.max(self.columns[name]).as_py() if len(self.row) else None
+
+    def as_dict(self, name: str) -> dict[str, Any]:
+        """``{message_id: name}`` for every message."""
+        ids, values = self.columns["message_id"].to_pylist(), self.columns[name].to_pylist()
+        return dict(zip(ids, values, strict=True))
