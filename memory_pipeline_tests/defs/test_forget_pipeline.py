@@ -151,7 +151,13 @@ class Built:
         self.cfg = self.runner.cfg
 
     def roots(self) -> list[Path]:
-        return [self.cfg.output_dir, self.cfg.dossiers_path, self.cfg.cache_path.parent, self.home]
+        return [
+            self.cfg.output_dir,
+            self.cfg.dossiers_path,
+            self.cfg.cache_path.parent,
+            self.home,
+            self.cfg.state_root,  # the forget list and its salt: hashes only
+        ]
 
 
 def _tree(roots: list[Path]) -> dict[str, bytes]:
@@ -204,7 +210,11 @@ def forgotten(tmp_path_factory):
     b.after = scan(b.roots(), b.texts)
     b.tables_after = b.runner.tables()
     b.listed = _cli(b.config, "forget", "--list")
-    _full_build(b.runner, b.instance)  # the same exports again
+    # the most common reset: delete the whole output, then build from the same exports again;
+    # the forget list is in the state folder beside it, so they stay forgotten
+    b.state_files = sorted(p.name for p in b.cfg.state_root.rglob("*") if p.is_file())
+    shutil.rmtree(b.cfg.output_dir)
+    _full_build(b.runner, b.instance)
     b.rerun = scan(b.roots(), b.texts)
     b.tables_rerun = b.runner.tables()
     return b
@@ -236,7 +246,11 @@ def test_after_forget_no_file_holds_any_of_their_texts(forgotten):
     assert (forgotten.cfg.output_dir / "indexes" / "CURRENT").is_file()  # search works again
 
 
-def test_rerunning_over_the_same_exports_keeps_them_forgotten(forgotten):
+def test_deleting_the_output_and_rerunning_keeps_them_forgotten(forgotten):
+    """Every byte of the rebuilt output, the dossiers, the instance and the state is
+    scanned; the rebuilt tables equal the ones the forget left."""
+    assert {"forget_list.json", "forget_salt", "FORMAT.json"} <= set(forgotten.state_files)
+    assert not (forgotten.cfg.output_dir / "privacy" / "forget_salt").exists()
     assert forgotten.rerun == {}
     assert forgotten.tables_rerun.keys() == forgotten.tables_after.keys()
     for name, t in forgotten.tables_after.items():
@@ -336,5 +350,5 @@ def test_the_dagster_job_forgets_a_contact(never_had_sam):
     left = b.runner.store.read("raw_messages")
     assert contact not in set(left["contact_id"].to_pylist())
     assert left.num_rows > 0  # the others stay
-    assert load_forget_list(b.cfg.output_dir).has("contact", contact)
+    assert load_forget_list(b.cfg.state_root).has("contact", contact)
     assert not list((b.cfg.output_dir / "indexes").glob("v-*"))
