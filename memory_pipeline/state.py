@@ -19,6 +19,7 @@ from memory_pipeline.core.common import state as S
 from memory_pipeline.core.common.owners import OWNERS_DIR, valid_owner_id
 
 LEGACY_KEYS = Path("service") / "keys.json"  # format 0: the key file in the output folder
+LEGACY_INSTANCE = Path("data") / "dagster"  # format 0: the shipped dagster.yaml's folder
 # dagster.yaml settings a generated instance gets when the config's folder has no template
 DEFAULT_INSTANCE = {
     "concurrency": {
@@ -102,9 +103,28 @@ def instance_home(cfg: PipelineConfig) -> Path:
         Path(home).mkdir(parents=True, exist_ok=True)
         return Path(home)
     home_path = cfg.local_state_dir / S.DAGSTER_DIR
-    write_instance_yaml(home_path, cfg.config_path.parent if cfg.config_path else None)
+    config_dir = cfg.config_path.parent if cfg.config_path else None
+    write_instance_yaml(home_path, config_dir)
+    if config_dir is not None:
+        copy_legacy_instance(config_dir / LEGACY_INSTANCE, home_path)
     os.environ["DAGSTER_HOME"] = str(home_path)
     return home_path
+
+
+def copy_legacy_instance(
+    legacy: Path, home: Path, say: Callable[[str], None] | None = _stderr
+) -> bool:
+    """Copy the run history of the previous default instance (``data/dagster`` beside the
+    config) into the state's, once: SQLite files through the backup API (consistent even if
+    a ``dg dev`` still has them open). The old folder is left for the user to delete."""
+    from memory_pipeline.core.common.backup import copy_tree
+
+    if not (legacy / "storage").is_dir() or (home / "storage").is_dir():
+        return False
+    copy_tree(legacy, home)
+    if say is not None:
+        say(f"copied the Dagster run history from {legacy} to {home} (the old folder can go)")
+    return True
 
 
 def write_instance_yaml(home: Path, template_dir: Path | None) -> Path:

@@ -46,7 +46,8 @@ def old_project(tmp_path: Path, monkeypatch) -> Path:
     shutil.copy(ROOT / "memory_pipeline.toml", tmp_path / "memory_pipeline.toml")
     shutil.copytree(FIXTURE, tmp_path / "data" / "output")
     for var in ("DAGSTER_HOME", "MEMORY_PIPELINE_CONFIG", "MEMORY_PIPELINE_KEYS"):
-        monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv(var, "")  # restored after the test (the CLI sets DAGSTER_HOME)
+        monkeypatch.delenv(var)
     for var in ("MEMORY_PIPELINE_OUTPUT_DIR", "MEMORY_PIPELINE_STATE_DIR"):
         monkeypatch.delenv(var, raising=False)
     return tmp_path / "memory_pipeline.toml"
@@ -269,3 +270,36 @@ def test_state_backup_restore_after_a_wipe(old_project, tmp_path):
     # restoring over an existing state needs --force
     code, _, err = _cli(old_project, "restore", str(dest))
     assert code == 2 and "--force" in err
+
+
+def test_the_instance_defaults_to_the_state_and_takes_the_old_run_history(old_project):
+    """DAGSTER_HOME unset: ``<state>/dagster``, its dagster.yaml made from the repository's
+    with every storage folder inside it; the previous default's history is copied once."""
+    import os
+
+    import yaml
+
+    from memory_pipeline.state import DEFAULT_INSTANCE, instance_home
+
+    legacy = old_project.parent / "data" / "dagster" / "storage"
+    legacy.mkdir(parents=True)
+    con = sqlite3.connect(legacy / "runs.db")
+    con.execute("CREATE TABLE runs (id TEXT)")
+    con.execute("INSERT INTO runs VALUES ('r1')")
+    con.commit()
+    con.close()
+    shutil.copy(ROOT / "dagster.yaml", old_project.parent / "dagster.yaml")
+    cfg = load_config(old_project)
+    home = instance_home(cfg)
+    assert home == cfg.state_root / "dagster" and os.environ["DAGSTER_HOME"] == str(home)
+    body = yaml.safe_load((home / "dagster.yaml").read_text())
+    assert body["storage"]["sqlite"]["base_dir"] == str(home / "storage")
+    assert body["compute_logs"]["config"]["base_dir"] == str(home / "compute_logs")
+    shipped = yaml.safe_load((ROOT / "dagster.yaml").read_text())
+    for key in ("concurrency", "run_monitoring", "telemetry"):
+        assert body[key] == shipped[key]  # the repository's settings, as they are
+        assert DEFAULT_INSTANCE[key] == shipped[key]  # and those of a config without one
+    con = sqlite3.connect(home / "storage" / "runs.db")
+    assert con.execute("SELECT id FROM runs").fetchall() == [("r1",)]
+    con.close()
+    assert instance_home(cfg) == home  # once: the copy is not repeated

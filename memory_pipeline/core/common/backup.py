@@ -110,6 +110,15 @@ def _copy_local(src: Path, dst: Path) -> None:
     raise BackupError(f"{src}: kept changing while it was copied ({COPY_TRIES} tries)")
 
 
+def copy_tree(src: Path, dst: Path) -> int:
+    """Copy a local folder (SQLite files consistently); the number of files copied."""
+    n = 0
+    for rel, path in _local_files(Path(src)):
+        _copy_local(path, Path(dst) / rel)
+        n += 1
+    return n
+
+
 def take_backup(dest: Path, sections: list[Section], meta: dict) -> BackupResult:
     """Copy every section into ``dest`` (a new or empty folder), then write the manifest."""
     dest = Path(dest)
