@@ -186,6 +186,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
         B.restore_section(src, body, name, target)
     if kept:
         _keep_forgotten(cfg, kept)
+    if "output" in have:
+        _repoint_warehouses(cfg)
     _private(cfg.local_state_dir)
     home = cfg.local_state_dir / S.DAGSTER_DIR
     if (home / "dagster.yaml").is_file() or (home / "storage").is_dir():
@@ -235,6 +237,20 @@ def _keep_forgotten(cfg: PipelineConfig, kept: list[tuple[fs.Location, bytes, li
         seen = {(e["kind"], e["hash"]) for e in restored.entries}
         merged = restored.entries + [e for e in entries if (e["kind"], e["hash"]) not in seen]
         save_forget_list(state, ForgetList(salt=salt, entries=merged))
+
+
+def _repoint_warehouses(cfg: PipelineConfig) -> None:
+    """A local warehouse's views name its tables' folder by absolute path: rewrite them for
+    where the output was restored (it may be another folder or machine)."""
+    from memory_pipeline.core.common.catalog import refresh_catalog
+
+    if cfg.output_uri:  # its warehouse holds the tables' rows, no paths
+        return
+    scopes = [cfg.for_owner(s) for s in cfg.owner_specs()] if cfg.multi_owner else [cfg]
+    for scope in scopes:
+        if scope.warehouse_path.is_file():
+            owner = scope.owner_id if scope.root_dir is not None else None
+            refresh_catalog(scope.warehouse_path, scope.output_dir / "parquet", owner)
 
 
 def _clear(location: fs.Location) -> None:

@@ -145,7 +145,7 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         t0 = time.perf_counter()
         # the state folder (forget list, salt) must be the one this output was built with:
         # a missing one is refused, never rebuilt around (core/common/state.py)
-        prepare_state(cfg)
+        prepare_state(cfg, writing=True)
         if cutoff is not None:  # expired rows hash their positions with the state's salt
             ensure_salt(cfg.state_root)
             bind(cfg.storage_root, cfg.state_root)

@@ -352,3 +352,46 @@ def test_the_dagster_job_forgets_a_contact(never_had_sam):
     assert left.num_rows > 0  # the others stay
     assert load_forget_list(b.cfg.state_root).has("contact", contact)
     assert not list((b.cfg.output_dir / "indexes").glob("v-*"))
+
+
+def test_backup_wipe_restore_gives_the_same_answers_keys_and_forget_list(
+    forgotten, tmp_path, monkeypatch
+):
+    """`backup --include-derived`, the state and the output deleted (a lost disk), `restore`:
+    the same search results, the same key, and Sam still forgotten on the next ingest."""
+    from memory_pipeline.config import load_config
+    from memory_pipeline.core.common.forget_list import load_forget_list
+    from memory_pipeline.core.ingest.stage import read_all_tables
+    from memory_pipeline.service.keys import KeyStore
+    from memory_pipeline.state import keys_path
+
+    for var in ("DAGSTER_HOME", "MEMORY_PIPELINE_KEYS", "MEMORY_PIPELINE_OUTPUT_DIR"):
+        monkeypatch.setenv(var, "")  # restored afterwards (the CLI sets DAGSTER_HOME)
+        monkeypatch.delenv(var)
+    # a copy of the built project: the module's other tests keep theirs
+    root = tmp_path / "project"
+    shutil.copytree(forgotten.root, root, ignore=shutil.ignore_patterns("dagster_home"))
+    config = root / "memory_pipeline.toml"
+    cfg = load_config(config)
+    _, token = KeyStore(keys_path(cfg)).create("default")
+
+    def answers() -> list[tuple[str, float]]:
+        memory_pipeline._SEARCHERS.clear()  # read the files again, not a cached searcher
+        hits = memory_pipeline.search("Kyoto camera trip", 8, config=config).chunks
+        return [(h.chunk_id, round(h.score, 6)) for h in hits]
+
+    before, listed = answers(), load_forget_list(cfg.state_root).entries
+    assert before
+    code, out, err = _cli(config, "backup", str(tmp_path / "backup"), "--include-derived")
+    assert code == 0, err
+    shutil.rmtree(cfg.output_dir)
+    shutil.rmtree(cfg.state_root)
+    code, out, err = _cli(config, "restore", str(tmp_path / "backup"))
+    assert code == 0, err
+    assert answers() == before
+    assert KeyStore(keys_path(cfg)).verify(token) is not None
+    restored = load_forget_list(cfg.state_root)
+    assert restored.entries == listed and restored.has("contact", CONTACT)
+    fresh = read_all_tables(cfg.sources, DAYS, cfg.start_date, restored)
+    assert CONTACT not in set(fresh.messages["contact_id"].to_pylist())
+    assert scan([cfg.output_dir, cfg.state_root], forgotten.texts) == {}

@@ -134,11 +134,12 @@ def bind(output: Location, state: Location, version: str = "") -> None:
     _write_format(output, body)
 
 
-def ensure_state(state: Location) -> None:
-    """The state's format record, written once."""
+def ensure_state(state: Location, *, write: bool = True) -> None:
+    """The state's format record, written once (``write``); a newer one is refused."""
     body = read_format(state)
     if body is None:
-        _write_format(state, {"state_format": STATE_FORMAT})
+        if write:
+            _write_format(state, {"state_format": STATE_FORMAT})
     elif int(body.get("state_format", 0)) > STATE_FORMAT:
         raise StateError(
             f"{state} was written by a newer memory-pipeline (state format "
@@ -307,15 +308,16 @@ def prepare(
         body = read_format(output)
         if body and int(body.get("output_format", 0)) > OUTPUT_FORMAT:
             check(output, state)  # says "newer"
-        if state_salt(state) is None or fs.exists(fs.join(output, PRIVACY_DIR, SALT_FILE)):
-            done.notices.extend(migrate_privacy(output, state))
+        moved = migrate_privacy(output, state)
         check(output, state)
-        ensure_state(state)
         step = upgrade_output(output, state, writing=writing)
-        done.notices.extend(step.notices)
-        done.rebuild.extend(step.rebuild)
-        if _has_content(output):
+        changed = bool(moved or step.notices)
+        # a reading command writes nothing unless it migrated; a writing one stamps both
+        ensure_state(state, write=writing or changed)
+        if (writing or changed) and (writing or _has_content(output)):
             bind(output, state, version)
+        done.notices.extend(moved + step.notices)
+        done.rebuild.extend(step.rebuild)
     if keys is not None:
         done.notices.extend(migrate_keys(*keys))
     return done
