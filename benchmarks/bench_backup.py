@@ -2,8 +2,8 @@
 `restore`, on a real build.
 
     python benchmarks/bench_backup.py --work DIR                   # the bundled sample
-    python benchmarks/bench_backup.py --work DIR --rpc 200         # RealPersonaChat, first 200
-                                                                   # dialogues, every speaker
+    python benchmarks/bench_backup.py --work DIR --rpc 200 --data /path/to/realpersonachat
+                                          # RealPersonaChat: the first 200 dialogues, no owner
 
 Each case builds its project in ``DIR/<case>`` with ``memory-pipeline run`` (the sample's
 config, or one RealPersonaChat source in benchmark mode: ``owner = ""``), forgets a contact
@@ -143,11 +143,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, required=True, help="scratch folder (emptied)")
     parser.add_argument("--rpc", type=int, help="RealPersonaChat: the first N dialogues")
+    shared = os.environ.get("MEMORY_PIPELINE_SHARED_DATA")
     parser.add_argument(
-        "--rpc-data",
+        "--data",
         type=Path,
-        default=ROOT.parent / "shared" / "data" / "realpersonachat",
-        help="the RealPersonaChat folder",
+        default=Path(shared) / "realpersonachat" if shared else None,
+        help="the RealPersonaChat folder (default: $MEMORY_PIPELINE_SHARED_DATA/realpersonachat)",
     )
     args = parser.parse_args()
     name = f"rpc{args.rpc}" if args.rpc else "sample"
@@ -156,7 +157,9 @@ def main() -> int:
     project = work / "project"
     project.mkdir(parents=True)
     if args.rpc:
-        config, contact = _rpc_project(project, args.rpc_data, args.rpc)
+        if args.data is None or not (args.data / "dialogues.jsonl.gz").is_file():
+            parser.error("--rpc needs --data /path/to/realpersonachat")
+        config, contact = _rpc_project(project, args.data, args.rpc)
     else:
         config, contact = _sample_project(project)
     rec = run_case(name, config, contact, work)
