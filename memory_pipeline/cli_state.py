@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import sys
 import time
 from pathlib import Path
@@ -65,24 +64,27 @@ def add_state_commands(sub: Any) -> None:
     rs.set_defaults(func=cmd_restore)
 
 
-def _instance_dir(cfg: PipelineConfig) -> Path | None:
-    """The Dagster instance folder when it is inside the local state (it is by default)."""
-    home = instance_home(cfg)
-    try:
-        home.resolve().relative_to(cfg.local_state_dir.resolve())
-    except ValueError:
-        return None
-    return home
-
-
-def _postgres_instance(home: Path) -> bool:
+def _instance_storage(cfg: PipelineConfig) -> tuple[str, Path | None]:
+    """("sqlite", its storage folder) or ("postgres", None) of the instance in use."""
     import yaml
 
+    home = instance_home(cfg)
     path = home / "dagster.yaml"
-    if not path.is_file():
+    body = yaml.safe_load(path.read_text(encoding="utf-8")) or {} if path.is_file() else {}
+    storage = body.get("storage") or {}
+    if "postgres" in storage:
+        return "postgres", None
+    base = (storage.get("sqlite") or {}).get("base_dir")
+    # a relative folder is Dagster's working directory's (where the commands run)
+    return "sqlite", (Path(base) if base else home / "storage").resolve()
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.relative_to(folder.resolve())
+    except ValueError:
         return False
-    body = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return "postgres" in (body.get("storage") or {})
+    return True
 
 
 def _sections(cfg: PipelineConfig, include_derived: bool) -> tuple[list[B.Section], list[str]]:
@@ -91,14 +93,14 @@ def _sections(cfg: PipelineConfig, include_derived: bool) -> tuple[list[B.Sectio
     sections = [B.Section("state", state)]
     if fs.is_remote(state):
         sections.append(B.Section("local_state", cfg.local_state_dir))
-    home = _instance_dir(cfg)
-    if home is None:
-        notes.append(
-            f"the Dagster instance ({os.environ.get('DAGSTER_HOME')}) is outside the state "
-            "folder: back it up yourself"
-        )
-    elif _postgres_instance(home):
+    kind, storage = _instance_storage(cfg)
+    if kind == "postgres":
         notes.append("the Dagster instance is on PostgreSQL: back it up with pg_dump")
+    elif storage is not None and not _inside(storage, cfg.local_state_dir):
+        notes.append(
+            f"the Dagster instance's storage ({storage}) is outside the state folder: "
+            "back it up yourself"
+        )
     if cfg.config_path is not None:
         sections.append(B.Section("config", cfg.config_path.parent, _only(cfg.config_path.name)))
     if include_derived:
