@@ -149,11 +149,19 @@ def cmd_backup(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# made by any command that opens the instance: not state worth refusing a restore for
+GENERATED = frozenset({f"{S.DAGSTER_DIR}/dagster.yaml"})
+
+
 def _occupied(location: fs.Location) -> bool:
     if fs.is_remote(location):
         return bool(fs.list_files(location) or fs.list_dirs(location))
     p = Path(location)
-    return p.is_dir() and any(c.name not in B.SKIP_NAMES for c in p.iterdir())
+    return any(
+        f.name not in B.SKIP_NAMES and f.relative_to(p).as_posix() not in GENERATED
+        for f in (p.rglob("*") if p.is_dir() else ())
+        if f.is_file()
+    )
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
