@@ -450,6 +450,10 @@ def parse_config(
 def _check_state_dir(state: Path | str | None, output: Path | str, errors: list[str]) -> None:
     """The state folder must lie outside the output: deleting the output keeps it."""
     if state is None:
+        try:
+            default_state_dir(output)  # a whole bucket has no folder beside it
+        except ConfigError as exc:
+            errors.append(str(exc))
         return
     inside = str(state).rstrip("/") + "/"
     if inside.startswith(str(output).rstrip("/") + "/"):

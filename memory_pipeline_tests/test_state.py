@@ -203,7 +203,10 @@ def test_state_dir_default_setting_and_checks(tmp_path):
     assert remote.state_root == "s3://bkt/memory/state"
     assert remote.local_state_dir == tmp_path / "state"  # keys and the instance stay local
     with pytest.raises(ConfigError, match="whole bucket"):
-        _ = _cfg(tmp_path, output_dir="s3://bkt").state_root
+        _cfg(tmp_path, output_dir="s3://bkt")
+    assert _cfg(tmp_path, output_dir="s3://bkt", state_dir="s3://keep/s").state_root == (
+        "s3://keep/s"
+    )
     from memory_pipeline.config import OwnerSpec
 
     owner = _cfg(tmp_path).for_owner(OwnerSpec("ann", "Ann"))
