@@ -126,6 +126,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"error: --start {args.start} is after --end {args.end}", file=sys.stderr)
         return EXIT_USAGE
     cfg = load_config(args.config)
+    from memory_pipeline.state import check_state
+
+    check_state(cfg)  # before reading any export: a missing state is refused at once
     home = _instance_home(cfg)
     root = cfg.config_path.parent if cfg.config_path else Path.cwd()  # where `dg dev` runs
     print(f"config: {cfg.config_path}  sources: {', '.join(s.name for s in cfg.sources)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import sys
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from memory_pipeline.config import PipelineConfig
 from memory_pipeline.core.common import backup as B
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common import state as S
+from memory_pipeline.service.keys import KEYS_ENV
 from memory_pipeline.state import (
     instance_home,
     package_version,
@@ -93,6 +95,8 @@ def _sections(cfg: PipelineConfig, include_derived: bool) -> tuple[list[B.Sectio
     sections = [B.Section("state", state)]
     if fs.is_remote(state):
         sections.append(B.Section("local_state", cfg.local_state_dir))
+    if os.environ.get(KEYS_ENV):
+        notes.append(f"the key file (${KEYS_ENV}) is outside the state folder: back it up yourself")
     kind, storage = _instance_storage(cfg)
     if kind == "postgres":
         notes.append("the Dagster instance is on PostgreSQL: back it up with pg_dump")
@@ -119,7 +123,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
     from memory_pipeline.cli_common import _writing
 
     cfg = load_config(args.config)
-    prepare_state(cfg)
+    prepare_state(cfg, move_keys=not os.environ.get(KEYS_ENV))
     start, cpu = time.perf_counter(), time.process_time()
     # the writer's lock: no run or forget changes the output or the forget list meanwhile
     # (the service keeps answering; its key file and the SQLite files copy consistently)

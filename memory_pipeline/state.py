@@ -16,6 +16,7 @@ from pathlib import Path
 from memory_pipeline.config import PipelineConfig
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common import state as S
+from memory_pipeline.core.common.forget_list import PRIVACY_DIR, SALT_FILE
 from memory_pipeline.core.common.owners import OWNERS_DIR, valid_owner_id
 
 LEGACY_KEYS = Path("service") / "keys.json"  # format 0: the key file in the output folder
@@ -76,12 +77,17 @@ def prepare_state(
     cfg: PipelineConfig,
     *,
     writing: bool = False,
+    move_keys: bool = False,
     say: Callable[[str], None] | None = _stderr,
 ) -> S.Prepared:
     """Migrate an older output's state files, refuse an output whose state is missing,
-    stamp the format records. Raises ``StateError`` (one line); says each notice once."""
+    stamp the format records. Raises ``StateError`` (one line); says each notice once.
+
+    ``move_keys``: also move an older output's key file into the state (the commands that
+    use the default key file: ``keys``, ``serve``, ``mcp``, ``backup``; never one given by
+    ``--keys`` or ``$MEMORY_PIPELINE_KEYS``, which a server may be reading)."""
     deployment = cfg.root_dir is None
-    legacy = (cfg.output_dir / LEGACY_KEYS, keys_path(cfg)) if deployment else None
+    legacy = (cfg.output_dir / LEGACY_KEYS, keys_path(cfg)) if deployment and move_keys else None
     done = S.prepare(
         pairs(cfg) if deployment else [(cfg.storage_root, cfg.state_root)],
         keys=legacy,
@@ -92,6 +98,15 @@ def prepare_state(
         for line in done.notices:
             say(line)
     return done
+
+
+def check_state(cfg: PipelineConfig) -> None:
+    """Refuse early (one line, ``StateError``) an output whose state is missing or foreign,
+    or newer than this release: before a run reads any export. Writes nothing."""
+    for output, state in pairs(cfg):
+        if S.state_salt(state) is None and fs.exists(fs.join(output, PRIVACY_DIR, SALT_FILE)):
+            continue  # an older output: its forget list moves into the state under the lock
+        S.check(output, state)
 
 
 def instance_home(cfg: PipelineConfig) -> Path:

@@ -96,7 +96,12 @@ def _store(args: argparse.Namespace):
     cfg = load_config(args.config)
     if cfg.output_uri:  # as the CLI: the object store from the AWS_* variables
         fs.configure_s3(object_store_options())
-    prepare_state(cfg)  # an older output's key file moves into the state folder
+    import os
+
+    from memory_pipeline.service.keys import KEYS_ENV
+
+    # an older output's default key file moves into the state folder (never a given one)
+    prepare_state(cfg, move_keys=not args.keys and not os.environ.get(KEYS_ENV))
     path = args.keys or default_keys_path(cfg.local_state_dir)
     return cfg, KeyStore(path)
 
