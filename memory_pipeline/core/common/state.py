@@ -22,7 +22,6 @@ derived parts the next ``run`` rebuilds (:data:`UPGRADES`).
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import os
@@ -322,7 +321,3 @@ def prepare(
         done.notices.extend(migrate_keys(*keys))
     return done
 
-
-def today_stamp() -> str:
-    """UTC date for records (backups' manifests)."""
-    return dt.datetime.now(dt.UTC).date().isoformat()
