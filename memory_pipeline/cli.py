@@ -56,6 +56,7 @@ from memory_pipeline.core.common import fs
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.lock import LockBusy
 from memory_pipeline.core.common.records import SourceError
+from memory_pipeline.core.common.state import StateError
 
 __all__ = [
     "ArgumentParser",
@@ -127,6 +128,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"error: --start {args.start} is after --end {args.end}", file=sys.stderr)
         return EXIT_USAGE
     cfg = load_config(args.config)
+    from memory_pipeline.state import check_state
+
+    check_state(cfg)  # before reading any export: a missing state is refused at once
     home = _instance_home(cfg)
     root = cfg.config_path.parent if cfg.config_path else Path.cwd()  # where `dg dev` runs
     print(f"config: {cfg.config_path}  sources: {', '.join(s.name for s in cfg.sources)}")
@@ -250,6 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--config", help="config file (default: $MEMORY_PIPELINE_CONFIG or ./memory_pipeline.toml)"
     )
+    from memory_pipeline.cli_state import add_state_commands, version_line
+
+    parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="materialize every partition that has data")
     run.add_argument("--start", type=_iso_date, help="first partition (YYYY-MM-DD)")
@@ -380,6 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_init(sub)  # init: a personal configuration from a folder of exports
     add_commands(sub)  # serve, mcp, keys (docs/service.md)
+    add_state_commands(sub)  # backup, restore (docs/state-and-backup.md)
     return parser
 
 
@@ -400,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         try:
             return args.func(args)
-        except (ConfigError, SourceError, LockBusy) as exc:
+        except (ConfigError, SourceError, LockBusy, StateError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         except BrokenPipeError:

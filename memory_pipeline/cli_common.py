@@ -143,22 +143,20 @@ def _recent_messages(values: list[str] | None) -> list | None:
 
 
 def _instance_home(cfg: PipelineConfig) -> Path:
-    """DAGSTER_HOME: the env var, else the folder of the config file (holds dagster.yaml)."""
-    home = os.environ.get("DAGSTER_HOME")
-    if home:
-        # Dagster refuses a DAGSTER_HOME that does not exist (a traceback): make it, as the
-        # output folders are made
-        Path(home).mkdir(parents=True, exist_ok=True)
-        return Path(home)
-    base = cfg.config_path.parent if cfg.config_path else Path.cwd()
-    os.environ["DAGSTER_HOME"] = str(base)
-    return base
+    """DAGSTER_HOME: the env var, else ``<state>/dagster`` (memory_pipeline/state.py)."""
+    from memory_pipeline.state import instance_home
+
+    return instance_home(cfg)
 
 
 def _owner_cfg(args: argparse.Namespace) -> PipelineConfig:
     """The configuration of ``--owner`` (the single owner's when omitted and there is one);
     a ValueError naming the owners when it is missing among several or unknown."""
-    return owner_config(load_config(args.config), getattr(args, "owner", None))
+    from memory_pipeline.state import prepare_state
+
+    cfg = load_config(args.config)
+    prepare_state(cfg)  # an output whose state is missing is refused, an older one migrated
+    return owner_config(cfg, getattr(args, "owner", None))
 
 
 @contextmanager
@@ -178,6 +176,10 @@ def _writing(cfg: PipelineConfig, wait: float) -> Iterator[None]:
         )
 
     with output_lock(cfg.output_dir, wait=wait, on_wait=waiting):
+        from memory_pipeline.state import prepare_state
+
+        # under the lock: migrate an older output, refuse one whose state is missing
+        prepare_state(cfg, writing=True)
         yield
 
 

@@ -12,15 +12,17 @@ from memory_pipeline.config import PipelineConfig, owner_config
 def cmd_forget(args: argparse.Namespace) -> int:
     """Forget a contact everywhere (dry run unless --yes), or list what is forgotten."""
     from memory_pipeline.core.privacy.forget import forgotten_entries
+    from memory_pipeline.state import prepare_state
 
     deployment = load_config(args.config)
+    prepare_state(deployment)
     try:
         cfg = owner_config(deployment, args.owner)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.list:
-        entries = forgotten_entries(cfg.storage_root)
+        entries = forgotten_entries(cfg.state_root)
         for e in entries:
             print(f"{e['forgotten_on']}  {e['kind']:<12}  {e['hash']}")
         print(f"{len(entries)} forgotten (salted hashes; names and texts are never stored)")
@@ -54,7 +56,10 @@ def _forget(args: argparse.Namespace, cfg: PipelineConfig, deployment: PipelineC
     _instance_home(deployment)
     # the whole deployment's rebuild: only this owner's inputs changed, so only they rebuild
     ok = rebuild_after_forget(deployment, dg.DagsterInstance.get())
-    print(f"forgotten; the forget list keeps them out of every future run ({cfg.storage_root})")
+    print(
+        f"forgotten; the forget list in {cfg.state_root} keeps them out of every future run, "
+        "even after the output is deleted"
+    )
     if not ok:
         print("error: rebuilding the indexes failed: run `memory-pipeline run`", file=sys.stderr)
         return 1

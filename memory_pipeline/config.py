@@ -197,6 +197,9 @@ class PipelineConfig:
     fan_out_sources: tuple[SourceSpec, ...] = ()  # sources with owners = "speakers"
     root_dir: Path | None = None  # an owner's config: the deployment's output_dir
     contacts: tuple[ContactSpec, ...] = ()  # [[contacts]]: one person's spellings across apps
+    # [pipeline] state_dir as configured (None: ``state/`` beside the output, see state_root)
+    state_dir: Path | str | None = None
+    local_state: Path | None = None  # an owner's config: the deployment's local state folder
 
     @property
     def multi_owner(self) -> bool:
@@ -222,6 +225,9 @@ class PipelineConfig:
             output_uri=fs.join(self.output_uri, "owners", spec.id) if self.output_uri else None,
             eval_questions=None,
             eval_locomo=None,
+            # each owner's forget list and salt: <state>/owners/<id>, as their outputs
+            state_dir=fs.join(self.state_root, "owners", spec.id),
+            local_state=self.local_state_dir,
         )
 
     def owner_specs(self) -> list[OwnerSpec]:
@@ -243,6 +249,28 @@ class PipelineConfig:
         return self.output_uri or self.output_dir
 
     @property
+    def state_root(self) -> Path | str:
+        """Where what cannot be rebuilt lives (docs/state-and-backup.md): the configured
+        ``state_dir``, else a ``state`` folder beside the output (``data/state`` for
+        ``data/output``); for an ``s3://bucket/prefix`` output ``s3://bucket/state``, on the
+        same store, so every worker honours one forget list."""
+        if self.state_dir is not None:
+            return self.state_dir
+        return default_state_dir(self.storage_root)
+
+    @property
+    def local_state_dir(self) -> Path:
+        """The local part of the state (the service's key file, the Dagster instance): the
+        state folder itself when it is local, else ``state/`` beside the config file."""
+        if self.local_state is not None:
+            return self.local_state
+        root = self.state_root
+        if not fs.is_remote(root):
+            return Path(root)
+        base = self.config_path.parent if self.config_path else Path.cwd()
+        return base / "state"
+
+    @property
     def dossiers_path(self) -> Path | str:
         """The configured folder, else ``dossiers/`` beside the output folder (data/dossiers);
         on object storage ``<output_uri>/dossiers``."""
@@ -260,6 +288,21 @@ class PipelineConfig:
     @property
     def warehouse_path(self) -> Path:
         return self.output_dir / "warehouse.duckdb"
+
+
+def default_state_dir(output: Path | str) -> Path | str:
+    """``state`` beside ``output``: ``<parent>/state`` (a local folder or an ``s3://`` prefix).
+    A bucket's root has no parent: there the state folder must be configured."""
+    if fs.is_remote(output):
+        text = str(output).rstrip("/")
+        head, _, tail = text[len("s3://") :].rpartition("/")
+        if not head:
+            raise ConfigError(
+                f"[pipeline].state_dir: the output {text} is a whole bucket; set state_dir to "
+                "a prefix outside it (the state must survive deleting the output)"
+            )
+        return f"s3://{head}/state"
+    return Path(output).parent / "state"
 
 
 def find_config_file(
@@ -372,6 +415,7 @@ def parse_config(
     )
     _check_sources_enabled(sources, env, errors)
     _provider_values(env, errors)
+    _check_state_dir(pipe.state_dir, pipe.output_uri or pipe.output_dir.resolve(), errors)
     if errors:
         raise ConfigError(f"invalid configuration in {origin}: " + "; ".join(errors))
     assert pipe.start is not None
@@ -399,7 +443,24 @@ def parse_config(
         owners=tuple(owners),
         fan_out_sources=tuple(s for s in sources.specs if _fans_out(s)),
         contacts=tuple(contacts),
+        state_dir=pipe.state_dir,
     )
+
+
+def _check_state_dir(state: Path | str | None, output: Path | str, errors: list[str]) -> None:
+    """The state folder must lie outside the output: deleting the output keeps it."""
+    if state is None:
+        try:
+            default_state_dir(output)  # a whole bucket has no folder beside it
+        except ConfigError as exc:
+            errors.append(str(exc))
+        return
+    inside = str(state).rstrip("/") + "/"
+    if inside.startswith(str(output).rstrip("/") + "/"):
+        errors.append(
+            f"[pipeline].state_dir: {state} is inside the output {output}; the state must "
+            "survive deleting the output"
+        )
 
 
 def with_overrides(cfg: PipelineConfig, **changes: Any) -> PipelineConfig:

@@ -298,6 +298,7 @@ SETTINGS: tuple[Setting, ...] = (
     _pipeline("chunk_stride", int_kind(1, 10_000), DEFAULT_STRIDE),
     _pipeline("dossier_dir", PATH),
     _pipeline("work_dir", PATH),
+    _pipeline("state_dir", PATH),
     Setting(
         "representations",
         "dense",
@@ -429,6 +430,7 @@ class _PipelineValues:
     output_dir: Path  # not resolved yet (PipelineConfig gets the resolved path)
     output_uri: str | None  # s3://... output; output_dir is then the local working folder
     dossier_dir: Path | None
+    state_dir: Path | str | None  # None: the default (``state/`` beside the output)
     gap: int
     size: int
     stride: int
@@ -460,6 +462,7 @@ def _pipeline_values(
             if problem := _local_folder_problem(dossier_dir):
                 where = _origin("pipeline", "dossier_dir", env)
                 errors.append(f"[pipeline].dossier_dir: {problem}{where}")
+    state_dir = _state_dir(value["state_dir"], base_dir, env, errors)
     size, stride = value["chunk_size"], value["chunk_stride"]
     if stride > size and not {"[pipeline].chunk_size", "[pipeline].chunk_stride"} & bad:
         errors.append(f"[pipeline].chunk_stride: {stride} > chunk_size {size} would skip messages")
@@ -472,10 +475,29 @@ def _pipeline_values(
         output_dir,
         output_uri,
         dossier_dir,
+        state_dir,
         value["session_gap_minutes"],
         size,
         stride,
     )
+
+
+def _state_dir(
+    value: str | None, base_dir: Path, env: Mapping[str, str], errors: list[str]
+) -> Path | str | None:
+    """``[pipeline] state_dir`` as given (a local folder relative to the config file, or an
+    ``s3://`` prefix); None when it is not set (``PipelineConfig`` derives the default)."""
+    if not value:
+        return None
+    if fs.is_remote(value):
+        uri = str(fs.normalize(value))
+        if problem := fs.check_uri(uri):
+            errors.append(f"[pipeline].state_dir: {problem}{_origin('pipeline', 'state_dir', env)}")
+        return uri
+    folder = (base_dir / value).resolve()
+    if problem := _local_folder_problem(folder):
+        errors.append(f"[pipeline].state_dir: {problem}{_origin('pipeline', 'state_dir', env)}")
+    return folder
 
 
 def _output(

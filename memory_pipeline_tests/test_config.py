@@ -146,7 +146,7 @@ NO_SOURCE = {
             [
                 "[pipeline]: unknown keys ['bogus', 'zz'] (known: owner, owner_id, timezone, "
                 "start_date, end_date, output_dir, session_gap_minutes, chunk_size, "
-                "chunk_stride, dossier_dir, work_dir)",
+                "chunk_stride, dossier_dir, work_dir, state_dir)",
                 "[pipeline].owner: required, a non-empty string",
                 "[pipeline].timezone: unknown IANA timezone 'Mars/Olympus'",
                 "[pipeline].start_date: 'March first' is not a date like 2024-03-01",

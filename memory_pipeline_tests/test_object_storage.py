@@ -454,7 +454,9 @@ def test_forget_removes_the_contacts_bytes_from_s3(built, tmp_path):
     # the rebuild published a new version on S3 and search works again without them
     hits = memory_pipeline.search("ramen", config=remote.config, output_dir=remote.uri).chunks
     assert hits and all(h.contact_id != CONTACT for h in hits)
-    assert fs.is_file(fs.join(remote.uri, "privacy", "forget_list.json"))
+    # the forget list is state: beside the output on the store (s3://sample/state), not in it
+    assert fs.is_file(fs.join(remote.cfg.state_root, "privacy", "forget_list.json"))
+    assert not fs.is_file(fs.join(remote.uri, "privacy", "forget_list.json"))
     # a re-run over the same exports keeps them out (the forget list is read from S3)
     remote.runner.run(["raw_messages", "quarantine", "ingest_audit"], DAYS)
     again = remote.runner.store.read(T.RAW_MESSAGES)

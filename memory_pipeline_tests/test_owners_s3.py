@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import memory_pipeline
+from memory_pipeline.config import load_config, owner_config
 from memory_pipeline.core.common import fs
 from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.owners import OwnerStore, remote_owner_ids, resolve_owner_dir
@@ -135,6 +136,7 @@ def test_forget_on_s3_touches_only_that_owner(deployment):
     assert set(alice.read(T.RAW_MESSAGES).column("contact_id").to_pylist()) == {"Maria"}
     for oid, digest in untouched.items():
         assert _digest(_prefix(uri, oid)) == digest, oid
-    assert fs.is_file(fs.join(_prefix(uri, "alice"), "privacy", "forget_list.json"))
+    alice_state = owner_config(load_config(config), "alice").state_root  # <state>/owners/alice
+    assert fs.is_file(fs.join(alice_state, "privacy", "forget_list.json"))
     hits = memory_pipeline.search("Kyoto trip", 5, config=config, output_dir=uri, owner="alice")
     assert hits.chunks and all(h.contact_id == "Maria" for h in hits.chunks)

@@ -17,13 +17,18 @@ FORGET_JOB = "forget_contact"
 
 
 def plan_for(cfg: PipelineConfig, contact: str) -> ForgetPlan:
-    """What forgetting ``contact`` removes under ``cfg``'s folders (changes nothing)."""
+    """What forgetting ``contact`` removes under ``cfg``'s folders (changes nothing but an
+    older output's migration: its forget list has to be in the state before one is added)."""
+    from memory_pipeline.state import prepare_state
+
+    prepare_state(cfg)
     return plan_forget(
         cfg.storage_root,
         contact,
         dossier_dir=cfg.dossiers_path,
         cache_path=cfg.cache_path,
         work_dir=cfg.output_dir,
+        state_dir=cfg.state_root,
     )
 
 

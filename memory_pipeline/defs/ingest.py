@@ -15,6 +15,7 @@ from memory_pipeline.core.common.contacts import ContactBook
 from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_list
 from memory_pipeline.core.common.owners import fan_out_by_speaker
 from memory_pipeline.core.common.records import Message, SourceError
+from memory_pipeline.core.common.state import bind
 from memory_pipeline.core.common.storage import TableStore, concat, write_partitions
 from memory_pipeline.core.ingest.sources import read_source
 from memory_pipeline.core.ingest.stage import read_all_tables, read_all_with, split_ingest
@@ -33,6 +34,7 @@ from memory_pipeline.defs.helpers import (
 from memory_pipeline.defs.owner_fanout import per_partition
 from memory_pipeline.defs.partitions import keys_to_dates
 from memory_pipeline.defs.resources import PipelineResource
+from memory_pipeline.state import prepare_state
 
 RAW = asset_key(T.RAW_MESSAGES)
 QUARANTINE = asset_key(T.QUARANTINE)
@@ -141,10 +143,14 @@ def build_ingest(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition
         # a partition past retention is never written again (the run purged it)
         days = [d for d in keys_to_dates(context.partition_keys) if cutoff is None or d >= cutoff]
         t0 = time.perf_counter()
-        if cutoff is not None:  # expired rows hash their positions with the folder's salt
-            ensure_salt(cfg.storage_root)
+        # the state folder (forget list, salt) must be the one this output was built with:
+        # a missing one is refused, never rebuilt around (core/common/state.py)
+        prepare_state(cfg, writing=True)
+        if cutoff is not None:  # expired rows hash their positions with the state's salt
+            ensure_salt(cfg.state_root)
+            bind(cfg.storage_root, cfg.state_root)
         try:
-            forget = load_forget_list(cfg.storage_root)
+            forget = load_forget_list(cfg.state_root)
             shared = getattr(pipeline, "records", None)  # a fan-out source's share, read once
             if shared is None:
                 result = read_all_tables(

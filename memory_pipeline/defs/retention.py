@@ -62,6 +62,7 @@ def retention_asset(context: dg.AssetExecutionContext, pipeline: PipelineResourc
         dossier_dir=cfg.dossiers_path,
         work_dir=cfg.output_dir,
         on=on,
+        state_dir=cfg.state_root,
     )
     purged = entry["dates"] if entry else []
     context.log.info(

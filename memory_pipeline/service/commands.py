@@ -43,7 +43,7 @@ def add_commands(sub: Any) -> None:
     sv = sub.add_parser("serve", help="serve the memory over HTTP (+ MCP at /mcp) to your apps")
     sv.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1 only)")
     sv.add_argument("--port", type=_port, default=8700, help="TCP port (default 8700)")
-    sv.add_argument("--keys", help="key file (default: <output>/service/keys.json)")
+    sv.add_argument("--keys", help="key file (default: <state>/service/keys.json)")
     sv.add_argument("--rate", type=_positive(float), default=20.0, help="requests/s per key")
     sv.add_argument("--burst", type=_positive(int), default=40, help="burst per key")
     sv.add_argument("--timeout", type=_positive(float), default=30.0, help="seconds a request")
@@ -70,11 +70,11 @@ def add_commands(sub: Any) -> None:
     who = mc.add_mutually_exclusive_group()
     who.add_argument("--owner", help="whose memory (required when there are several owners)")
     who.add_argument("--key", help="serve the owner of this API key (checked against the key file)")
-    mc.add_argument("--keys", help="key file (default: <output>/service/keys.json)")
+    mc.add_argument("--keys", help="key file (default: <state>/service/keys.json)")
     mc.set_defaults(func=cmd_mcp)
 
     ks = sub.add_parser("keys", help="API keys of the service: create, list, revoke")
-    ks.add_argument("--keys", help="key file (default: <output>/service/keys.json)")
+    ks.add_argument("--keys", help="key file (default: <state>/service/keys.json)")
     ksub = ks.add_subparsers(dest="keys_command", required=True)
     kc = ksub.add_parser("create", help="a new key; printed once, on the last line")
     kc.add_argument("--owner", required=True, help="the owner whose memory the key reads")
@@ -93,11 +93,18 @@ def _store(args: argparse.Namespace):
     from memory_pipeline.config import load_config, object_store_options
     from memory_pipeline.core.common import fs
     from memory_pipeline.service.keys import KeyStore, default_keys_path
+    from memory_pipeline.state import prepare_state
 
     cfg = load_config(args.config)
     if cfg.output_uri:  # as the CLI: the object store from the AWS_* variables
         fs.configure_s3(object_store_options())
-    path = args.keys or default_keys_path(cfg.output_dir)
+    import os
+
+    from memory_pipeline.service.keys import KEYS_ENV
+
+    # an older output's default key file moves into the state folder (never a given one)
+    prepare_state(cfg, move_keys=not args.keys and not os.environ.get(KEYS_ENV))
+    path = args.keys or default_keys_path(cfg.local_state_dir)
     return cfg, KeyStore(path)
 
 

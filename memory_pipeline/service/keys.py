@@ -20,7 +20,7 @@ from pathlib import Path
 
 SCOPES = ("read", "admin")  # admin can do everything read can, and forget
 KEY_PREFIX = "mpk_"
-KEYS_FILE = "service/keys.json"  # under the deployment's output folder
+KEYS_FILE = "service/keys.json"  # under the deployment's (local) state folder
 KEYS_ENV = "MEMORY_PIPELINE_KEYS"
 
 
@@ -41,10 +41,11 @@ class KeyRecord:
         return self.scope == "admin" or self.scope == scope
 
 
-def default_keys_path(output_dir: Path) -> Path:
-    """``$MEMORY_PIPELINE_KEYS``, else ``<output folder>/service/keys.json``."""
+def default_keys_path(state_dir: Path) -> Path:
+    """``$MEMORY_PIPELINE_KEYS``, else ``<state folder>/service/keys.json``: keys cannot be
+    rebuilt, so they live with the state, not in the output (docs/state-and-backup.md)."""
     env = os.environ.get(KEYS_ENV)
-    return Path(env) if env else Path(output_dir) / KEYS_FILE
+    return Path(env) if env else Path(state_dir) / KEYS_FILE
 
 
 def _hash(token: str) -> str:

@@ -247,13 +247,8 @@ class MemoryService:
 
 
 def _dagster_home(cfg: PipelineConfig) -> None:
-    """DAGSTER_HOME as the CLI's ``forget`` sets it (the variable, else the config file's
-    folder), so the rebuild's runs are recorded in the same instance."""
-    import os
+    """DAGSTER_HOME as the CLI's ``forget`` sets it (the variable, else ``<state>/dagster``),
+    so the rebuild's runs are recorded in the same instance."""
+    from memory_pipeline.state import instance_home
 
-    home = os.environ.get("DAGSTER_HOME")
-    if home:
-        Path(home).mkdir(parents=True, exist_ok=True)
-        return
-    base = cfg.config_path.parent if cfg.config_path else Path.cwd()
-    os.environ["DAGSTER_HOME"] = str(base)
+    instance_home(cfg)

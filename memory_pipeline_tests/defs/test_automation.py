@@ -439,7 +439,7 @@ def test_nightly_job_purges_expired_partitions_then_the_rebuild_follows(
     monkeypatch.setattr(retention, "today", lambda: D2 + dt.timedelta(days=30))
     d.nightly(D3)
     assert store.dates(T.RAW_MESSAGES) == [D2]
-    assert retention.retention_log(d.cfg.output_dir)[-1]["dates"] == [str(D1)]
+    assert retention.retention_log(d.cfg.state_root)[-1]["dates"] == [str(D1)]
     assert not d.finds("coffee")  # the purge dropped every index version
     # the purge deleted the dossiers: the sensor asks to rebuild the memories from D2 on
     tick = _sensor(d, RETENTION_SENSOR, None)

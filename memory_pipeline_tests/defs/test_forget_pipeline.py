@@ -151,7 +151,13 @@ class Built:
         self.cfg = self.runner.cfg
 
     def roots(self) -> list[Path]:
-        return [self.cfg.output_dir, self.cfg.dossiers_path, self.cfg.cache_path.parent, self.home]
+        return [
+            self.cfg.output_dir,
+            self.cfg.dossiers_path,
+            self.cfg.cache_path.parent,
+            self.home,
+            self.cfg.state_root,  # the forget list and its salt: hashes only
+        ]
 
 
 def _tree(roots: list[Path]) -> dict[str, bytes]:
@@ -204,7 +210,11 @@ def forgotten(tmp_path_factory):
     b.after = scan(b.roots(), b.texts)
     b.tables_after = b.runner.tables()
     b.listed = _cli(b.config, "forget", "--list")
-    _full_build(b.runner, b.instance)  # the same exports again
+    # the most common reset: delete the whole output, then build from the same exports again;
+    # the forget list is in the state folder beside it, so they stay forgotten
+    b.state_files = sorted(p.name for p in b.cfg.state_root.rglob("*") if p.is_file())
+    shutil.rmtree(b.cfg.output_dir)
+    _full_build(b.runner, b.instance)
     b.rerun = scan(b.roots(), b.texts)
     b.tables_rerun = b.runner.tables()
     return b
@@ -236,7 +246,11 @@ def test_after_forget_no_file_holds_any_of_their_texts(forgotten):
     assert (forgotten.cfg.output_dir / "indexes" / "CURRENT").is_file()  # search works again
 
 
-def test_rerunning_over_the_same_exports_keeps_them_forgotten(forgotten):
+def test_deleting_the_output_and_rerunning_keeps_them_forgotten(forgotten):
+    """Every byte of the rebuilt output, the dossiers, the instance and the state is
+    scanned; the rebuilt tables equal the ones the forget left."""
+    assert {"forget_list.json", "forget_salt", "FORMAT.json"} <= set(forgotten.state_files)
+    assert not (forgotten.cfg.output_dir / "privacy" / "forget_salt").exists()
     assert forgotten.rerun == {}
     assert forgotten.tables_rerun.keys() == forgotten.tables_after.keys()
     for name, t in forgotten.tables_after.items():
@@ -336,5 +350,48 @@ def test_the_dagster_job_forgets_a_contact(never_had_sam):
     left = b.runner.store.read("raw_messages")
     assert contact not in set(left["contact_id"].to_pylist())
     assert left.num_rows > 0  # the others stay
-    assert load_forget_list(b.cfg.output_dir).has("contact", contact)
+    assert load_forget_list(b.cfg.state_root).has("contact", contact)
     assert not list((b.cfg.output_dir / "indexes").glob("v-*"))
+
+
+def test_backup_wipe_restore_gives_the_same_answers_keys_and_forget_list(
+    forgotten, tmp_path, monkeypatch
+):
+    """`backup --include-derived`, the state and the output deleted (a lost disk), `restore`:
+    the same search results, the same key, and Sam still forgotten on the next ingest."""
+    from memory_pipeline.config import load_config
+    from memory_pipeline.core.common.forget_list import load_forget_list
+    from memory_pipeline.core.ingest.stage import read_all_tables
+    from memory_pipeline.service.keys import KeyStore
+    from memory_pipeline.state import keys_path
+
+    for var in ("DAGSTER_HOME", "MEMORY_PIPELINE_KEYS", "MEMORY_PIPELINE_OUTPUT_DIR"):
+        monkeypatch.setenv(var, "")  # restored afterwards (the CLI sets DAGSTER_HOME)
+        monkeypatch.delenv(var)
+    # a copy of the built project: the module's other tests keep theirs
+    root = tmp_path / "project"
+    shutil.copytree(forgotten.root, root, ignore=shutil.ignore_patterns("dagster_home"))
+    config = root / "memory_pipeline.toml"
+    cfg = load_config(config)
+    _, token = KeyStore(keys_path(cfg)).create("default")
+
+    def answers() -> list[tuple[str, float]]:
+        memory_pipeline._SEARCHERS.clear()  # read the files again, not a cached searcher
+        hits = memory_pipeline.search("Kyoto camera trip", 8, config=config).chunks
+        return [(h.chunk_id, round(h.score, 6)) for h in hits]
+
+    before, listed = answers(), load_forget_list(cfg.state_root).entries
+    assert before
+    code, out, err = _cli(config, "backup", str(tmp_path / "backup"), "--include-derived")
+    assert code == 0, err
+    shutil.rmtree(cfg.output_dir)
+    shutil.rmtree(cfg.state_root)
+    code, out, err = _cli(config, "restore", str(tmp_path / "backup"))
+    assert code == 0, err
+    assert answers() == before
+    assert KeyStore(keys_path(cfg)).verify(token) is not None
+    restored = load_forget_list(cfg.state_root)
+    assert restored.entries == listed and restored.has("contact", CONTACT)
+    fresh = read_all_tables(cfg.sources, DAYS, cfg.start_date, restored)
+    assert CONTACT not in set(fresh.messages["contact_id"].to_pylist())
+    assert scan([cfg.output_dir, cfg.state_root], forgotten.texts) == {}

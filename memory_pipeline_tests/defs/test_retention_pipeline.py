@@ -87,7 +87,7 @@ def retained(tmp_path_factory):
         b.rerun = scan(b.roots(), b.texts)
         b.old_rerun = _old_partitions(b)
         b.tables_rerun = b.runner.tables()
-    b.log_text = (b.cfg.output_dir / "privacy" / retention.LOG_FILE).read_text(encoding="utf-8")
+    b.log_text = (b.cfg.state_root / "privacy" / retention.LOG_FILE).read_text(encoding="utf-8")
     return b
 
 
@@ -131,7 +131,7 @@ def test_the_log_records_counts_only(retained):
     assert entry["dates"] == [d.isoformat() for d in DAYS[:EXPIRED_DATES]]
     assert entry["rows"]["raw_messages"] >= retained.old_rows
     assert all(isinstance(n, int) for n in entry["rows"].values())
-    assert retention.retention_log(retained.cfg.output_dir) == [entry]
+    assert retention.retention_log(retained.cfg.state_root) == [entry]
     assert json.loads(retained.log_text) == {"purges": [entry]}
     assert not [t for t in retained.texts if t in retained.log_text]
 
@@ -332,6 +332,6 @@ def test_cli_runs_and_the_nightly_job_succeed_after_a_purge(tmp_path, monkeypatc
     assert result.success
     assert min(runner.store.dates("dossiers")) == dt.date(2024, 3, 7)
     assert set(runner.store.dates("dossiers")) >= set(runner.store.dates("sessions"))
-    [first, second] = retention.retention_log(runner.cfg.output_dir)
+    [first, second] = retention.retention_log(runner.cfg.state_root)
     assert first["records_expired"] == 4 * 4  # four days of four messages each expired
     assert second["dates"] == ["2024-03-06"] and second["records_expired"] == 0

@@ -54,6 +54,7 @@ from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.ids import text_hash
 from memory_pipeline.core.common.names import match_key
 from memory_pipeline.core.common.owners import owner_store
+from memory_pipeline.core.common.state import bind
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.indexes.parts import drop_parts
 from memory_pipeline.core.indexes.publish import drop_local_copies, index_root, list_versions
@@ -107,6 +108,8 @@ class ForgetPlan:
     cache_entries: int = 0
     dossier_files: list[Location] = field(default_factory=list)
     work_dir: Path | None = None  # warehouse + eval; None = output_dir (a local output)
+    # where the forget list and its salt live (core/common/state.py); None = output_dir
+    state_dir: Location | None = None
 
     def summary_lines(self) -> list[str]:
         """Human-readable lines: tables/partitions/rows, versions, cache, files."""
@@ -189,6 +192,7 @@ def plan_forget(
     dossier_dir: Location,
     cache_path: Path,
     work_dir: Path | None = None,
+    state_dir: Location | None = None,
 ) -> ForgetPlan:
     """Everything forgetting ``contact`` would remove; changes nothing."""
     # the marker naming the folder's owner is local: in work_dir when the data is remote
@@ -198,6 +202,7 @@ def plan_forget(
         fs.normalize(output_dir),
         cache_path=cache_path,
         work_dir=work_dir,
+        state_dir=state_dir,
     )
     key = match_key(plan.contact_id)
     plan.contact_ids = {c for c in _stored_contacts(store) if match_key(c) == key}
@@ -306,14 +311,17 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
     """Remove everything ``plan`` lists and put the contact on the forget list."""
     today = today or timeutil.utc_today()  # the pipeline's one clock (UTC)
     out = plan.output_dir
-    forget = load_forget_list(out, create=True)
+    state = plan.state_dir if plan.state_dir is not None else out
+    forget = load_forget_list(state, create=True)
     for contact in sorted(plan.contact_ids | {plan.contact_id}):
         forget.add("contact", contact, today)
     for conv in sorted(plan.conversations):
         forget.add("conversation", conv, today)
     for source, file in sorted(plan.files):
         forget.add("file", file_key(source, file), today)
-    save_forget_list(out, forget)
+    save_forget_list(state, forget)
+    if state != out:  # the output now needs this state: a missing one is refused
+        bind(out, state)
     # parsed export records (core/ingest/file_cache.py) hold the contact's texts too
     scrub_ingest_cache(_cache_dir(out, plan.cache_path, plan.work_dir), forget)
     # so do the index's per-partition token parts (core/indexes/parts.py): a cache, rebuilt
@@ -425,6 +433,6 @@ def _move_in_audit(store: TableStore, day: dt.date, source: str, n: int) -> None
     store.write(T.INGEST_AUDIT, pa.Table.from_pylist(audit, schema=T.INGEST_AUDIT.schema), day)
 
 
-def forgotten_entries(output_dir: Location) -> list[dict]:
-    """The forget list as kind, salted hash and date: never a name."""
-    return [dict(e) for e in load_forget_list(output_dir).entries]
+def forgotten_entries(state_dir: Location) -> list[dict]:
+    """The forget list (in the state folder) as kind, salted hash and date: never a name."""
+    return [dict(e) for e in load_forget_list(state_dir).entries]

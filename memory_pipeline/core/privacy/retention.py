@@ -11,7 +11,8 @@ parts (``core/indexes/parts.py``). Ingest drops records older than the
 cutoff as text-free ``expired`` rows (``core/ingest/normalize.py``), so re-running over the
 same exports never brings a purged date back.
 
-Each purge appends one entry to ``<output>/privacy/retention_log.json``: the day it ran,
+Each purge appends one entry to ``<state>/privacy/retention_log.json`` (history: it lives
+in the state folder, core/common/state.py): the day it ran,
 the cutoff, the purged dates, rows per table, one row per purged partition and table, and
 the input records (messages + quarantine rows) that expired — counts only, never text or
 names. The expired records leave the ingest audit with their partitions; this log is where
@@ -37,6 +38,7 @@ from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.forget_list import ensure_salt, load_forget_list, privacy_dir
 from memory_pipeline.core.common.fs import Location
 from memory_pipeline.core.common.ids import text_hash
+from memory_pipeline.core.common.state import bind
 from memory_pipeline.core.common.storage import TableStore, write_text_atomic
 from memory_pipeline.core.indexes.parts import drop_parts
 from memory_pipeline.core.indexes.publish import index_root, list_versions
@@ -91,6 +93,7 @@ class RetentionPlan:
     work_dir: Path | None = None  # warehouse + eval; None = output_dir (a local output)
     dossier_partitions: list[dt.date] = field(default_factory=list)  # cumulative: all rebuilt
     refold: bool = False  # dossiers existed: the next fold rebuilds them from the cutoff
+    state_dir: Location | None = None  # salt, forget list, purge log; None = output_dir
     texts: set[str] = field(default_factory=set)  # never logged: matched in cache payloads
     text_hashes: set[str] = field(default_factory=set)
 
@@ -127,6 +130,7 @@ def plan_retention(
     cache_path: Path | None = None,
     dossier_dir: Location | None = None,
     work_dir: Path | None = None,
+    state_dir: Location | None = None,
 ) -> RetentionPlan:
     """Every partition older than ``cutoff`` and what derives from it; changes nothing.
 
@@ -141,6 +145,7 @@ def plan_retention(
         cache_path=cache_path,
         dossier_dir=dossier_dir,
         work_dir=work_dir,
+        state_dir=state_dir,
     )
     for t in (t for t in T.REGISTRY if t.partitioned):
         old = [d for d in store.dates(t) if d < cutoff]
@@ -184,8 +189,11 @@ def apply_retention(plan: RetentionPlan, *, ran_on: dt.date | None = None) -> di
     drop_derived(plan.output_dir, plan.index_versions, plan.rebuilt, plan.work_dir)
     # parsed export records older than the cutoff become text-free expired rows (the cache
     # is local: under the work folder; the salt and forget list are in the storage root)
-    ensure_salt(plan.output_dir)
-    forget = load_forget_list(plan.output_dir)
+    state = plan.state_dir if plan.state_dir is not None else plan.output_dir
+    ensure_salt(state)
+    if state != plan.output_dir:  # expired rows now hash with this state's salt
+        bind(plan.output_dir, state)
+    forget = load_forget_list(state)
     cache_dir = _cache_dir(plan.output_dir, plan.cache_path, plan.work_dir)
     scrub_ingest_cache(cache_dir, forget, plan.cutoff)
     # the index's token parts of purged partitions hold their words (rebuilt on refresh)
@@ -195,22 +203,22 @@ def apply_retention(plan: RetentionPlan, *, ran_on: dt.date | None = None) -> di
         victims = ForgetPlan("", plan.output_dir, texts=plan.texts, text_hashes=plan.text_hashes)
         purge_cache(plan.cache_path, victims)
     entry = plan.log_entry(ran_on or today())
-    _append_log(plan.output_dir, entry)
+    _append_log(state, entry)
     return entry
 
 
-def _append_log(output_dir: Location, entry: dict) -> Location:
-    path = fs.join(privacy_dir(output_dir), LOG_FILE)
-    entries = retention_log(output_dir)
+def _append_log(state_dir: Location, entry: dict) -> Location:
+    path = fs.join(privacy_dir(state_dir), LOG_FILE)
+    entries = retention_log(state_dir)
     entries.append(entry)
     write_text_atomic(path, json.dumps({"purges": entries}, indent=1, sort_keys=True))
     return path
 
 
-def retention_log(output_dir: Location) -> list[dict]:
-    """Every purge recorded so far (counts only)."""
+def retention_log(state_dir: Location) -> list[dict]:
+    """Every purge recorded so far (counts only), from the state folder."""
     try:
-        return json.loads(fs.read_text(fs.join(privacy_dir(output_dir), LOG_FILE)))["purges"]
+        return json.loads(fs.read_text(fs.join(privacy_dir(state_dir), LOG_FILE)))["purges"]
     except FileNotFoundError:
         return []
 
@@ -223,6 +231,7 @@ def purge_expired(
     dossier_dir: Location | None = None,
     on: dt.date | None = None,
     work_dir: Path | None = None,
+    state_dir: Location | None = None,
 ) -> dict | None:
     """The whole retention step of a run: plan and apply; None when off or nothing old."""
     cutoff = retention_cutoff(retain_days, on)
@@ -230,7 +239,12 @@ def purge_expired(
         return None
     return apply_retention(
         plan_retention(
-            output_dir, cutoff, cache_path=cache_path, dossier_dir=dossier_dir, work_dir=work_dir
+            output_dir,
+            cutoff,
+            cache_path=cache_path,
+            dossier_dir=dossier_dir,
+            work_dir=work_dir,
+            state_dir=state_dir,
         ),
         ran_on=on or today(),
     )
