@@ -43,12 +43,13 @@ from memory_pipeline.core.retrieval.suggest import Suggestions, suggest_queries
 
 OUTPUT_DIR = "output"  # inside the target folder
 INSTANCE_FILE = "dagster.yaml"
-# The Dagster instance beside the configuration (``memory-pipeline run`` uses the config's
-# folder as DAGSTER_HOME when it is unset): the repository's settings without its relative
-# storage paths, which Dagster resolves from the working directory, not from this file.
+# The Dagster instance's settings beside the configuration: ``memory-pipeline run`` makes
+# ``<state>/dagster/dagster.yaml`` (DAGSTER_HOME when it is unset) from this file, with every
+# storage path inside the state folder (memory_pipeline/state.py).
 INSTANCE_YAML = """\
-# The Dagster instance of this configuration (DAGSTER_HOME = this folder): runs, event log and
-# schedules are stored here. Written by `memory-pipeline init`; docs/operations.md.
+# The Dagster instance settings of this configuration: `memory-pipeline run` copies them to
+# state/dagster/dagster.yaml (the instance: runs, event log, schedules). Written by
+# `memory-pipeline init`; docs/operations.md.
 concurrency:
   runs:
     max_concurrent_runs: 4

@@ -109,8 +109,9 @@ def test_the_units_agree_on_config_instance_workspace_and_environment(units):
         envs.add(tuple(sorted(env.items())))
         config = Path(env["MEMORY_PIPELINE_CONFIG"])
         assert config.name == DEFAULT_CONFIG_NAME
-        # the folder `memory-pipeline init --target` fills: config, instance, workspace
-        assert env["DAGSTER_HOME"] == str(config.parent)
+        # the folder `memory-pipeline init --target` fills: config, workspace, and the
+        # state folder whose dagster/ holds the instance `memory-pipeline run` uses
+        assert env["DAGSTER_HOME"] == str(config.parent / "state" / "dagster")
         assert _one(service, "WorkingDirectory") == str(config.parent)
         assert _one(service, "EnvironmentFile") == ENV_FILE
         assert _one(service, "Restart") == "on-failure"
