@@ -24,96 +24,19 @@ import httpx
 import pytest
 
 from memory_pipeline.core.indexes.publish import current_version, index_root, publish
-from memory_pipeline.service.app import ServiceSettings, create_app
+from memory_pipeline.service.app import ServiceSettings
 from memory_pipeline.service.keys import KeyStore
 from memory_pipeline.service.operations import MemoryService
-from memory_pipeline_tests.defs.test_owners_pipeline import DAYS, SECRET, _write_owner
-from memory_pipeline_tests.pipeline_helpers import Runner, build_all, write_config
-
-CONFIG = """
-[pipeline]
-owner = "Alice"
-timezone = "Asia/Tokyo"
-start_date = "2024-03-01"
-end_date = "2024-03-05"
-output_dir = "out"
-
-[[owners]]
-id = "alice"
-owner = "Alice"
-[[owners.sources]]
-name = "alice_chats"
-kind = "line_json"
-path = "chats/alice"
-
-[[owners]]
-id = "bob"
-owner = "Bob"
-[[owners.sources]]
-name = "bob_chats"
-kind = "line_json"
-path = "chats/bob"
-"""
-
-
-class Served:
-    """A uvicorn server in a thread of the test process, on a free 127.0.0.1 port."""
-
-    def __init__(self, app) -> None:
-        import uvicorn
-
-        self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=0, access_log=False, log_level="warning")
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not (self.server.started and self.server.servers):
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-
-    @staticmethod
-    def free_port() -> int:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    root = tmp_path_factory.mktemp("service")
-    for oid in ("alice", "bob"):
-        _write_owner(root, oid, DAYS)
-    config = write_config(root, CONFIG)
-    runner = Runner(config, root / "out")
-    build_all(runner, DAYS)
-    store = KeyStore(root / "out" / "service" / "keys.json")
-    keys = {
-        "alice": store.create("alice", "read")[1],
-        "bob": store.create("bob", "read")[1],
-        "alice_admin": store.create("alice", "admin")[1],
-    }
-    return {"root": root, "config": config, "cfg": runner.cfg, "store": store, "keys": keys}
-
-
-@pytest.fixture(scope="module")
-def service(deployment: dict) -> MemoryService:
-    return MemoryService(deployment["cfg"], str(deployment["config"]))
+from memory_pipeline_tests.defs.test_owners_pipeline import SECRET
+from memory_pipeline_tests.service.conftest import CONFIG, Served, serve_app
+from memory_pipeline_tests.service.conftest import h as _h
 
 
 @pytest.fixture(scope="module")
 def server(deployment: dict, service: MemoryService) -> Iterator[Served]:
     os.environ["DAGSTER_HOME"] = str(deployment["root"] / "dagster")  # forget records runs
     settings = ServiceSettings(rate=10_000, burst=10_000, max_body=16 * 1024, warm=False)
-    served = Served(create_app(service, deployment["store"], settings))
+    served = serve_app(service, deployment["store"], settings)
     yield served
     served.stop()
 
@@ -122,13 +45,9 @@ def server(deployment: dict, service: MemoryService) -> Iterator[Served]:
 def strict_server(deployment: dict, service: MemoryService) -> Iterator[Served]:
     """The same service with a tight rate limit and timeout (the error-code tests)."""
     settings = ServiceSettings(rate=0.5, burst=2, timeout=0.001, mcp=False, warm=False)
-    served = Served(create_app(service, deployment["store"], settings))
+    served = serve_app(service, deployment["store"], settings)
     yield served
     served.stop()
-
-
-def _h(key: str) -> dict:
-    return {"Authorization": f"Bearer {key}"}
 
 
 def _served(r: httpx.Response | str) -> str:
@@ -363,7 +282,7 @@ def s3_deployment(s3, deployment: dict) -> dict:
 def s3_server(s3_deployment: dict, deployment: dict) -> Iterator[Served]:
     settings = ServiceSettings(rate=10_000, burst=10_000, mcp=False, warm=False)
     service = MemoryService(s3_deployment["cfg"], str(s3_deployment["config"]))
-    served = Served(create_app(service, deployment["store"], settings))
+    served = serve_app(service, deployment["store"], settings)
     yield served
     served.stop()
 
@@ -549,16 +468,20 @@ def test_mcp_over_stdio(deployment):
 
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "memory_pipeline.cli", "--config", str(deployment["config"]), "mcp"]
-        + ["--key", deployment["keys"]["alice"]],
-        env={"PYTHONPATH": os.pathsep.join(sys.path)},
+        args=["-m", "memory_pipeline.cli", "--config", str(deployment["config"]), "mcp"],
+        env={
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            "MEMORY_PIPELINE_KEY": deployment["keys"]["alice"],
+        },
     )
 
     async def go() -> None:
         async with Client(params) as client:
             r = await client.call_tool("search", {"query": f"code word {SECRET['alice']}"})
             assert SECRET["alice"] in r.content[0].text
-            r = await client.call_tool("search", {"query": SECRET["bob"], "k": 50})
+            r = await client.call_tool(
+                "search", {"query": SECRET["bob"], "k": 50, "format": "json"}
+            )
             assert SECRET["bob"] not in _served(r.content[0].text)
 
     asyncio.run(asyncio.wait_for(go(), 120))

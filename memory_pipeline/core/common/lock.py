@@ -78,7 +78,7 @@ def output_lock(
     folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
     path = lock_path(folder)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         _acquire(fd, folder, wait, on_wait)
         os.ftruncate(fd, 0)

@@ -35,6 +35,9 @@ FOLDER = Path(__file__).with_name("splade")
 WEIGHTS = FOLDER / "splade_tiny.npz"
 VOCAB = FOLDER / "vocab.txt"
 MAX_TOKENS = 256  # word pieces per text, [CLS] and [SEP] included (longer texts are cut)
+# word pieces of a query: a question is a few dozen; the encoder's cost grows with the length
+# (the (length, 30522) logits), so a 2,000-character query would cost ~10x a normal one
+QUERY_MAX_TOKENS = 32
 LAYERS = 2
 HEADS = 2
 EPS = 1e-12
@@ -202,11 +205,13 @@ class Splade:
         h = _gelu(x @ self.t[t + "dense.weight"] + w[t + "dense.bias"])
         return _layer_norm(h, w[t + "LayerNorm.gamma"], w[t + "LayerNorm.beta"])
 
-    def encode(self, texts: Sequence[str], batch: int = 32) -> sp.csr_matrix:
-        """SPLADE vectors of ``texts`` (rows in order). log1p(relu(.)) is monotone, so the
-        max over positions is taken on the logits first: one activation per term, not per
-        (position, term)."""
-        seqs = [self.tok.encode(t) for t in texts]
+    def encode(
+        self, texts: Sequence[str], batch: int = 32, max_tokens: int = MAX_TOKENS
+    ) -> sp.csr_matrix:
+        """SPLADE vectors of ``texts`` (rows in order), each cut to ``max_tokens`` word
+        pieces. log1p(relu(.)) is monotone, so the max over positions is taken on the logits
+        first: one activation per term, not per (position, term)."""
+        seqs = [self.tok.encode(t, max_tokens) for t in texts]
         order = np.argsort([len(s) for s in seqs], kind="stable")
         rows: list[sp.csr_matrix | None] = [None] * len(seqs)
         bias = self.w["cls.predictions.bias"]

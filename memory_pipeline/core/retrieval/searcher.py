@@ -201,7 +201,7 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         encoder = SP.packaged() if matrix is not None else None
         if encoder is None or language_of(content, self.corpus_language) != "en":
             return None
-        out = SP.turn_scores(matrix, encoder.encode([content]))
+        out = SP.turn_scores(matrix, encoder.encode([content], max_tokens=SP.QUERY_MAX_TOKENS))
         if mask is not None:
             out = np.where(mask[self.turn_index.first_chunk], out, 0.0)
         return out
