@@ -44,6 +44,7 @@ from memory_pipeline.service.guards import (
     Overloaded,
     StreamLimiter,
     configure,
+    one_blas_thread,
     retry_after,
 )
 from memory_pipeline.service.keys import KeyRecord, KeyStore
@@ -313,6 +314,7 @@ def _bearer(headers: Any) -> str | None:
 # -- the app --------------------------------------------------------------------------------------
 def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings) -> Any:
     """The ASGI app: FastAPI for ``/v1`` and the schema, ``/mcp`` beside it."""
+    one_blas_thread()
     bucket = TokenBucket(settings.rate, settings.burst)
     gate = Gate(settings.threads, settings.timeout, bucket, settings.cpu_unit)
     state = ServiceState(

@@ -149,11 +149,17 @@ class StreamLimiter:
         return self._open.get(key_id, 0)
 
     async def serve(self, app: Callable, scope: dict, receive: Callable, send: Callable) -> None:
-        """Run ``app`` for one stream; cancelled once it has sent nothing for ``idle`` s."""
+        """Run ``app`` for one stream; ended (the response closed properly) once it has sent
+        nothing for ``idle`` seconds."""
         last = [time.monotonic()]
+        state = {"started": False, "done": False}
 
         async def send_timed(message: dict) -> None:
             last[0] = time.monotonic()
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                state["done"] = True
             await send(message)
 
         async with anyio.create_task_group() as tg:
@@ -168,6 +174,8 @@ class StreamLimiter:
             tg.start_soon(watch)
             await app(scope, receive, send_timed)
             tg.cancel_scope.cancel()
+        if state["started"] and not state["done"]:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class Overloaded(Exception):
@@ -220,6 +228,16 @@ class Gate:
             return await asyncio.wait_for(call(), limit)
         except TimeoutError:
             raise Overloaded("the request took too long") from None
+
+
+def one_blas_thread() -> None:
+    """One BLAS thread for the process (a server's parallelism is its request threads and
+    worker processes). OpenBLAS's own threads spin while they wait for work: on the query
+    encoders' small matrices they cost 2-6x the CPU of the work itself, and a long query
+    paid that most (benchmarks/results/service.md)."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)
 
 
 def retry_after(wait: float) -> str:

@@ -311,4 +311,7 @@ def build_mcp(service: MemoryService, owner: str | None = None, gate: Gate | Non
 
 def run_stdio(service: MemoryService, owner: str) -> None:
     """Serve MCP over stdin/stdout for one owner (a desktop assistant starts this)."""
+    from memory_pipeline.service.guards import one_blas_thread
+
+    one_blas_thread()
     build_mcp(service, owner).run("stdio")
