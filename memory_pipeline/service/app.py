@@ -19,7 +19,6 @@ through ``request.app.state.memory.gate``.
 
 # no `from __future__ import annotations`: FastAPI reads the handlers' annotations
 import dataclasses
-import datetime as dt
 import json
 import logging
 import os
@@ -55,6 +54,7 @@ from memory_pipeline.service.models import (
     MAX_LIMIT,
     MAX_QUERY,
     NOT_FOUND,
+    AsOf,
     ContextRequest,
     ContextResponse,
     DossierResponse,
@@ -528,7 +528,7 @@ def memory_router() -> Any:
         q: Annotated[str | None, Query(min_length=1, max_length=MAX_QUERY, pattern=r"\S")] = None,
         contact: Annotated[str | None, Query(min_length=1, max_length=MAX_ID)] = None,
         kind: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
-        as_of: Annotated[dt.datetime | dt.date | None, Query()] = None,
+        as_of: Annotated[AsOf | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 20,
     ) -> Response:
         """Remembered facts, filtered; ranked by ``q`` when given, else newest first."""

@@ -16,7 +16,6 @@ of each hit (date, speaker, citation, the matching lines), the full JSON with
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 from collections.abc import Callable
@@ -41,12 +40,13 @@ from memory_pipeline.service.models import (
     MAX_K,
     MAX_K_MEMORIES,
     MAX_LIMIT,
-    MAX_PRESET,
     MAX_QUERY,
     MAX_RECENT,
     MAX_RECENT_CHARS,
+    Preset,
     RecentMessage,
 )
+from memory_pipeline.service.models import AsOf as ISODate
 from memory_pipeline.service.operations import MemoryService
 
 log = logging.getLogger("memory_pipeline.service.mcp")
@@ -61,10 +61,7 @@ INSTRUCTIONS = (
 
 Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY, pattern=r"\S")]
 Id = Annotated[str, Field(min_length=1, max_length=MAX_ID)]
-AsOf = Annotated[
-    dt.datetime | dt.date | None, Field(description="ISO date or date-time: 'now' for the query")
-]
-Preset = Annotated[str | None, Field(min_length=1, max_length=MAX_PRESET)]
+AsOf = Annotated[ISODate | None, Field(description="ISO date or date-time: 'now' for the query")]
 Recent = Annotated[
     list[Annotated[str, Field(max_length=MAX_QUERY)] | RecentMessage] | None,
     Field(
@@ -213,7 +210,7 @@ def build_mcp(service: MemoryService, owner: str | None = None, gate: Gate | Non
         conversation: Id | None = None,
         as_of: AsOf = None,
         mode: Literal["bm25", "dense", "hybrid"] | None = None,
-        preset: Preset = None,
+        preset: Preset | None = None,
         recent: Recent = None,
         format: Format = "text",
     ) -> CallToolResult:
@@ -249,7 +246,7 @@ def build_mcp(service: MemoryService, owner: str | None = None, gate: Gate | Non
         contact: Id | None = None,
         as_of: AsOf = None,
         k_memories: Annotated[int, Field(ge=1, le=MAX_K_MEMORIES)] = DEFAULT_K_MEMORIES,
-        preset: Preset = None,
+        preset: Preset | None = None,
         recent: Recent = None,
         format: Format = "text",
     ) -> CallToolResult:

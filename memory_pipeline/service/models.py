@@ -14,16 +14,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
     StrictInt,
     StrictStr,
+    WithJsonSchema,
     field_validator,
-    model_validator,
 )
 
 from memory_pipeline.core.context.packs import STRATEGIES
+from memory_pipeline.core.retrieval.config import PRESETS
 
 # -- limits (HTTP and MCP alike) -------------------------------------------------------------------
 MAX_QUERY = 2_000  # characters of a query / question
@@ -43,9 +45,47 @@ MODES = ("bm25", "dense", "hybrid")
 
 Text = Annotated[StrictStr, Field(min_length=1, max_length=MAX_QUERY, pattern=r"\S")]
 Id = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID)]
-Preset = Annotated[StrictStr, Field(min_length=1, max_length=MAX_PRESET)]
+def _integral(value: object) -> object:
+    """JSON's integers: 5 and 5.0 (JSON Schema counts both), never true, "5" or 5.5."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("an integer")
+    return value
+
+
+def _count(low: int, high: int) -> Any:
+    """An integer in [low, high] (the bounds in the schema, 5.0 read as 5)."""
+    return Annotated[StrictInt, Field(ge=low, le=high), BeforeValidator(_integral)]
+
+PRESET_NAMES = tuple(sorted(PRESETS))
+Preset = Literal[PRESET_NAMES]  # type: ignore[valid-type]
+
+
+def _iso_text(value: object) -> object:
+    """Only ISO text becomes a date: a number (or a numeric string) would otherwise be
+    read as a Unix timestamp, which no client means."""
+    if isinstance(value, dt.date):
+        return value
+    if not isinstance(value, str) or not (len(value) >= 10 and value[4] == "-"):
+        raise ValueError("an ISO date (YYYY-MM-DD) or date-time")
+    return value
+
+
 # an ISO date (local midnight) or date-time: "now" for relative dates in the query
-AsOf = dt.datetime | dt.date
+AsOf = Annotated[
+    dt.datetime | dt.date,
+    BeforeValidator(_iso_text),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "format": "date"},
+                {"type": "string", "format": "date-time"},
+            ],
+            "description": "an ISO date (its local midnight) or date-time",
+        }
+    ),
+]
 
 
 class _Strict(BaseModel):
@@ -76,7 +116,7 @@ class SearchRequest(_Strict):
     """A search of the key owner's memory (the owner is the key's: no owner field)."""
 
     query: Text
-    k: Annotated[StrictInt, Field(ge=1, le=MAX_K)] = DEFAULT_K
+    k: _count(1, MAX_K) = DEFAULT_K
     contact: Id | None = None
     conversation: Id | None = None
     as_of: AsOf | None = None
@@ -93,11 +133,11 @@ class ContextRequest(_Strict):
     """A context pack for an LLM: memories, then their source conversations."""
 
     query: Text
-    budget: Annotated[StrictInt, Field(ge=0, le=MAX_BUDGET)] = DEFAULT_BUDGET
+    budget: _count(0, MAX_BUDGET) = DEFAULT_BUDGET
     strategy: Literal[STRATEGIES] = "split"  # type: ignore[valid-type]
     contact: Id | None = None
     as_of: AsOf | None = None
-    k_memories: Annotated[StrictInt, Field(ge=1, le=MAX_K_MEMORIES)] = DEFAULT_K_MEMORIES
+    k_memories: _count(1, MAX_K_MEMORIES) = DEFAULT_K_MEMORIES
     preset: Preset | None = None
     recent: Recent | None = Field(
         None, description=f"the conversation so far; at most {MAX_RECENT_CHARS} characters"
@@ -106,12 +146,6 @@ class ContextRequest(_Strict):
     sources: StrictBool = False
 
     _recent = field_validator("recent")(classmethod(lambda cls, v: _recent_chars(v)))
-
-    @model_validator(mode="after")
-    def _no_recent_with_escalate(self) -> ContextRequest:
-        if self.escalate and self.recent is not None:
-            raise ValueError("recent is not supported with escalate")
-        return self
 
 
 class ForgetRequest(_Strict):

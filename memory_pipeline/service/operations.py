@@ -135,8 +135,10 @@ class MemoryService:
             from memory_pipeline.core.context.packs import recall
             from memory_pipeline.core.retrieval.config import resolve
 
-            if recent is not None:
-                raise ValueError("recent is not supported with escalate")
+            if recent is not None:  # the question made explicit first, as search does
+                from memory_pipeline import _resolve_recent
+
+                query, when, _notes = _resolve_recent(query, recent, when, snap.searcher)
             pack = recall(
                 snap.searcher,
                 snap.memories,

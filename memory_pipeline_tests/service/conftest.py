@@ -4,8 +4,8 @@ a secret word, and a key file. Servers are real uvicorn servers on 127.0.0.1 (a 
 port) with the app's own connection guards.
 
 Tests that change the deployment (forget) run last in test_service.py; other files use
-only Bob's data, the scratch owner ``carol`` (keys for an owner the deployment does not
-have: every mutating call lands nowhere) or what forget leaves.
+only Bob's data, the scratch owner ``carol`` (the contract fuzzer's forget calls land
+there) or what forget leaves.
 """
 
 from __future__ import annotations
@@ -44,6 +44,14 @@ owner = "Bob"
 name = "bob_chats"
 kind = "line_json"
 path = "chats/bob"
+
+[[owners]]
+id = "carol"
+owner = "Carol"
+[[owners.sources]]
+name = "carol_chats"
+kind = "line_json"
+path = "chats/carol"
 """
 
 
@@ -91,7 +99,7 @@ def h(key: str) -> dict:
 @pytest.fixture(scope="session")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("service")
-    for oid in ("alice", "bob"):
+    for oid in ("alice", "bob", "carol"):
         _write_owner(root, oid, DAYS)
     config = write_config(root, CONFIG)
     runner = Runner(config, root / "out")

@@ -1,0 +1,91 @@
+"""The contract: schemathesis fuzzes the running server against its own ``/openapi.json``
+with every check (undocumented statuses, response schemas, valid data refused, invalid
+data accepted, headers, auth), a fixed seed and example count, and must find nothing.
+
+Reads go to Bob's memory with his read key; forget (the one mutating route) to the
+scratch owner Carol with her admin key, so a generated ``confirm: true`` never touches
+another test's data."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memory_pipeline.service.app import ServiceSettings
+from memory_pipeline.service.operations import MemoryService
+from memory_pipeline_tests.service.conftest import Served, h, serve_app
+
+SEED = 20261207
+EXAMPLES = 25  # per operation and phase; the whole run stays well under a minute
+ST = shutil.which("st") or str(Path(sys.executable).with_name("st"))
+
+
+@pytest.fixture(scope="module")
+def contract_server(deployment: dict, service: MemoryService) -> Iterator[Served]:
+    os.environ.setdefault("DAGSTER_HOME", str(deployment["root"] / "dagster"))
+    settings = ServiceSettings(warm=False, rate=10_000, burst=10_000, mcp=False, timeout=60)
+    served = serve_app(service, deployment["store"], settings)
+    yield served
+    served.stop()
+
+
+# a body over the size limit is refused before it is read (413): a rejection too
+CONFIG = """
+[checks.negative_data_rejection]
+expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422",
+  "428", "429", "5xx"]
+"""
+
+
+def _fuzz(url: str, key: str, config: Path, *selection: str) -> subprocess.CompletedProcess:
+    cmd = [ST, "--config-file", str(config), "run", f"{url}/openapi.json"]
+    cmd += ["-H", f"Authorization: Bearer {key}"]
+    cmd += ["--checks", "all", "--max-examples", str(EXAMPLES), "--seed", str(SEED)]
+    cmd += ["--no-color", "--request-timeout", "60", *selection]
+    env = dict(os.environ, SCHEMATHESIS_HOOKS="", NO_COLOR="1")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.mark.skipif(not Path(ST).exists(), reason="schemathesis (the dev extra) not installed")
+def test_schemathesis_finds_no_failure(contract_server, deployment, tmp_path):
+    url, keys = contract_server.url, deployment["keys"]
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(CONFIG, encoding="utf-8")
+    reads = _fuzz(url, keys["bob"], config, "--exclude-path", "/v1/forget")
+    assert reads.returncode == 0, reads.stdout[-6000:] + reads.stderr[-2000:]
+    forget = _fuzz(url, keys["carol_admin"], config, "--include-path", "/v1/forget")
+    assert forget.returncode == 0, forget.stdout[-6000:] + forget.stderr[-2000:]
+
+
+def test_every_status_is_documented_with_one_error_body(contract_server):
+    spec = httpx.get(f"{contract_server.url}/openapi.json").json()
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            codes = set(op["responses"])
+            assert {"200", "401", "413", "422", "429", "503", "504"} <= codes, (path, method)
+            for code, answer in op["responses"].items():
+                ref = answer["content"]["application/json"]["schema"]
+                if code == "200":
+                    assert ref["$ref"].endswith("Response"), (path, code)
+                else:
+                    assert ref == {"$ref": "#/components/schemas/Error"}, (path, code)
+    assert "423" in spec["paths"]["/v1/forget"]["post"]["responses"]
+
+
+def test_a_422_lists_the_fields_without_the_values(contract_server, deployment):
+    r = httpx.post(
+        f"{contract_server.url}/v1/search",
+        json={"query": "secret words here", "k": 0, "owner": "alice"},
+        headers=h(deployment["keys"]["bob"]),
+    )
+    assert r.status_code == 422
+    body = r.json()
+    assert isinstance(body["detail"], str) and "secret words" not in r.text
+    assert {tuple(e["loc"]) for e in body["errors"]} == {("body", "k"), ("body", "owner")}
