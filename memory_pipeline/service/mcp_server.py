@@ -26,6 +26,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
 from memory_pipeline.core.common.lock import LockBusy
+from memory_pipeline.core.context.packs import STRATEGIES
 from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
 from memory_pipeline.service import DEFAULT_THREADS
 from memory_pipeline.service.guards import Gate, Overloaded
@@ -70,8 +71,10 @@ Recent = Annotated[
     ),
 ]
 Format = Literal["text", "json"]
+Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
 HIGHLIGHTS_PER_HIT = 3  # lines of a hit in the compact text
-LINE_CHARS = 280  # characters of one line in the compact text
+LINE_CHARS = 240  # characters of one line's text in the compact text
+ID_CHARS = 64  # characters of an id, a sender or a citation there (k = 5: < 2,000 tokens)
 
 
 def _owner(ctx: Any, fixed: str | None) -> str:
@@ -87,7 +90,11 @@ def _owner(ctx: Any, fixed: str | None) -> str:
 
 
 def _key_id(ctx: Any) -> str | None:
-    request = getattr(getattr(ctx, "request_context", None), "request", None)
+    """The key the HTTP app verified (its rate bucket pays for the call); None over stdio."""
+    try:
+        request = getattr(getattr(ctx, "request_context", None), "request", None)
+    except ValueError:  # a call outside a request (the SDK's direct call_tool)
+        return None
     return request.scope.get("memory_pipeline.key_id") if request is not None else None
 
 
@@ -134,9 +141,13 @@ def _day(value: Any) -> str:
     return str(value or "")[:10]
 
 
-def _line(text: Any) -> str:
+def _line(text: Any, limit: int = LINE_CHARS) -> str:
     flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= LINE_CHARS else flat[: LINE_CHARS - 1] + "…"
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _id(value: Any) -> str:
+    return _line(value, ID_CHARS)
 
 
 def compact_search(result: dict) -> str:
@@ -151,14 +162,16 @@ def compact_search(result: dict) -> str:
         if _day(hit.get("end")) not in ("", span):
             span += f"..{_day(hit.get('end'))}"
         head = (
-            f"[{hit.get('rank')}] {span} with {hit.get('contact_id')} "
-            f"(conversation {hit.get('conversation_id')}, session {hit.get('session_id')})"
+            f"[{hit.get('rank')}] {span} with {_id(hit.get('contact_id'))} "
+            f"(conversation {_id(hit.get('conversation_id'))}, "
+            f"session {_id(hit.get('session_id'))})"
         )
         lines = [head]
         for h in (hit.get("highlights") or [])[:HIGHLIGHTS_PER_HIT]:
             when = str(h.get("local_ts") or "")[:16].replace("T", " ")
-            cite = f" [{h['source_ref']}]" if h.get("source_ref") else ""
-            lines.append(f"  {when} {h.get('sender') or '?'}: {_line(h.get('text'))}{cite}")
+            cite = f" [{_id(h['source_ref'])}]" if h.get("source_ref") else ""
+            who = _id(h.get("sender") or "?")
+            lines.append(f"  {when} {who}: {_line(h.get('text'))}{cite}")
         blocks.append("\n".join(lines))
     notes = "answerable" if result.get("answerable") else "may not hold the answer"
     return "\n\n".join(blocks) + f"\n\n(index {result.get('index_version')}; {notes})"
@@ -172,8 +185,8 @@ def compact_memories(result: dict) -> str:
     for m in rows:
         since = _day(m.get("valid_from") or m.get("local_date"))
         lines.append(
-            f"- {since} {m.get('contact_id') or ''} [{m.get('kind') or 'fact'}] "
-            f"{_line(m.get('text'))} (session {m.get('session_id')})"
+            f"- {since} {_id(m.get('contact_id') or '')} [{_id(m.get('kind') or 'fact')}] "
+            f"{_line(m.get('text'))} (session {_id(m.get('session_id'))})"
         )
     return "\n".join(lines) + f"\n(index {result.get('index_version')})"
 
@@ -243,11 +256,14 @@ def build_mcp(service: MemoryService, owner: str | None = None, gate: Gate | Non
         question: Query,
         ctx: Context,
         budget: Annotated[int, Field(ge=0, le=MAX_BUDGET)] = DEFAULT_BUDGET,
+        strategy: Strategy = "split",
         contact: Id | None = None,
         as_of: AsOf = None,
         k_memories: Annotated[int, Field(ge=1, le=MAX_K_MEMORIES)] = DEFAULT_K_MEMORIES,
         preset: Preset | None = None,
         recent: Recent = None,
+        escalate: bool = False,
+        sources: bool = False,
         format: Format = "text",
     ) -> CallToolResult:
         """The best first call to answer a question about the user's past ("when is the
@@ -261,11 +277,14 @@ def build_mcp(service: MemoryService, owner: str | None = None, gate: Gate | Non
                 who,
                 question,
                 budget,
+                strategy=strategy,
                 contact=contact,
                 as_of=as_of,
                 k_memories=k_memories,
                 preset=preset,
                 recent=_recent(recent),
+                escalate=escalate,
+                sources=sources,
             )
             if format == "json":
                 return _dumps(pack)

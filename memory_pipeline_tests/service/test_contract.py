@@ -89,3 +89,62 @@ def test_a_422_lists_the_fields_without_the_values(contract_server, deployment):
     body = r.json()
     assert isinstance(body["detail"], str) and "secret words" not in r.text
     assert {tuple(e["loc"]) for e in body["errors"]} == {("body", "k"), ("body", "owner")}
+
+
+# -- one contract for both doors -------------------------------------------------------------------
+def _tools(service: MemoryService, owner: str | None = None):
+    import asyncio
+
+    from memory_pipeline.service.mcp_server import build_mcp
+
+    mcp = build_mcp(service, owner)
+    return mcp, {t.name: t for t in asyncio.run(mcp.list_tools())}
+
+
+def test_mcp_tools_take_the_http_parameters_bounds_and_defaults(service):
+    from memory_pipeline.service.models import ContextRequest, SearchRequest
+
+    _, tools = _tools(service)
+    for tool, model, renamed in (
+        ("search", SearchRequest, {}),
+        ("context", ContextRequest, {"query": "question"}),
+    ):
+        http = model.model_json_schema()["properties"]
+        mcp = tools[tool].input_schema["properties"]
+        for name, spec in http.items():
+            mine = mcp[renamed.get(name, name)]
+            assert mine.get("default") == spec.get("default"), (tool, name)
+            for bound in ("maximum", "minimum", "maxLength", "minLength"):
+                flat = [spec, *spec.get("anyOf", [])]
+                want = next((s[bound] for s in flat if bound in s), None)
+                got = next((s[bound] for s in [mine, *mine.get("anyOf", [])] if bound in s), None)
+                assert got == want, (tool, name, bound)
+        assert mcp["format"]["default"] == "text"
+
+
+def test_mcp_search_is_compact_text_with_date_speaker_and_citation(service, deployment):
+    import asyncio
+
+    from memory_pipeline.service.mcp_server import compact_search
+
+    mcp, _ = _tools(service, owner="bob")
+    out = asyncio.run(mcp.call_tool("search", {"query": "Kyoto trip hotel", "k": 5}))
+    text = out.content[0].text
+    assert not out.is_error and text.startswith("[1] 2024-03-0")
+    assert "Maria:" in text or "Bob:" in text  # the speaker of each line
+    assert "(conversation " in text and "[" in text.splitlines()[1]  # its citation
+    full = asyncio.run(
+        mcp.call_tool("search", {"query": "Kyoto trip hotel", "k": 5, "format": "json"})
+    )
+    assert len(text) < len(full.content[0].text) / 3
+    # however long the hits' texts: a bounded size (~4 characters a token)
+    hit = {
+        "rank": 1, "start": "2024-03-01T10:00", "end": "2024-03-02T10:00",
+        "contact_id": "c" * 200, "conversation_id": "v" * 200, "session_id": "s" * 80,
+        "highlights": [
+            {"local_ts": "2024-03-01T10:00", "sender": "x" * 200, "text": "word " * 5000,
+             "source_ref": "r" * 120}
+        ] * 20,
+    }  # fmt: skip
+    text = compact_search({"chunks": [hit] * 5, "index_version": "v"})
+    assert len(text) / 4 <= 2000, len(text)

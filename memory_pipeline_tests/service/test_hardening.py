@@ -10,8 +10,6 @@ import logging
 import os
 import socket
 import stat
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -230,27 +228,26 @@ def test_no_contact_or_query_reaches_the_logs(guarded, deployment, caplog):
 
 
 # -- 7: no key in argv ----------------------------------------------------------------------------
-def test_mcp_refuses_a_key_in_argv_and_reads_it_from_env_or_file(deployment, tmp_path):
-    base = [sys.executable, "-m", "memory_pipeline.cli", "--config", str(deployment["config"])]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    env.pop("MEMORY_PIPELINE_KEY", None)
+def test_mcp_refuses_a_key_in_argv_and_reads_it_from_env_or_file(
+    deployment, tmp_path, capsys, monkeypatch
+):
+    from memory_pipeline.cli import main
+
+    base = ["--config", str(deployment["config"]), "mcp"]
+    monkeypatch.delenv("MEMORY_PIPELINE_KEY", raising=False)
     key = deployment["keys"]["bob"]
-    p = subprocess.run(
-        [*base, "mcp", "--key", key], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert p.returncode == 2 and key not in p.stderr
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and "MEMORY_PIPELINE_KEY" in lines[0], p.stderr
+    assert main([*base, "--key", key]) == 2
+    err = capsys.readouterr().err
+    assert key not in err and len(err.strip().splitlines()) == 1
+    assert "MEMORY_PIPELINE_KEY" in err and "--key-file" in err
     wrong = tmp_path / "wrong.key"
     wrong.write_text("mpk_not_a_key\n", encoding="utf-8")
-    p = subprocess.run(
-        [*base, "mcp", "--key-file", str(wrong)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert p.returncode == 2 and p.stderr.strip() == "error: unknown or revoked key"
+    assert main([*base, "--key-file", str(wrong)]) == 2
+    assert capsys.readouterr().err.strip() == "error: unknown or revoked key"
+    monkeypatch.setenv("MEMORY_PIPELINE_KEY", "mpk_not_a_key_either")
+    assert main(base) == 2
+    assert capsys.readouterr().err.strip() == "error: unknown or revoked key"
+    # (a valid key from the environment serves its owner: test_service's stdio test)
 
 
 # -- near misses ---------------------------------------------------------------------------
