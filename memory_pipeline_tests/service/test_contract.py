@@ -148,3 +148,27 @@ def test_mcp_search_is_compact_text_with_date_speaker_and_citation(service, depl
     }  # fmt: skip
     text = compact_search({"chunks": [hit] * 5, "index_version": "v"})
     assert len(text) / 4 <= 2000, len(text)
+
+
+# -- the typed client ----------------------------------------------------------------------------
+def test_the_typed_client_returns_the_api_models(contract_server, deployment):
+    from memory_pipeline.client import MemoryClient, SearchResponse, ServiceError
+    from memory_pipeline_tests.defs.test_owners_pipeline import SECRET
+
+    with MemoryClient(contract_server.url, deployment["keys"]["bob"]) as memory:
+        hits = memory.search(f"locker code word {SECRET['bob']}", k=3)
+        assert isinstance(hits, SearchResponse) and hits.chunks
+        assert any(SECRET["bob"] in (h.text or "") for c in hits.chunks for h in c.highlights)
+        assert memory.health().index_version == hits.index_version
+        assert memory.context("When is the Kyoto trip?", budget=2000).utf16 <= 2000
+        assert memory.memories(limit=3).count <= 3
+        assert memory.dossier("Maria").markdown.startswith("# Dossier")
+        with pytest.raises(ServiceError) as err:
+            memory.dossier("Nobody")
+        assert err.value.status == 404
+        with pytest.raises(ServiceError) as err:
+            memory.search("x", k=0)
+        assert err.value.status == 422 and err.value.errors[0]["loc"] == ["body", "k"]
+        with pytest.raises(ServiceError) as err:
+            memory.forget("Maria")
+        assert err.value.status == 403
