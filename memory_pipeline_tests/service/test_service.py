@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -462,18 +463,47 @@ def test_mcp_over_streamable_http_with_the_keys(server, deployment):
     assert r.status_code == 401
 
 
-def test_mcp_over_stdio(deployment):
+def _documented_mcp_configs() -> list[dict]:
+    """The MCP client configurations docs/service.md shows (its ```json blocks)."""
+    from memory_pipeline_tests.paths import ROOT
+
+    text = (ROOT / "docs" / "service.md").read_text(encoding="utf-8")
+    section = text[text.index("## MCP\n") : text.index("## Guarantees")]
+    blocks = re.findall(r"^```json\n(.*?)^```\n", section, re.S | re.M)
+    servers = []
+    for block in blocks:
+        data = json.loads(block)
+        servers += (data.get("mcpServers") or data.get("servers")).values()
+    return servers
+
+
+def test_the_documented_mcp_configurations_answer(server, deployment):
+    """Each configuration of docs/service.md, with the test deployment's paths and key,
+    started by the MCP SDK's own clients: stdio (the command, its args, the key in the
+    environment) and streamable HTTP (the URL and its header)."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
+    configs = _documented_mcp_configs()
+    assert len(configs) >= 3
+    key = deployment["keys"]["alice"]
+    stdio = {json.dumps([c["command"], c["args"]]) for c in configs if "command" in c}
+    assert len(stdio) == 1  # every desktop client starts the same command
+    (command, args), = [json.loads(x) for x in stdio]
+    assert command.endswith("/memory-pipeline") and args[-1] == "mcp"
+    args = [str(deployment["config"]) if a.endswith(".toml") else a for a in args]
+    for c in configs:
+        if "command" in c:
+            assert set(c["env"]) == {"MEMORY_PIPELINE_KEY"}  # the key, never in args
     params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "memory_pipeline.cli", "--config", str(deployment["config"]), "mcp"],
-        env={
-            "PYTHONPATH": os.pathsep.join(sys.path),
-            "MEMORY_PIPELINE_KEY": deployment["keys"]["alice"],
-        },
+        command=sys.executable,  # the documented command, as this interpreter runs it
+        args=["-m", "memory_pipeline.cli", *args],
+        env={"PYTHONPATH": os.pathsep.join(sys.path), "MEMORY_PIPELINE_KEY": key},
     )
+    (http,) = [c for c in configs if "url" in c]
+    assert http["url"].endswith("/mcp") and http["headers"]["Authorization"].startswith("Bearer")
 
     async def go() -> None:
         async with Client(params) as client:
@@ -483,6 +513,11 @@ def test_mcp_over_stdio(deployment):
                 "search", {"query": SECRET["bob"], "k": 50, "format": "json"}
             )
             assert SECRET["bob"] not in _served(r.content[0].text)
+        client_http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+        url = http["url"].replace("http://127.0.0.1:8700", server.url)
+        async with client_http, Client(streamable_http_client(url, http_client=client_http)) as c:
+            r = await c.call_tool("search", {"query": f"code word {SECRET['alice']}"})
+            assert SECRET["alice"] in r.content[0].text
 
     asyncio.run(asyncio.wait_for(go(), 120))
 
