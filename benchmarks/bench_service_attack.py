@@ -231,8 +231,12 @@ def main() -> None:
     ap.add_argument("--slow", type=int, default=200, help="slow-header connections")
     ap.add_argument("--streams", type=int, default=100, help="event-stream clients")
     ap.add_argument("--crafted-clients", type=int, default=8)
+    ap.add_argument("--no-costs", dest="costs", action="store_false", help="skip part 1")
     ap.add_argument("--out", default="benchmarks/results/service.md")
     ap.add_argument("--label", default="under attack")
+    ap.add_argument(
+        "--serve-arg", action="append", default=[], help="an extra `serve` flag (repeat)"
+    )
     args = ap.parse_args()
     load_before = _loadavg()
 
@@ -240,7 +244,7 @@ def main() -> None:
     from memory_pipeline.service.keys import KeyStore
 
     cfg = load_config(args.config)
-    cost_rows, median, worst = costs(cfg, args.config, args.victim)
+    cost_rows, median, worst = costs(cfg, args.config, args.victim) if args.costs else ([], 1, 0)
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_attack_"))
     keys = KeyStore(tmp / "keys.json")
@@ -249,7 +253,7 @@ def main() -> None:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "memory_pipeline.cli", "--config", args.config, "serve"]
-    cmd += ["--port", str(port), "--keys", str(keys.path)]
+    cmd += ["--port", str(port), "--keys", str(keys.path), *args.serve_arg]
     log = tmp / "server.log"
     with open(log, "wb") as sink:
         server = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)
@@ -304,7 +308,9 @@ def main() -> None:
         f"`python benchmarks/bench_service_attack.py --config CONFIG --victim {args.victim} "
         f"--attacker {args.attacker} --seconds {args.seconds:g}`; {os.cpu_count()} cores shared "
         f"with other jobs (load average before {load_before}, after {_loadavg()}); "
-        f"`memory-pipeline serve` with its defaults (1 worker).",
+        f"`memory-pipeline serve` with its defaults (1 worker)"
+        + (f" and `{' '.join(args.serve_arg)}`" if args.serve_arg else "")
+        + ".",
         "",
         "Cost of one request, the server's call in process (CPU time, least of 3):",
         "",

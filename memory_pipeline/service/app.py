@@ -73,6 +73,7 @@ errors_log = logging.getLogger("memory_pipeline.service.errors")
 
 OWNER_SCOPE_KEY = "memory_pipeline.owner"  # ASGI scope entry /mcp reads the owner from
 KEY_SCOPE_KEY = "memory_pipeline.key_id"
+RECORD_SCOPE_KEY = "memory_pipeline.key"  # the verified KeyRecord (RateGate)
 LOG_FORMAT = "%(asctime)s %(process)d %(name)s %(message)s"
 
 
@@ -87,6 +88,7 @@ class ServiceSettings:
     burst: int = 40  # requests a key may send at once
     timeout: float = 30.0  # seconds per request (forget excepted: it rebuilds)
     threads: int = DEFAULT_THREADS  # searches running at once per worker process
+    key_threads: int = 1  # of those, at most this many for one key (the others queue)
     processes: int = 1  # uvicorn worker processes, each with its own loaded index
     cors_origins: list[str] = field(default_factory=list)  # empty: CORS off
     mcp: bool = True
@@ -98,7 +100,7 @@ class ServiceSettings:
     stream_idle: float = 60.0  # seconds an event stream may stay silent before it is closed
     # CPU seconds one request's token pays for: a request using n times this spends n
     # tokens of its key's bucket (a normal search uses ~0.01-0.04 s)
-    cpu_unit: float = 0.05
+    cpu_unit: float = 0.02
     forget_wait: float = 5.0  # seconds forget waits for the writer lock, then 423
 
     @property
@@ -150,9 +152,11 @@ class ServiceState:
     streams: StreamLimiter
 
     def authorize(self, request: Request, scope: str) -> KeyRecord:
-        """The request's key record, allowed ``scope`` and within its rate; else the
-        HTTPException of the first check that fails."""
-        record = self.keys.verify(_bearer(request.headers))
+        """The request's key record, allowed ``scope`` (its rate was checked before the
+        request reached the routes: :class:`RateGate`); else 401 / 403."""
+        record = request.scope.get(RECORD_SCOPE_KEY) or self.keys.verify(
+            _bearer(request.headers)
+        )
         if record is None:
             raise HTTPException(
                 401, "missing, unknown or revoked key", {"WWW-Authenticate": "Bearer"}
@@ -160,13 +164,7 @@ class ServiceState:
         request.scope[KEY_SCOPE_KEY] = record.key_id
         if not record.allows(scope):
             raise HTTPException(403, f"this key lacks the {scope!r} scope")
-        self.limit(record.key_id)
         return record
-
-    def limit(self, bucket_key: str) -> None:
-        wait = self.bucket.take(bucket_key)
-        if wait > 0:
-            raise HTTPException(429, "rate limit exceeded", {"Retry-After": retry_after(wait)})
 
     async def run(self, request: Request, fn: Callable[[], Any], timeout: float | None = None):
         """``fn`` through the gate, charged to the request's key."""
@@ -290,6 +288,42 @@ def route_template(scope: dict) -> str:
 _STATIC_PATHS = frozenset({"/mcp", "/openapi.json", "/docs", "/redoc", "/v1/health"})
 
 
+class RateGate:
+    """The key and its rate, before any routing: a request over its key's rate (or, for a
+    key-less health check, its address's) is refused here with 429, so a client flooding
+    past its limit costs a hash and a dict lookup per request, not a trip through the
+    framework. The verified key rides along in the scope for the routes."""
+
+    def __init__(self, app: Any, keys: KeyStore, bucket: TokenBucket) -> None:
+        self.app, self.keys, self.bucket = app, keys, bucket
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        token = None
+        for name, value in scope.get("headers") or ():
+            if name == b"authorization":
+                token = _bearer({"authorization": value.decode("latin-1")})
+                break
+        record = self.keys.verify(token)
+        if record is not None:
+            scope[RECORD_SCOPE_KEY] = record
+            scope[KEY_SCOPE_KEY] = record.key_id
+            bucket_key: str | None = record.key_id
+        elif scope.get("path") == "/v1/health":
+            client = scope.get("client")
+            bucket_key = f"addr:{client[0] if client else '-'}"
+        else:
+            bucket_key = None  # no key: 401 from the route, before any work
+        if bucket_key is not None:
+            wait = self.bucket.take(bucket_key)
+            if wait > 0:
+                await _plain(send, 429, "rate limit exceeded", {"Retry-After": retry_after(wait)})
+                return
+        await self.app(scope, receive, send)
+
+
 async def _plain(send: Callable, code: int, detail: str, headers: dict | None = None) -> None:
     body = json.dumps({"detail": detail}).encode()
     extra = [(k.lower().encode(), str(v).encode()) for k, v in (headers or {}).items()]
@@ -316,7 +350,9 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
     """The ASGI app: FastAPI for ``/v1`` and the schema, ``/mcp`` beside it."""
     one_blas_thread()
     bucket = TokenBucket(settings.rate, settings.burst)
-    gate = Gate(settings.threads, settings.timeout, bucket, settings.cpu_unit)
+    gate = Gate(
+        settings.threads, settings.timeout, bucket, settings.cpu_unit, settings.key_threads
+    )
     state = ServiceState(
         service, keys, settings, bucket, gate,
         StreamLimiter(settings.streams_per_key, settings.stream_idle),
@@ -376,7 +412,7 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
     # another router joins here, one line each: app.include_router(module.router)
     if mcp is not None:
         _mount_mcp(app, state, mcp)
-    return Guard(app, settings.max_body)
+    return Guard(RateGate(app, keys, bucket), settings.max_body)
 
 
 def _error_handlers(app: FastAPI) -> None:
@@ -444,13 +480,7 @@ def memory_router() -> Any:
         """Liveness; no key needed. With a valid key: the version served to its owner.
         Rate limited like the rest: per key, or per client address without one."""
         state: ServiceState = request.app.state.memory
-        record = state.keys.verify(_bearer(request.headers))
-        if record is not None:
-            request.scope[KEY_SCOPE_KEY] = record.key_id
-            state.limit(record.key_id)
-        else:
-            client = request.client.host if request.client else "-"
-            state.limit(f"addr:{client}")
+        record = request.scope.get(RECORD_SCOPE_KEY)  # rate checked by RateGate
         out: dict[str, Any] = {"status": "ok"}
         service = state.service
         if record is not None:
@@ -591,17 +621,11 @@ def _mount_mcp(app: FastAPI, state: ServiceState, mcp: Any) -> None:
     session_app = mcp.session_manager.asgi_app
 
     async def mcp_endpoint(scope: dict, receive: Callable, send: Callable) -> None:
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        record = state.keys.verify(_bearer(headers))
+        record = scope.get(RECORD_SCOPE_KEY)  # verified and rate checked by RateGate
         if record is None:
             await _plain(
                 send, 401, "missing, unknown or revoked key", {"WWW-Authenticate": "Bearer"}
             )
-            return
-        scope[KEY_SCOPE_KEY] = record.key_id
-        wait = state.bucket.take(record.key_id)
-        if wait > 0:
-            await _plain(send, 429, "rate limit exceeded", {"Retry-After": retry_after(wait)})
             return
         scope[OWNER_SCOPE_KEY] = record.owner
         if scope.get("method") != "GET":

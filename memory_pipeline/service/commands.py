@@ -68,6 +68,12 @@ def add_commands(sub: Any) -> None:
     sv.set_defaults(func=cmd_serve)
 
     sv.add_argument(
+        "--key-threads",
+        type=_positive(int),
+        default=1,
+        help="of those, at most this many for one key; its other requests queue (default 1)",
+    )
+    sv.add_argument(
         "--header-timeout",
         type=_positive(float),
         default=10.0,
@@ -200,6 +206,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         mcp=not args.no_mcp,
         processes=args.workers,
         threads=args.threads,
+        key_threads=args.key_threads,
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
         max_connections=args.max_connections,

@@ -14,6 +14,7 @@ pending longest is closed to make room (a slow client gives way, a new one gets 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import resource
 import threading
@@ -184,14 +185,27 @@ class Overloaded(Exception):
 
 class Gate:
     """The one way a request's work runs, for HTTP and MCP alike: at most ``threads`` at
-    once per process, within ``timeout`` seconds, and its CPU time charged to the key's
-    rate bucket (a request costing ``n`` times ``cpu_unit`` seconds of CPU spends ``n``
-    tokens: a key sending costly requests meets 429 sooner, at the same CPU rate as one
-    sending cheap ones)."""
+    once per process and ``per_key`` of them for one key (a key flooding the server queues
+    behind itself, not in front of other keys), within ``timeout`` seconds, and its CPU
+    time charged to the key's rate bucket (a request costing ``n`` times ``cpu_unit``
+    seconds of CPU spends ``n`` tokens: a key sending costly requests meets 429 sooner, at
+    the same CPU rate as one sending cheap ones)."""
 
-    def __init__(self, threads: int, timeout: float, bucket: Any, cpu_unit: float) -> None:
+    def __init__(
+        self, threads: int, timeout: float, bucket: Any, cpu_unit: float, per_key: int = 0
+    ) -> None:
         self.limiter = anyio.CapacityLimiter(threads)
         self.timeout, self.bucket, self.cpu_unit = timeout, bucket, cpu_unit
+        self.per_key = per_key
+        self._keys: dict[str, anyio.CapacityLimiter] = {}
+
+    def _key_limiter(self, key_id: str | None) -> Any:
+        if key_id is None or self.per_key <= 0:
+            return contextlib.nullcontext()
+        found = self._keys.get(key_id)
+        if found is None:
+            found = self._keys[key_id] = anyio.CapacityLimiter(self.per_key)
+        return found
 
     async def run(
         self,
@@ -218,7 +232,7 @@ class Gate:
                         self.bucket.charge(key_id, extra)
 
         async def call() -> Any:
-            async with self.limiter:
+            async with self._key_limiter(key_id), self.limiter:
                 if disconnected is not None and await disconnected():
                     return None
                 return await anyio.to_thread.run_sync(timed, abandon_on_cancel=True)
@@ -230,14 +244,21 @@ class Gate:
             raise Overloaded("the request took too long") from None
 
 
+GIL_SWITCH = 0.001  # seconds a thread holds the GIL while another waits (Python: 0.005)
+
+
 def one_blas_thread() -> None:
     """One BLAS thread for the process (a server's parallelism is its request threads and
     worker processes). OpenBLAS's own threads spin while they wait for work: on the query
     encoders' small matrices they cost 2-6x the CPU of the work itself, and a long query
-    paid that most (benchmarks/results/service.md)."""
+    paid that most (benchmarks/results/service.md). And a shorter GIL switch interval: a
+    short request waiting behind a long one gets its turn after 1 ms, not 5."""
+    import sys
+
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1)
+    sys.setswitchinterval(GIL_SWITCH)
 
 
 def retry_after(wait: float) -> str:
