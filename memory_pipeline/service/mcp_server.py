@@ -207,7 +207,8 @@ def build_mcp(service: MemoryService, owner: str | None = None, gate: Gate | Non
     gate = gate or Gate(DEFAULT_THREADS, 30.0, None, 0.0)
     mcp = MCPServer("memory-pipeline", instructions=INSTRUCTIONS, log_level="WARNING")
 
-    async def call(tool: str, ctx: Any, work: Callable[[str], Any]) -> CallToolResult:
+    async def call(ctx: Any, work: Callable[[str], Any]) -> CallToolResult:
+        tool = work.__qualname__.split(".<locals>.")[-2]  # the tool whose work this is
         try:
             who = _owner(ctx, owner)
             return _ok(await gate.run(lambda: work(who), key_id=_key_id(ctx)))
@@ -249,7 +250,7 @@ def build_mcp(service: MemoryService, owner: str | None = None, gate: Gate | Non
             )
             return _dumps(result) if format == "json" else compact_search(result)
 
-        return await call("search", ctx, work)
+        return await call(ctx, work)
 
     @mcp.tool()
     async def context(
@@ -290,7 +291,7 @@ def build_mcp(service: MemoryService, owner: str | None = None, gate: Gate | Non
                 return _dumps(pack)
             return pack["text"] or "(nothing in the memory matches this question)"
 
-        return await call("context", ctx, work)
+        return await call(ctx, work)
 
     @mcp.tool()
     async def memories(
@@ -313,14 +314,17 @@ def build_mcp(service: MemoryService, owner: str | None = None, gate: Gate | Non
             )
             return _dumps(result) if format == "json" else compact_memories(result)
 
-        return await call("memories", ctx, work)
+        return await call(ctx, work)
 
     @mcp.tool()
     async def dossier(contact: Id, ctx: Context) -> CallToolResult:
         """A one-page Markdown profile of one contact: who they are, open plans, recent
         timeline and how you usually talk, with citations. Use it before writing to or
         about that contact. `contact` is the contact id as `search` results show it."""
-        return await call("dossier", ctx, lambda who: service.dossier(who, contact)["markdown"])
+        def work(who: str) -> str:
+            return service.dossier(who, contact)["markdown"]
+
+        return await call(ctx, work)
 
     return mcp
 
