@@ -289,8 +289,9 @@ _STATIC_PATHS = frozenset({"/mcp", "/openapi.json", "/docs", "/redoc", "/v1/heal
 
 
 class RateGate:
-    """The key and its rate, before any routing: a request over its key's rate (or, for a
-    key-less health check, its address's) is refused here with 429, so a client flooding
+    """The key and its rate, before any routing: a request over its key's rate (or, without
+    a valid key, its client address's: health checks, the schema, failed keys) is refused
+    here with 429, so a client flooding
     past its limit costs a hash and a dict lookup per request, not a trip through the
     framework. The verified key rides along in the scope for the routes."""
 
@@ -310,17 +311,14 @@ class RateGate:
         if record is not None:
             scope[RECORD_SCOPE_KEY] = record
             scope[KEY_SCOPE_KEY] = record.key_id
-            bucket_key: str | None = record.key_id
-        elif scope.get("path") == "/v1/health":
+            bucket_key = record.key_id
+        else:  # no valid key (health, the schema, or a 401 to come): per client address
             client = scope.get("client")
             bucket_key = f"addr:{client[0] if client else '-'}"
-        else:
-            bucket_key = None  # no key: 401 from the route, before any work
-        if bucket_key is not None:
-            wait = self.bucket.take(bucket_key)
-            if wait > 0:
-                await _plain(send, 429, "rate limit exceeded", {"Retry-After": retry_after(wait)})
-                return
+        wait = self.bucket.take(bucket_key)
+        if wait > 0:
+            await _plain(send, 429, "rate limit exceeded", {"Retry-After": retry_after(wait)})
+            return
         await self.app(scope, receive, send)
 
 

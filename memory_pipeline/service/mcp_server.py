@@ -64,7 +64,7 @@ Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY, pattern=r"\S")]
 Id = Annotated[str, Field(min_length=1, max_length=MAX_ID)]
 AsOf = Annotated[ISODate | None, Field(description="ISO date or date-time: 'now' for the query")]
 Recent = Annotated[
-    list[Annotated[str, Field(max_length=MAX_QUERY)] | RecentMessage] | None,
+    list[Query | RecentMessage] | None,
     Field(
         max_length=MAX_RECENT,
         description=f"the conversation so far (at most {MAX_RECENT_CHARS} characters in all)",

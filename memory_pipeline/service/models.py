@@ -93,13 +93,13 @@ class _Strict(BaseModel):
 
 
 class RecentMessage(_Strict):
-    text: Annotated[StrictStr, Field(max_length=MAX_QUERY)]
+    text: Text
     sender: Annotated[StrictStr, Field(max_length=MAX_ID)] | None = None
     time: AsOf | None = None
 
 
 Recent = Annotated[
-    list[Annotated[StrictStr, Field(max_length=MAX_QUERY)] | RecentMessage],
+    list[Text | RecentMessage],
     Field(max_length=MAX_RECENT),
 ]
 
