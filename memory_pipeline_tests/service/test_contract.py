@@ -50,7 +50,10 @@ def _fuzz(url: str, key: str, config: Path, *selection: str) -> subprocess.Compl
     cmd += ["--checks", "all", "--max-examples", str(EXAMPLES), "--seed", str(SEED)]
     cmd += ["--no-color", "--request-timeout", "60", *selection]
     env = dict(os.environ, SCHEMATHESIS_HOOKS="", NO_COLOR="1")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    # in the config's folder: schemathesis keeps its cache beside where it runs
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, env=env, cwd=config.parent
+    )
 
 
 @pytest.mark.skipif(not Path(ST).exists(), reason="schemathesis (the dev extra) not installed")
