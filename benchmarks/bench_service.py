@@ -276,6 +276,9 @@ def _serve(args: argparse.Namespace, keys, key: str, owner_dir: Path, workers: i
     cmd = [sys.executable, "-m", "memory_pipeline.cli", "--config", args.config, "serve"]
     cmd += ["--port", str(port), "--keys", str(keys.path), "--rate", "100000"]
     cmd += ["--burst", "100000", "--workers", str(workers)]
+    # one key stands for all the clients here: let it use every thread (serve's default
+    # gives one key one thread, for fairness between keys; bench_service_attack.py)
+    cmd += ["--key-threads", str(args.threads or 8)]
     cmd += ["--threads", str(args.threads)] if args.threads else []
     log = Path(keys.path).with_name(f"server-{workers}.log")  # kept when a run fails
     with open(log, "wb") as sink:

@@ -419,6 +419,9 @@ def parse_config(
     if errors:
         raise ConfigError(f"invalid configuration in {origin}: " + "; ".join(errors))
     assert pipe.start is not None
+    fs.private_umask()  # before anything of this deployment is written
+    for folder in (pipe.output_dir, pipe.dossier_dir):
+        fs.make_private(folder)
     return PipelineConfig(
         owner=pipe.owner,
         timezone=pipe.timezone,

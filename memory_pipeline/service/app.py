@@ -1,48 +1,79 @@
 """The HTTP API (FastAPI on uvicorn): ``/v1/...`` endpoints, ``/mcp``, ``/openapi.json``.
 
-Hostile clients meet, in this order: the body limit (413, before the body is read), the
-key (401 missing/unknown/revoked, 403 lacking scope), the key's rate limit (429, a token
-bucket per key), request validation (422: types, query length, ``k`` and budget bounds,
-unknown fields such as an ``owner``), then a per-request timeout (504). The owner is the
-key's, never the body's. The access log records method, path (never the query string),
-status, duration and key id: no query or message text.
+Hostile clients meet, in this order: the connection's read deadlines and the connection
+cap (``guards.GuardedHttpProtocol``: headers within 10 s, the body within 30 s), the body
+limit (413, before the body is read), the key (401 missing/unknown/revoked, 403 lacking
+scope), the key's rate limit (429, a token bucket per key; health checks too), request
+validation (422: types, query and ``recent`` length, ``k`` and budget bounds, unknown
+fields such as an ``owner``), then the gate every request's work passes, HTTP and MCP
+alike (``guards.Gate``: the thread limit, the timeout (504), the CPU a request used
+charged to its key's bucket). The owner is the key's, never the body's. The access log
+records method, the route's template (``/v1/dossiers/{contact}``, never the path a client
+sent, nor a query string), status, duration and key id. Every error is one body
+(``models.Error``); ``/openapi.json`` lists every status a route can answer.
+
+Another router joins with one line in :func:`create_app` (``app.include_router(...)``);
+its handlers take the key with ``Depends(key_with_scope("..."))`` and run their work
+through ``request.app.state.memory.gate``.
 """
 
-# no `from __future__ import annotations`: FastAPI reads the handlers' annotations,
-# which name dependencies local to create_app
-import asyncio
+# no `from __future__ import annotations`: FastAPI reads the handlers' annotations
 import dataclasses
 import json
 import logging
-import math
 import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-import anyio
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel
 
-from memory_pipeline.core.context.packs import STRATEGIES
+from memory_pipeline.core.common.lock import LockBusy
 from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
 from memory_pipeline.service import DEFAULT_THREADS
+from memory_pipeline.service.guards import (
+    ConnectionLimits,
+    Gate,
+    Overloaded,
+    StreamLimiter,
+    configure,
+    one_blas_thread,
+    retry_after,
+)
 from memory_pipeline.service.keys import KeyRecord, KeyStore
 from memory_pipeline.service.loader import OwnerUnavailable
+from memory_pipeline.service.models import (
+    LOCKED,
+    MAX_ID,
+    MAX_LIMIT,
+    MAX_QUERY,
+    NOT_FOUND,
+    AsOf,
+    ContextRequest,
+    ContextResponse,
+    DossierResponse,
+    ForgetRequest,
+    ForgetResponse,
+    HealthResponse,
+    MemoriesResponse,
+    SearchRequest,
+    SearchResponse,
+    responses,
+)
 from memory_pipeline.service.operations import MemoryService
 
 log = logging.getLogger("memory_pipeline.service.access")
+errors_log = logging.getLogger("memory_pipeline.service.errors")
 
-MAX_QUERY = 2_000  # characters of a query / question
-MAX_K = 100
-MAX_BUDGET = 200_000  # UTF-16 units of a context pack
-MAX_ID = 256  # characters of a contact / conversation id
-MAX_RECENT = 50  # messages of `recent`
 OWNER_SCOPE_KEY = "memory_pipeline.owner"  # ASGI scope entry /mcp reads the owner from
+KEY_SCOPE_KEY = "memory_pipeline.key_id"
+RECORD_SCOPE_KEY = "memory_pipeline.key"  # the verified KeyRecord (RateGate)
 LOG_FORMAT = "%(asctime)s %(process)d %(name)s %(message)s"
 
 
@@ -57,88 +88,107 @@ class ServiceSettings:
     burst: int = 40  # requests a key may send at once
     timeout: float = 30.0  # seconds per request (forget excepted: it rebuilds)
     threads: int = DEFAULT_THREADS  # searches running at once per worker process
+    key_threads: int = 1  # of those, at most this many for one key (the others queue)
     processes: int = 1  # uvicorn worker processes, each with its own loaded index
     cors_origins: list[str] = field(default_factory=list)  # empty: CORS off
     mcp: bool = True
     warm: bool = True  # load the keyed owners' indexes at start, in the background
+    header_timeout: float = 10.0  # seconds for a request's headers to arrive whole
+    body_timeout: float = 30.0  # seconds for its body, once the headers are in
+    max_connections: int = 1000  # open connections per worker (capped by the file limit)
+    streams_per_key: int = 4  # open MCP event streams (GET /mcp) per key
+    stream_idle: float = 60.0  # seconds an event stream may stay silent before it is closed
+    # CPU seconds one request's token pays for: a request using n times this spends n
+    # tokens of its key's bucket (a normal search uses ~0.01-0.04 s)
+    cpu_unit: float = 0.02
+    forget_wait: float = 5.0  # seconds forget waits for the writer lock, then 423
+
+    @property
+    def connection_limits(self) -> ConnectionLimits:
+        return ConnectionLimits(self.header_timeout, self.body_timeout, self.max_connections)
 
 
 class TokenBucket:
-    """Per-key token buckets: ``rate`` tokens a second up to ``burst``; one per request."""
+    """Per-key token buckets: ``rate`` tokens a second up to ``burst``; one per request,
+    more for a request that used more CPU (:meth:`charge`)."""
 
     def __init__(self, rate: float, burst: int) -> None:
         self.rate, self.burst = rate, burst
         self._state: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
+    def _now(self, key: str, now: float) -> float:
+        tokens, last = self._state.get(key, (float(self.burst), now))
+        return min(float(self.burst), tokens + (now - last) * self.rate)
+
     def take(self, key: str) -> float:
         """0 when allowed, else the seconds until a token is free (Retry-After)."""
         now = time.monotonic()
         with self._lock:
-            tokens, last = self._state.get(key, (float(self.burst), now))
-            tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+            tokens = self._now(key, now)
             if tokens >= 1.0:
                 self._state[key] = (tokens - 1.0, now)
                 return 0.0
             self._state[key] = (tokens, now)
             return (1.0 - tokens) / self.rate if self.rate > 0 else 60.0
 
-
-# -- request models ---------------------------------------------------------------------------
-Text = Annotated[str, Field(min_length=1, max_length=MAX_QUERY)]
-Id = Annotated[str, Field(min_length=1, max_length=MAX_ID)]
-AsOf = Annotated[str, Field(max_length=40, description="ISO date or date-time")]
-
-
-class RecentMessage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    text: Annotated[str, Field(max_length=MAX_QUERY)]
-    sender: Annotated[str, Field(max_length=MAX_ID)] | None = None
-    time: AsOf | None = None
+    def charge(self, key: str, tokens: float) -> None:
+        """Spend ``tokens`` more (may go below zero: the key then waits them out)."""
+        now = time.monotonic()
+        with self._lock:
+            left = self._now(key, now) - tokens
+            self._state[key] = (max(left, -float(self.burst)), now)
 
 
-Recent = Annotated[
-    list[Annotated[str, Field(max_length=MAX_QUERY)] | RecentMessage],
-    Field(max_length=MAX_RECENT),
-]
+@dataclass
+class ServiceState:
+    """What every router of the app shares (``request.app.state.memory``)."""
+
+    service: MemoryService
+    keys: KeyStore
+    settings: ServiceSettings
+    bucket: TokenBucket
+    gate: Gate
+    streams: StreamLimiter
+
+    def authorize(self, request: Request, scope: str) -> KeyRecord:
+        """The request's key record, allowed ``scope`` (its rate was checked before the
+        request reached the routes: :class:`RateGate`); else 401 / 403."""
+        record = request.scope.get(RECORD_SCOPE_KEY) or self.keys.verify(
+            _bearer(request.headers)
+        )
+        if record is None:
+            raise HTTPException(
+                401, "missing, unknown or revoked key", {"WWW-Authenticate": "Bearer"}
+            )
+        request.scope[KEY_SCOPE_KEY] = record.key_id
+        if not record.allows(scope):
+            raise HTTPException(403, f"this key lacks the {scope!r} scope")
+        return record
+
+    async def run(self, request: Request, fn: Callable[[], Any], timeout: float | None = None):
+        """``fn`` through the gate, charged to the request's key."""
+        return await self.gate.run(
+            fn,
+            key_id=request.scope.get(KEY_SCOPE_KEY),
+            timeout=timeout,
+            disconnected=request.is_disconnected,
+        )
 
 
-class SearchRequest(BaseModel):
-    """A search of the key owner's memory (the owner is the key's: no owner field)."""
+def key_with_scope(scope: str) -> Callable[[Request], Awaitable[KeyRecord]]:
+    """A FastAPI dependency: the request's key, checked for ``scope`` and rate limited.
+    Async: a plain-def dependency would run in a worker thread, and under load every
+    thread hop waits for the GIL behind the searches (the check is a stat and a lookup)."""
 
-    model_config = ConfigDict(extra="forbid")
-    query: Text
-    k: Annotated[StrictInt, Field(ge=1, le=MAX_K)] = 5
-    contact: Id | None = None
-    conversation: Id | None = None
-    as_of: AsOf | None = None
-    mode: Literal["bm25", "dense", "hybrid"] | None = None
-    preset: Annotated[str, Field(max_length=64)] | None = None
-    recent: Recent | None = None
+    async def dependency(request: Request) -> KeyRecord:
+        return request.app.state.memory.authorize(request, scope)
+
+    return dependency
 
 
-class ContextRequest(BaseModel):
-    """A context pack for an LLM: memories, then their source conversations."""
-
-    model_config = ConfigDict(extra="forbid")
-    query: Text
-    budget: Annotated[StrictInt, Field(ge=0, le=MAX_BUDGET)] = 24_000
-    strategy: Literal[STRATEGIES] = "split"  # type: ignore[valid-type]
-    contact: Id | None = None
-    as_of: AsOf | None = None
-    k_memories: Annotated[StrictInt, Field(ge=1, le=50)] = 10
-    preset: Annotated[str, Field(max_length=64)] | None = None
-    recent: Recent | None = None
-    escalate: StrictBool = False
-    sources: StrictBool = False
-
-
-class ForgetRequest(BaseModel):
-    """Forget a contact of the key's owner; a dry run unless ``confirm`` is true."""
-
-    model_config = ConfigDict(extra="forbid")
-    contact: Id
-    confirm: StrictBool = False
+Reader = Annotated[KeyRecord, Depends(key_with_scope("read"))]
+Admin = Annotated[KeyRecord, Depends(key_with_scope("admin"))]
 
 
 def _recent(value: list | None) -> list | None:
@@ -158,12 +208,17 @@ def _iso(value: Any) -> str:
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
+def _error(code: int, detail: str, headers: dict | None = None, **extra: Any) -> JSONResponse:
+    return JSONResponse({"detail": detail, **extra}, code, headers=headers)
+
+
 # -- ASGI guards --------------------------------------------------------------------------------
 class Guard:
     """Outermost ASGI layer: the body size limit and the access log.
 
     The limit is checked on ``Content-Length`` before anything is read, and on the bytes
-    actually received (a chunked body cannot announce its size)."""
+    actually received (a chunked body cannot announce its size). The log names the route's
+    template, never the path sent: ``/v1/dossiers/{contact}``, not the contact."""
 
     def __init__(self, app: Any, max_body: int) -> None:
         self.app, self.max_body = app, max_body
@@ -210,15 +265,61 @@ class Guard:
             else:
                 await self.app(scope, receive, send_logged)
         finally:
-            # no query string, no body: the path and who asked
             log.info(
                 "%s %s %s %.1fms key=%s",
                 scope.get("method"),
-                scope.get("path"),
+                route_template(scope),
                 status["code"],
                 (time.perf_counter() - start) * 1000,
-                scope.get("memory_pipeline.key_id", "-"),
+                scope.get(KEY_SCOPE_KEY, "-"),
             )
+
+
+def route_template(scope: dict) -> str:
+    """The matched route's template (``/v1/dossiers/{contact}``); ``-`` for a path no route
+    matched (it is the client's text, which may be a name)."""
+    route = scope.get("route")
+    template = getattr(route, "path", None) or getattr(route, "path_format", None)
+    if template:
+        return template
+    return scope["path"] if scope.get("path") in _STATIC_PATHS else "-"
+
+
+_STATIC_PATHS = frozenset({"/mcp", "/openapi.json", "/docs", "/redoc", "/v1/health"})
+
+
+class RateGate:
+    """The key and its rate, before any routing: a request over its key's rate (or, without
+    a valid key, its client address's: health checks, the schema, failed keys) is refused
+    here with 429, so a client flooding
+    past its limit costs a hash and a dict lookup per request, not a trip through the
+    framework. The verified key rides along in the scope for the routes."""
+
+    def __init__(self, app: Any, keys: KeyStore, bucket: TokenBucket) -> None:
+        self.app, self.keys, self.bucket = app, keys, bucket
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        token = None
+        for name, value in scope.get("headers") or ():
+            if name == b"authorization":
+                token = _bearer({"authorization": value.decode("latin-1")})
+                break
+        record = self.keys.verify(token)
+        if record is not None:
+            scope[RECORD_SCOPE_KEY] = record
+            scope[KEY_SCOPE_KEY] = record.key_id
+            bucket_key = record.key_id
+        else:  # no valid key (health, the schema, or a 401 to come): per client address
+            client = scope.get("client")
+            bucket_key = f"addr:{client[0] if client else '-'}"
+        wait = self.bucket.take(bucket_key)
+        if wait > 0:
+            await _plain(send, 429, "rate limit exceeded", {"Retry-After": retry_after(wait)})
+            return
+        await self.app(scope, receive, send)
 
 
 async def _plain(send: Callable, code: int, detail: str, headers: dict | None = None) -> None:
@@ -234,10 +335,6 @@ async def _plain(send: Callable, code: int, detail: str, headers: dict | None = 
     await send({"type": "http.response.body", "body": body})
 
 
-def _seconds(wait: float) -> str:
-    return str(max(1, math.ceil(wait)))
-
-
 def _bearer(headers: Any) -> str | None:
     value = headers.get("authorization") if headers is not None else None
     if not value:
@@ -249,13 +346,20 @@ def _bearer(headers: Any) -> str | None:
 # -- the app --------------------------------------------------------------------------------------
 def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings) -> Any:
     """The ASGI app: FastAPI for ``/v1`` and the schema, ``/mcp`` beside it."""
+    one_blas_thread()
     bucket = TokenBucket(settings.rate, settings.burst)
-    limiter = anyio.CapacityLimiter(settings.threads)
+    gate = Gate(
+        settings.threads, settings.timeout, bucket, settings.cpu_unit, settings.key_threads
+    )
+    state = ServiceState(
+        service, keys, settings, bucket, gate,
+        StreamLimiter(settings.streams_per_key, settings.stream_idle),
+    )  # fmt: skip
     mcp = None
     if settings.mcp:
         from memory_pipeline.service.mcp_server import build_mcp
 
-        mcp = build_mcp(service)
+        mcp = build_mcp(service, gate=gate)
         mcp_asgi = mcp.streamable_http_app(
             streamable_http_path="/mcp",
             stateless_http=True,
@@ -291,6 +395,7 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
         description="Search, context packs, memories and dossiers of the key owner's memory.",
         lifespan=lifespan,
     )
+    app.state.memory = state
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -300,84 +405,103 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type"],
         )
+    _error_handlers(app)
+    app.include_router(memory_router())
+    # another router joins here, one line each: app.include_router(module.router)
+    if mcp is not None:
+        _mount_mcp(app, state, mcp)
+    return Guard(RateGate(app, keys, bucket), settings.max_body)
 
-    def authorize(request: Request, scope: str) -> KeyRecord:
-        record = keys.verify(_bearer(request.headers))
-        if record is None:
-            raise HTTPException(
-                401, "missing, unknown or revoked key", {"WWW-Authenticate": "Bearer"}
-            )
-        request.scope["memory_pipeline.key_id"] = record.key_id
-        if not record.allows(scope):
-            raise HTTPException(403, f"this key lacks the {scope!r} scope")
-        wait = bucket.take(record.key_id)
-        if wait > 0:
-            raise HTTPException(429, "rate limit exceeded", {"Retry-After": _seconds(wait)})
-        return record
 
-    # async: FastAPI runs a plain-def dependency in a worker thread, and under load every
-    # thread hop waits for the GIL behind the searches (the check is a stat and a lookup)
-    async def reader(request: Request) -> KeyRecord:
-        return authorize(request, "read")
+def _error_handlers(app: FastAPI) -> None:
+    """Every error as one body (models.Error), none with a traceback or a client's value."""
 
-    async def admin(request: Request) -> KeyRecord:
-        return authorize(request, "admin")
+    @app.exception_handler(HTTPException)
+    async def _http(_r: Request, exc: HTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail), exc.headers)
 
-    Reader = Annotated[KeyRecord, Depends(reader)]
-    Admin = Annotated[KeyRecord, Depends(admin)]
-
-    async def run(request: Request, fn: Callable[[], Any], timeout: float | None) -> Any:
-        """``fn`` in a worker thread, within the timeout; skipped when the client left
-        while it waited for a thread (a disconnected client costs no search)."""
-
-        async def call() -> Any:
-            async with limiter:
-                if await request.is_disconnected():
-                    return None
-                # abandoned on timeout: the answer is dropped, the thread ends on its own
-                return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
-
-        try:
-            return await asyncio.wait_for(call(), timeout)
-        except TimeoutError:
-            raise HTTPException(504, "the request took too long") from None
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_r: Request, exc: RequestValidationError) -> JSONResponse:
+        fields = [
+            {"loc": [str(p) for p in e.get("loc", ())], "msg": e.get("msg", ""), "type": e["type"]}
+            for e in exc.errors()
+        ]
+        where = ", ".join(sorted({".".join(f["loc"]) for f in fields})) or "request"
+        return _error(422, f"invalid request: {where}", errors=fields)
 
     @app.exception_handler(IndexNotBuilt)
     async def _not_built(_r: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": "no index published yet"}, 503)
+        return _error(503, "no index published yet")
 
     @app.exception_handler(OwnerUnavailable)
     async def _no_owner(_r: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, 503)
+        return _error(503, "no memory published for this key's owner")
 
     @app.exception_handler(LookupError)
     async def _lookup(_r: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(exc).strip("'\"")}, 404)
+        return _error(404, str(exc).strip("'\""))
 
     @app.exception_handler(ValueError)
     async def _value(_r: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, 422)
+        return _error(422, str(exc))
 
-    @app.get("/v1/health", tags=["service"])
-    async def health(request: Request) -> dict:
-        """Liveness, no key needed. With a valid key: the version served to its owner."""
+    @app.exception_handler(Overloaded)
+    async def _slow(_r: Request, exc: Exception) -> JSONResponse:
+        return _error(504, "the request took too long")
+
+    @app.exception_handler(LockBusy)
+    async def _busy(_r: Request, exc: Exception) -> JSONResponse:
+        headers = {"Retry-After": "30"}
+        return _error(423, "the output is being written by another process", headers)
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception) -> JSONResponse:
+        # the class only: a message may quote what the client sent
+        errors_log.error("%s on %s", type(exc).__name__, route_template(request.scope))
+        return _error(500, "internal error")
+
+
+def memory_router() -> Any:
+    """The ``/v1`` routes of the memory: health, search, context, memories, dossiers,
+    forget."""
+    from fastapi import APIRouter
+
+    router = APIRouter()
+
+    @router.get(
+        "/v1/health",
+        tags=["service"],
+        response_model=HealthResponse,
+        responses=responses(),
+    )
+    async def health(request: Request) -> Response:
+        """Liveness; no key needed. With a valid key: the version served to its owner.
+        Rate limited like the rest: per key, or per client address without one."""
+        state: ServiceState = request.app.state.memory
+        record = request.scope.get(RECORD_SCOPE_KEY)  # rate checked by RateGate
         out: dict[str, Any] = {"status": "ok"}
-        record = keys.verify(_bearer(request.headers))
+        service = state.service
         if record is not None:
             try:
-                snap = await run(request, lambda: service.snapshot(record.owner), 10.0)
+                snap = await state.run(request, lambda: service.snapshot(record.owner), 10.0)
                 out["index_version"] = snap.version if snap else None
             except (IndexNotBuilt, OwnerUnavailable):
                 out["index_version"] = None
         elif not service.cfg.multi_owner:
             loaded = service.loader.loaded()
             out["index_version"] = next(iter(loaded.values()), None)
-        return out
+        return _json(out)
 
-    @app.post("/v1/search", tags=["memory"])
+    @router.post(
+        "/v1/search",
+        tags=["memory"],
+        response_model=SearchResponse,
+        responses=responses(NOT_FOUND),
+    )
     async def search(body: SearchRequest, request: Request, key: Reader) -> Response:
         """The chunks, sessions and turns ``search()`` returns, with highlights."""
-        result = await run(
+        service = request.app.state.memory.service
+        result = await request.app.state.memory.run(
             request,
             lambda: service.search(
                 key.owner,
@@ -390,14 +514,19 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
                 preset=body.preset,
                 recent=_recent(body.recent),
             ),
-            settings.timeout,
         )
         return _json(result, result and result["index_version"])
 
-    @app.post("/v1/context", tags=["memory"])
+    @router.post(
+        "/v1/context",
+        tags=["memory"],
+        response_model=ContextResponse,
+        responses=responses(NOT_FOUND),
+    )
     async def context(body: ContextRequest, request: Request, key: Reader) -> Response:
         """The context pack an LLM should read (``text``) and its cited pieces."""
-        result = await run(
+        service = request.app.state.memory.service
+        result = await request.app.state.memory.run(
             request,
             lambda: service.context(
                 key.owner,
@@ -412,73 +541,106 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
                 escalate=body.escalate,
                 sources=body.sources,
             ),
-            settings.timeout,
         )
         return _json(result, result and result["index_version"])
 
-    @app.get("/v1/memories", tags=["memory"])
+    @router.get(
+        "/v1/memories",
+        tags=["memory"],
+        response_model=MemoriesResponse,
+        responses=responses(NOT_FOUND),
+    )
     async def memories(
         request: Request,
         key: Reader,
-        q: Annotated[str | None, Query(min_length=1, max_length=MAX_QUERY)] = None,
+        q: Annotated[str | None, Query(min_length=1, max_length=MAX_QUERY, pattern=r"\S")] = None,
         contact: Annotated[str | None, Query(min_length=1, max_length=MAX_ID)] = None,
         kind: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
-        as_of: Annotated[str | None, Query(max_length=40)] = None,
-        limit: Annotated[int, Query(ge=1, le=200)] = 20,
+        as_of: Annotated[AsOf | None, Query()] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 20,
     ) -> Response:
         """Remembered facts, filtered; ranked by ``q`` when given, else newest first."""
-        result = await run(
+        service = request.app.state.memory.service
+        result = await request.app.state.memory.run(
             request,
             lambda: service.memories(
                 key.owner, query=q, contact=contact, kind=kind, as_of=as_of, limit=limit
             ),
-            settings.timeout,
         )
         return _json(result, result and result["index_version"])
 
-    @app.get("/v1/dossiers/{contact}", tags=["memory"])
+    @router.get(
+        "/v1/dossiers/{contact}",
+        tags=["memory"],
+        response_model=DossierResponse,
+        responses=responses(NOT_FOUND),
+    )
     async def dossier(
         request: Request,
         contact: Annotated[str, Path(min_length=1, max_length=MAX_ID)],
         key: Reader,
     ) -> Response:
         """The contact's current dossier, as Markdown."""
-        result = await run(request, lambda: service.dossier(key.owner, contact), settings.timeout)
+        service = request.app.state.memory.service
+        result = await request.app.state.memory.run(
+            request, lambda: service.dossier(key.owner, contact)
+        )
         return _json(result, result and result["index_version"])
 
-    @app.post("/v1/forget", tags=["admin"])
-    async def forget(body: ForgetRequest, key: Admin) -> Response:
+    @router.post(
+        "/v1/forget",
+        tags=["admin"],
+        response_model=ForgetResponse,
+        responses=responses(NOT_FOUND, LOCKED),
+    )
+    async def forget(body: ForgetRequest, request: Request, key: Admin) -> Response:
         """Forget a contact everywhere (admin keys). A dry run unless ``confirm`` is true;
-        when it returns, the contact is never served again."""
+        when it returns, the contact is never served again. Takes the output's writer lock
+        as ``memory-pipeline forget --yes`` does: while a run or another forget holds it,
+        waits a few seconds, then 423 with ``Retry-After``."""
+        import anyio
+
+        state: ServiceState = request.app.state.memory
+        # no request timeout (it rebuilds), but the same thread pool limit
         result = await anyio.to_thread.run_sync(
-            lambda: service.forget(key.owner, body.contact, confirm=body.confirm)
+            lambda: state.service.forget(
+                key.owner, body.contact, confirm=body.confirm, lock_wait=state.settings.forget_wait
+            ),
+            limiter=state.gate.limiter,
         )
         return _json(result)
 
-    if mcp is not None:
-        session_app = mcp.session_manager.asgi_app
+    return router
 
-        async def mcp_endpoint(scope: dict, receive: Callable, send: Callable) -> None:
-            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            record = keys.verify(_bearer(headers))
-            if record is None:
-                await _plain(
-                    send, 401, "missing, unknown or revoked key", {"WWW-Authenticate": "Bearer"}
-                )
-                return
-            scope["memory_pipeline.key_id"] = record.key_id
-            wait = bucket.take(record.key_id)
-            if wait > 0:
-                await _plain(send, 429, "rate limit exceeded", {"Retry-After": _seconds(wait)})
-                return
-            scope[OWNER_SCOPE_KEY] = record.owner
+
+def _mount_mcp(app: FastAPI, state: ServiceState, mcp: Any) -> None:
+    """``/mcp`` (streamable HTTP, stateless) behind the same keys and rate limit; an event
+    stream (GET) counts against the key's open streams and closes when silent."""
+    session_app = mcp.session_manager.asgi_app
+
+    async def mcp_endpoint(scope: dict, receive: Callable, send: Callable) -> None:
+        record = scope.get(RECORD_SCOPE_KEY)  # verified and rate checked by RateGate
+        if record is None:
+            await _plain(
+                send, 401, "missing, unknown or revoked key", {"WWW-Authenticate": "Bearer"}
+            )
+            return
+        scope[OWNER_SCOPE_KEY] = record.owner
+        if scope.get("method") != "GET":
             await session_app(scope, receive, send)
+            return
+        if not state.streams.try_open(record.key_id):
+            detail = f"this key has {state.streams.per_key} event streams open already"
+            await _plain(send, 429, detail, {"Retry-After": retry_after(state.streams.idle)})
+            return
+        try:
+            await state.streams.serve(session_app, scope, receive, send)
+        finally:
+            state.streams.close(record.key_id)
 
-        from starlette.routing import Route
+    from starlette.routing import Route
 
-        app.router.routes.append(Route("/mcp", endpoint=_AsgiEndpoint(mcp_endpoint)))
-
-    return Guard(app, settings.max_body)
+    app.router.routes.append(Route("/mcp", endpoint=_AsgiEndpoint(mcp_endpoint)))
 
 
 class _AsgiEndpoint:
@@ -494,6 +656,18 @@ class _AsgiEndpoint:
 WORKER_ENV = "MEMORY_PIPELINE_SERVE_WORKER"  # what a worker process builds its app from
 
 
+def uvicorn_options(settings: ServiceSettings) -> dict[str, Any]:
+    """The uvicorn settings every server of the app uses (also the tests' servers): the
+    guarded HTTP protocol, no uvicorn access log (it prints paths and query strings)."""
+    return dict(
+        http=configure(settings.connection_limits),
+        access_log=False,
+        timeout_graceful_shutdown=10,
+        ws="none",
+        lifespan="on",
+    )
+
+
 def serve(service: MemoryService, keys: KeyStore, settings: ServiceSettings) -> None:
     """Run the server until interrupted (uvicorn; its own access log is off: it prints the
     query string, which may hold a memory query).
@@ -506,13 +680,8 @@ def serve(service: MemoryService, keys: KeyStore, settings: ServiceSettings) -> 
     import uvicorn
 
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    common = dict(
-        host=settings.host,
-        port=settings.port,
-        access_log=False,
-        log_level="info",
-        timeout_graceful_shutdown=10,
-    )
+    common = dict(host=settings.host, port=settings.port, log_level="info")
+    common |= uvicorn_options(settings)
     if settings.processes > 1:
         config = service.cfg.config_path or service.config_path
         os.environ[WORKER_ENV] = json.dumps(
@@ -540,4 +709,6 @@ def worker_app() -> Any:
 
         fs.configure_s3(object_store_options())
     service = MemoryService(cfg, state["config"])
-    return create_app(service, KeyStore(state["keys"]), ServiceSettings(**state["settings"]))
+    settings = ServiceSettings(**state["settings"])
+    configure(settings.connection_limits)  # this process's protocol class
+    return create_app(service, KeyStore(state["keys"]), settings)

@@ -13,6 +13,7 @@ from typing import Any
 from memory_pipeline.service import DEFAULT_THREADS
 
 EXIT_OK, EXIT_USAGE = 0, 2
+KEY_ENV = "MEMORY_PIPELINE_KEY"  # the API key `mcp` serves the owner of
 
 
 def _port(text: str) -> int:
@@ -66,10 +67,45 @@ def add_commands(sub: Any) -> None:
     )
     sv.set_defaults(func=cmd_serve)
 
+    sv.add_argument(
+        "--key-threads",
+        type=_positive(int),
+        default=1,
+        help="of those, at most this many for one key; its other requests queue (default 1)",
+    )
+    sv.add_argument(
+        "--header-timeout",
+        type=_positive(float),
+        default=10.0,
+        help="seconds a request's headers may take to arrive (default 10)",
+    )
+    sv.add_argument(
+        "--body-timeout",
+        type=_positive(float),
+        default=30.0,
+        help="seconds a request's body may take after its headers (default 30)",
+    )
+    sv.add_argument(
+        "--max-connections",
+        type=_positive(int),
+        default=1000,
+        help="open connections per worker (default 1000, lowered to the open-file limit)",
+    )
+    sv.add_argument(
+        "--streams-per-key",
+        type=_positive(int),
+        default=4,
+        help="open MCP event streams per key (default 4)",
+    )
+
     mc = sub.add_parser("mcp", help="an MCP server on stdin/stdout (for desktop assistants)")
-    who = mc.add_mutually_exclusive_group()
-    who.add_argument("--owner", help="whose memory (required when there are several owners)")
-    who.add_argument("--key", help="serve the owner of this API key (checked against the key file)")
+    mc.add_argument("--owner", help="whose memory (required when there are several owners)")
+    mc.add_argument(
+        "--key-file",
+        help=f"serve the owner of the API key in this file (or set ${KEY_ENV} to the key)",
+    )
+    # refused with a one-line error: a key in argv is readable by every local user (ps)
+    mc.add_argument("--key", help=argparse.SUPPRESS)
     mc.add_argument("--keys", help="key file (default: <state>/service/keys.json)")
     mc.set_defaults(func=cmd_mcp)
 
@@ -179,6 +215,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         mcp=not args.no_mcp,
         processes=args.workers,
         threads=args.threads,
+        key_threads=args.key_threads,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+        max_connections=args.max_connections,
+        streams_per_key=args.streams_per_key,
     )
     if not store.records():
         print(
@@ -194,17 +235,34 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from memory_pipeline.service.mcp_server import run_stdio
     from memory_pipeline.service.operations import MemoryService
 
+    if args.key is not None:
+        print(
+            f"error: --key would show the key to every local user (ps); set ${KEY_ENV} "
+            "or pass --key-file FILE",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    token, problem = _key_from(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    if token is not None and args.owner is not None:
+        print(f"error: pass --owner or a key (${KEY_ENV} / --key-file), not both", file=sys.stderr)
+        return EXIT_USAGE
     cfg, store = _store(args)
     owner = args.owner
-    if args.key is not None:
-        record = store.verify(args.key)
+    if token is not None:
+        record = store.verify(token)
         if record is None:
             print("error: unknown or revoked key", file=sys.stderr)
             return EXIT_USAGE
         owner = record.owner
     if owner is None:
         if cfg.multi_owner:
-            print("error: several owners: pass --owner ID or --key KEY", file=sys.stderr)
+            print(
+                f"error: several owners: pass --owner ID, or a key in ${KEY_ENV} / --key-file",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
         owner = cfg.owner_id
     if not _known_owner(cfg, owner):
@@ -212,3 +270,22 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     run_stdio(MemoryService(cfg, args.config), owner)
     return EXIT_OK
+
+
+def _key_from(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The key ``mcp`` was given: from ``--key-file`` (its first line), else from the
+    environment; (key or None, a one-line problem or None)."""
+    import os
+    from pathlib import Path
+
+    if args.key_file:
+        try:
+            text = Path(args.key_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            return None, f"{args.key_file}: cannot read the key file ({type(exc).__name__})"
+        token = text.strip().splitlines()[0].strip() if text.strip() else ""
+        if not token:
+            return None, f"{args.key_file}: the key file is empty"
+        return token, None
+    token = os.environ.get(KEY_ENV, "").strip()
+    return (token or None), None

@@ -16,6 +16,7 @@ from typing import Any
 
 from memory_pipeline.config import PipelineConfig, owner_config
 from memory_pipeline.core.common import fs
+from memory_pipeline.core.common.lock import output_lock
 from memory_pipeline.service.loader import IndexLoader, Snapshot
 
 
@@ -50,10 +51,14 @@ def _check_scope(snap: Snapshot, contact: str | None, conversation: str | None =
         raise UnknownScope(f"unknown conversation {conversation!r}")
 
 
-def parse_as_of(value: str | None) -> dt.datetime | None:
+def parse_as_of(value: str | dt.date | None) -> dt.datetime | None:
     """An ISO date or date-time, as the CLI's ``--as-of`` (a date is its local midnight)."""
     if value is None:
         return None
+    if isinstance(value, dt.datetime):
+        return value
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day)
     try:
         return dt.datetime.fromisoformat(value)
     except ValueError:
@@ -82,7 +87,7 @@ class MemoryService:
         *,
         contact: str | None = None,
         conversation: str | None = None,
-        as_of: str | None = None,
+        as_of: str | dt.date | None = None,
         mode: str | None = None,
         preset: str | None = None,
         recent: list | None = None,
@@ -113,7 +118,7 @@ class MemoryService:
         *,
         strategy: str = "split",
         contact: str | None = None,
-        as_of: str | None = None,
+        as_of: str | dt.date | None = None,
         k_memories: int = 10,
         preset: str | None = None,
         recent: list | None = None,
@@ -130,8 +135,10 @@ class MemoryService:
             from memory_pipeline.core.context.packs import recall
             from memory_pipeline.core.retrieval.config import resolve
 
-            if recent is not None:
-                raise ValueError("recent is not supported with escalate")
+            if recent is not None:  # the question made explicit first, as search does
+                from memory_pipeline import _resolve_recent
+
+                query, when, _notes = _resolve_recent(query, recent, when, snap.searcher)
             pack = recall(
                 snap.searcher,
                 snap.memories,
@@ -166,7 +173,7 @@ class MemoryService:
         query: str | None = None,
         contact: str | None = None,
         kind: str | None = None,
-        as_of: str | None = None,
+        as_of: str | dt.date | None = None,
         limit: int = 20,
         snap: Snapshot | None = None,
     ) -> dict:
@@ -221,11 +228,15 @@ class MemoryService:
         return {"contact": contact, "markdown": text, "index_version": snap.version}
 
     # -- forget ---------------------------------------------------------------------------
-    def forget(self, owner: str, contact: str, *, confirm: bool = False) -> dict:
+    def forget(
+        self, owner: str, contact: str, *, confirm: bool = False, lock_wait: float = 0.0
+    ) -> dict:
         """The CLI's ``forget`` for the key's owner: a dry run unless ``confirm``; with it,
-        the contact is removed, listed, the indexes rebuilt (runs recorded in the Dagster
-        instance, as the CLI records them), and the owner's loaded snapshot dropped before
-        returning. One forget at a time."""
+        the output folder's writer lock is taken as ``memory-pipeline forget --yes`` takes it
+        (waiting up to ``lock_wait`` seconds for a run or another forget, then
+        :class:`~memory_pipeline.core.common.lock.LockBusy`), the contact is removed,
+        listed, the indexes rebuilt (runs recorded in the Dagster instance, as the CLI
+        records them), and the owner's loaded snapshot dropped before returning."""
         from memory_pipeline.defs.forget import plan_for
 
         with self._forget_lock:
@@ -233,17 +244,21 @@ class MemoryService:
             lines = plan.summary_lines()
             if not confirm:
                 return {"dry_run": True, "forgotten": False, "summary": lines}
-            import dagster as dg
+            with output_lock(self.cfg.output_dir, wait=lock_wait):
+                return self._forget_locked(owner, plan, lines)
 
-            from memory_pipeline.core.privacy.forget import apply_forget
-            from memory_pipeline.defs.forget_run import rebuild_after_forget
+    def _forget_locked(self, owner: str, plan: Any, lines: list[str]) -> dict:
+        import dagster as dg
 
-            apply_forget(plan)
-            self.loader.drop(owner)
-            _dagster_home(self.cfg)
-            ok = rebuild_after_forget(self.cfg, dg.DagsterInstance.get())
-            self.loader.drop(owner)
-            return {"dry_run": False, "forgotten": True, "rebuilt": ok, "summary": lines}
+        from memory_pipeline.core.privacy.forget import apply_forget
+        from memory_pipeline.defs.forget_run import rebuild_after_forget
+
+        apply_forget(plan)
+        self.loader.drop(owner)
+        _dagster_home(self.cfg)
+        ok = rebuild_after_forget(self.cfg, dg.DagsterInstance.get())
+        self.loader.drop(owner)
+        return {"dry_run": False, "forgotten": True, "rebuilt": ok, "summary": lines}
 
 
 def _dagster_home(cfg: PipelineConfig) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,96 +25,19 @@ import httpx
 import pytest
 
 from memory_pipeline.core.indexes.publish import current_version, index_root, publish
-from memory_pipeline.service.app import ServiceSettings, create_app
+from memory_pipeline.service.app import ServiceSettings
 from memory_pipeline.service.keys import KeyStore
 from memory_pipeline.service.operations import MemoryService
-from memory_pipeline_tests.defs.test_owners_pipeline import DAYS, SECRET, _write_owner
-from memory_pipeline_tests.pipeline_helpers import Runner, build_all, write_config
-
-CONFIG = """
-[pipeline]
-owner = "Alice"
-timezone = "Asia/Tokyo"
-start_date = "2024-03-01"
-end_date = "2024-03-05"
-output_dir = "out"
-
-[[owners]]
-id = "alice"
-owner = "Alice"
-[[owners.sources]]
-name = "alice_chats"
-kind = "line_json"
-path = "chats/alice"
-
-[[owners]]
-id = "bob"
-owner = "Bob"
-[[owners.sources]]
-name = "bob_chats"
-kind = "line_json"
-path = "chats/bob"
-"""
-
-
-class Served:
-    """A uvicorn server in a thread of the test process, on a free 127.0.0.1 port."""
-
-    def __init__(self, app) -> None:
-        import uvicorn
-
-        self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=0, access_log=False, log_level="warning")
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not (self.server.started and self.server.servers):
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-
-    @staticmethod
-    def free_port() -> int:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    root = tmp_path_factory.mktemp("service")
-    for oid in ("alice", "bob"):
-        _write_owner(root, oid, DAYS)
-    config = write_config(root, CONFIG)
-    runner = Runner(config, root / "out")
-    build_all(runner, DAYS)
-    store = KeyStore(root / "out" / "service" / "keys.json")
-    keys = {
-        "alice": store.create("alice", "read")[1],
-        "bob": store.create("bob", "read")[1],
-        "alice_admin": store.create("alice", "admin")[1],
-    }
-    return {"root": root, "config": config, "cfg": runner.cfg, "store": store, "keys": keys}
-
-
-@pytest.fixture(scope="module")
-def service(deployment: dict) -> MemoryService:
-    return MemoryService(deployment["cfg"], str(deployment["config"]))
+from memory_pipeline_tests.defs.test_owners_pipeline import SECRET
+from memory_pipeline_tests.service.conftest import CONFIG, Served, serve_app
+from memory_pipeline_tests.service.conftest import h as _h
 
 
 @pytest.fixture(scope="module")
 def server(deployment: dict, service: MemoryService) -> Iterator[Served]:
     os.environ["DAGSTER_HOME"] = str(deployment["root"] / "dagster")  # forget records runs
     settings = ServiceSettings(rate=10_000, burst=10_000, max_body=16 * 1024, warm=False)
-    served = Served(create_app(service, deployment["store"], settings))
+    served = serve_app(service, deployment["store"], settings)
     yield served
     served.stop()
 
@@ -122,13 +46,9 @@ def server(deployment: dict, service: MemoryService) -> Iterator[Served]:
 def strict_server(deployment: dict, service: MemoryService) -> Iterator[Served]:
     """The same service with a tight rate limit and timeout (the error-code tests)."""
     settings = ServiceSettings(rate=0.5, burst=2, timeout=0.001, mcp=False, warm=False)
-    served = Served(create_app(service, deployment["store"], settings))
+    served = serve_app(service, deployment["store"], settings)
     yield served
     served.stop()
-
-
-def _h(key: str) -> dict:
-    return {"Authorization": f"Bearer {key}"}
 
 
 def _served(r: httpx.Response | str) -> str:
@@ -363,7 +283,7 @@ def s3_deployment(s3, deployment: dict) -> dict:
 def s3_server(s3_deployment: dict, deployment: dict) -> Iterator[Served]:
     settings = ServiceSettings(rate=10_000, burst=10_000, mcp=False, warm=False)
     service = MemoryService(s3_deployment["cfg"], str(s3_deployment["config"]))
-    served = Served(create_app(service, deployment["store"], settings))
+    served = serve_app(service, deployment["store"], settings)
     yield served
     served.stop()
 
@@ -543,23 +463,61 @@ def test_mcp_over_streamable_http_with_the_keys(server, deployment):
     assert r.status_code == 401
 
 
-def test_mcp_over_stdio(deployment):
+def _documented_mcp_configs() -> list[dict]:
+    """The MCP client configurations docs/service.md shows (its ```json blocks)."""
+    from memory_pipeline_tests.paths import ROOT
+
+    text = (ROOT / "docs" / "service.md").read_text(encoding="utf-8")
+    section = text[text.index("## MCP\n") : text.index("## Guarantees")]
+    blocks = re.findall(r"^```json\n(.*?)^```\n", section, re.S | re.M)
+    servers = []
+    for block in blocks:
+        data = json.loads(block)
+        servers += (data.get("mcpServers") or data.get("servers")).values()
+    return servers
+
+
+def test_the_documented_mcp_configurations_answer(server, deployment):
+    """Each configuration of docs/service.md, with the test deployment's paths and key,
+    started by the MCP SDK's own clients: stdio (the command, its args, the key in the
+    environment) and streamable HTTP (the URL and its header)."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
+    configs = _documented_mcp_configs()
+    assert len(configs) >= 3
+    key = deployment["keys"]["alice"]
+    stdio = {json.dumps([c["command"], c["args"]]) for c in configs if "command" in c}
+    assert len(stdio) == 1  # every desktop client starts the same command
+    (command, args), = [json.loads(x) for x in stdio]
+    assert command.endswith("/memory-pipeline") and args[-1] == "mcp"
+    args = [str(deployment["config"]) if a.endswith(".toml") else a for a in args]
+    for c in configs:
+        if "command" in c:
+            assert set(c["env"]) == {"MEMORY_PIPELINE_KEY"}  # the key, never in args
     params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "memory_pipeline.cli", "--config", str(deployment["config"]), "mcp"]
-        + ["--key", deployment["keys"]["alice"]],
-        env={"PYTHONPATH": os.pathsep.join(sys.path)},
+        command=sys.executable,  # the documented command, as this interpreter runs it
+        args=["-m", "memory_pipeline.cli", *args],
+        env={"PYTHONPATH": os.pathsep.join(sys.path), "MEMORY_PIPELINE_KEY": key},
     )
+    (http,) = [c for c in configs if "url" in c]
+    assert http["url"].endswith("/mcp") and http["headers"]["Authorization"].startswith("Bearer")
 
     async def go() -> None:
         async with Client(params) as client:
             r = await client.call_tool("search", {"query": f"code word {SECRET['alice']}"})
             assert SECRET["alice"] in r.content[0].text
-            r = await client.call_tool("search", {"query": SECRET["bob"], "k": 50})
+            r = await client.call_tool(
+                "search", {"query": SECRET["bob"], "k": 50, "format": "json"}
+            )
             assert SECRET["bob"] not in _served(r.content[0].text)
+        client_http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+        url = http["url"].replace("http://127.0.0.1:8700", server.url)
+        async with client_http, Client(streamable_http_client(url, http_client=client_http)) as c:
+            r = await c.call_tool("search", {"query": f"code word {SECRET['alice']}"})
+            assert SECRET["alice"] in r.content[0].text
 
     asyncio.run(asyncio.wait_for(go(), 120))
 

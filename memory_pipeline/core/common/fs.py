@@ -55,6 +55,32 @@ class S3Options:
 
 
 _LOCK = threading.Lock()
+
+# what this process never grants others on the files and folders it creates: the output
+# holds every owner's messages, so they are 0600 / 0700 whatever the user's umask
+PRIVATE_UMASK = 0o077
+
+
+def private_umask() -> None:
+    """Add :data:`PRIVATE_UMASK` to the process's umask, so every file and folder created
+    from now on (Parquet, DuckDB, SQLite, index files, dossiers: whatever library writes
+    them) is private to its user. Called where a deployment's config is loaded: every
+    command, the Dagster code location and the service pass there before they write."""
+    current = os.umask(PRIVATE_UMASK)
+    os.umask(current | PRIVATE_UMASK)
+
+
+def make_private(folder: Location | None) -> None:
+    """Close an existing local folder this user owns to others (0700): what an earlier
+    version created under a looser umask is no longer reachable through it."""
+    if folder is None or is_remote(folder):
+        return
+    try:
+        st = os.stat(folder)
+        if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+            os.chmod(folder, st.st_mode & 0o700)
+    except OSError:
+        pass  # absent or not ours: created private later, or not ours to change
 _OPTIONS = S3Options()
 _S3: pafs.S3FileSystem | None = None
 

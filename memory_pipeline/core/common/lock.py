@@ -103,7 +103,7 @@ def output_lock(
             with _HELD_GUARD:
                 _HELD[key] -= 1
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         _acquire(fd, folder, wait, on_wait, how)
         os.ftruncate(fd, 0)

@@ -35,6 +35,9 @@ FOLDER = Path(__file__).with_name("splade")
 WEIGHTS = FOLDER / "splade_tiny.npz"
 VOCAB = FOLDER / "vocab.txt"
 MAX_TOKENS = 256  # word pieces per text, [CLS] and [SEP] included (longer texts are cut)
+# word pieces of a query: a question is a few dozen; the encoder's cost grows with the length
+# (the (length, 30522) logits), so a 2,000-character query would cost ~10x a normal one
+QUERY_MAX_TOKENS = 32
 LAYERS = 2
 HEADS = 2
 EPS = 1e-12
@@ -263,16 +266,18 @@ class Splade:
         h = _gelu(x @ self.t[t + "dense.weight"] + w[t + "dense.bias"])
         return _layer_norm(h, w[t + "LayerNorm.gamma"], w[t + "LayerNorm.beta"])
 
-    def encode(self, texts: Sequence[str], batch: int = 32) -> sp.csr_matrix:
-        """SPLADE vectors of ``texts`` (rows in order). log1p(relu(.)) is monotone, so the
-        max over positions is taken on the logits first: one activation per term, not per
-        (position, term). Texts are encoded in batches of similar length (little padding),
-        in float32, on one BLAS thread."""
+    def encode(
+        self, texts: Sequence[str], batch: int = 32, max_tokens: int = MAX_TOKENS
+    ) -> sp.csr_matrix:
+        """SPLADE vectors of ``texts`` (rows in order), each cut to ``max_tokens`` word
+        pieces. log1p(relu(.)) is monotone, so the max over positions is taken on the logits
+        first: one activation per term, not per (position, term). Texts are encoded in
+        batches of similar length (little padding), in float32, on one BLAS thread."""
         with single_threaded_blas():
-            return self._encode(texts, batch)
+            return self._encode(texts, batch, max_tokens)
 
-    def _encode(self, texts: Sequence[str], batch: int) -> sp.csr_matrix:
-        seqs = [self.tok.encode(t) for t in texts]
+    def _encode(self, texts: Sequence[str], batch: int, max_tokens: int) -> sp.csr_matrix:
+        seqs = [self.tok.encode(t, max_tokens) for t in texts]
         order = np.argsort([len(s) for s in seqs], kind="stable")
         bias = self.bias
         data: list[np.ndarray] = [np.zeros(0, np.float32)] * len(seqs)
@@ -309,9 +314,9 @@ class Splade:
             dtype=np.float32,
         )
 
-    def hidden_of(self, text: str) -> np.ndarray:
+    def hidden_of(self, text: str, max_tokens: int = MAX_TOKENS) -> np.ndarray:
         """One text's MLM-head states (word pieces, 128): no padding, no mask."""
-        ids = np.asarray(self.tok.encode(text), dtype=np.int64)[None, :]
+        ids = np.asarray(self.tok.encode(text, max_tokens), dtype=np.int64)[None, :]
         return self._hidden(ids, None)[0]
 
 
@@ -321,7 +326,7 @@ class QueryScorer:
     (word pieces x C) matmul against the decoder's columns for those terms, C being a few
     thousand of the 30,522 on a chat history, and the turns' vectors are kept by column, so
     a query's few non-zero terms read only their own turns. Equal to ``turn_scores(matrix,
-    encoder.encode([query]))`` within float32 rounding."""
+    encoder.encode([query], max_tokens=QUERY_MAX_TOKENS))`` within float32 rounding."""
 
     def __init__(self, encoder: Splade, matrix: sp.csr_matrix) -> None:
         self.encoder = encoder
@@ -343,7 +348,8 @@ class QueryScorer:
         if hit is not None:
             return hit
         with single_threaded_blas():
-            h = self.encoder.hidden_of(query)
+            # a query is cut to QUERY_MAX_TOKENS word pieces: its cost is bounded
+            h = self.encoder.hidden_of(query, QUERY_MAX_TOKENS)
             top = (h @ self.decoder).max(axis=0)
         top += self.bias
         nz = np.flatnonzero(top > 0)

@@ -66,7 +66,9 @@ _NUM += r"|twenty|thirty)"
 _ORDW = r"(\d{1,4}(?:st|nd|rd|th)|" + "|".join(_ORD) + ")"
 _UNIT = r"(day|week|month|year)s?"
 _SUF = r"(?:st|nd|rd|th)?"
-_JN = r"(\d{1,4}|[〇一二三四五六七八九十百]+)"
+# a kanji numeral is at most 6 characters (二〇二四, 百九十九): an unbounded run would let each
+# of n numeral characters scan to the end of the run, n**2 work for "百" * n
+_JN = r"(\d{1,4}|[〇一二三四五六七八九十百]{1,6})"
 _JWD = f"([{JA_WEEKDAYS}])曜日?"
 _JA_FOLLOW = r"(?=[にのはもでとへ何]|[^ぁ-ゖァ-ヺ一-龯々]|$)"
 _NOT_JN = r"(?<![\d〇一二三四五六七八九十])"
@@ -300,7 +302,7 @@ _RULES: list[tuple[str, str, _A]] = [
     (_B + r"(1[89]\d\d|2[01]\d\d)(?!\s*年)" + _E, "#", _h_year),
     (_B + _MONF + _E, "@mon", _h_bare_month),
     (_B + r"on\s+the\s+(\d{1,2})(?:st|nd|rd|th)" + _E, "on", _h_dom),
-    (_B + r"(?:next|last|this|previous)\s+([a-z]+day)" + _E, "next last this previous",
+    (_B + r"(?:next|last|this|previous)\s+([a-z]{1,16}day)" + _E, "next last this previous",
      lambda m, c: _Atom(status="unknown", note=f"unrecognised day name {m[1]!r}")),
     # --- Japanese: weekdays, weeks, months, years, days, parts of day
     (r"(先々週|先週|今週|来週)\s*の?\s*" + _JWD, "先 今 来",
@@ -365,15 +367,22 @@ _CJK_TRIGGERS = "".join(sorted(k for k in _DISPATCH if not k.isascii()))
 _CANDIDATE = re.compile(r"(?<![A-Za-z0-9])(?:([A-Za-z]+)|\d)|[" + _CJK_TRIGGERS + "]")
 
 
+MAX_ATOMS = 32  # time expressions read from one query; the rest of it stays content
+
+
 def _scan(c: _Ctx) -> list[_Atom]:
     """Leftmost non-overlapping rule matches, each resolved against ``now``.
 
     Only positions whose first word/character can start a rule are tried, and only with those
-    rules: a single big alternation tried at every character is ~20x slower.
+    rules: a single big alternation tried at every character is ~20x slower. The work is
+    linear in the text: every pattern's repetitions are bounded (a match attempt reads a
+    bounded span, whatever follows it), and at most :data:`MAX_ATOMS` expressions are read.
     """
     atoms: list[_Atom] = []
     text, end = c.text, 0
     for cand in _CANDIDATE.finditer(text):
+        if len(atoms) >= MAX_ATOMS:
+            break
         pos = cand.start()
         if pos < end:
             continue

@@ -615,3 +615,23 @@ def test_throughput():
         for q in qs:
             parse_query(q, now=NOW, speakers=["Maria", "Caroline"])
     assert time.perf_counter() - t0 < 1.0
+
+
+def test_parse_work_is_linear_in_the_query_for_every_trigger():
+    """Every character or word that can start a rule, repeated: parsing 4x the text costs
+    about 4x (an unbounded repetition in a rule made "百" * n cost n**2: 0.18 s at 2,000)."""
+    from memory_pipeline.core.retrieval.timegrammar import _DISPATCH
+
+    def cpu(text: str) -> float:
+        best = float("inf")
+        for _ in range(3):
+            start = time.process_time()
+            parse_query(text, now=datetime(2024, 3, 5))
+            best = min(best, time.process_time() - start)
+        return best
+
+    units = [k if not k.isascii() else k + " " for k in _DISPATCH] + ["1/", "2023年", "# "]
+    for unit in units:
+        short, long = (unit * 500)[:500], (unit * 2000)[:2000]
+        small, large = cpu(short), cpu(long)
+        assert large <= 8 * small + 0.005, (unit, small, large)
