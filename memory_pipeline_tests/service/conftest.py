@@ -16,7 +16,7 @@ import time
 import pytest
 
 from memory_pipeline.service.app import ServiceSettings, create_app, uvicorn_options
-from memory_pipeline.service.keys import KeyStore
+from memory_pipeline.service.keys import KeyStore, default_keys_path
 from memory_pipeline.service.operations import MemoryService
 from memory_pipeline_tests.defs.test_owners_pipeline import DAYS, _write_owner
 from memory_pipeline_tests.pipeline_helpers import Runner, build_all, write_config
@@ -104,7 +104,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> dict:
     config = write_config(root, CONFIG)
     runner = Runner(config, root / "out")
     build_all(runner, DAYS)
-    store = KeyStore(root / "out" / "service" / "keys.json")
+    store = KeyStore(default_keys_path(runner.cfg.local_state_dir))  # where `serve` looks
     keys = {
         "alice": store.create("alice", "read")[1],
         "bob": store.create("bob", "read")[1],

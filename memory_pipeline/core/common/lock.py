@@ -12,11 +12,13 @@ on a file in the output folder:
   lock on the removed file while a newcomer locks a fresh one, two writers at once.
 - **It names its holder.** The holder writes its pid into the file, so a second writer can
   say whom it is waiting for.
-- **It is re-entrant within one process.** ``memory-pipeline run`` holds it and then executes
-  its Dagster runs in the same process, and every Dagster run that writes takes it too
-  (``defs/writer_lock.py``): a nested ``output_lock`` of a folder this process already holds
-  passes at once (two ``flock`` calls on two descriptors of one process would block each
-  other). Another process still waits.
+- **It is re-entrant within one thread.** ``memory-pipeline run`` holds it and then executes
+  its Dagster runs in process, in the same thread, and every Dagster run that writes takes it
+  too (``defs/writer_lock.py``): a nested ``output_lock`` of a folder this thread already
+  holds passes at once (two ``flock`` calls on two descriptors would block each other).
+  Another thread of the process (a service's forget while a test or a run holds the lock)
+  and another process still wait: each opens its own descriptor, which ``flock`` treats
+  apart.
 
 The lock is advisory and per machine: it serializes this package's writing commands, not
 an arbitrary process writing into the folder, and ``flock`` on a network file system is
@@ -36,8 +38,8 @@ from pathlib import Path
 LOCK_NAME = ".memory-pipeline.lock"
 POLL_SECONDS = 0.2  # how often a waiting writer tries again
 
-# lock files this process holds -> nesting depth (re-entrancy, see the module docstring)
-_HELD: dict[str, int] = {}
+# (thread, lock file) this process holds -> nesting depth (re-entrancy, see the docstring)
+_HELD: dict[tuple[int, str], int] = {}
 _HELD_GUARD = threading.Lock()
 
 
@@ -91,12 +93,12 @@ def output_lock(
     folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
     path = lock_path(folder)
-    key = os.path.realpath(path)
+    key = (threading.get_ident(), os.path.realpath(path))
     with _HELD_GUARD:
         nested = key in _HELD
         if nested:
             _HELD[key] += 1
-    if nested:  # this process holds it already: the outer holder releases it
+    if nested:  # this thread holds it already: the outer holder releases it
         try:
             yield path
         finally:
@@ -120,9 +122,10 @@ def output_lock(
 
 
 def held_here(output_dir: Path) -> bool:
-    """Whether this process holds the lock of ``output_dir`` (a nested take passes)."""
+    """Whether this thread holds the lock of ``output_dir`` (a nested take passes)."""
+    key = (threading.get_ident(), os.path.realpath(lock_path(Path(output_dir))))
     with _HELD_GUARD:
-        return os.path.realpath(lock_path(Path(output_dir))) in _HELD
+        return key in _HELD
 
 
 def _acquire(
