@@ -82,14 +82,21 @@ class Msg:
     text: str
 
 
-def _text(rng: random.Random) -> str:
-    t = rng.choice(_TEMPLATES)
-    return t.format(
+def _one(rng: random.Random) -> str:
+    return rng.choice(_TEMPLATES).format(
         thing=rng.choice(_THINGS),
         place=rng.choice(_PLACES),
         time=rng.choice(_TIMES),
         feeling=rng.choice(_FEELINGS),
     )
+
+
+def _text(rng: random.Random) -> str:
+    """One or two sentences; like real chat, nearly every message differs from the others
+    (so no cache of encoded texts makes the benchmark cheaper than a real history)."""
+    if rng.random() < 0.6:
+        return _one(rng)
+    return f"{_one(rng)} {_one(rng)}"
 
 
 def life(
