@@ -24,6 +24,7 @@ from memory_pipeline_tests.pipeline_helpers import INGEST_KEYS, Runner, write_co
 
 A = dt.date(2023, 5, 1)
 CHECK_EVALUATION = dg.DagsterEventType.ASSET_CHECK_EVALUATION
+PLANNED = dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
 
 
 def _day(root: Path, conv: str, day: dt.date, times: list[str]) -> None:
@@ -138,6 +139,8 @@ def _two_days_apart(root: Path, gap: int) -> tuple[int, int, list[str]]:
         if e.dagster_event and e.dagster_event.event_type == CHECK_EVALUATION
     ]
     assert checks.count("message_ids_unique") == 2  # one evaluation per day with data
+    planned = [e for e in logs if e.dagster_event and e.dagster_event.event_type == PLANNED]
+    assert len(planned) == len(INGEST_KEYS) + 1  # one per asset, not per asset and day
     events = len(logs)
     return events, len(runs), sorted(m.partition_key for m in mats.records)
 
