@@ -327,17 +327,17 @@ def materialize_stages(
         HOST_TAG: socket.gethostname(),
     }
     record = None
+    parts = _partitions_def(defs, wanted)
+    # runs over the days with data (not the calendar): one planned event per asset
+    over_days = parts is not None and not isinstance(parts, dg.TimeWindowPartitionsDefinition)
     if instance is not None:
         fail_orphaned_runs(instance)
         if backfill:
             record_defs = defs if backfill_defs is None else backfill_defs
-            covered = _window_keys(window, _partitions_def(defs, wanted))
+            covered = _window_keys(window, parts)
             record = _new_backfill(record_defs, wanted, covered, instance, invocation)
             tags[BACKFILL_TAG] = record.backfill_id
     results: list[StageResult] = []
-    over_days = _partitions_def(defs, wanted) is not None and not isinstance(
-        _partitions_def(defs, wanted), dg.TimeWindowPartitionsDefinition
-    )
     with event_batching(), planned_subsets(over_days):
         try:
             for stage in wanted:
