@@ -75,7 +75,7 @@ def build_corpus(locomo: Path, work: Path, log: Callable[[str], None] = print) -
     )
     cfg = load_config(config, env={})
     materialize_stages(
-        build_assets(cfg, days=dates),  # the days with data only (four conversations: ~60)
+        build_assets(cfg, days=dates),  # the days with data only (dev set: 140 of 722)
         corpus_stages(),
         days=dates,
         resources=stage_resources(PipelineResource(config_file=str(config))),
