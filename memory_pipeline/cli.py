@@ -114,12 +114,25 @@ def plan_range(
     return first, last
 
 
+def _stored_dates(cfg: PipelineConfig) -> list[dt.date]:
+    """The dates earlier runs stored records on (every owner's, in a multi-owner setup)."""
+    from memory_pipeline.core.common.storage import TableStore
+    from memory_pipeline.core.ingest.stage import stored_dates
+
+    if not cfg.multi_owner:
+        return stored_dates(TableStore(cfg.storage_root))
+    found: set[dt.date] = set()
+    for spec in cfg.owner_specs():
+        found.update(stored_dates(TableStore(cfg.for_owner(spec).storage_root)))
+    return sorted(found)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import dagster as dg
     from tqdm import tqdm
 
     from memory_pipeline.core.common.storage import TableStore
-    from memory_pipeline.core.ingest.stage import discover_dates
+    from memory_pipeline.core.ingest.stage import discover_dates, plan_days
     from memory_pipeline.defs.build import build_definitions
     from memory_pipeline.defs.retention import TODAY_TAG
     from memory_pipeline.defs.runner import Stage, StageResult, materialize_stages, stages
@@ -158,13 +171,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return _purge_only(cfg, root, today, args.wait) if cutoff is not None else 0
     later = sum(1 for d in found if d > last)
-    print(f"partitions: {first} .. {last} ({(last - first).days + 1} days)")
+    # only the days with data (and stored days that may need clearing): an empty day is
+    # never materialized, so a run costs what the data holds, not what the calendar spans
+    clear_from = max(args.start or cfg.start_date, cutoff or cfg.start_date)
+    days = plan_days(found, _stored_dates(cfg), first, last, clear_from)
+    print(
+        f"partitions: {first} .. {last} ({len(days)} days with data "
+        f"of {(last - first).days + 1} calendar days)"
+    )
     if later:
         print(f"note: {later} dates with data lie after {last}; they wait for their partitions")
     with _writing(cfg, args.wait):  # from here on the run writes the output
         # the code location's assets, great-expectations checks (non-blocking, ride along with
         # each stage) and resources
-        defs = build_definitions(cfg)
+        defs = build_definitions(cfg, days=days)
         instance = dg.DagsterInstance.get()
         selection = stages()
         with tqdm(total=len(selection), unit="stage", disable=args.quiet) as bar:
@@ -186,7 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             runs = materialize_stages(
                 defs,
                 selection,
-                days=[first, last],
+                days=days,
                 instance=instance,
                 raise_on_error=False,
                 # a failed step is reported below in one line (its root cause); Dagster's own
@@ -195,6 +215,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 on_start=start,
                 on_done=done,
                 backfill=True,
+                backfill_defs=build_definitions(cfg),  # recorded on the code location's calendar
                 code_location=root,
                 tags={TODAY_TAG: today.isoformat()},  # the purge's day is the range's
             )

@@ -29,6 +29,7 @@ from memory_pipeline.config_settings import (
     MAX_RETAIN_DAYS,
     NAMES,
     NON_NEGATIVE_NUMBER,
+    OPEN_START,
     OWNER_PREFIX,
     PATH,
     PIPELINE_KEYS,
@@ -102,6 +103,7 @@ __all__ = [
     "MAX_RETAIN_DAYS",
     "NAMES",
     "NON_NEGATIVE_NUMBER",
+    "OPEN_START",
     "OWNER_KEYS",
     "OWNER_PREFIX",
     "OwnerSpec",
@@ -175,8 +177,8 @@ class PipelineConfig:
 
     owner: str
     timezone: str
-    start_date: dt.date
-    end_date: dt.date | None
+    start_date: dt.date  # the first calendar partition (OPEN_START when the config leaves it out)
+    end_date: dt.date | None  # None: live, the calendar runs on to yesterday
     output_dir: Path
     sources: tuple[SourceSpec, ...]
     session_gap_minutes: int = 180

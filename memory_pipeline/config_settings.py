@@ -273,6 +273,12 @@ def _provider(key: str, kind: Kind, default: Any = None) -> Setting:
     return Setting(None, key, kind, default, ENV_PREFIX + key.upper())
 
 
+# The first calendar partition when [pipeline] start_date is left out (open dates): the first
+# partition with data comes from the data, whatever its date, and an older export added later
+# is read on the next run, not quarantined. The calendar before the data costs nothing: a run
+# builds only days with data (defs/partitions.py). The Unix epoch is where a missing or zero
+# timestamp lands, so even that is a date of the calendar.
+OPEN_START = dt.date(1970, 1, 1)
 MAX_RETAIN_DAYS = 365_000  # a thousand years: anything larger is a typo, not a policy
 # MEMORY_PIPELINE_REDACT: auto | on | off, and the words for on and off it always took.
 # Anything else is refused: a typo of "on" must never read as "off".
@@ -290,7 +296,7 @@ SETTINGS: tuple[Setting, ...] = (
     _pipeline("owner", TEXT, required=True),
     _pipeline("owner_id", SLUG, DEFAULT_OWNER_ID),
     _pipeline("timezone", TIMEZONE, required=True),
-    _pipeline("start_date", DATE, required=True),
+    _pipeline("start_date", DATE),
     _pipeline("end_date", DATE),
     _pipeline("output_dir", PATH, "data/output"),
     _pipeline("session_gap_minutes", int_kind(1, MAX_GAP_MINUTES), 180),
@@ -449,6 +455,8 @@ def _pipeline_values(
     start, end = value["start_date"], value["end_date"]
     if start and end and end < start:
         errors.append(f"[pipeline].end_date: {end} is before start_date {start}")
+    if start is None and "[pipeline].start_date" not in bad:
+        start = OPEN_START  # open: the data says where the memory begins
     output_dir, output_uri = _output(value["output_dir"], value["work_dir"], base_dir, env, errors)
     dossier_dir = None
     if value["dossier_dir"]:

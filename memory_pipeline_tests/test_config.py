@@ -62,6 +62,21 @@ def test_env_overrides(tmp_path):
     assert cfg.sources[0].path == (tmp_path / "elsewhere").resolve()
 
 
+def test_dates_may_be_open(tmp_path):
+    """No start_date: the calendar starts at the open floor, so every dated record is in a
+    partition (none quarantined as too early); no end_date: live."""
+    from memory_pipeline.config import OPEN_START
+
+    cfg = load_config(write(tmp_path, GOOD.replace('start_date = "2024-03-01"\n', "")), env={})
+    assert cfg.start_date == OPEN_START and cfg.end_date is None
+    # the environment may still close it
+    cfg = load_config(
+        write(tmp_path, GOOD.replace('start_date = "2024-03-01"\n', "")),
+        env={"MEMORY_PIPELINE_START_DATE": "2020-01-01"},
+    )
+    assert cfg.start_date == dt.date(2020, 1, 1)
+
+
 def test_env_selects_sources(tmp_path):
     with pytest.raises(ConfigError, match="other.*does not exist"):
         load_config(write(tmp_path, GOOD), env={"MEMORY_PIPELINE_SOURCES": "chats,other"})
@@ -187,7 +202,6 @@ NO_SOURCE = {
             [
                 "[pipeline].owner: required, a non-empty string",
                 "[pipeline].timezone: required, an IANA timezone like Asia/Tokyo",
-                "[pipeline].start_date: required, a date like 2024-03-01",
             ],
         ),
     ],

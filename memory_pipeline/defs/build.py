@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Sequence
+
 import dagster as dg
 
 from memory_pipeline.config import PipelineConfig
@@ -17,7 +20,7 @@ from memory_pipeline.defs.indexes import search_indexes
 from memory_pipeline.defs.ingest import RAW, build_ingest
 from memory_pipeline.defs.jobs import build_jobs, default_sensor_status
 from memory_pipeline.defs.memories import build_memory_assets
-from memory_pipeline.defs.partitions import daily_partitions
+from memory_pipeline.defs.partitions import daily_partitions, data_partitions
 from memory_pipeline.defs.providers import provider_resources
 from memory_pipeline.defs.representations import (
     build_representation_assets,
@@ -34,9 +37,19 @@ from memory_pipeline.defs.writer_lock import locking_executor
 TABLE_KEYS = list(dict.fromkeys(asset_key(t) for t in REGISTRY))
 
 
-def build_assets(cfg: PipelineConfig) -> list[dg.AssetsDefinition]:
-    """Every asset, partitioned by the configured dates."""
-    parts = daily_partitions(cfg)
+def partitions_for(
+    cfg: PipelineConfig, days: Sequence[dt.date] | None = None
+) -> dg.PartitionsDefinition:
+    """The calendar of the configuration, or (``days`` given) exactly those dates: what a
+    run of ``memory-pipeline run`` executes over (``defs/partitions.py``)."""
+    return daily_partitions(cfg) if days is None else data_partitions(days)
+
+
+def build_assets(
+    cfg: PipelineConfig, days: Sequence[dt.date] | None = None
+) -> list[dg.AssetsDefinition]:
+    """Every asset, partitioned by the configured calendar, or by ``days`` only."""
+    parts = partitions_for(cfg, days)
     return [
         build_ingest(parts),
         build_sessions_asset(parts),
@@ -50,20 +63,32 @@ def build_assets(cfg: PipelineConfig) -> list[dg.AssetsDefinition]:
     ]
 
 
-def scheduled_assets(cfg: PipelineConfig) -> list[dg.AssetsDefinition]:
+def scheduled_assets(
+    cfg: PipelineConfig, days: Sequence[dt.date] | None = None
+) -> list[dg.AssetsDefinition]:
     """Every asset plus the retention purge (ingest runs after it), with the automation
     conditions attached (``defs/automation.py``): what the scheduled path runs."""
 
     def after_retention(spec: dg.AssetSpec) -> dg.AssetSpec:
         return spec.merge_attributes(deps=[RETENTION]) if spec.key == RAW else spec
 
-    assets = [a.map_asset_specs(after_retention) if RAW in a.keys else a for a in build_assets(cfg)]
+    assets = [
+        a.map_asset_specs(after_retention) if RAW in a.keys else a for a in build_assets(cfg, days)
+    ]
     return with_automation([retention_asset, *assets])
 
 
-def build_definitions(cfg: PipelineConfig, config_file: str | None = None) -> dg.Definitions:
-    """Definitions for one configuration (tests build their own with a tmp config)."""
-    parts = daily_partitions(cfg)
+def build_definitions(
+    cfg: PipelineConfig,
+    config_file: str | None = None,
+    days: Sequence[dt.date] | None = None,
+) -> dg.Definitions:
+    """Definitions for one configuration (tests build their own with a tmp config).
+
+    ``days``: the assets partitioned by exactly those dates instead of the calendar, for
+    ``memory-pipeline run`` (the runs store events for days with data only); the code
+    location always has the calendar."""
+    parts = partitions_for(cfg, days)
     jobs, schedules = build_jobs(cfg)
     daily, _, memories = jobs
     pipeline = PipelineResource(
@@ -71,7 +96,7 @@ def build_definitions(cfg: PipelineConfig, config_file: str | None = None) -> dg
         object_store=ObjectStoreResource.from_env(),
     )
     return dg.Definitions(
-        assets=scheduled_assets(cfg),
+        assets=scheduled_assets(cfg, days),
         asset_checks=build_gx_checks(parts),
         # the stage jobs: what `memory-pipeline run` runs, so the UI can re-execute its runs
         jobs=[

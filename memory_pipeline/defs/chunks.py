@@ -18,7 +18,7 @@ from memory_pipeline.defs.helpers import (
 )
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.owner_fanout import per_partition
-from memory_pipeline.defs.partitions import keys_to_dates, raw_window
+from memory_pipeline.defs.partitions import keys_to_dates, window_dep
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import GROUP, SESSIONS
 
@@ -34,7 +34,7 @@ def build_chunks_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefi
         deps=[
             SESSIONS,
             # a session's messages may run into the next day(s)
-            dg.AssetDep(RAW, partition_mapping=raw_window(start_offset=0, end_offset=1)),
+            window_dep(RAW, partitions_def, 0, 1),
         ],
         partitions_def=partitions_def,
         backfill_policy=dg.BackfillPolicy.single_run(),

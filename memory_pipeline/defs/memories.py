@@ -36,7 +36,7 @@ from memory_pipeline.defs.helpers import (
 )
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.owner_fanout import per_partition
-from memory_pipeline.defs.partitions import keys_to_dates, raw_window
+from memory_pipeline.defs.partitions import keys_to_dates, window_dep
 from memory_pipeline.defs.providers import (
     PROVIDER_POOL,
     DossierWriterResource,
@@ -89,7 +89,7 @@ def _dossier_counts(_store: TableStore, _day: dt.date, part: pa.Table) -> dict[s
 def _memories_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
     @dg.asset(
         **table_asset(T.MEMORIES),
-        deps=[SESSIONS, dg.AssetDep(RAW, partition_mapping=raw_window(0, 1))],
+        deps=[SESSIONS, window_dep(RAW, partitions_def, 0, 1)],
         partitions_def=partitions_def,
         backfill_policy=dg.BackfillPolicy.single_run(),
         pool=PROVIDER_POOL,
@@ -196,11 +196,15 @@ def _dossiers_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinit
     @dg.asset(
         **table_asset(T.DOSSIERS),
         deps=[
-            dg.AssetDep(DOSSIERS, partition_mapping=raw_window(-1, -1)),
-            SESSIONS,
-            MEMORIES,
-            ENRICHMENT,
-            dg.AssetDep(RAW, partition_mapping=raw_window(0, 1)),
+            dep
+            for dep in (
+                window_dep(DOSSIERS, partitions_def, -1, -1),
+                SESSIONS,
+                MEMORIES,
+                ENRICHMENT,
+                window_dep(RAW, partitions_def, 0, 1),
+            )
+            if dep is not None
         ],
         partitions_def=partitions_def,
         backfill_policy=dg.BackfillPolicy.single_run(),

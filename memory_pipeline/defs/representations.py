@@ -36,7 +36,7 @@ from memory_pipeline.defs.helpers import (
 )
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.owner_fanout import per_partition
-from memory_pipeline.defs.partitions import keys_to_dates, raw_window
+from memory_pipeline.defs.partitions import keys_to_dates, window_dep
 from memory_pipeline.defs.providers import PROVIDER_POOL, EmbeddingResource, SummarizerResource
 from memory_pipeline.defs.resources import PipelineResource
 from memory_pipeline.defs.sessions import SESSIONS
@@ -232,7 +232,7 @@ def _enrichment_asset(
 ) -> dg.AssetsDefinition:
     @dg.asset(
         **table_asset(T.SESSION_ENRICHMENT),
-        deps=[SESSIONS, dg.AssetDep(RAW, partition_mapping=raw_window(0, 1))],
+        deps=[SESSIONS, window_dep(RAW, parts, 0, 1)],
         check_specs=[
             check_spec(
                 CHECK_ENRICHMENT,

@@ -10,6 +10,9 @@ once. It is the only caller of ``dg.materialize`` outside the tests.
 A stage is a set of assets that run together in one run. Partitioned stages take the date
 range: one day is requested as that partition, several days as a single-run backfill (the
 ``dagster/asset_partition_range_*`` tags, see ``defs/jobs.py``), never one run per day.
+Assets partitioned by the calendar cover every day from the first to the last; assets built
+over the days with data (``build_definitions(cfg, days=...)``, a static partitions definition,
+``defs/partitions.py``) cover exactly those days, so an empty day stores no event at all.
 Unpartitioned stages (the retention purge, indexes, storage report, evaluation, warehouse)
 always cover everything stored, so they get no range. The retention stage needs the
 ``retention`` asset, which only the code location's definitions (``build_definitions``)
@@ -83,6 +86,9 @@ CODE_LOCATION = "memory_pipeline"
 # one batch, longer ranges take several
 EVENT_BATCH_ENV = "DAGSTER_EVENT_BATCH_SIZE"
 EVENT_BATCH_SIZE = 100
+# Dagster reads it when a run starts (event_log/base.py): one "materialization planned" event
+# per asset carrying the run's partition subset, instead of one per asset and partition
+PLANNED_SUBSET_ENV = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
 
 
 @dataclass(frozen=True)
@@ -200,7 +206,8 @@ def range_request(days: Sequence[dt.date]) -> dict[str, Any]:
     """``dg.materialize`` keywords that request ``days`` (sorted, non-empty).
 
     One day is that partition; a longer range is one single-run backfill over
-    ``days[0]..days[-1]`` (the assets use ``BackfillPolicy.single_run()``).
+    ``days[0]..days[-1]`` (the assets use ``BackfillPolicy.single_run()``): every calendar day
+    between them for calendar partitions, the listed days for partitions of the days with data.
     """
     if len(days) == 1:
         return {"partition_key": days[0].isoformat()}
@@ -250,6 +257,26 @@ def event_batching(size: int = EVENT_BATCH_SIZE) -> Iterator[str]:
             os.environ.pop(EVENT_BATCH_ENV, None)
 
 
+@contextmanager
+def planned_subsets(on: bool = True) -> Iterator[None]:
+    """``DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS=1`` while the block runs (``on``, and
+    unless the environment already sets it); restored after.
+
+    Why: runs over the days with data of a long history plan thousands of partitions, and
+    Dagster otherwise stores one planned event per asset and partition before the first step
+    runs: on SQLite each is two connections and commits (a quarter of the run's events). With
+    the subset, one planned event per asset says the same. Dagster's documented trade-off: a
+    partition of a run that fails is not marked failed in the partition bar (the run is)."""
+    previous = os.environ.get(PLANNED_SUBSET_ENV)
+    if on and previous is None:
+        os.environ[PLANNED_SUBSET_ENV] = "1"
+    try:
+        yield
+    finally:
+        if on and previous is None:
+            os.environ.pop(PLANNED_SUBSET_ENV, None)
+
+
 def materialize_stages(
     assets: dg.Definitions | Sequence[Any],
     selection: Sequence[Stage | str],
@@ -265,6 +292,7 @@ def materialize_stages(
     code_location: Path | None = None,
     invocation: str | None = None,
     tags: Mapping[str, str] | None = None,
+    backfill_defs: dg.Definitions | None = None,
 ) -> list[StageResult]:
     """Materialize ``selection`` in order, each stage as one run of its named job, over ``days``.
 
@@ -278,9 +306,12 @@ def materialize_stages(
     Every run is tagged with its stage and ``invocation`` (a new id unless given), plus
     ``tags`` (``memory-pipeline run`` passes the day it planned with, for the purge).
     ``backfill=True`` records the call as one asset backfill over the stages' assets and the
-    range (status and materialized partitions written when the call ends). ``code_location``
-    (the folder of workspace.yaml) stamps runs with that code location's job origin, so the
-    UI of ``dagster dev`` started there can re-execute them. The runs are made under
+    range (status and materialized partitions written when the call ends), in the terms of
+    ``backfill_defs`` when given: runs over the days with data are recorded against the code
+    location's calendar (those days only), which is what the UI shows the backfill with.
+    ``code_location`` (the folder of workspace.yaml) stamps runs with that code location's
+    job origin, so the UI of ``dagster dev`` started there can re-execute them (a re-execution
+    covers the calendar range). The runs are made under
     ``event_batching()`` (``DAGSTER_EVENT_BATCH_SIZE`` defaults to ``EVENT_BATCH_SIZE``).
     """
     if isinstance(assets, dg.Definitions):
@@ -300,13 +331,18 @@ def materialize_stages(
         HOST_TAG: socket.gethostname(),
     }
     record = None
+    parts = _partitions_def(defs, wanted)
+    # runs over the days with data (not the calendar): one planned event per asset
+    over_days = parts is not None and not isinstance(parts, dg.TimeWindowPartitionsDefinition)
     if instance is not None:
         fail_orphaned_runs(instance)
         if backfill:
-            record = _new_backfill(defs, wanted, window, instance, invocation)
+            record_defs = defs if backfill_defs is None else backfill_defs
+            covered = _window_keys(window, parts)
+            record = _new_backfill(record_defs, wanted, covered, instance, invocation)
             tags[BACKFILL_TAG] = record.backfill_id
     results: list[StageResult] = []
-    with event_batching():
+    with event_batching(), planned_subsets(over_days):
         try:
             for stage in wanted:
                 if on_start:
@@ -330,7 +366,7 @@ def materialize_stages(
                     break
         finally:
             if record is not None and instance is not None:
-                _finish_backfill(defs, record, wanted, results, instance)
+                _finish_backfill(record_defs, record, wanted, results, instance)
     return results
 
 
@@ -432,17 +468,33 @@ def _job_origins(job_name: str, root: Path) -> tuple[Any, Any]:
     return remote, python
 
 
-def _window_keys(window: Sequence[dt.date]) -> list[str]:
+def _window_keys(window: Sequence[dt.date], partitions_def: Any = None) -> list[str]:
+    """The partition keys a range over ``window`` covers: every calendar day from the first
+    to the last for calendar partitions, else the listed days."""
     if not window:
         return []
+    if partitions_def is not None and not isinstance(
+        partitions_def, dg.TimeWindowPartitionsDefinition
+    ):
+        return sorted({d.isoformat() for d in window})
     n = (window[-1] - window[0]).days + 1
     return [(window[0] + dt.timedelta(days=i)).isoformat() for i in range(n)]
+
+
+def _partitions_def(defs: dg.Definitions, wanted: Sequence[Stage]) -> Any:
+    """The partitions definition of the wanted partitioned stages' assets (None if none)."""
+    graph = defs.resolve_asset_graph()
+    for stage in wanted:
+        for key in stage.keys:
+            if stage.partitioned and graph.has(key):
+                return graph.get(key).partitions_def
+    return None
 
 
 def _new_backfill(
     defs: dg.Definitions,
     wanted: Sequence[Stage],
-    window: Sequence[dt.date],
+    partition_keys: Sequence[str],
     instance: dg.DagsterInstance,
     invocation: str,
 ) -> Any:
@@ -454,7 +506,7 @@ def _new_backfill(
     return PartitionBackfill.from_asset_partitions(
         backfill_id=make_new_backfill_id(),
         asset_graph=defs.resolve_asset_graph(),
-        partition_names=_window_keys(window) if any(s.partitioned for s in wanted) else None,
+        partition_names=list(partition_keys) if any(s.partitioned for s in wanted) else None,
         asset_selection=keys,
         backfill_timestamp=time.time(),
         tags={INVOCATION_TAG: invocation},
@@ -463,7 +515,11 @@ def _new_backfill(
         title="memory_pipeline_run",
         description="memory-pipeline run: stages "
         + ", ".join(s.name for s in wanted)
-        + (f" over {window[0]}..{window[-1]}" if window else ""),
+        + (
+            f" over {partition_keys[0]}..{partition_keys[-1]} ({len(partition_keys)} days)"
+            if partition_keys
+            else ""
+        ),
         run_config=None,
     )
 

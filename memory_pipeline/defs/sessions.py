@@ -24,7 +24,7 @@ from memory_pipeline.defs.helpers import (
 )
 from memory_pipeline.defs.ingest import RAW
 from memory_pipeline.defs.owner_fanout import per_partition
-from memory_pipeline.defs.partitions import keys_to_dates, raw_window
+from memory_pipeline.defs.partitions import keys_to_dates, window_dep
 from memory_pipeline.defs.resources import PipelineResource
 
 SESSIONS = asset_key(T.SESSIONS)
@@ -33,8 +33,8 @@ GROUP = "segmentation"
 CHECK_SESSIONS_VALID = "sessions_ordered_and_gap_respecting"
 CHECK_SESSION_IDS_UNIQUE = "session_ids_unique"
 
-# Sessions of D need the day before (continuation?) and the day after (past midnight?).
-RAW_WINDOW = raw_window(start_offset=-1, end_offset=1)
+# Sessions of D need the day before (continuation?) and the day after (past midnight?):
+# ``window_dep(RAW, partitions_def, -1, 1)``
 
 
 def _crossing_midnight(_store: TableStore, _day: dt.date, part: pa.Table) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def build_sessions_asset(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDe
 
     @dg.asset(
         **table_asset(T.SESSIONS),
-        deps=[dg.AssetDep(RAW, partition_mapping=RAW_WINDOW)],
+        deps=[window_dep(RAW, partitions_def, -1, 1)],
         partitions_def=partitions_def,
         backfill_policy=dg.BackfillPolicy.single_run(),
         check_specs=[

@@ -296,7 +296,8 @@ def test_cli_runs_and_the_nightly_job_succeed_after_a_purge(tmp_path, monkeypatc
     """The reported sequence through the CLI: a run, then retain_days cutting between days
     with quiet days before the first kept one, then `run`, `run --start <cutoff>` and the
     nightly job (which purges again in the same run): every one succeeds and the surviving
-    contacts have their dossiers."""
+    contacts have their dossiers. `run` stores only the days with data, so the purge counts
+    those; the nightly covers calendar days, so it writes (empty) partitions of a quiet day."""
     import dagster as dg
 
     from memory_pipeline import cli
@@ -313,14 +314,15 @@ def test_cli_runs_and_the_nightly_job_succeed_after_a_purge(tmp_path, monkeypatc
     monkeypatch.setenv("MEMORY_PIPELINE_RETAIN_DAYS", "5")  # cutoff 03-06: 03-06..08 quiet
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
-    assert "retention: purged 5 partitions before 2024-03-06" in out
+    assert "retention: purged 3 partitions before 2024-03-06" in out  # 03-01, 03-02, 03-05
     assert "partitions: 2024-03-09 .. 2024-03-10" in out
     assert cli.main([*argv, "--start", "2024-03-06"]) == 0
     assert cli.main(argv) == 0
     runner = Runner(config, tmp_path / "out")
     files = sorted(p.name for p in Path(runner.cfg.dossiers_path).glob("*.md"))
     assert files == ["kenta.md", "maria.md"]  # sora spoke only before the cutoff
-    # the nightly job on 03-12: purges 03-06 (a quiet day's partitions) in the same run
+    # the nightly job on 03-12 (cutoff 03-07) over 03-10..03-11: it covers calendar days, so
+    # it writes the quiet 03-11 too; nothing before the cutoff is stored any more
     clock["today"] = dt.date(2024, 3, 12)
     defs = build_definitions(runner.cfg)
     with dg.DagsterInstance.get() as instance:
@@ -330,8 +332,7 @@ def test_cli_runs_and_the_nightly_job_succeed_after_a_purge(tmp_path, monkeypatc
             raise_on_error=False,
         )
     assert result.success
-    assert min(runner.store.dates("dossiers")) == dt.date(2024, 3, 7)
+    assert runner.store.dates("dossiers") == [dt.date(2024, 3, d) for d in (9, 10, 11)]
     assert set(runner.store.dates("dossiers")) >= set(runner.store.dates("sessions"))
-    [first, second] = retention.retention_log(runner.cfg.state_root)
+    [first] = retention.retention_log(runner.cfg.state_root)
     assert first["records_expired"] == 4 * 4  # four days of four messages each expired
-    assert second["dates"] == ["2024-03-06"] and second["records_expired"] == 0

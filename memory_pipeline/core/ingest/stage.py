@@ -14,10 +14,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memory_pipeline.core.common import tables as T
 from memory_pipeline.core.common.contacts import ContactBook
 from memory_pipeline.core.common.dates import count_by, split_by_date
 from memory_pipeline.core.common.forget_list import ForgetList
 from memory_pipeline.core.common.records import Record, gc_paused
+from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.ingest.batches import read_batches, records_to_tables
 from memory_pipeline.core.ingest.columnar import TableIngestResult, ingest_tables, to_records
 from memory_pipeline.core.ingest.file_cache import cached_batches
@@ -199,3 +201,35 @@ def discover_dates(sources: Sequence[SourceSpec], start_date: dt.date) -> list[d
         days = [*local.to_pylist(), *(q.partition_date for q in tables.quarantine)]
         found.update(start_date if day is None or day < start_date else day for day in days)
     return sorted(found)
+
+
+def stored_dates(store: TableStore) -> list[dt.date]:
+    """The partition dates whose stored ingest audit counts a record read.
+
+    Every record ingest reads is counted in the audit of its partition, so these are the
+    dates a previous run stored anything on. A run must rebuild them as well as the dates
+    its sources now hold: one whose records went away (an export removed or trimmed) is
+    then rewritten empty, as a full rebuild would leave it. An empty partition left by an
+    older calendar-wide run counts nothing and is not listed, so it is not rebuilt."""
+    audit = store.read(T.INGEST_AUDIT, columns=["partition_date"])
+    return sorted(set(pc.unique(audit.column("partition_date")).to_pylist()))
+
+
+def plan_days(
+    found: Iterable[dt.date],
+    stored: Iterable[dt.date],
+    first: dt.date,
+    last: dt.date,
+    clear_from: dt.date | None = None,
+) -> list[dt.date]:
+    """The partitions a run builds: the dates with data in ``first..last``, plus the stored
+    dates in ``clear_from..last`` (default ``first``) that may need rewriting.
+
+    Never a calendar day with nothing on it: an empty day costs nothing (no Parquet file,
+    no Dagster event). Sessions read the days before and after theirs from storage, so a
+    session crossing midnight joins its next day whenever both hold messages, and an empty
+    neighbour contributes nothing either way."""
+    lo = first if clear_from is None else clear_from
+    days = {d for d in found if first <= d <= last}
+    days |= {d for d in stored if lo <= d <= last}
+    return sorted(days)

@@ -259,7 +259,7 @@ def not_yet_ingested(
     return {d: h for d, h in dates.items() if not ingested_at.get(d, float("-inf")) > newest}
 
 
-# Sessions of D are built from raw_messages D-1..D+1 (``RAW_WINDOW`` in defs/sessions.py): a
+# Sessions of D are built from raw_messages D-1..D+1 (the window dependency in defs/sessions.py): a
 # session belongs to the date of its first message and may run past midnight. Changed records
 # on D can therefore lengthen, shorten or split a session *owned by D-1* (one that ran into
 # D), and can make D+1's first session a continuation of D's last one (or stop being one), so
