@@ -173,9 +173,11 @@ def config_text(
         "[pipeline]",
         f"owner = {_toml(owner)}",
         f"timezone = {_toml(timezone)}",
-        f'start_date = "{start.isoformat()}"     # the earliest message found',
         f"output_dir = {_toml(OUTPUT_DIR)}",
-        "# no end_date: a live history (the nightly schedule and the sensors are on)",
+        f"# no start_date: open, the memory starts with the oldest message ({start.isoformat()}"
+        " today;",
+        "# an older export dropped in later is read too). No end_date: a live history (the",
+        "# nightly schedule and the sensors are on).",
     ]
     for spec in sources:
         path = spec.path

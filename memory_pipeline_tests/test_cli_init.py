@@ -17,7 +17,7 @@ import yaml
 
 from memory_pipeline.cli import main
 from memory_pipeline.cli_init import machine_timezone
-from memory_pipeline.config import load_config
+from memory_pipeline.config import OPEN_START, load_config
 from memory_pipeline.core.ingest.stage import discover_dates
 from memory_pipeline.defs.runner import CODE_LOCATION
 
@@ -73,7 +73,8 @@ def test_init_writes_a_live_personal_config_and_says_what_it_read(exports, tmp_p
     assert cfg.owner == "Yuki"  # the one person in both conversations
     assert cfg.timezone == "Europe/Berlin"
     assert cfg.end_date is None  # live: the nightly and the sensors are on
-    assert cfg.start_date == dt.date(2022, 3, 12)  # the earliest message
+    assert cfg.start_date == OPEN_START  # open: an older export dropped in later is read too
+    assert "(2022-03-12 today" in (target / "memory_pipeline.toml").read_text(encoding="utf-8")
     assert cfg.output_dir == target / "output"
     assert cfg.eval_questions is None
     # the Dagster instance beside it: no relative storage paths (they follow the cwd)
