@@ -94,10 +94,10 @@ def child_search(a: argparse.Namespace) -> dict:
     from memory_pipeline.core.retrieval.searcher import Searcher
 
     queries = json.loads(Path(a.queries_file).read_text(encoding="utf-8"))
-    try:  # as a serving process runs (this tree's service sets it; the shipped one did not)
-        from memory_pipeline.service.loader import one_blas_thread
-    except ImportError:
-        one_blas_thread = None
+    from memory_pipeline.service import loader
+
+    # as a serving process runs (this tree's service sets it; the shipped one did not)
+    one_blas_thread = getattr(loader, "one_blas_thread", None)
     if one_blas_thread is not None:
         one_blas_thread()
     c0, w0 = time.process_time(), time.perf_counter()
