@@ -16,6 +16,7 @@ exported with ``git archive`` into a temporary folder), so the two never share a
     python benchmarks/bench_search_cpu.py search --output DIR --queries locomo --label "LoCoMo dev"
     python benchmarks/bench_search_cpu.py search --output DIR --queries messages --label "all RPC"
     python benchmarks/bench_search_cpu.py encode --turns 1000
+    python benchmarks/bench_search_cpu.py load-parts --tables OUT/parquet
 
 ``--out`` (default benchmarks/results/search_cpu.json) collects each run's figures by label.
 """
@@ -93,10 +94,10 @@ def child_search(a: argparse.Namespace) -> dict:
     from memory_pipeline.core.retrieval.searcher import Searcher
 
     queries = json.loads(Path(a.queries_file).read_text(encoding="utf-8"))
-    try:  # as a serving process runs (this tree's service sets it; the shipped one did not)
-        from memory_pipeline.service.loader import one_blas_thread
-    except ImportError:
-        one_blas_thread = None
+    from memory_pipeline.service import loader
+
+    # as a serving process runs (this tree's service sets it; the shipped one did not)
+    one_blas_thread = getattr(loader, "one_blas_thread", None)
     if one_blas_thread is not None:
         one_blas_thread()
     c0, w0 = time.process_time(), time.perf_counter()
@@ -184,6 +185,57 @@ def child_encode(a: argparse.Namespace) -> dict:
     }
 
 
+def run_load_parts(a: argparse.Namespace) -> dict:
+    """The parts of a version's load that grow with the messages, on a store's Parquet
+    tables (``--tables OUT/parquet``: raw_messages/ and chunks/ partitions): what the shipped
+    searcher did per message (a dict each, via ``to_pylist``) against ``MessageRows``."""
+    import glob
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from memory_pipeline.core.indexes.turns import turn_layout
+    from memory_pipeline.core.retrieval.message_rows import MessageRows
+    from memory_pipeline.core.retrieval.turns import TurnIndex
+
+    out: dict[str, float] = {}
+
+    def clock(name, f):
+        t = time.process_time()
+        value = f()
+        out[name] = time.process_time() - t
+        print(f"{name}: {out[name]:.2f} s CPU", flush=True)
+        return value
+
+    cols = ["message_id", "sender", "local_ts", "text", "source_ref"]
+    files = sorted(glob.glob(f"{a.tables}/raw_messages/*.parquet"))
+    msgs = clock(
+        "read messages", lambda: pa.concat_tables(pq.read_table(f, columns=cols) for f in files)
+    )
+    chunk_files = sorted(glob.glob(f"{a.tables}/chunks/*.parquet"))
+    chunks = pa.concat_tables(pq.read_table(f) for f in chunk_files).sort_by("chunk_id")
+    print(f"{msgs.num_rows:,} messages, {chunks.num_rows:,} chunks")
+    old = clock(
+        "shipped: a dict per message", lambda: {r["message_id"]: r for r in msgs.to_pylist()}
+    )
+    rows = clock("now: MessageRows", lambda: MessageRows(msgs))
+    layout = clock("turn_layout", lambda: turn_layout(chunks))
+    ids = layout.message_ids
+    clock(
+        "shipped: senders and lengths",
+        lambda: (
+            [(old.get(m) or {}).get("sender") or "" for m in ids],
+            [len((old.get(m) or {}).get("text") or "") for m in ids],
+        ),
+    )
+    clock(
+        "now: senders and lengths",
+        lambda: ([x or "" for x in rows.column("sender", ids)], rows.text_lengths(ids)),
+    )
+    clock("TurnIndex", lambda: TurnIndex(layout, {}, chunks.num_rows))
+    return {"label": a.label, "messages": msgs.num_rows, "chunks": chunks.num_rows, "cpu_s": out}
+
+
 def _run_child(tree: Path, args: list[str], env_extra: dict | None = None) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         result = Path(f.name)
@@ -267,7 +319,8 @@ def run_encode(a: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=("search", "encode", "_search", "_encode"))
+    p.add_argument("what", choices=("search", "encode", "load-parts", "_search", "_encode"))
+    p.add_argument("--tables", help="load-parts: a store's parquet folder")
     p.add_argument("--output", help="a pipeline output folder with a published version")
     p.add_argument("--queries", choices=("locomo", "messages"), default="locomo")
     p.add_argument("--queries-file")
@@ -291,7 +344,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if a.what == "encode" and a.n is None:
         a.n = 200
-    figures = run_search(a) if a.what == "search" else run_encode(a)
+    run = {"search": run_search, "encode": run_encode, "load-parts": run_load_parts}
+    figures = run[a.what](a)
     old = json.loads(a.out.read_text(encoding="utf-8")) if a.out.exists() else {}
     old[f"{a.what}: {a.label}"] = figures
     a.out.write_text(json.dumps(old, indent=1, ensure_ascii=False), encoding="utf-8")

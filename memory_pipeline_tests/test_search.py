@@ -56,6 +56,21 @@ def test_fusion_by_hand():
         linear_fusion(bm25, dense, 1.5)
 
 
+def test_by_score_sorts_as_the_python_key_best_first_ties_by_id():
+    """``fusion.by_score`` (numpy for long lists) orders exactly as ``sorted`` by (-score,
+    id): ties (many equal scores, -0.0 and 0.0), prefixes of ids, non-ASCII ids."""
+    from memory_pipeline.core.retrieval.fusion import by_score
+
+    rng = np.random.default_rng(7)
+    for n in (0, 5, 31, 32, 200, 1000):
+        ids = [f"chk_{rng.integers(0, 10**6):06d}{'é' if i % 7 == 0 else ''}" for i in range(n)]
+        ids = list(dict.fromkeys(ids + ["chk_1", "chk_10", "chk_1é"]))
+        scores = rng.choice([0.0, -0.0, 0.5, 1.0 / 3, 2.0], size=len(ids)).tolist()
+        pairs = list(zip(ids, scores, strict=True))
+        assert by_score(pairs) == sorted(pairs, key=lambda p: (-p[1], p[0]))
+    assert by_score([(1, 0.5), (2, 0.5)] * 20)[:2] == [(1, 0.5), (1, 0.5)]  # not str: Python
+
+
 def test_content_query_finds_the_dog_shelter(built: Runner):
     result = memory_pipeline.search(
         "what did Maria say about the dog shelter?", k=3, output_dir=built.store.root
