@@ -268,8 +268,9 @@ def cmd_init(args: argparse.Namespace) -> int:
         if not (target / name).exists():  # one someone configured is theirs
             (target / name).write_text(text, encoding="utf-8")
     print(
-        f"\nwrote {config}\n  owner {owner!r}, time zone {timezone}, first partition "
-        f"{found.first} (the earliest message), no end date, output {target / OUTPUT_DIR}"
+        f"\nwrote {config}\n  owner {owner!r}, time zone {timezone}, open dates (the earliest "
+        f"message is {found.first}; older exports added later are read too), output "
+        f"{target / OUTPUT_DIR}"
     )
     print_next(config, suggest_queries(found.messages, [owner, *args.alias]))
     return 0
