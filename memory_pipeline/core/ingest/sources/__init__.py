@@ -9,6 +9,7 @@ from memory_pipeline.core.ingest.sources import (  # noqa: F401
     claude,
     discord,
     imessage,
+    inbox,
     instagram,
     kakaotalk,
     line_json,
