@@ -34,6 +34,7 @@ from memory_pipeline.service import DEFAULT_THREADS
 from memory_pipeline.service.keys import KeyRecord, KeyStore
 from memory_pipeline.service.loader import OwnerUnavailable
 from memory_pipeline.service.operations import MemoryService
+from memory_pipeline.service.routes_messages import WRITE_PATHS, add_message_routes
 
 log = logging.getLogger("memory_pipeline.service.access")
 
@@ -43,6 +44,7 @@ MAX_BUDGET = 200_000  # UTF-16 units of a context pack
 MAX_ID = 256  # characters of a contact / conversation id
 MAX_RECENT = 50  # messages of `recent`
 OWNER_SCOPE_KEY = "memory_pipeline.owner"  # ASGI scope entry /mcp reads the owner from
+KEY_SCOPE_KEY = "memory_pipeline.key_scope"  # ... and the key's scope
 LOG_FORMAT = "%(asctime)s %(process)d %(name)s %(message)s"
 
 
@@ -61,6 +63,7 @@ class ServiceSettings:
     cors_origins: list[str] = field(default_factory=list)  # empty: CORS off
     mcp: bool = True
     warm: bool = True  # load the keyed owners' indexes at start, in the background
+    refresh: bool = True  # refresh the index after posts to /v1/messages (service/refresh.py)
 
 
 class TokenBucket:
@@ -165,8 +168,8 @@ class Guard:
     The limit is checked on ``Content-Length`` before anything is read, and on the bytes
     actually received (a chunked body cannot announce its size)."""
 
-    def __init__(self, app: Any, max_body: int) -> None:
-        self.app, self.max_body = app, max_body
+    def __init__(self, app: Any, max_body: int, limits: dict[str, int] | None = None) -> None:
+        self.app, self.max_body, self.limits = app, max_body, limits or {}
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -174,6 +177,7 @@ class Guard:
             return
         start = time.perf_counter()
         status = {"code": 0}
+        max_body = self.limits.get(scope.get("path", ""), self.max_body)
 
         async def send_logged(message: dict) -> None:
             if message["type"] == "http.response.start":
@@ -182,7 +186,7 @@ class Guard:
 
         try:
             length = dict(scope.get("headers") or []).get(b"content-length")
-            if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            if length is not None and (not length.isdigit() or int(length) > max_body):
                 await _plain(send_logged, 413, "request body too large")
                 return
             if length is None and scope.get("method") in ("POST", "PUT", "PATCH"):
@@ -194,7 +198,7 @@ class Guard:
                         return  # the client left
                     body += message.get("body", b"")
                     more = message.get("more_body", False)
-                    if len(body) > self.max_body:
+                    if len(body) > max_body:
                         await _plain(send_logged, 413, "request body too large")
                         return
                 replayed = False
@@ -284,6 +288,7 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
                 yield
         else:
             yield
+        messages.close()  # a running refresh ends (its writes are all-or-nothing)
 
     app = FastAPI(
         title="memory_pipeline",
@@ -455,6 +460,8 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
         )
         return _json(result)
 
+    messages = add_message_routes(app, service, authorize, refresh=settings.refresh)
+
     if mcp is not None:
         session_app = mcp.session_manager.asgi_app
 
@@ -472,13 +479,14 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
                 await _plain(send, 429, "rate limit exceeded", {"Retry-After": _seconds(wait)})
                 return
             scope[OWNER_SCOPE_KEY] = record.owner
+            scope[KEY_SCOPE_KEY] = record.scope  # the tools check it (remember needs write)
             await session_app(scope, receive, send)
 
         from starlette.routing import Route
 
         app.router.routes.append(Route("/mcp", endpoint=_AsgiEndpoint(mcp_endpoint)))
 
-    return Guard(app, settings.max_body)
+    return Guard(app, settings.max_body, WRITE_PATHS)
 
 
 class _AsgiEndpoint:

@@ -53,6 +53,11 @@ def add_commands(sub: Any) -> None:
     )
     sv.add_argument("--no-mcp", action="store_true", help="no MCP endpoint at /mcp")
     sv.add_argument(
+        "--no-refresh",
+        action="store_true",
+        help="posted messages wait for the next run instead of refreshing the index",
+    )
+    sv.add_argument(
         "--workers",
         type=_positive(int),
         default=1,
@@ -78,7 +83,7 @@ def add_commands(sub: Any) -> None:
     ksub = ks.add_subparsers(dest="keys_command", required=True)
     kc = ksub.add_parser("create", help="a new key; printed once, on the last line")
     kc.add_argument("--owner", required=True, help="the owner whose memory the key reads")
-    kc.add_argument("--scope", choices=["read", "admin"], default="read")
+    kc.add_argument("--scope", choices=["read", "write", "admin"], default="read")
     kc.set_defaults(func=cmd_keys_create)
     kl = ksub.add_parser("list", help="key ids, owners, scopes, revocations (never the keys)")
     kl.set_defaults(func=cmd_keys_list)
@@ -170,6 +175,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         mcp=not args.no_mcp,
         processes=args.workers,
         threads=args.threads,
+        refresh=not args.no_refresh,
     )
     if not store.records():
         print(

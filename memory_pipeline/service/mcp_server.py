@@ -10,7 +10,7 @@ the HTTP endpoints.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
@@ -22,19 +22,24 @@ INSTRUCTIONS = (
     "with dates). Use `context` to answer a question about the past with sources, `search` "
     "to find the conversations where something was said, `memories` for remembered facts "
     "(plans, preferences, events) about a contact, and `dossier` for a summary of one "
-    "contact. Every answer cites the conversation it comes from."
+    "contact. Every answer cites the conversation it comes from. Use `remember` to keep "
+    "what the user tells you (or what you told them) in that memory."
 )
 
 
-def _owner(ctx: Any, fixed: str | None) -> str:
+def _owner(ctx: Any, fixed: str | None, scope: str = "read") -> str:
     """The owner of this call: the stdio server's, else the one the HTTP app took from the
-    key (never an argument of the tool)."""
+    key (never an argument of the tool), when the key's scope allows ``scope`` (a write key
+    posts messages and reads nothing)."""
     if fixed is not None:
         return fixed
     request = getattr(getattr(ctx, "request_context", None), "request", None)
     owner = request.scope.get("memory_pipeline.owner") if request is not None else None
     if not owner:
         raise PermissionError("no key: call the MCP endpoint with Authorization: Bearer KEY")
+    held = request.scope.get("memory_pipeline.key_scope")
+    if held is not None and held != "admin" and held != scope:
+        raise PermissionError(f"this key lacks the {scope!r} scope")
     return owner
 
 
@@ -104,7 +109,44 @@ def build_mcp(service: MemoryService, owner: str | None = None) -> Any:
         about that contact. `contact` is the contact id as `search` results show it."""
         return service.dossier(_owner(ctx, owner), contact)["markdown"]
 
+    _add_remember(mcp, service, owner)
     return mcp
+
+
+ASSISTANT = "assistant"  # the conversation (and sender name) of what an assistant remembers
+
+
+def _add_remember(mcp: Any, service: MemoryService, owner: str | None) -> None:
+    """The ``remember`` tool: one message into the owner's inbox, as ``POST /v1/messages``
+    stores it (service/messages.py), in the assistant's conversation."""
+    import datetime as dt
+    import hashlib
+
+    from memory_pipeline.service.messages import messages_for
+
+    @mcp.tool()
+    def remember(
+        text: Annotated[str, Field(min_length=1, max_length=20_000)],
+        ctx: Context,
+        sender: Literal["person", "assistant"] = "person",
+        time: Annotated[str | None, Field(max_length=64)] = None,
+        id: Annotated[str | None, Field(min_length=1, max_length=256)] = None,
+    ) -> dict[str, Any]:
+        """Store what was said in this conversation in the user's long-term memory, so
+        `search` and `context` find it later (within seconds). `sender` is who said it:
+        "person" (the user) or "assistant" (you). `time`: ISO 8601 with an offset (default:
+        now). `id`: your own id for the message; a retry with the same id stores nothing
+        twice (default: derived from sender, time and text). Returns the message's status:
+        accepted, duplicate, refused (with the reason) or forgotten."""
+        who = _owner(ctx, owner, "write")
+        messages = messages_for(service)
+        name = messages.owner(who).cfg.owner if sender == "person" else ASSISTANT.title()
+        when = time or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        key = "\x1f".join((sender, when, text)).encode("utf-8", "surrogatepass")
+        cid = id or "remember-" + hashlib.blake2b(key, digest_size=10).hexdigest()
+        message = {"id": cid, "conversation": ASSISTANT, "sender": name, "time": when}
+        result = messages.accept(who, [message | {"text": text}])
+        return result["results"][0] | {"refresh": result["refresh"]}
 
 
 def run_stdio(service: MemoryService, owner: str) -> None:

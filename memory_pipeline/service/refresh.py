@@ -1,0 +1,248 @@
+"""Refresh after a post: the pipeline's own stages over the days that got new messages.
+
+The batch pipeline stays the one way data is processed. When the inbox accepted messages,
+the service asks a :class:`Refresher` for their dates; it waits ``delay`` seconds so a burst
+of posts becomes one refresh, then runs this module as a subprocess (``python -m
+memory_pipeline.service.refresh --config FILE DATE ...``), which materializes the partitioned
+stages (ingest, sessions, chunks, representations, memories) over each changed day and its
+neighbours (``core/ingest/watch.run_ranges``: sessions cross midnight) and then the search
+indexes, exactly as ``memory-pipeline run`` and the source sensor do, under the output
+folder's writer lock. The new index version is published atomically; the server follows
+``CURRENT`` on its next request, so searches keep being served from the previous version
+until then. A subprocess, not a thread: the stages are CPU-bound and would hold the
+server's GIL against the searches.
+
+Posts that arrive while a refresh runs are collected and refreshed together right after.
+Dates that are no partition yet (today, without ``end_date``) are skipped here: the nightly
+run or the source sensor takes them once their partition exists (the inbox is a source).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+log = logging.getLogger("memory_pipeline.service.refresh")
+
+PARTITIONED = ("ingest", "sessions", "chunks", "representations", "memories")
+PUBLISH = ("indexes",)
+DEFAULT_DELAY = 0.5  # seconds a burst of posts is collected before its refresh starts
+LOCK_WAIT = 900.0  # seconds a refresh waits for another writer (a nightly run)
+
+
+@dataclass
+class RefreshState:
+    """What the refresher did: for status answers, health and the benchmark."""
+
+    pending: set[dt.date] = field(default_factory=set)
+    running: set[dt.date] = field(default_factory=set)
+    requested: int = 0  # requests so far (a post with new messages is one)
+    started: int = 0  # requests taken by a refresh that started
+    finished: int = 0  # requests covered by a finished refresh (ok or failed)
+    runs: int = 0
+    failures: int = 0
+    last_seconds: float | None = None
+    last_error: str | None = None
+
+
+class Refresher:
+    """Coalesces refresh requests and runs one refresh subprocess at a time."""
+
+    def __init__(
+        self,
+        config_path: str | None,
+        *,
+        delay: float = DEFAULT_DELAY,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.config_path = config_path
+        self.delay = delay
+        self.env = env
+        self.state = RefreshState()
+        self._cv = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._proc: subprocess.Popen | None = None
+        self._closed = False
+
+    def request(self, days: Iterable[dt.date]) -> int:
+        """Ask for a refresh of ``days``; returns the request's number (``state.finished``
+        reaching it means a refresh that saw these messages has finished)."""
+        days = set(days)
+        with self._cv:
+            if not days or self._closed:
+                return self.state.requested
+            self.state.pending |= days
+            self.state.requested += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="refresh", daemon=True)
+                self._thread.start()
+            self._cv.notify_all()
+            return self.state.requested
+
+    def snapshot(self) -> dict:
+        with self._cv:
+            s = self.state
+            return {
+                "pending": sorted(d.isoformat() for d in s.pending),
+                "running": sorted(d.isoformat() for d in s.running),
+                "requested": s.requested,
+                "finished": s.finished,
+                "runs": s.runs,
+                "failures": s.failures,
+                "last_seconds": s.last_seconds,
+                "last_error": s.last_error,
+            }
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until every request so far is covered by a finished refresh."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while self.state.finished < self.state.requested:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(left)
+            return True
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop taking requests; end a running refresh (its writes are all-or-nothing)."""
+        with self._cv:
+            self._closed = True
+            proc = self._proc
+            self._cv.notify_all()
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self.state.pending and not self._closed:
+                    self._cv.wait()
+                if self._closed:
+                    return
+            time.sleep(self.delay)  # a burst of posts: one refresh
+            with self._cv:
+                if self._closed:
+                    return
+                days, self.state.pending = self.state.pending, set()
+                self.state.running = days
+                taken = self.state.requested
+                self.state.started = taken
+            ok, seconds, error = self._run(days)
+            with self._cv:
+                s = self.state
+                s.running = set()
+                s.finished = taken
+                s.runs += 1
+                s.last_seconds = seconds
+                s.last_error = error
+                s.failures += 0 if ok else 1
+                self._cv.notify_all()
+
+    def _run(self, days: set[dt.date]) -> tuple[bool, float, str | None]:
+        cmd = [sys.executable, "-m", __name__]
+        if self.config_path:
+            cmd += ["--config", str(self.config_path)]
+        cmd += sorted(d.isoformat() for d in days)
+        t0 = time.perf_counter()
+        try:
+            with self._cv:
+                if self._closed:
+                    return False, 0.0, "closed"
+                self._proc = subprocess.Popen(
+                    cmd,
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            out, err = self._proc.communicate()
+            code = self._proc.returncode
+        except OSError as exc:
+            return False, time.perf_counter() - t0, f"cannot start the refresh: {exc}"
+        finally:
+            with self._cv:
+                self._proc = None
+        seconds = time.perf_counter() - t0
+        if code == 0:
+            log.info("refresh of %d days: ok in %.1fs", len(days), seconds)
+            return True, seconds, None
+        lines = [ln for ln in (err or out or "").splitlines() if ln.strip()]
+        error = lines[-1][:300] if lines else f"exit status {code}"
+        log.warning("refresh of %d days failed in %.1fs: %s", len(days), seconds, error)
+        return False, seconds, error
+
+
+def refresh(config: str | None, days: Iterable[dt.date], *, wait: float = LOCK_WAIT) -> str:
+    """Materialize the partitioned stages over ``days`` (with their neighbours) and then the
+    indexes, as ``memory-pipeline run`` does; returns a one-line summary. Raises
+    RuntimeError (one line) when a stage fails."""
+    import dagster as dg
+
+    from memory_pipeline.cli_common import _instance_home
+    from memory_pipeline.config import load_config
+    from memory_pipeline.core.common.lock import output_lock
+    from memory_pipeline.core.ingest.watch import run_ranges
+    from memory_pipeline.defs.build import build_definitions
+    from memory_pipeline.defs.partitions import daily_partitions
+    from memory_pipeline.defs.runner import materialize_stages, stages
+
+    cfg = load_config(config)
+    parts = daily_partitions(cfg)
+    # a record dated before the first partition is accounted in it (as ingest dates it)
+    wanted = sorted({max(d, cfg.start_date) for d in days})
+    ranges = run_ranges(wanted, lambda d: parts.has_partition_key(d.isoformat()))
+    if not ranges:
+        return f"nothing to refresh: {len(wanted)} dates wait for their partitions"
+    _instance_home(cfg)
+    t0 = time.perf_counter()
+    with output_lock(cfg.output_dir, wait=wait):
+        defs = build_definitions(cfg, config)
+        instance = dg.DagsterInstance.get()
+        for first, last, _ in ranges:
+            _stages(materialize_stages, defs, stages(*PARTITIONED), [first, last], instance)
+        _stages(materialize_stages, defs, stages(*PUBLISH), [], instance)
+    covered = sum((last - first).days + 1 for first, last, _ in ranges)
+    return f"refreshed {covered} days in {len(ranges)} ranges in {time.perf_counter() - t0:.1f}s"
+
+
+def _stages(materialize, defs, selection, days, instance) -> None:
+    runs = materialize(
+        defs, selection, days=days, instance=instance, raise_on_error=False, log_level="CRITICAL"
+    )
+    final = runs[-1]
+    if not final.success:
+        raise RuntimeError(f"refresh: stage {final.stage.name} failed (see the Dagster run)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m memory_pipeline.service.refresh [--config FILE] DATE ...``"""
+    ap = argparse.ArgumentParser(prog="memory_pipeline.service.refresh")
+    ap.add_argument("--config", default=None)
+    ap.add_argument("dates", nargs="+", type=dt.date.fromisoformat)
+    args = ap.parse_args(argv)
+    try:
+        print(refresh(args.config, args.dates))
+    except Exception as exc:  # one line for the server's log, never a traceback
+        print(" ".join(f"{type(exc).__name__}: {exc}".split())[:300], file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
