@@ -15,6 +15,7 @@ import datetime as dt
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
@@ -25,7 +26,12 @@ from memory_pipeline.core.common.contacts import ContactBook
 from memory_pipeline.core.common.forget_list import load_forget_list
 from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.common.timeutil import zone
-from memory_pipeline.core.ingest.inbox import InboxStore, configured_inbox, inbox_spec
+from memory_pipeline.core.ingest.inbox import (
+    InboxStore,
+    configured_inbox,
+    inbox_spec,
+    pending_days,
+)
 from memory_pipeline.core.ingest.normalize import validate
 from memory_pipeline.core.ingest.sources.base import SourceSpec
 from memory_pipeline.core.ingest.sources.exports_names import Owners
@@ -134,9 +140,11 @@ class Messages:
             if box.contacts:
                 msg.contact_id = box.contacts.resolve(msg.contact_id) or msg.contact_id
             if forget and forget.forgets(msg):
-                forgotten[e.id] = forgotten_line(forget, box.spec, e)
+                forgotten[e.id] = forgotten_line(forget, box.spec.name, e, e.day(tz))
             entries.append((row, e))
         appended = box.store.append([e for _, e in entries], forgotten=forgotten)
+        if appended.days and self.refresher is not None:
+            box.store.mark_pending(appended.days)  # a restart resumes the refresh
         for (row, _), outcome in zip(entries, appended.results, strict=True):
             if isinstance(outcome, Refused):
                 row.update(status="refused", reason=outcome.reason, detail=outcome.detail)
@@ -221,9 +229,28 @@ class Messages:
             return "waiting for its partition (the day is not over)"
         return "waiting for the refresh"
 
+    def resume(self) -> set[dt.date]:
+        """Request the refreshes a previous server accepted messages for but did not finish
+        (its refresh intents are still on disk)."""
+        days: set[dt.date] = set()
+        for root in owner_inboxes(self.cfg):
+            days |= pending_days(root)
+        if days and self.refresher is not None:
+            self.refresher.request(days)
+        return days
+
     def close(self) -> None:
         if self.refresher is not None:
             self.refresher.close()
+
+
+def owner_inboxes(cfg: PipelineConfig) -> list[Path]:
+    """Every owner's inbox folder (they may not exist yet)."""
+    cfgs = [cfg.for_owner(s) for s in cfg.owner_specs()] if cfg.multi_owner else [cfg]
+    return [
+        (configured_inbox(c.sources) or inbox_spec(c.output_dir, c.timezone, None)).path
+        for c in cfgs
+    ]
 
 
 def messages_for(service: Any, *, refresh: bool = True) -> Messages:

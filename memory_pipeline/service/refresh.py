@@ -197,26 +197,36 @@ def refresh(config: str | None, days: Iterable[dt.date], *, wait: float = LOCK_W
     from memory_pipeline.cli_common import _instance_home
     from memory_pipeline.config import load_config
     from memory_pipeline.core.common.lock import output_lock
+    from memory_pipeline.core.ingest.inbox import clear_markers, pending_markers
     from memory_pipeline.core.ingest.watch import run_ranges
     from memory_pipeline.defs.build import build_definitions
     from memory_pipeline.defs.partitions import daily_partitions
     from memory_pipeline.defs.runner import materialize_stages, stages
+    from memory_pipeline.service.messages import owner_inboxes
 
     cfg = load_config(config)
+    # the intents this refresh covers: those on disk now (a post during the refresh adds
+    # its own, which stays for the next one)
+    markers = [m for root in owner_inboxes(cfg) for m in pending_markers(root, days)]
     parts = daily_partitions(cfg)
     # a record dated before the first partition is accounted in it (as ingest dates it)
     wanted = sorted({max(d, cfg.start_date) for d in days})
     ranges = run_ranges(wanted, lambda d: parts.has_partition_key(d.isoformat()))
     if not ranges:
+        clear_markers(markers)  # the nightly run (or the source sensor) takes them
         return f"nothing to refresh: {len(wanted)} dates wait for their partitions"
     _instance_home(cfg)
     t0 = time.perf_counter()
     with output_lock(cfg.output_dir, wait=wait):
-        defs = build_definitions(cfg, config)
+        full = build_definitions(cfg, config)
+        # the assets with their blocking checks; the great-expectations suites (seconds of
+        # import and validation, non-blocking) run with the nightly, not on every post
+        defs = dg.Definitions(assets=list(full.assets or ()), resources=full.resources)
         instance = dg.DagsterInstance.get()
         for first, last, _ in ranges:
             _stages(materialize_stages, defs, stages(*PARTITIONED), [first, last], instance)
         _stages(materialize_stages, defs, stages(*PUBLISH), [], instance)
+    clear_markers(markers)
     covered = sum((last - first).days + 1 for first, last, _ in ranges)
     return f"refreshed {covered} days in {len(ranges)} ranges in {time.perf_counter() - t0:.1f}s"
 

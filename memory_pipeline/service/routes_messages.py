@@ -39,6 +39,7 @@ def add_message_routes(
 ) -> Any:
     """Add the routes to ``app``; returns the service's ``Messages`` (close it at shutdown)."""
     messages = messages_for(service, refresh=refresh)
+    messages.resume()  # posts a killed server accepted and did not refresh
     limit = MessageLimit(WRITE_RATE, WRITE_BURST)
 
     async def writer(request: Request) -> Any:

@@ -34,6 +34,7 @@ import fcntl
 import json
 import os
 import threading
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -268,20 +269,23 @@ class InboxStore:
 
     # -- forget ---------------------------------------------------------------------------
     def scrub(
-        self, forget: ForgetList, spec: SourceSpec, contacts: ContactBook | None = None
+        self, forget: ForgetList, source: str = SOURCE_NAME, contacts: ContactBook | None = None
     ) -> int:
         """Replace every stored message ``forget`` now forgets by its text-free line (each
         file rewritten atomically, fsynced); returns how many lines were replaced.
 
         Why: the inbox is the one source the pipeline itself keeps; forgetting a contact
-        must not leave their words in it (an export folder is the user's own files)."""
+        must not leave their words in it (an export folder is the user's own files). The
+        match is ingest's (``ForgetList.forgets``: conversation, contact, file)."""
         if not forget or not self.root.is_dir():
             return 0
+        spec = SourceSpec(source, KIND, self.root, self.timezone)
         owners = Owners(spec)
         replaced = 0
         with self._locked():
             for path in inbox_files(self.root):
                 rel = path.relative_to(self.root).as_posix()
+                day = file_day(path)
                 out: list[bytes] = []
                 hit = 0
                 with path.open("rb") as f:
@@ -296,7 +300,8 @@ class InboxStore:
                         if contacts:
                             msg.contact_id = contacts.resolve(msg.contact_id) or msg.contact_id
                         if forget.forgets(msg):
-                            text = json.dumps(forgotten_line(forget, spec, e), ensure_ascii=False)
+                            tomb = forgotten_line(forget, source, e, day or e.day(self.timezone))
+                            text = json.dumps(tomb, ensure_ascii=False)
                             out.append(text.encode("utf-8", "surrogatepass") + b"\n")
                             hit += 1
                         else:
@@ -307,6 +312,55 @@ class InboxStore:
             self._files.clear()
             self._ids.clear()
         return replaced
+
+    # -- refresh intents --------------------------------------------------------------------
+    def mark_pending(self, days: Iterable[dt.date]) -> list[Path]:
+        """Record durably that ``days`` wait for a refresh (one marker file per day and
+        call, fsynced), so a server killed before its refresh ran resumes it on start."""
+        folder = self.root / PENDING_DIR
+        made = []
+        if not folder.exists():
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _fsync_dir(self.root)
+        for day in sorted(set(days)):
+            path = folder / f"{day.isoformat()}.{uuid.uuid4().hex[:12]}"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.close(fd)
+            made.append(path)
+        if made:
+            _fsync_dir(folder)
+        return made
+
+
+PENDING_DIR = ".pending"  # refresh intents: <date>.<id> files under the inbox
+
+
+def pending_markers(root: Path, days: Iterable[dt.date] | None = None) -> list[Path]:
+    """The refresh intents under an inbox (of ``days`` only, when given)."""
+    folder = Path(root) / PENDING_DIR
+    if not folder.is_dir():
+        return []
+    wanted = None if days is None else {d.isoformat() for d in days}
+    return sorted(
+        p for p in folder.iterdir() if wanted is None or p.name.split(".", 1)[0] in wanted
+    )
+
+
+def pending_days(root: Path) -> set[dt.date]:
+    """The days an inbox's refresh intents name."""
+    out = set()
+    for p in pending_markers(root):
+        try:
+            out.add(dt.date.fromisoformat(p.name.split(".", 1)[0]))
+        except ValueError:
+            continue
+    return out
+
+
+def clear_markers(paths: Iterable[Path]) -> None:
+    """Remove refresh intents a finished refresh covered (those it saw when it started)."""
+    for p in paths:
+        p.unlink(missing_ok=True)
 
 
 class _FileLock:

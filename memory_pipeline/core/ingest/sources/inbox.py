@@ -214,12 +214,14 @@ def to_message(
     )
 
 
-def forgotten_line(forget: ForgetList, spec: SourceSpec, e: Entry) -> dict[str, Any]:
-    """The text-free line kept for a refused forgotten message: its id (the status), its
-    date and the hashed position of its ``forgotten`` quarantine row."""
-    day = e.day(spec.timezone)
+def forgotten_line(
+    forget: ForgetList, source: str, e: Entry, day: dt.date
+) -> dict[str, Any]:
+    """The text-free line kept for a forgotten message (refused at the door, or scrubbed
+    after a forget): its id (the status), its date and the hashed position of its
+    ``forgotten`` quarantine row, as ingest builds it (``forgotten_record``)."""
     rel = file_rel(e.conversation, day)
-    row = forgotten_record(forget, spec.name, e.conversation, rel, source_ref(e.id), day)
+    row = forgotten_record(forget, source, e.conversation, rel, source_ref(e.id), day)
     return {"id": e.id, FORGOTTEN_KEY: True, "date": day.isoformat(), "ref": row.record_ref}
 
 
