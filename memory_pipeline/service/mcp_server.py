@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from memory_pipeline.service.operations import MemoryService
@@ -39,7 +40,7 @@ def _owner(ctx: Any, fixed: str | None, scope: str = "read") -> str:
         raise PermissionError("no key: call the MCP endpoint with Authorization: Bearer KEY")
     held = request.scope.get("memory_pipeline.key_scope")
     if held is not None and held != "admin" and held != scope:
-        raise PermissionError(f"this key lacks the {scope!r} scope")
+        raise ToolError(f"this key lacks the {scope!r} scope")  # the model reads it
     return owner
 
 

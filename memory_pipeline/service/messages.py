@@ -170,7 +170,15 @@ class Messages:
 
     def status(self, owner: str, client_id: str) -> dict:
         """Where a posted message is: ``received`` (stored, not yet ingested or indexed),
-        ``searchable``, ``quarantined`` (with the reason) or ``forgotten``."""
+        ``searchable``, ``quarantined`` (with the reason) or ``forgotten``; with the
+        refresher's state (pending and running days, refreshes run, the last one's seconds
+        and error)."""
+        out = self._status(owner, client_id)
+        if self.refresher is not None:
+            out["refresh"] = self.refresher.snapshot()
+        return out
+
+    def _status(self, owner: str, client_id: str) -> dict:
         box = self.owner(owner)
         loc = box.store.lookup(client_id)
         if loc is None:

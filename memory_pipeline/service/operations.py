@@ -18,6 +18,8 @@ from memory_pipeline.config import PipelineConfig, owner_config
 from memory_pipeline.core.common import fs
 from memory_pipeline.service.loader import IndexLoader, Snapshot
 
+FORGET_LOCK_WAIT = 900.0  # seconds a forget waits for a run or refresh in progress
+
 
 class UnknownScope(LookupError):
     """A contact or conversation the owner's published index does not hold."""
@@ -235,13 +237,16 @@ class MemoryService:
                 return {"dry_run": True, "forgotten": False, "summary": lines}
             import dagster as dg
 
+            from memory_pipeline.core.common.lock import output_lock
             from memory_pipeline.core.privacy.forget import apply_forget
             from memory_pipeline.defs.forget_run import rebuild_after_forget
 
-            apply_forget(plan)
-            self.loader.drop(owner)
-            _dagster_home(self.cfg)
-            ok = rebuild_after_forget(self.cfg, dg.DagsterInstance.get())
+            # one writer at a time: a refresh after posts (service/refresh.py) waits
+            with output_lock(self.cfg.output_dir, wait=FORGET_LOCK_WAIT):
+                apply_forget(plan)
+                self.loader.drop(owner)
+                _dagster_home(self.cfg)
+                ok = rebuild_after_forget(self.cfg, dg.DagsterInstance.get())
             self.loader.drop(owner)
             return {"dry_run": False, "forgotten": True, "rebuilt": ok, "summary": lines}
 
