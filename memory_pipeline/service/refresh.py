@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import logging
+import resource
 import subprocess
 import sys
 import threading
@@ -50,6 +51,7 @@ class RefreshState:
     failures: int = 0
     last_seconds: float | None = None
     last_error: str | None = None
+    last_summary: str | None = None  # the refresh's own line: days, ranges, wall and CPU
 
 
 class Refresher:
@@ -98,6 +100,7 @@ class Refresher:
                 "failures": s.failures,
                 "last_seconds": s.last_seconds,
                 "last_error": s.last_error,
+                "last_summary": s.last_summary,
             }
 
     def wait_idle(self, timeout: float) -> bool:
@@ -142,9 +145,10 @@ class Refresher:
                 self.state.running = days
                 taken = self.state.requested
                 self.state.started = taken
-            ok, seconds, error = self._run(days)
+            ok, seconds, error, summary = self._run(days)
             with self._cv:
                 s = self.state
+                s.last_summary = summary
                 s.running = set()
                 s.finished = taken
                 s.runs += 1
@@ -153,7 +157,7 @@ class Refresher:
                 s.failures += 0 if ok else 1
                 self._cv.notify_all()
 
-    def _run(self, days: set[dt.date]) -> tuple[bool, float, str | None]:
+    def _run(self, days: set[dt.date]) -> tuple[bool, float, str | None, str | None]:
         cmd = [sys.executable, "-m", __name__]
         if self.config_path:
             cmd += ["--config", str(self.config_path)]
@@ -162,7 +166,7 @@ class Refresher:
         try:
             with self._cv:
                 if self._closed:
-                    return False, 0.0, "closed"
+                    return False, 0.0, "closed", None
                 self._proc = subprocess.Popen(
                     cmd,
                     env=self.env,
@@ -174,18 +178,19 @@ class Refresher:
             out, err = self._proc.communicate()
             code = self._proc.returncode
         except OSError as exc:
-            return False, time.perf_counter() - t0, f"cannot start the refresh: {exc}"
+            return False, time.perf_counter() - t0, f"cannot start the refresh: {exc}", None
         finally:
             with self._cv:
                 self._proc = None
         seconds = time.perf_counter() - t0
+        summary = (out or "").strip().splitlines()[-1:] or [None]
         if code == 0:
             log.info("refresh of %d days: ok in %.1fs", len(days), seconds)
-            return True, seconds, None
+            return True, seconds, None, summary[0]
         lines = [ln for ln in (err or out or "").splitlines() if ln.strip()]
         error = lines[-1][:300] if lines else f"exit status {code}"
         log.warning("refresh of %d days failed in %.1fs: %s", len(days), seconds, error)
-        return False, seconds, error
+        return False, seconds, error, None
 
 
 def refresh(config: str | None, days: Iterable[dt.date], *, wait: float = LOCK_WAIT) -> str:
@@ -228,7 +233,11 @@ def refresh(config: str | None, days: Iterable[dt.date], *, wait: float = LOCK_W
         _stages(materialize_stages, defs, stages(*PUBLISH), [], instance)
     clear_markers(markers)
     covered = sum((last - first).days + 1 for first, last, _ in ranges)
-    return f"refreshed {covered} days in {len(ranges)} ranges in {time.perf_counter() - t0:.1f}s"
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return (
+        f"refreshed {covered} days in {len(ranges)} ranges in {time.perf_counter() - t0:.1f}s "
+        f"(process CPU {usage.ru_utime + usage.ru_stime:.1f}s with imports)"
+    )
 
 
 def _stages(materialize, defs, selection, days, instance) -> None:

@@ -292,6 +292,26 @@ def test_mcp_remember_needs_a_write_key(server, deployment):
     assert (line["conversation"], line["sender"]) == ("assistant", "Alice")  # the person
 
 
+def test_the_jsonl_bridge_forwards_a_stream_and_retries_idempotently(server, deployment):
+    stream = "\n".join(
+        json.dumps(m)
+        for m in (
+            _msg("tg-1", "Bridge says the ferry leaves at 8", minute=40),
+            {**_msg("tg-2", "no time"), "time": "yesterday"},
+            _msg("tg-3", "Bridge says bring the red umbrella", minute=41),
+        )
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    env["WRITE_KEY"] = deployment["keys"]["alice_write"]
+    cmd = [sys.executable, "-m", "memory_pipeline.service.bridge", "--url", server.url]
+    for shown in ("accepted 2, duplicates 0, refused 1", "accepted 0, duplicates 2, refused 1"):
+        done = subprocess.run(
+            cmd, input=stream, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert done.returncode == 1 and shown in done.stdout, (done.stdout, done.stderr)
+        assert "refused tg-2: bad_timestamp" in done.stderr
+
+
 # -- searchable within seconds, searches served throughout ----------------------------------------
 def test_a_burst_of_posts_is_refreshed_once_while_searches_keep_being_served(server, deployment):
     keys = deployment["keys"]
