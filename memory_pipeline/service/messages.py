@@ -15,7 +15,6 @@ import datetime as dt
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
@@ -45,6 +44,7 @@ from memory_pipeline.core.ingest.sources.inbox import (
     to_message,
 )
 from memory_pipeline.service.loader import OwnerUnavailable
+from memory_pipeline.service.refresh import Refresher, owner_inboxes
 
 MAX_MESSAGES = 500  # messages in one batch
 STATUSES = ("received", "searchable", "quarantined", "forgotten")
@@ -252,15 +252,6 @@ class Messages:
             self.refresher.close()
 
 
-def owner_inboxes(cfg: PipelineConfig) -> list[Path]:
-    """Every owner's inbox folder (they may not exist yet)."""
-    cfgs = [cfg.for_owner(s) for s in cfg.owner_specs()] if cfg.multi_owner else [cfg]
-    return [
-        (configured_inbox(c.sources) or inbox_spec(c.output_dir, c.timezone, None)).path
-        for c in cfgs
-    ]
-
-
 def messages_for(service: Any, *, refresh: bool = True) -> Messages:
     """The service's :class:`Messages` (made on first use, shared by HTTP and MCP), with a
     refresher when ``refresh`` and the service knows its configuration file."""
@@ -269,8 +260,6 @@ def messages_for(service: Any, *, refresh: bool = True) -> Messages:
         config = service.config_path or service.cfg.config_path
         refresher = None
         if refresh and config is not None:
-            from memory_pipeline.service.refresh import Refresher
-
             refresher = Refresher(str(config))
         found = service.__dict__.setdefault("_messages", Messages(service, refresher))
     return found

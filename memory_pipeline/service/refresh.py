@@ -4,7 +4,7 @@ The batch pipeline stays the one way data is processed. When the inbox accepted 
 the service asks a :class:`Refresher` for their dates; it waits ``delay`` seconds so a burst
 of posts becomes one refresh, then runs this module as a subprocess (``python -m
 memory_pipeline.service.refresh --config FILE DATE ...``), which materializes the partitioned
-stages (ingest, sessions, chunks, representations, memories) over each changed day and its
+stages of the runner's table (ingest to memories) over each changed day and its
 neighbours (``core/ingest/watch.run_ranges``: sessions cross midnight) and then the search
 indexes, exactly as ``memory-pipeline run`` and the source sensor do, under the output
 folder's writer lock. The new index version is published atomically; the server follows
@@ -29,11 +29,12 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("memory_pipeline.service.refresh")
 
-PARTITIONED = ("ingest", "sessions", "chunks", "representations", "memories")
-PUBLISH = ("indexes",)
+PUBLISH = ("indexes",)  # after the partitioned stages (every one of the runner's table)
 DEFAULT_DELAY = 0.5  # seconds a burst of posts is collected before its refresh starts
 LOCK_WAIT = 900.0  # seconds a refresh waits for another writer (a nightly run)
 
@@ -206,8 +207,7 @@ def refresh(config: str | None, days: Iterable[dt.date], *, wait: float = LOCK_W
     from memory_pipeline.core.ingest.watch import run_ranges
     from memory_pipeline.defs.build import build_definitions
     from memory_pipeline.defs.partitions import daily_partitions
-    from memory_pipeline.defs.runner import materialize_stages, stages
-    from memory_pipeline.service.messages import owner_inboxes
+    from memory_pipeline.defs.runner import STAGES, stages
 
     cfg = load_config(config)
     # the intents this refresh covers: those on disk now (a post during the refresh adds
@@ -228,9 +228,10 @@ def refresh(config: str | None, days: Iterable[dt.date], *, wait: float = LOCK_W
         # import and validation, non-blocking) run with the nightly, not on every post
         defs = dg.Definitions(assets=list(full.assets or ()), resources=full.resources)
         instance = dg.DagsterInstance.get()
+        partitioned = [s for s in STAGES if s.partitioned]
         for first, last, _ in ranges:
-            _stages(materialize_stages, defs, stages(*PARTITIONED), [first, last], instance)
-        _stages(materialize_stages, defs, stages(*PUBLISH), [], instance)
+            _stages(defs, partitioned, [first, last], instance)
+        _stages(defs, stages(*PUBLISH), [], instance)
     clear_markers(markers)
     covered = sum((last - first).days + 1 for first, last, _ in ranges)
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -240,8 +241,22 @@ def refresh(config: str | None, days: Iterable[dt.date], *, wait: float = LOCK_W
     )
 
 
-def _stages(materialize, defs, selection, days, instance) -> None:
-    runs = materialize(
+def owner_inboxes(cfg: Any) -> list[Path]:
+    """Every owner's inbox folder (they may not exist yet)."""
+    cfgs = [cfg.for_owner(s) for s in cfg.owner_specs()] if cfg.multi_owner else [cfg]
+    from memory_pipeline.core.ingest.inbox import configured_inbox, inbox_dir
+
+    out = []
+    for c in cfgs:
+        spec = configured_inbox(c.sources)
+        out.append(spec.path if spec is not None else inbox_dir(c.output_dir))
+    return out
+
+
+def _stages(defs: Any, selection: list, days: list, instance: Any) -> None:
+    from memory_pipeline.defs.runner import materialize_stages
+
+    runs = materialize_stages(
         defs, selection, days=days, instance=instance, raise_on_error=False, log_level="CRITICAL"
     )
     final = runs[-1]
