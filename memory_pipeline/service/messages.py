@@ -145,13 +145,15 @@ class Messages:
         appended = box.store.append([e for _, e in entries], forgotten=forgotten)
         if appended.days and self.refresher is not None:
             box.store.mark_pending(appended.days)  # a restart resumes the refresh
-        for (row, _), outcome in zip(entries, appended.results, strict=True):
+        for (row, e), outcome in zip(entries, appended.results, strict=True):
             if isinstance(outcome, Refused):
                 row.update(status="refused", reason=outcome.reason, detail=outcome.detail)
             elif outcome == FORGOTTEN_KEY:
                 row.update(status="forgotten", detail="the contact or conversation is forgotten")
             else:
                 row["status"] = outcome
+                if outcome == "accepted" and (note := self._outside(e.day(tz))):
+                    row["note"] = note  # stored, but no refresh can make it searchable now
         counts = Counter(r["status"] for r in results)
         ticket = None
         if appended.days and self.refresher is not None:
@@ -229,13 +231,20 @@ class Messages:
         return snap.searcher.has_message(message_id)
 
     def _stage(self, day: dt.date | None) -> str:
+        return (self._outside(day) if day is not None else None) or "waiting for the refresh"
+
+    def _outside(self, day: dt.date) -> str | None:
+        """Why a message of ``day`` cannot become searchable by a refresh now, or None:
+        partitions run from start_date to end_date (without one, to yesterday)."""
         cfg = self.cfg
-        if day is not None and cfg.end_date is not None and day > cfg.end_date:
-            return "after the last partition (end_date): not ingested"
+        if day < cfg.start_date:
+            return f"dated before start_date {cfg.start_date}: ingest quarantines it (out_of_range)"
+        if cfg.end_date is not None and day > cfg.end_date:
+            return f"dated after end_date {cfg.end_date}: ingested once a partition covers it"
         today = dt.datetime.now(zone(cfg.timezone)).date()
-        if day is not None and cfg.end_date is None and day >= today:
-            return "waiting for its partition (the day is not over)"
-        return "waiting for the refresh"
+        if cfg.end_date is None and day >= today:
+            return "dated today or later: ingested once its day's partition exists (nightly)"
+        return None
 
     def resume(self) -> set[dt.date]:
         """Request the refreshes a previous server accepted messages for but did not finish
