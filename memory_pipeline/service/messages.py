@@ -143,8 +143,10 @@ class Messages:
                 forgotten[e.id] = forgotten_line(forget, box.spec.name, e, e.day(tz))
             entries.append((row, e))
         appended = box.store.append([e for _, e in entries], forgotten=forgotten)
-        if appended.days and self.refresher is not None:
-            box.store.mark_pending(appended.days)  # a restart resumes the refresh
+        # a day that is no partition yet is left to the run that makes it one
+        days = {d for d in appended.days if d <= self.cfg.start_date or not self._outside(d)}
+        if days and self.refresher is not None:
+            box.store.mark_pending(days)  # a restart resumes the refresh
         for (row, e), outcome in zip(entries, appended.results, strict=True):
             if isinstance(outcome, Refused):
                 row.update(status="refused", reason=outcome.reason, detail=outcome.detail)
@@ -156,8 +158,8 @@ class Messages:
                     row["note"] = note  # stored, but no refresh can make it searchable now
         counts = Counter(r["status"] for r in results)
         ticket = None
-        if appended.days and self.refresher is not None:
-            ticket = self.refresher.request(appended.days)
+        if days and self.refresher is not None:
+            ticket = self.refresher.request(days)
         return {
             "accepted": counts["accepted"],
             "duplicates": counts["duplicate"],
@@ -165,7 +167,7 @@ class Messages:
             "forgotten": counts["forgotten"],
             "results": results,
             "refresh": {
-                "dates": sorted(d.isoformat() for d in appended.days),
+                "dates": sorted(d.isoformat() for d in days),
                 "ticket": ticket,
             },
         }

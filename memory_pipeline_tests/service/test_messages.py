@@ -230,6 +230,10 @@ def test_per_message_errors_beside_accepted_messages_and_idempotency(server, dep
     assert text.count('"ok-1"') == 1 and "blue flowerpot" in text and "red pot" not in text
     assert "bad-" not in text
     assert _status(server, key, "ok-1").json()["status"] in ("received", "searchable")
+    # stored, but no refresh can ingest it (after end_date): the answer says so
+    late = _post(server, key, [{**_msg("late-1", "from the future"), "time": "2030-01-01T00:00Z"}])
+    assert "end_date" in late.json()["results"][0]["note"] and late.json()["accepted"] == 1
+    assert "end_date" in _status(server, key, "late-1").json()["stage"]
     assert _status(server, key, "bad-time").status_code == 404
 
 
