@@ -229,15 +229,18 @@ def refresh(config: str | None, days: Iterable[dt.date], *, wait: float = LOCK_W
         defs = dg.Definitions(assets=list(full.assets or ()), resources=full.resources)
         instance = dg.DagsterInstance.get()
         partitioned = [s for s in STAGES if s.partitioned]
+        timings: dict[str, float] = {}
         for first, last, _ in ranges:
-            _stages(defs, partitioned, [first, last], instance)
-        _stages(defs, stages(*PUBLISH), [], instance)
+            _stages(defs, partitioned, [first, last], instance, timings)
+        _stages(defs, stages(*PUBLISH), [], instance, timings)
     clear_markers(markers)
     covered = sum((last - first).days + 1 for first, last, _ in ranges)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return (
         f"refreshed {covered} days in {len(ranges)} ranges in {time.perf_counter() - t0:.1f}s "
-        f"(process CPU {usage.ru_utime + usage.ru_stime:.1f}s with imports)"
+        f"(process CPU {usage.ru_utime + usage.ru_stime:.1f}s with imports; "
+        + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
+        + ")"
     )
 
 
@@ -253,12 +256,16 @@ def owner_inboxes(cfg: Any) -> list[Path]:
     return out
 
 
-def _stages(defs: Any, selection: list, days: list, instance: Any) -> None:
+def _stages(
+    defs: Any, selection: list, days: list, instance: Any, timings: dict[str, float]
+) -> None:
     from memory_pipeline.defs.runner import materialize_stages
 
     runs = materialize_stages(
         defs, selection, days=days, instance=instance, raise_on_error=False, log_level="CRITICAL"
     )
+    for run in runs:
+        timings[run.stage.name] = timings.get(run.stage.name, 0.0) + run.seconds
     final = runs[-1]
     if not final.success:
         raise RuntimeError(f"refresh: stage {final.stage.name} failed (see the Dagster run)")
