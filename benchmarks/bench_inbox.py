@@ -166,9 +166,9 @@ def main() -> int:
     cmd = [sys.executable, "-m", "memory_pipeline.cli"]
     cmd += ["--config", str(work / "memory_pipeline.toml"), "serve", "--port", str(port)]
     cmd += ["--rate", "100000", "--burst", "100000"]
-    server = subprocess.Popen(
-        cmd, env=_env(work), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    # the server's log to a file: a pipe nobody reads fills up and blocks its event loop
+    log = (work / "serve.log").open("ab")
+    server = subprocess.Popen(cmd, env=_env(work), stdout=subprocess.DEVNULL, stderr=log)
     codes: list[int] = []
     search_ms: list[float] = []
     stop = threading.Event()
@@ -176,7 +176,7 @@ def main() -> int:
     try:
         deadline = time.monotonic() + 300
         while True:
-            assert server.poll() is None, server.stderr.read().decode()[-2000:]
+            assert server.poll() is None, (work / "serve.log").read_text()[-2000:]
             assert time.monotonic() < deadline, "server did not start"
             try:
                 if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:

@@ -100,12 +100,13 @@ class Server:
         cmd = [sys.executable, "-m", "memory_pipeline.cli", "--config", str(self.config)]
         cmd += ["serve", "--port", str(self.port), "--keys", str(self.keys)]
         cmd += ["--rate", "10000", "--burst", "10000"]
-        self.proc = subprocess.Popen(
-            cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+        # the log to a file: a pipe nobody reads fills up and blocks the server's event loop
+        self.log = self.config.parent / f"serve-{self.port}.log"
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 120
         while True:
-            assert self.proc.poll() is None, self.proc.stderr.read().decode()[-2000:]
+            assert self.proc.poll() is None, self.log.read_text()[-2000:]
             assert time.monotonic() < deadline, "server did not start"
             try:
                 if httpx.get(f"{self.url}/v1/health", timeout=1).status_code == 200:
@@ -117,7 +118,6 @@ class Server:
         self.orphans += _descendants(self.proc.pid)
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
-        self.proc.stderr.close()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -129,7 +129,6 @@ class Server:
                 self.proc.kill()
                 self.proc.wait(10)
             self.orphans += kids
-            self.proc.stderr.close()
         _gone(self.orphans, 120)
 
 
