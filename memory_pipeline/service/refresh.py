@@ -2,8 +2,9 @@
 
 The batch pipeline stays the one way data is processed. When the inbox accepted messages,
 the service asks a :class:`Refresher` for their dates; it waits ``delay`` seconds so a burst
-of posts becomes one refresh, then runs this module as a subprocess (``python -m
-memory_pipeline.service.refresh --config FILE DATE ...``), which materializes the partitioned
+of posts becomes one refresh, then hands them to a worker subprocess of this module
+(``python -m memory_pipeline.service.refresh --serve``, kept between refreshes so its
+imports and embedding model load once), which materializes the partitioned
 stages of the runner's table (ingest to memories) over each changed day and its
 neighbours (``core/ingest/watch.run_ranges``: sessions cross midnight) and then the search
 indexes, exactly as ``memory-pipeline run`` and the source sensor do, under the output
@@ -21,8 +22,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import logging
-import resource
+import os
 import subprocess
 import sys
 import threading
@@ -122,7 +124,7 @@ class Refresher:
             proc = self._proc
             self._cv.notify_all()
         if proc is not None and proc.poll() is None:
-            proc.terminate()
+            proc.terminate()  # a refresh in progress ends: its writes are all-or-nothing
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -159,39 +161,54 @@ class Refresher:
                 self._cv.notify_all()
 
     def _run(self, days: set[dt.date]) -> tuple[bool, float, str | None, str | None]:
-        cmd = [sys.executable, "-m", __name__]
-        if self.config_path:
-            cmd += ["--config", str(self.config_path)]
-        cmd += sorted(d.isoformat() for d in days)
+        """One refresh by the worker process (started, or started again, when needed: a
+        worker that ended on its own between two refreshes gets the request again)."""
+        request = json.dumps(sorted(d.isoformat() for d in days)) + "\n"
         t0 = time.perf_counter()
-        try:
-            with self._cv:
-                if self._closed:
-                    return False, 0.0, "closed", None
-                self._proc = subprocess.Popen(
-                    cmd,
-                    env=self.env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-            out, err = self._proc.communicate()
-            code = self._proc.returncode
-        except OSError as exc:
-            return False, time.perf_counter() - t0, f"cannot start the refresh: {exc}", None
-        finally:
-            with self._cv:
-                self._proc = None
+        line, proc = "", None
+        for attempt in range(2):
+            try:
+                with self._cv:
+                    if self._closed:
+                        return False, 0.0, "closed", None
+                    proc = self._proc
+                    if proc is None or proc.poll() is not None or attempt:
+                        proc = self._proc = self._spawn()
+                proc.stdin.write(request)
+                proc.stdin.flush()
+                line = proc.stdout.readline()
+            except OSError:  # its pipe closed: it ended; the next attempt starts one
+                line = ""
+            if line or self._closed:
+                break
         seconds = time.perf_counter() - t0
-        summary = (out or "").strip().splitlines()[-1:] or [None]
-        if code == 0:
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            code = proc.poll() if proc is not None else None
+            return False, seconds, f"the refresh worker ended (exit status {code})", None
+        if answer.get("ok"):
             log.info("refresh of %d days: ok in %.1fs", len(days), seconds)
-            return True, seconds, None, summary[0]
-        lines = [ln for ln in (err or out or "").splitlines() if ln.strip()]
-        error = lines[-1][:300] if lines else f"exit status {code}"
+            return True, seconds, None, answer.get("summary")
+        error = str(answer.get("error") or "failed")[:300]
         log.warning("refresh of %d days failed in %.1fs: %s", len(days), seconds, error)
         return False, seconds, error, None
+
+    def _spawn(self) -> subprocess.Popen:
+        """The worker: ``python -m memory_pipeline.service.refresh --serve``. It keeps the
+        imports and the embedding model loaded between refreshes (seconds of CPU each) and
+        ends itself when idle or after ``WORKER_RUNS`` refreshes; its log is the server's."""
+        cmd = [sys.executable, "-m", __name__, "--serve"]
+        if self.config_path:
+            cmd += ["--config", str(self.config_path)]
+        return subprocess.Popen(
+            cmd,
+            env=self.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,  # the server's own stderr: never an unread pipe
+            text=True,
+        )
 
 
 def refresh(config: str | None, days: Iterable[dt.date], *, wait: float = LOCK_WAIT) -> str:
@@ -209,6 +226,7 @@ def refresh(config: str | None, days: Iterable[dt.date], *, wait: float = LOCK_W
     from memory_pipeline.defs.partitions import daily_partitions
     from memory_pipeline.defs.runner import STAGES, stages
 
+    c0 = time.process_time()
     cfg = load_config(config)
     # the intents this refresh covers: those on disk now (a post during the refresh adds
     # its own, which stays for the next one)
@@ -235,10 +253,9 @@ def refresh(config: str | None, days: Iterable[dt.date], *, wait: float = LOCK_W
         _stages(defs, stages(*PUBLISH), [], instance, timings)
     clear_markers(markers)
     covered = sum((last - first).days + 1 for first, last, _ in ranges)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
     return (
         f"refreshed {covered} days in {len(ranges)} ranges in {time.perf_counter() - t0:.1f}s "
-        f"(process CPU {usage.ru_utime + usage.ru_stime:.1f}s with imports; "
+        f"(CPU {time.process_time() - c0:.1f}s; "
         + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
         + ")"
     )
@@ -271,12 +288,46 @@ def _stages(
         raise RuntimeError(f"refresh: stage {final.stage.name} failed (see the Dagster run)")
 
 
+WORKER_RUNS = 20  # refreshes a worker serves before it ends (the next request starts one)
+WORKER_IDLE = 300.0  # seconds a worker waits for a request before it ends (frees its memory)
+
+
+def serve(config: str | None) -> int:
+    """The worker loop: one JSON list of dates per stdin line, one JSON answer per stdout
+    line (``{"ok", "summary"}`` or ``{"ok": false, "error"}``). Anything else the stages
+    print goes to stderr, so the answers stay one line each."""
+    import select
+
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # stray prints of libraries: to the log, not into the protocol
+    sys.stdout = sys.stderr
+    for _ in range(WORKER_RUNS):
+        ready, _, _ = select.select([sys.stdin], [], [], WORKER_IDLE)
+        if not ready:
+            return 0
+        line = sys.stdin.readline()
+        if not line:
+            return 0
+        try:
+            days = [dt.date.fromisoformat(d) for d in json.loads(line)]
+            answer = {"ok": True, "summary": refresh(config, days)}
+        except Exception as exc:  # one line for the server's log, never a traceback
+            answer = {"ok": False, "error": " ".join(f"{type(exc).__name__}: {exc}".split())}
+        answers.write(json.dumps(answer) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m memory_pipeline.service.refresh [--config FILE] DATE ...``"""
+    """``python -m memory_pipeline.service.refresh [--config FILE] (--serve | DATE ...)``"""
     ap = argparse.ArgumentParser(prog="memory_pipeline.service.refresh")
     ap.add_argument("--config", default=None)
-    ap.add_argument("dates", nargs="+", type=dt.date.fromisoformat)
+    ap.add_argument("--serve", action="store_true", help="the worker loop (the server's)")
+    ap.add_argument("dates", nargs="*", type=dt.date.fromisoformat)
     args = ap.parse_args(argv)
+    if args.serve:
+        return serve(args.config)
+    if not args.dates:
+        ap.error("give the dates to refresh, or --serve")
     try:
         print(refresh(args.config, args.dates))
     except Exception as exc:  # one line for the server's log, never a traceback
