@@ -460,7 +460,9 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
         )
         return _json(result)
 
-    messages = add_message_routes(app, service, authorize, refresh=settings.refresh)
+    messages = add_message_routes(
+        app, service, authorize, refresh=settings.refresh, keys=keys if settings.warm else None
+    )
 
     if mcp is not None:
         session_app = mcp.session_manager.asgi_app

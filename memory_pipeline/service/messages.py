@@ -258,6 +258,13 @@ class Messages:
             self.refresher.request(days)
         return days
 
+    def warm(self, keys: Any) -> None:
+        """Start the refresh worker when some key may write (it loads in the background)."""
+        if self.refresher is None:
+            return
+        if any(r.revoked is None and r.scope in ("write", "admin") for r in keys.records()):
+            self.refresher.warm()
+
     def close(self) -> None:
         if self.refresher is not None:
             self.refresher.close()

@@ -76,6 +76,13 @@ class Refresher:
         self._proc: subprocess.Popen | None = None
         self._closed = False
 
+    def warm(self) -> None:
+        """Start the worker now (a server with write keys), so the first post does not wait
+        for its imports."""
+        with self._cv:
+            if not self._closed and (self._proc is None or self._proc.poll() is not None):
+                self._proc = self._spawn()
+
     def request(self, days: Iterable[dt.date]) -> int:
         """Ask for a refresh of ``days``; returns the request's number (``state.finished``
         reaching it means a refresh that saw these messages has finished)."""
@@ -289,7 +296,7 @@ def _stages(
 
 
 WORKER_RUNS = 20  # refreshes a worker serves before it ends (the next request starts one)
-WORKER_IDLE = 300.0  # seconds a worker waits for a request before it ends (frees its memory)
+WORKER_IDLE = 1800.0  # seconds a worker waits for a request before it ends (frees its memory)
 
 
 def serve(config: str | None) -> int:
@@ -301,6 +308,11 @@ def serve(config: str | None) -> int:
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints of libraries: to the log, not into the protocol
     sys.stdout = sys.stderr
+    # what every refresh needs, imported before the first request waits for it
+    import dagster  # noqa: F401
+
+    import memory_pipeline.defs.build  # noqa: F401
+    import memory_pipeline.defs.runner  # noqa: F401
     for _ in range(WORKER_RUNS):
         ready, _, _ = select.select([sys.stdin], [], [], WORKER_IDLE)
         if not ready:

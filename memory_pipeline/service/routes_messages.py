@@ -35,11 +35,19 @@ class MessageBatch(BaseModel):
 
 
 def add_message_routes(
-    app: FastAPI, service: Any, authorize: Callable[[Request, str], Any], *, refresh: bool = True
+    app: FastAPI,
+    service: Any,
+    authorize: Callable[[Request, str], Any],
+    *,
+    refresh: bool = True,
+    keys: Any = None,
 ) -> Any:
-    """Add the routes to ``app``; returns the service's ``Messages`` (close it at shutdown)."""
+    """Add the routes to ``app``; returns the service's ``Messages`` (close it at shutdown).
+    With ``keys``, the refresh worker starts now when a key may write."""
     messages = messages_for(service, refresh=refresh)
     messages.resume()  # posts a killed server accepted and did not refresh
+    if keys is not None:
+        messages.warm(keys)
     limit = MessageLimit(WRITE_RATE, WRITE_BURST)
 
     async def writer(request: Request) -> Any:
