@@ -259,10 +259,11 @@ class Messages:
         return days
 
     def warm(self, keys: Any) -> None:
-        """Start the refresh worker when some key may write (it loads in the background)."""
+        """Start the refresh worker when a write key exists (an app posts: the worker loads
+        in the background; an admin-only deployment starts it on its first post)."""
         if self.refresher is None:
             return
-        if any(r.revoked is None and r.scope in ("write", "admin") for r in keys.records()):
+        if any(r.revoked is None and r.scope == "write" for r in keys.records()):
             self.refresher.warm()
 
     def close(self) -> None:
