@@ -299,6 +299,22 @@ WORKER_RUNS = 20  # refreshes a worker serves before it ends (the next request s
 WORKER_IDLE = 1800.0  # seconds a worker waits for a request before it ends (frees its memory)
 
 
+def _warm_up() -> None:
+    """What every refresh needs, loaded before the first request waits for it: the stages'
+    imports and, for the local embedder (never a remote one: no call leaves the machine),
+    its model. A failure here is the first refresh's to report."""
+    try:
+        import memory_pipeline.defs.build  # noqa: F401
+        import memory_pipeline.defs.runner  # noqa: F401
+        from memory_pipeline.defs.providers import provider_resources
+
+        embedder = provider_resources()["embedder"]
+        if embedder.provider == "local":
+            embedder.build().embed(["warm up"])
+    except Exception as exc:  # the refresh itself will say what is wrong
+        log.warning("refresh worker warm-up: %s", " ".join(str(exc).split())[:200])
+
+
 def serve(config: str | None) -> int:
     """The worker loop: one JSON list of dates per stdin line, one JSON answer per stdout
     line (``{"ok", "summary"}`` or ``{"ok": false, "error"}``). Anything else the stages
@@ -308,11 +324,7 @@ def serve(config: str | None) -> int:
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints of libraries: to the log, not into the protocol
     sys.stdout = sys.stderr
-    # what every refresh needs, imported before the first request waits for it
-    import dagster  # noqa: F401
-
-    import memory_pipeline.defs.build  # noqa: F401
-    import memory_pipeline.defs.runner  # noqa: F401
+    _warm_up()
     for _ in range(WORKER_RUNS):
         ready, _, _ = select.select([sys.stdin], [], [], WORKER_IDLE)
         if not ready:
