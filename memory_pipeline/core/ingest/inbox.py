@@ -313,6 +313,24 @@ class InboxStore:
             self._ids.clear()
         return replaced
 
+    def purge_before(self, cutoff: dt.date) -> int:
+        """Delete the day files older than ``cutoff`` (retention: ingest already treats
+        their records as expired; the inbox must not keep their text either); how many.
+        Their ids are forgotten with them: a re-post is stored again, and expires again."""
+        if not self.root.is_dir():
+            return 0
+        gone = 0
+        with self._locked():
+            for path in inbox_files(self.root):
+                day = file_day(path)
+                if day is not None and day < cutoff:
+                    path.unlink()
+                    _fsync_dir(path.parent)
+                    gone += 1
+            self._files.clear()
+            self._ids.clear()
+        return gone
+
     # -- refresh intents --------------------------------------------------------------------
     def mark_pending(self, days: Iterable[dt.date]) -> list[Path]:
         """Record durably that ``days`` wait for a refresh (one marker file per day and

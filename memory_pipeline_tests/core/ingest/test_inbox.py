@@ -172,3 +172,15 @@ def test_refresh_intents_are_durable_files_cleared_by_name(tmp_path):
     clear_markers(made)  # a refresh clears what it saw; a later post's intent stays
     assert pending_markers(inbox_dir(tmp_path)) == later
     assert all(isinstance(p, Path) for p in later)
+
+
+def test_retention_deletes_the_inbox_days_before_the_cutoff(tmp_path):
+    from memory_pipeline.core.privacy.retention import apply_retention, plan_retention
+
+    store = InboxStore(inbox_dir(tmp_path), TZ)
+    old = {**_raw("old", "an old secret"), "time": "2024-01-05T10:00:00+09:00"}
+    store.append(_entries(old, _raw("new", "a recent note")))
+    apply_retention(plan_retention(tmp_path, dt.date(2024, 2, 1)))  # no table is old
+    text = "".join(p.read_text() for p in inbox_dir(tmp_path).rglob("*.jsonl"))
+    assert "old secret" not in text and "recent note" in text
+    assert store.lookup("old") is None and store.lookup("new") is not None
