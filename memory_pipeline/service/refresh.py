@@ -37,7 +37,7 @@ from typing import Any
 log = logging.getLogger("memory_pipeline.service.refresh")
 
 PUBLISH = ("indexes",)  # after the partitioned stages (every one of the runner's table)
-DEFAULT_DELAY = 0.5  # seconds a burst of posts is collected before its refresh starts
+DEFAULT_DELAY = 2.0  # seconds a burst of posts is collected before its refresh starts
 LOCK_WAIT = 900.0  # seconds a refresh waits for another writer (a nightly run)
 
 
