@@ -332,6 +332,7 @@ def test_a_burst_of_posts_is_refreshed_once_while_searches_keep_being_served(ser
                 codes.append(r.status_code)
 
     words = [f"zebra{n}quartz" for n in range(5)]
+    before = _status(server, keys["alice_write"], "ok-1").json()["refresh"]["runs"]
     worker = threading.Thread(target=searches)
     worker.start()
     try:
@@ -349,8 +350,8 @@ def test_a_burst_of_posts_is_refreshed_once_while_searches_keep_being_served(ser
         worker.join(60)
     assert status["status"] == "searchable" and status["message_id"].startswith("msg_")
     assert len(codes) > 5 and set(codes) == {200}, sorted(set(codes))
-    # the burst coalesced: at most one refresh was already running when it arrived
-    assert status["refresh"]["runs"] <= 3, status["refresh"]
+    # the burst coalesced: one refresh (plus one of earlier posts, if it was running)
+    assert status["refresh"]["runs"] - before <= 2, (before, status["refresh"])
     # bob's index never holds alice's words
     assert not _found(server, keys["bob_read"], words[0])
 
