@@ -142,11 +142,19 @@ class Messages:
             if forget and forget.forgets(msg):
                 forgotten[e.id] = forgotten_line(forget, box.spec.name, e, e.day(tz))
             entries.append((row, e))
+        # the refresh intent goes to disk before the messages: a crash between the two
+        # leaves a refresh with nothing new (harmless), never a message nobody refreshes
+        # (its retry would be a duplicate and request nothing). A day that is no partition
+        # yet is left to the run that makes it one.
+        wanted = {
+            d
+            for d in (e.day(tz) for _, e in entries if e.id not in forgotten)
+            if d <= self.cfg.start_date or not self._outside(d)
+        }
+        if wanted and self.refresher is not None:
+            box.store.mark_pending(wanted)  # a restart resumes the refresh
         appended = box.store.append([e for _, e in entries], forgotten=forgotten)
-        # a day that is no partition yet is left to the run that makes it one
-        days = {d for d in appended.days if d <= self.cfg.start_date or not self._outside(d)}
-        if days and self.refresher is not None:
-            box.store.mark_pending(days)  # a restart resumes the refresh
+        days = appended.days & wanted
         for (row, e), outcome in zip(entries, appended.results, strict=True):
             if isinstance(outcome, Refused):
                 row.update(status="refused", reason=outcome.reason, detail=outcome.detail)

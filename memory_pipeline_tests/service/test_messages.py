@@ -264,7 +264,7 @@ def test_scopes_bounds_and_owner_isolation(server, deployment):
     )
     assert "815" not in _inbox_text(deployment, "bob")
     # files of the inbox are the owner's only (0600, folders 0700)
-    for p in _inbox(deployment, "alice").rglob("*"):
+    for p in [_inbox(deployment, "alice"), *_inbox(deployment, "alice").rglob("*")]:
         assert p.stat().st_mode & 0o077 == 0, p
 
 

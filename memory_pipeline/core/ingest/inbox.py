@@ -337,6 +337,9 @@ class InboxStore:
         call, fsynced), so a server killed before its refresh ran resumes it on start."""
         folder = self.root / PENDING_DIR
         made = []
+        if not self.root.exists():  # the owner's only: 0700, as the lock would make it
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _fsync_dir(self.root.parent)
         if not folder.exists():
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             _fsync_dir(self.root)

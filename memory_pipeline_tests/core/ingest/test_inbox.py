@@ -166,6 +166,7 @@ def test_forget_scrubs_the_inbox_and_ingest_accounts_the_text_free_lines(tmp_pat
 def test_refresh_intents_are_durable_files_cleared_by_name(tmp_path):
     store = InboxStore(inbox_dir(tmp_path), TZ)
     made = store.mark_pending([DAY, DAY + dt.timedelta(days=1)])
+    assert inbox_dir(tmp_path).stat().st_mode & 0o077 == 0  # made first: the owner's only
     later = store.mark_pending([DAY])
     assert pending_days(inbox_dir(tmp_path)) == {DAY, DAY + dt.timedelta(days=1)}
     assert len(pending_markers(inbox_dir(tmp_path), [DAY])) == 2
