@@ -425,3 +425,12 @@ def test_a_forgotten_contact_whose_messages_keep_arriving(server, deployment):
     assert _status(server, key, "ken-2").json()["status"] == "forgotten"
     # bob's Ken is untouched
     assert _status(server, deployment["keys"]["bob_write"], "same-id").json()["status"]
+
+
+def test_the_log_names_routes_never_ids_texts_or_names(server):
+    """The access log of every request above: the route's template and the status, never a
+    client id, a message text, a contact name or a query."""
+    text = "".join(p.read_text("utf-8") for p in server.config.parent.glob("serve-*.log"))
+    assert "POST /v1/messages 202" in text and "GET /v1/messages/{client_id} " in text
+    for leaked in ("ok-1", "flowerpot", "quokka", "Maria", "Ken", "zebra0quartz", "Kyoto"):
+        assert leaked not in text, leaked
