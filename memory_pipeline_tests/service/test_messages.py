@@ -6,7 +6,7 @@ same contacts, same texts).
 What is asserted: per-message errors beside accepted messages, idempotency by client id,
 scopes and owner isolation, MCP remember, a burst of posts refreshed (coalesced) into a
 searchable index while searches keep being served without one failure, durability across a
-``kill -9`` right after the 202 (and the refresh resumed by the restarted server), and a
+``kill -9`` right after the 202 (what a restarted server reads, and the refresh it resumes), and a
 forgotten contact whose messages keep arriving (refused, never written in clear).
 """
 
@@ -357,42 +357,7 @@ def test_a_burst_of_posts_is_refreshed_once_while_searches_keep_being_served(ser
     assert not _found(server, keys["bob_read"], words[0])
 
 
-# -- kill -9 right after the 202 --------------------------------------------------------------
-def test_accepted_messages_survive_kill_9_right_after_the_202(server, deployment):
-    key = deployment["keys"]["alice_write"]
-    batch = [_msg(f"k9-{i}", f"durable note number {i} walrus", minute=30 + i) for i in range(20)]
-    r = _post(server, key, batch)
-    assert r.status_code == 202 and r.json()["accepted"] == 20
-    server.kill9()  # no graceful anything
-    # the refresh the killed server owed is on disk (its refresher was still collecting
-    # the burst): a restarted server resumes it (Messages.resume, tested in-process below)
-    pending = _inbox(deployment, "alice") / ".pending"
-    assert any(p.name.startswith(DAY) for p in pending.iterdir())
-    server.start("--no-refresh")  # this restart checks what survived, nothing more
-    for i in range(20):
-        assert _status(server, key, f"k9-{i}").status_code == 200
-    again = _post(server, key, batch).json()
-    assert again["duplicates"] == 20 and again["accepted"] == 0
-
-
-def test_a_restarted_server_resumes_the_refresh_it_owed(deployment):
-    from memory_pipeline.service.messages import Messages
-    from memory_pipeline.service.operations import MemoryService
-
-    class Recorder:
-        days: set = set()
-
-        def request(self, days) -> int:
-            self.days |= set(days)
-            return 1
-
-    service = MemoryService(deployment["cfg"], str(deployment["config"]))
-    recorder = Recorder()
-    resumed = Messages(service, recorder).resume()
-    assert DAYS[-1] in resumed and recorder.days == resumed
-
-
-# -- forget (last: it changes the deployment) -------------------------------------------------
+# -- forget (it changes the deployment) -------------------------------------------------
 def test_a_forgotten_contact_whose_messages_keep_arriving(server, deployment):
     from memory_pipeline.config import owner_config
     from memory_pipeline.core.common.lock import output_lock
@@ -434,3 +399,43 @@ def test_the_log_names_routes_never_ids_texts_or_names(server):
     assert "POST /v1/messages 202" in text and "GET /v1/messages/{client_id} " in text
     for leaked in ("ok-1", "flowerpot", "quokka", "Maria", "Ken", "zebra0quartz", "Kyoto"):
         assert leaked not in text, leaked
+
+
+# -- kill -9 right after the 202 (last: the server is gone after it) ----------------------
+def test_accepted_messages_survive_kill_9_right_after_the_202(server, deployment):
+    key = deployment["keys"]["alice_write"]
+    batch = [_msg(f"k9-{i}", f"durable note number {i} walrus", minute=30 + i) for i in range(20)]
+    r = _post(server, key, batch)
+    assert r.status_code == 202 and r.json()["accepted"] == 20
+    server.kill9()  # no graceful anything
+    # the refresh the killed server owed is on disk (its refresher was still collecting
+    # the burst): a restarted server resumes it (Messages.resume, tested below)
+    pending = _inbox(deployment, "alice") / ".pending"
+    assert any(p.name.startswith(DAY) for p in pending.iterdir())
+    # what a restarted server reads from disk, in-process (a second server process would
+    # cost its start-up and its index load for the same answers)
+    from memory_pipeline.service.messages import Messages
+    from memory_pipeline.service.operations import MemoryService
+
+    restarted = Messages(MemoryService(deployment["cfg"], str(deployment["config"])))
+    for i in range(20):
+        assert restarted.status("alice", f"k9-{i}")["status"] in ("received", "searchable")
+    again = restarted.accept("alice", batch)
+    assert again["duplicates"] == 20 and again["accepted"] == 0
+
+
+def test_a_restarted_server_resumes_the_refresh_it_owed(deployment):
+    from memory_pipeline.service.messages import Messages
+    from memory_pipeline.service.operations import MemoryService
+
+    class Recorder:
+        days: set = set()
+
+        def request(self, days) -> int:
+            self.days |= set(days)
+            return 1
+
+    service = MemoryService(deployment["cfg"], str(deployment["config"]))
+    recorder = Recorder()
+    resumed = Messages(service, recorder).resume()
+    assert DAYS[-1] in resumed and recorder.days == resumed
