@@ -82,6 +82,7 @@ from memory_pipeline.core.common.owners import (
 )
 from memory_pipeline.core.common.owners import discover_owner_ids as _discover_owner_ids
 from memory_pipeline.core.common.representations import REPRESENTATIONS
+from memory_pipeline.core.ingest.inbox import with_inbox
 from memory_pipeline.core.ingest.sources import SourceSpec
 from memory_pipeline.core.sessions.chunking import DEFAULT_SIZE, DEFAULT_STRIDE
 
@@ -202,6 +203,13 @@ class PipelineConfig:
     # [pipeline] state_dir as configured (None: ``state/`` beside the output, see state_root)
     state_dir: Path | str | None = None
     local_state: Path | None = None  # an owner's config: the deployment's local state folder
+
+    def __post_init__(self) -> None:
+        # the owner's inbox (apps post messages: core/ingest/inbox.py) is one more source
+        # once it exists; recomputed on every copy, so a changed output folder follows
+        if not (self.owners or self.fan_out_sources):
+            sources = with_inbox(self.sources, self.output_dir, self.timezone, self.owner)
+            object.__setattr__(self, "sources", sources)
 
     @property
     def multi_owner(self) -> bool:

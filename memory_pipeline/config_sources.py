@@ -114,6 +114,7 @@ _EXPORT_OPTIONS: dict[str, Kind] = {"owner_aliases": NAMES, "conversation": TEXT
 _WHATSAPP_DATE_ORDER = enum_kind(("dmy", "mdy", "ymd"))
 SOURCE_OPTIONS: dict[str, dict[str, Kind]] = {
     "line_json": {},
+    "inbox": {"owner_aliases": NAMES},  # what apps posted (core/ingest/inbox.py)
     "line_txt": {},
     "locomo": {"turn_seconds": NON_NEGATIVE_NUMBER},
     "realpersonachat": {"dialogue_limit": int_kind(0, 10**12)},

@@ -9,7 +9,8 @@ right after a command block with what the command printed.
 A block marked ``<!-- docs-test: server -->`` talks to the memory service: the harness starts
 ``memory-pipeline serve`` on a free port for it, exports ``KEY`` (read) and ``ADMIN_KEY``
 (admin) — a placeholder line ``KEY=mpk_...`` stands for that — points ``localhost:8700`` at the
-port, and makes ``curl`` fail on an HTTP error status.
+port, and makes ``curl`` fail on an HTTP error status; ``WRITE_KEY`` (write) too, with its
+placeholder line ``WRITE_KEY=mpk_...``.
 
 A block that cannot run here (it installs packages, opens the UI, needs a server, a key or data
 a clone does not have) carries ``<!-- docs-test: skip: <why> -->`` on the line above its fence;
@@ -139,9 +140,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @contextmanager
 def service(ws: Path) -> Iterator[dict[str, str]]:
-    """``memory-pipeline serve`` on a free port, with a read and an admin key."""
+    """``memory-pipeline serve`` on a free port, with a read, an admin and a write key."""
     keys = {}
-    for name, scope in (("KEY", "read"), ("ADMIN_KEY", "admin")):
+    for name, scope in (("KEY", "read"), ("ADMIN_KEY", "admin"), ("WRITE_KEY", "write")):
         create = f".venv/bin/memory-pipeline keys create --owner default --scope {scope}"
         made = _run("bash", create, ws)
         assert made.returncode == 0, made.stderr
@@ -195,7 +196,7 @@ def _run(
 
 
 def _with_server(code: str, server: dict[str, str]) -> str:
-    code = re.sub(r"^KEY=mpk_\.\.\..*$", "", code, flags=re.M)
+    code = re.sub(r"^(WRITE_)?KEY=mpk_\.\.\..*$", "", code, flags=re.M)
     code = code.replace("localhost:8700", f"localhost:{server['PORT']}")
     return 'curl() { command curl --fail-with-body "$@"; }\n' + code
 

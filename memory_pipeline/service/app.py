@@ -67,6 +67,7 @@ from memory_pipeline.service.models import (
     responses,
 )
 from memory_pipeline.service.operations import MemoryService
+from memory_pipeline.service.routing import json_response, key_with_scope
 
 log = logging.getLogger("memory_pipeline.service.access")
 errors_log = logging.getLogger("memory_pipeline.service.errors")
@@ -102,6 +103,7 @@ class ServiceSettings:
     # tokens of its key's bucket (a normal search uses ~0.01-0.04 s)
     cpu_unit: float = 0.02
     forget_wait: float = 5.0  # seconds forget waits for the writer lock, then 423
+    refresh: bool = True  # refresh the index after posts to /v1/messages (service/refresh.py)
 
     @property
     def connection_limits(self) -> ConnectionLimits:
@@ -150,6 +152,8 @@ class ServiceState:
     bucket: TokenBucket
     gate: Gate
     streams: StreamLimiter
+    messages: Any = None  # the inbox operations (service/messages.py), HTTP's and MCP's
+    message_limit: Any = None  # messages per key (routes_messages.message_limit)
 
     def authorize(self, request: Request, scope: str) -> KeyRecord:
         """The request's key record, allowed ``scope`` (its rate was checked before the
@@ -176,17 +180,6 @@ class ServiceState:
         )
 
 
-def key_with_scope(scope: str) -> Callable[[Request], Awaitable[KeyRecord]]:
-    """A FastAPI dependency: the request's key, checked for ``scope`` and rate limited.
-    Async: a plain-def dependency would run in a worker thread, and under load every
-    thread hop waits for the GIL behind the searches (the check is a stat and a lookup)."""
-
-    async def dependency(request: Request) -> KeyRecord:
-        return request.app.state.memory.authorize(request, scope)
-
-    return dependency
-
-
 Reader = Annotated[KeyRecord, Depends(key_with_scope("read"))]
 Admin = Annotated[KeyRecord, Depends(key_with_scope("admin"))]
 
@@ -197,15 +190,7 @@ def _recent(value: list | None) -> list | None:
     return [v.model_dump(exclude_none=True) if isinstance(v, BaseModel) else v for v in value]
 
 
-def _json(data: Any, version: str | None = None) -> Response:
-    """JSON without FastAPI's encoder walk (the hot path); datetimes as ISO strings."""
-    body = json.dumps(data, ensure_ascii=False, default=_iso).encode("utf-8")
-    headers = {"X-Index-Version": version} if version else None
-    return Response(body, media_type="application/json", headers=headers)
-
-
-def _iso(value: Any) -> str:
-    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+_json = json_response
 
 
 def _error(code: int, detail: str, headers: dict | None = None, **extra: Any) -> JSONResponse:
@@ -216,12 +201,13 @@ def _error(code: int, detail: str, headers: dict | None = None, **extra: Any) ->
 class Guard:
     """Outermost ASGI layer: the body size limit and the access log.
 
-    The limit is checked on ``Content-Length`` before anything is read, and on the bytes
-    actually received (a chunked body cannot announce its size). The log names the route's
+    The limit (``limits``: per path, else ``max_body``) is checked on ``Content-Length``
+    before anything is read, and on the bytes actually received (a chunked body cannot
+    announce its size). The log names the route's
     template, never the path sent: ``/v1/dossiers/{contact}``, not the contact."""
 
-    def __init__(self, app: Any, max_body: int) -> None:
-        self.app, self.max_body = app, max_body
+    def __init__(self, app: Any, max_body: int, limits: dict[str, int] | None = None) -> None:
+        self.app, self.max_body, self.limits = app, max_body, limits or {}
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -229,6 +215,7 @@ class Guard:
             return
         start = time.perf_counter()
         status = {"code": 0}
+        max_body = self.limits.get(scope.get("path", ""), self.max_body)  # per path
 
         async def send_logged(message: dict) -> None:
             if message["type"] == "http.response.start":
@@ -237,7 +224,7 @@ class Guard:
 
         try:
             length = dict(scope.get("headers") or []).get(b"content-length")
-            if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            if length is not None and (not length.isdigit() or int(length) > max_body):
                 await _plain(send_logged, 413, "request body too large")
                 return
             if length is None and scope.get("method") in ("POST", "PUT", "PATCH"):
@@ -249,7 +236,7 @@ class Guard:
                         return  # the client left
                     body += message.get("body", b"")
                     more = message.get("more_body", False)
-                    if len(body) > self.max_body:
+                    if len(body) > max_body:
                         await _plain(send_logged, 413, "request body too large")
                         return
                 replayed = False
@@ -346,6 +333,9 @@ def _bearer(headers: Any) -> str | None:
 # -- the app --------------------------------------------------------------------------------------
 def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings) -> Any:
     """The ASGI app: FastAPI for ``/v1`` and the schema, ``/mcp`` beside it."""
+    from memory_pipeline.service import routes_messages
+    from memory_pipeline.service.messages import messages_for
+
     one_blas_thread()
     bucket = TokenBucket(settings.rate, settings.burst)
     gate = Gate(
@@ -354,12 +344,16 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
     state = ServiceState(
         service, keys, settings, bucket, gate,
         StreamLimiter(settings.streams_per_key, settings.stream_idle),
+        messages_for(service, refresh=settings.refresh), routes_messages.message_limit(),
     )  # fmt: skip
+    state.messages.resume()  # posts a killed server accepted and did not refresh
+    if settings.warm:
+        state.messages.warm(keys)  # the refresh worker starts now when a key may write
     mcp = None
     if settings.mcp:
         from memory_pipeline.service.mcp_server import build_mcp
 
-        mcp = build_mcp(service, gate=gate)
+        mcp = build_mcp(service, gate=gate, messages=state.messages)
         mcp_asgi = mcp.streamable_http_app(
             streamable_http_path="/mcp",
             stateless_http=True,
@@ -383,16 +377,20 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
     async def lifespan(_app: FastAPI):
         if settings.warm:
             threading.Thread(target=warm, name="warm-indexes", daemon=True).start()
-        if mcp is not None:
-            async with mcp.session_manager.run():
+        try:
+            if mcp is not None:
+                async with mcp.session_manager.run():
+                    yield
+            else:
                 yield
-        else:
-            yield
+        finally:
+            state.messages.close()  # a running refresh ends (its writes are all-or-nothing)
 
     app = FastAPI(
         title="memory_pipeline",
         version="1",
-        description="Search, context packs, memories and dossiers of the key owner's memory.",
+        description="Search, context packs, memories and dossiers of the key owner's memory; "
+        "apps with a write key add messages to it.",
         lifespan=lifespan,
     )
     app.state.memory = state
@@ -408,9 +406,10 @@ def create_app(service: MemoryService, keys: KeyStore, settings: ServiceSettings
     _error_handlers(app)
     app.include_router(memory_router())
     # another router joins here, one line each: app.include_router(module.router)
+    app.include_router(routes_messages.router)
     if mcp is not None:
         _mount_mcp(app, state, mcp)
-    return Guard(RateGate(app, keys, bucket), settings.max_body)
+    return Guard(RateGate(app, keys, bucket), settings.max_body, routes_messages.WRITE_PATHS)
 
 
 def _error_handlers(app: FastAPI) -> None:

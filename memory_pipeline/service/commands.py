@@ -54,6 +54,11 @@ def add_commands(sub: Any) -> None:
     )
     sv.add_argument("--no-mcp", action="store_true", help="no MCP endpoint at /mcp")
     sv.add_argument(
+        "--no-refresh",
+        action="store_true",
+        help="posted messages wait for the next run instead of refreshing the index",
+    )
+    sv.add_argument(
         "--workers",
         type=_positive(int),
         default=1,
@@ -115,7 +120,10 @@ def add_commands(sub: Any) -> None:
     kc = ksub.add_parser("create", help="a new key; printed once, on the last line")
     kc.add_argument("--owner", required=True, help="the owner whose memory the key reads")
     kc.add_argument(
-        "--scope", choices=["read", "admin"], default="read", help="what the key may do"
+        "--scope",
+        choices=["read", "write", "admin"],
+        default="read",
+        help="what the key may do: read, write (post messages) or admin (all, and forget)",
     )
     kc.set_defaults(func=cmd_keys_create)
     kl = ksub.add_parser("list", help="key ids, owners, scopes, revocations (never the keys)")
@@ -220,6 +228,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         body_timeout=args.body_timeout,
         max_connections=args.max_connections,
         streams_per_key=args.streams_per_key,
+        refresh=not args.no_refresh,
     )
     if not store.records():
         print(

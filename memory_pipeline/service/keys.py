@@ -1,4 +1,4 @@
-"""API keys: each key belongs to one owner and has a scope (``read`` or ``admin``).
+"""API keys: each key belongs to one owner and has a scope (``read``, ``write`` or ``admin``).
 
 Only a key's SHA-256 is stored (a key is 32 random bytes, so a plain hash is enough: there
 is nothing to guess), in one JSON file with 0600 permissions, written atomically. The
@@ -18,7 +18,9 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-SCOPES = ("read", "admin")  # admin can do everything read can, and forget
+# admin can do everything read and write can, and forget; write posts messages
+# (POST /v1/messages, MCP remember) and reads nothing
+SCOPES = ("read", "write", "admin")
 KEY_PREFIX = "mpk_"
 KEYS_FILE = "service/keys.json"  # under the deployment's (local) state folder
 KEYS_ENV = "MEMORY_PIPELINE_KEYS"

@@ -1,4 +1,5 @@
-"""The MCP server: the memory's search, context, memories and dossier as MCP tools.
+"""The MCP server: the memory's search, context, memories and dossier as MCP tools, and
+``remember`` (one message into the owner's inbox, as ``POST /v1/messages`` stores it).
 
 Built with the official SDK (``mcp.server.mcpserver.MCPServer``). Over streamable HTTP it is
 mounted at ``/mcp`` of the HTTP app, behind the same bearer keys (the owner comes from the
@@ -12,6 +13,8 @@ the key). Their answers are sized for a model's context window: by default a com
 of each hit (date, speaker, citation, the matching lines), the full JSON with
 ``format="json"``. A failed call answers the same error body as HTTP (``{"status",
 "detail"}``) and logs only the tool and the status: never an argument, never a traceback.
+Each tool needs its HTTP route's scope: ``remember`` a write (or admin) key, the others a
+read (or admin) key; a key without it gets 403.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
 from memory_pipeline.core.common.lock import LockBusy
+from memory_pipeline.core.common.records import MAX_MESSAGE_CHARS
 from memory_pipeline.core.context.packs import STRATEGIES
 from memory_pipeline.core.retrieval.searcher import IndexNotBuilt
 from memory_pipeline.service import DEFAULT_THREADS
@@ -57,7 +61,8 @@ INSTRUCTIONS = (
     "with dates). Use `context` to answer a question about the past with sources, `search` "
     "to find the conversations where something was said, `memories` for remembered facts "
     "(plans, preferences, events) about a contact, and `dossier` for a summary of one "
-    "contact. Every answer cites the conversation it comes from."
+    "contact. Every answer cites the conversation it comes from. Use `remember` to keep "
+    "what the user tells you (or what you told them) in that memory."
 )
 
 Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY, pattern=r"\S")]
@@ -77,15 +82,23 @@ LINE_CHARS = 240  # characters of one line's text in the compact text
 ID_CHARS = 64  # characters of an id, a sender or a citation there (k = 5: < 2,000 tokens)
 
 
-def _owner(ctx: Any, fixed: str | None) -> str:
+class ScopeDenied(PermissionError):
+    """The key lacks the tool's scope (403, as the HTTP route answers)."""
+
+
+def _owner(ctx: Any, fixed: str | None, scope: str = "read") -> str:
     """The owner of this call: the stdio server's, else the one the HTTP app took from the
-    key (never an argument of the tool)."""
+    key (never an argument of the tool), when the key allows ``scope`` (a write key posts
+    messages and reads nothing; a read key writes nothing)."""
     if fixed is not None:
         return fixed
     request = getattr(getattr(ctx, "request_context", None), "request", None)
     owner = request.scope.get("memory_pipeline.owner") if request is not None else None
     if not owner:
         raise PermissionError("no key: call the MCP endpoint with Authorization: Bearer KEY")
+    record = request.scope.get("memory_pipeline.key")  # the KeyRecord RateGate verified
+    if record is not None and not record.allows(scope):
+        raise ScopeDenied(f"this key lacks the {scope!r} scope")
     return owner
 
 
@@ -106,6 +119,8 @@ def _status(exc: BaseException) -> tuple[int, str]:
         return 503, "no index published yet"
     if isinstance(exc, OwnerUnavailable):
         return 503, "no memory published for this key's owner"
+    if isinstance(exc, ScopeDenied):
+        return 403, str(exc)
     if isinstance(exc, PermissionError):
         return 401, str(exc)
     if isinstance(exc, LookupError):
@@ -200,17 +215,46 @@ def _recent(value: list | None) -> list | None:
     return [m if isinstance(m, str) else m.model_dump(exclude_none=True) for m in value]
 
 
-def build_mcp(service: MemoryService, owner: str | None = None, gate: Gate | None = None) -> Any:
+def compact_remember(result: dict) -> str:
+    """``remember``'s answer in one line: the message's outcome and when it is searchable."""
+    row = result["results"][0]
+    line = f"{row['status']}: message {_id(row.get('id'))}"
+    if row.get("reason"):
+        line += f" ({row['reason']}: {_line(row.get('detail'))})"
+    elif row.get("note"):
+        line += f" ({_line(row['note'])})"
+    dates = result.get("refresh", {}).get("dates") or []
+    if dates:
+        line += f"; searchable after the refresh of {', '.join(dates)} (seconds)"
+    return line
+
+
+def build_mcp(
+    service: MemoryService,
+    owner: str | None = None,
+    gate: Gate | None = None,
+    messages: Any = None,
+) -> Any:
     """The MCP server over ``service``; ``owner`` fixed for a stdio server, None over HTTP
     (each request's key decides). ``gate``: the HTTP app's (shared limits); a stdio server
-    gets one of its own with the same defaults."""
+    gets one of its own with the same defaults. ``messages``: the HTTP app's inbox
+    operations (one refresher for both doors); a stdio server makes its own on the first
+    ``remember``."""
     gate = gate or Gate(DEFAULT_THREADS, 30.0, None, 0.0)
     mcp = MCPServer("memory-pipeline", instructions=INSTRUCTIONS, log_level="WARNING")
+    inbox: dict[str, Any] = {"messages": messages}
 
-    async def call(ctx: Any, work: Callable[[str], Any]) -> CallToolResult:
+    def _messages() -> Any:
+        if inbox["messages"] is None:
+            from memory_pipeline.service.messages import messages_for
+
+            inbox["messages"] = messages_for(service)
+        return inbox["messages"]
+
+    async def call(ctx: Any, work: Callable[[str], Any], scope: str = "read") -> CallToolResult:
         tool = work.__qualname__.split(".<locals>.")[-2]  # the tool whose work this is
         try:
-            who = _owner(ctx, owner)
+            who = _owner(ctx, owner, scope)
             return _ok(await gate.run(lambda: work(who), key_id=_key_id(ctx)))
         except Exception as exc:  # every failure answers, none escapes to the SDK's log
             return _fail(tool, exc)
@@ -326,7 +370,48 @@ def build_mcp(service: MemoryService, owner: str | None = None, gate: Gate | Non
 
         return await call(ctx, work)
 
+    @mcp.tool()
+    async def remember(
+        text: Annotated[str, Field(min_length=1, max_length=MAX_MESSAGE_CHARS)],
+        ctx: Context,
+        sender: Literal["person", "assistant"] = "person",
+        time: Annotated[str | None, Field(max_length=64)] = None,
+        id: Annotated[str | None, Field(min_length=1, max_length=MAX_ID)] = None,
+        format: Format = "text",
+    ) -> CallToolResult:
+        """Store what was said in this conversation in the user's long-term memory, so
+        `search` and `context` find it later (within seconds). `sender` is who said it:
+        "person" (the user) or "assistant" (you). `time`: ISO 8601 with an offset (default:
+        now). `id`: your own id for the message; a retry with the same id stores nothing
+        twice (default: derived from sender, time and text). Returns the message's status:
+        accepted, duplicate, refused (with the reason) or forgotten; `format="json"` the
+        full answer of `POST /v1/messages`."""
+
+        def work(who: str) -> str:
+            result = _remember(_messages(), who, text, sender, time, id)
+            return _dumps(result) if format == "json" else compact_remember(result)
+
+        return await call(ctx, work, "write")
+
     return mcp
+
+
+ASSISTANT = "assistant"  # the conversation (and sender name) of what an assistant remembers
+
+
+def _remember(
+    messages: Any, who: str, text: str, sender: str, time: str | None, cid: str | None
+) -> dict:
+    """One message into ``who``'s inbox, in the assistant's conversation."""
+    import datetime as dt
+    import hashlib
+
+    name = messages.owner(who).cfg.owner if sender == "person" else ASSISTANT.title()
+    when = time or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    key = "\x1f".join((sender, when, text)).encode("utf-8", "surrogatepass")
+    cid = cid or "remember-" + hashlib.blake2b(key, digest_size=10).hexdigest()
+    message = {"id": cid, "conversation": ASSISTANT, "sender": name, "time": when}
+    return messages.accept(who, [message | {"text": text}])
 
 
 def run_stdio(service: MemoryService, owner: str) -> None:

@@ -285,6 +285,57 @@ class HealthResponse(_Open):
     index_version: str | None = None
 
 
+# -- the write API (POST /v1/messages, GET /v1/messages/{id}; docs/write-api.md) ---------------
+MAX_MESSAGES = 500  # messages in one batch
+
+
+class MessageBatch(_Strict):
+    """Messages for the key owner's memory (the owner is the key's: no owner field). Each
+    message is checked on its own: a bad one is refused in ``results``, not the batch."""
+
+    messages: Annotated[list[Any], Field(min_length=1, max_length=MAX_MESSAGES)] = Field(
+        description=f"1 to {MAX_MESSAGES} messages: objects with id, conversation, sender, "
+        "time (ISO 8601 with an offset), text; optional type, reply_to, attachment, contact"
+    )
+
+
+class MessageResult(_Open):
+    """One posted message's outcome, in the batch's order."""
+
+    index: int
+    id: str | None = None
+    status: Literal["accepted", "duplicate", "refused", "forgotten"]
+    reason: str | None = None
+    detail: str | None = None
+    note: str | None = Field(None, description="why an accepted message is not searchable soon")
+
+
+class RefreshRequested(_Open):
+    dates: list[str] = Field(description="the days a refresh was requested for")
+    ticket: int | None = None
+
+
+class MessagesResponse(_Open):
+    """202: every accepted message is on disk."""
+
+    accepted: int
+    duplicates: int
+    refused: int
+    forgotten: int
+    results: list[MessageResult]
+    refresh: RefreshRequested
+
+
+class MessageStatusResponse(_Open):
+    id: str
+    status: Literal["received", "searchable", "quarantined", "forgotten"]
+    message_id: str | None = None
+    stage: str | None = None
+    reason: str | None = None
+    detail: str | None = None
+    refresh: dict[str, Any] | None = Field(None, description="the refresh worker's state")
+
+
 # every status a route can answer besides 200 (the error body is always Error)
 COMMON_ERRORS = {
     400: "malformed request",
@@ -297,6 +348,7 @@ COMMON_ERRORS = {
     504: "the request took too long",
 }
 NOT_FOUND = {404: "a contact, conversation or dossier the owner's index does not hold"}
+NO_MESSAGE = {404: "no message with this id was received from this owner"}
 LOCKED = {423: "another process holds the output's writer lock (Retry-After: when to retry)"}
 
 

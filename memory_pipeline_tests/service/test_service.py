@@ -448,7 +448,7 @@ async def _mcp_http(url: str, key: str, secret: str, other: str) -> None:
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
     async with http, Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
         names = {t.name for t in (await client.list_tools()).tools}
-        assert names == {"search", "context", "memories", "dossier"}
+        assert names == {"search", "context", "memories", "dossier", "remember"}
         r = await client.call_tool("search", {"query": f"code word {secret}", "k": 3})
         assert not r.is_error and secret in r.content[0].text
         r = await client.call_tool("context", {"question": f"code word {other}"})

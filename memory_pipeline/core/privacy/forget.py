@@ -20,7 +20,9 @@ still keeps ingest from bringing them back), then:
   contact's records are only their text-free ``forgotten`` rows there too;
 - deletes the index's per-partition token parts (``core/indexes/parts.py``, under the
   cache folder): the next index build recomputes them from the cleaned tables;
-- deletes the contact's dossier ``.md`` file.
+- deletes the contact's dossier ``.md`` file;
+- rewrites the owner's inbox (messages apps posted, ``core/ingest/inbox.py``) so the
+  contact's messages are only text-free lines there.
 
 Every scan and deletion of the storage of record goes through ``core/common/fs.py``, so an
 ``s3://`` output loses the contact's objects too (and the local copies of its index
@@ -59,6 +61,7 @@ from memory_pipeline.core.common.storage import TableStore
 from memory_pipeline.core.indexes.parts import drop_parts
 from memory_pipeline.core.indexes.publish import drop_local_copies, index_root, list_versions
 from memory_pipeline.core.ingest.file_cache import scrub as scrub_ingest_cache
+from memory_pipeline.core.ingest.inbox import InboxStore, inbox_dir
 from memory_pipeline.core.ingest.normalize import quarantine_table
 from memory_pipeline.core.memories.dossier import contact_file_name
 
@@ -326,6 +329,8 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
     scrub_ingest_cache(_cache_dir(out, plan.cache_path, plan.work_dir), forget)
     # so do the index's per-partition token parts (core/indexes/parts.py): a cache, rebuilt
     drop_parts(_cache_dir(out, plan.cache_path, plan.work_dir))
+    # and the messages apps posted (core/ingest/inbox.py): kept only as text-free lines
+    scrub_inbox(plan, forget)
 
     store = owner_store(plan.work_dir or out, storage=out)
     moved: Counter[tuple[dt.date, str]] = Counter()  # messages turned into forgotten rows
@@ -374,6 +379,15 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
     for p in plan.dossier_files:
         fs.delete_file(p)
     return forget
+
+
+def scrub_inbox(plan: ForgetPlan, forget: ForgetList) -> int:
+    """Turn the forgotten messages of the owner's inbox (``<output folder>/inbox``, local)
+    into text-free lines; the number replaced."""
+    folder = plan.work_dir if plan.work_dir is not None else plan.output_dir
+    if fs.is_remote(folder):
+        return 0
+    return InboxStore(inbox_dir(Path(folder)), "UTC").scrub(forget)
 
 
 def _cache_dir(output_dir: Location, cache_path: Path | None, work_dir: Path | None = None) -> Path:

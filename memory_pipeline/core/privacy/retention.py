@@ -43,6 +43,7 @@ from memory_pipeline.core.common.storage import TableStore, write_text_atomic
 from memory_pipeline.core.indexes.parts import drop_parts
 from memory_pipeline.core.indexes.publish import index_root, list_versions
 from memory_pipeline.core.ingest.file_cache import scrub as scrub_ingest_cache
+from memory_pipeline.core.ingest.inbox import InboxStore, inbox_dir
 from memory_pipeline.core.memories.stage import mark_refold, refold_from
 from memory_pipeline.core.privacy.forget import (
     ForgetPlan,
@@ -172,7 +173,12 @@ def plan_retention(
 
 
 def apply_retention(plan: RetentionPlan, *, ran_on: dt.date | None = None) -> dict | None:
-    """Delete what ``plan`` lists and log it; the log entry, or None when nothing was old."""
+    """Delete what ``plan`` lists and log it; the log entry, or None when nothing was old.
+    The owner's inbox (what apps posted, kept locally) loses its day files before the
+    cutoff in any case."""
+    folder = plan.work_dir if plan.work_dir is not None else plan.output_dir
+    if not fs.is_remote(folder):
+        InboxStore(inbox_dir(Path(folder)), "UTC").purge_before(plan.cutoff)
     if not plan.rows:
         return None
     store = TableStore(plan.output_dir)

@@ -10,6 +10,7 @@ from memory_pipeline.core.ingest.sources import (  # noqa: F401
     discord,
     imessage,
     imessage_exporter,
+    inbox,
     instagram,
     kakaotalk,
     line_json,
