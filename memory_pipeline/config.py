@@ -82,7 +82,7 @@ from memory_pipeline.core.common.owners import (
 )
 from memory_pipeline.core.common.owners import discover_owner_ids as _discover_owner_ids
 from memory_pipeline.core.common.representations import REPRESENTATIONS
-from memory_pipeline.core.ingest.inbox import with_inbox
+from memory_pipeline.core.ingest.inbox import configured_inbox, inbox_dir, with_inbox
 from memory_pipeline.core.ingest.sources import SourceSpec
 from memory_pipeline.core.sessions.chunking import DEFAULT_SIZE, DEFAULT_STRIDE
 
@@ -207,8 +207,16 @@ class PipelineConfig:
     def __post_init__(self) -> None:
         # the owner's inbox (apps post messages: core/ingest/inbox.py) is one more source
         # once it exists; recomputed on every copy, so a changed output folder follows
+        # (in the owner's local state; an older release's <output>/inbox counts until the
+        # state helper moves it: memory_pipeline/state.py)
         if not (self.owners or self.fan_out_sources):
-            sources = with_inbox(self.sources, self.output_dir, self.timezone, self.owner)
+            try:
+                home = self.owner_state_dir
+            except ConfigError:  # a whole bucket without state_dir: load_config refuses it
+                return
+            sources = with_inbox(
+                self.sources, home, self.timezone, self.owner, legacy=self.output_dir
+            )
             object.__setattr__(self, "sources", sources)
 
     @property
@@ -279,6 +287,24 @@ class PipelineConfig:
             return Path(root)
         base = self.config_path.parent if self.config_path else Path.cwd()
         return base / "state"
+
+    @property
+    def owner_state_dir(self) -> Path:
+        """This owner's local state folder (the inbox's home): the state folder when it is
+        local (``<state>/owners/<id>`` for one owner of several), else the local state
+        folder (``<local state>/owners/<id>``)."""
+        root = self.state_root
+        if not fs.is_remote(root):
+            return Path(root)
+        base = self.local_state_dir
+        return base / "owners" / self.owner_id if self.root_dir is not None else base
+
+    @property
+    def inbox_path(self) -> Path:
+        """The owner's inbox: a configured ``kind = "inbox"`` source's folder, else
+        ``<owner's local state>/inbox`` (core/ingest/inbox.py; it may not exist yet)."""
+        spec = configured_inbox(self.sources)
+        return Path(spec.path) if spec is not None else inbox_dir(self.owner_state_dir)
 
     @property
     def dossiers_path(self) -> Path | str:

@@ -2,7 +2,7 @@
 
 ``core/common/state.py`` holds the rules (what is state, the format records, migrations);
 this module applies them to a :class:`~memory_pipeline.config.PipelineConfig`: every owner's
-(output, state) pair, the key file's move, and ``DAGSTER_HOME``'s default
+(output, state) pair, the key file's and the inbox's moves, and ``DAGSTER_HOME``'s default
 (``<state>/dagster``, with a ``dagster.yaml`` made from the repository's template).
 """
 
@@ -18,6 +18,7 @@ from memory_pipeline.core.common import fs
 from memory_pipeline.core.common import state as S
 from memory_pipeline.core.common.forget_list import PRIVACY_DIR, SALT_FILE
 from memory_pipeline.core.common.owners import OWNERS_DIR, valid_owner_id
+from memory_pipeline.core.ingest.inbox import inbox_dir
 
 LEGACY_KEYS = Path("service") / "keys.json"  # format 0: the key file in the output folder
 LEGACY_INSTANCE = Path("data") / "dagster"  # format 0: the shipped dagster.yaml's folder
@@ -94,10 +95,27 @@ def prepare_state(
         writing=writing,
         version=package_version(),
     )
+    done.notices.extend(migrate_inboxes(cfg))
     if say is not None:
         for line in done.notices:
             say(line)
     return done
+
+
+def migrate_inboxes(cfg: PipelineConfig) -> list[str]:
+    """Move each owner's inbox from the output folder (where an older release kept it) into
+    their local state folder: posted messages are source data, and the output may be
+    deleted. A configured ``kind = "inbox"`` source stays where it is. The notices."""
+    from memory_pipeline.core.ingest.inbox import IMPLICIT, configured_inbox, migrate_inbox
+
+    owners = [cfg.for_owner(s) for s in cfg.owner_specs()] if cfg.multi_owner else [cfg]
+    notices: list[str] = []
+    for c in owners:
+        spec = configured_inbox(c.sources)
+        if spec is not None and not spec.options.get(IMPLICIT):
+            continue
+        notices.extend(migrate_inbox(inbox_dir(c.output_dir), c.inbox_path))
+    return notices
 
 
 def check_state(cfg: PipelineConfig) -> None:

@@ -106,6 +106,68 @@ def test_an_older_output_is_migrated_once_and_keeps_its_forget_list_and_keys(old
     assert forgotten and forgotten == set(old_q["record_ref"].to_pylist())
 
 
+def _post(folder: Path, cid: str, text: str) -> None:
+    """What ``POST /v1/messages`` stores, through the core inbox API."""
+    from memory_pipeline.core.ingest.inbox import InboxStore
+    from memory_pipeline.core.ingest.sources.inbox import parse_entry
+
+    raw = {"id": cid, "conversation": "maria", "sender": "Maria", "text": text}
+    entry = parse_entry({**raw, "time": "2024-03-02T20:00:00+09:00"})
+    assert InboxStore(folder, "Asia/Tokyo").append([entry]).results == ["accepted"]
+
+
+def test_the_inbox_lives_in_the_state_and_outlives_the_output(old_project):
+    """An older output's inbox moves into the state (one notice); a posted message then
+    survives deleting the output, and the next build's ingest reads it."""
+    import datetime as dt
+
+    from memory_pipeline.core.ingest.inbox import inbox_dir
+    from memory_pipeline.core.ingest.stage import read_all_tables
+
+    cfg = load_config(old_project)
+    state = old_project.parent / "data" / "state"
+    assert cfg.inbox_path == state / "inbox"
+    _post(inbox_dir(cfg.output_dir), "old-1", "posted before the move")  # an older release's
+    cfg = load_config(old_project)
+    assert [s.path for s in cfg.sources if s.kind == "inbox"] == [state / "inbox"]
+    notes: list[str] = []
+    prepare_state(cfg, say=notes.append)
+    assert [n for n in notes if "the inbox" in n] == [
+        f"moved the inbox (messages apps posted) from {cfg.output_dir / 'inbox'} to "
+        f"{state / 'inbox'}"
+    ]
+    assert not (cfg.output_dir / "inbox").exists()
+    notes.clear()
+    prepare_state(cfg, say=notes.append)
+    assert not [n for n in notes if "the inbox" in n]  # once
+    _post(cfg.inbox_path, "new-1", "posted after the move")
+
+    shutil.rmtree(cfg.output_dir)  # the documented reset
+    cfg = load_config(old_project)
+    spec = [s for s in cfg.sources if s.kind == "inbox"]
+    assert [s.path for s in spec] == [state / "inbox"]
+    day = dt.date(2024, 3, 2)
+    got = read_all_tables(spec, [day], cfg.start_date, load_forget_list(cfg.state_root))
+    assert sorted(got.messages["source_ref"].to_pylist()) == ["inbox:new-1", "inbox:old-1"]
+
+
+def test_several_owners_have_their_inbox_in_their_state_folder(tmp_path):
+    from memory_pipeline.config import OwnerSpec
+    from memory_pipeline.core.ingest.inbox import inbox_dir
+    from memory_pipeline.state import migrate_inboxes
+
+    (tmp_path / "src").mkdir()
+    owner = _cfg(tmp_path).for_owner(OwnerSpec("ann", "Ann"))
+    assert owner.inbox_path == tmp_path / "data" / "state" / "owners" / "ann" / "inbox"
+    remote = _cfg(tmp_path, output_dir="s3://bkt/memory/out")
+    assert remote.inbox_path == tmp_path / "state" / "inbox"  # the local part of the state
+    ann = remote.for_owner(OwnerSpec("ann", "Ann"))
+    assert ann.inbox_path == tmp_path / "state" / "owners" / "ann" / "inbox"
+    _post(inbox_dir(owner.output_dir), "a-1", "Ann's")
+    assert len(migrate_inboxes(owner)) == 1
+    assert [p.name for p in owner.inbox_path.rglob("*.jsonl")] == ["2024-03-02.jsonl"]
+
+
 def test_an_output_without_its_state_is_refused_in_one_line(old_project):
     cfg = load_config(old_project)
     prepare_state(cfg, say=None)
@@ -219,6 +281,7 @@ def test_state_backup_restore_after_a_wipe(old_project, tmp_path):
     back, byte for byte; a damaged backup is refused before anything is written."""
     cfg = load_config(old_project)
     prepare_state(cfg, move_keys=True, say=None)
+    _post(cfg.inbox_path, "kept-1", "a posted message is state")
     # a Dagster instance being written while the backup runs: SQLite's backup API copies
     # what is committed, never a torn page
     db = cfg.state_root / "dagster" / "storage" / "runs.db"
@@ -245,6 +308,7 @@ def test_state_backup_restore_after_a_wipe(old_project, tmp_path):
     assert "state/privacy/forget_salt" in manifest["files"]
     assert "config/memory_pipeline.toml" in manifest["files"]
     assert not [f for f in manifest["files"] if f.startswith("output/")]
+    assert [f for f in manifest["files"] if f.startswith("state/inbox/") and ".json" in f]
 
     shutil.rmtree(cfg.state_root)
     assert _cli(old_project, "status")[0] == 2  # refused without it

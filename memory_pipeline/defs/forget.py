@@ -29,6 +29,7 @@ def plan_for(cfg: PipelineConfig, contact: str) -> ForgetPlan:
         cache_path=cfg.cache_path,
         work_dir=cfg.output_dir,
         state_dir=cfg.state_root,
+        inbox=cfg.inbox_path,
     )
 
 

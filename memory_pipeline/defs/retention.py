@@ -63,6 +63,7 @@ def retention_asset(context: dg.AssetExecutionContext, pipeline: PipelineResourc
         work_dir=cfg.output_dir,
         on=on,
         state_dir=cfg.state_root,
+        inbox=cfg.inbox_path,
     )
     purged = entry["dates"] if entry else []
     context.log.info(

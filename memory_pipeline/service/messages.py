@@ -77,7 +77,7 @@ class _Owner:
     def __init__(self, cfg: PipelineConfig) -> None:
         self.cfg = cfg
         self.spec: SourceSpec = configured_inbox(cfg.sources) or inbox_spec(
-            cfg.output_dir, cfg.timezone, cfg.owner
+            cfg.owner_state_dir, cfg.timezone, cfg.owner
         )
         self.store = InboxStore(self.spec.path, self.spec.timezone)
         self.contacts = ContactBook(cfg.contacts)

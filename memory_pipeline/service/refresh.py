@@ -271,13 +271,7 @@ def refresh(config: str | None, days: Iterable[dt.date], *, wait: float = LOCK_W
 def owner_inboxes(cfg: Any) -> list[Path]:
     """Every owner's inbox folder (they may not exist yet)."""
     cfgs = [cfg.for_owner(s) for s in cfg.owner_specs()] if cfg.multi_owner else [cfg]
-    from memory_pipeline.core.ingest.inbox import configured_inbox, inbox_dir
-
-    out = []
-    for c in cfgs:
-        spec = configured_inbox(c.sources)
-        out.append(spec.path if spec is not None else inbox_dir(c.output_dir))
-    return out
+    return [c.inbox_path for c in cfgs]
 
 
 def _stages(

@@ -6,7 +6,8 @@ validator, re-export de-duplication, contacts, the forget list, retention, redac
 the representations) then applies to a posted message too, and a rebuild from the sources
 gives the same tables whatever the mix of exports and posts.
 
-Layout: ``<owner folder>/inbox/<conversation key>/<YYYY-MM-DD>.jsonl``, one JSON object per
+Layout: ``<owner's local state folder>/inbox/<conversation key>/<YYYY-MM-DD>.jsonl`` (the
+state: posted messages are source data, the output may be deleted), one JSON object per
 line and per accepted message, the date being the message's local date in the source's
 timezone. The conversation key is a hash of the conversation id, so forgetting a contact
 can forget its files (the forget list names files) without touching another
@@ -33,6 +34,7 @@ import datetime as dt
 import fcntl
 import json
 import os
+import shutil
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
@@ -60,7 +62,7 @@ from memory_pipeline.core.ingest.sources.inbox import (
     to_message,
 )
 
-INBOX_DIR = "inbox"  # under the owner's output folder
+INBOX_DIR = "inbox"  # under the owner's local state folder (was: the output folder)
 LOCK_FILE = ".lock"
 
 
@@ -437,17 +439,19 @@ def _replace(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def inbox_dir(output_dir: Path) -> Path:
-    """An owner's inbox folder: ``<owner output folder>/inbox``."""
-    return Path(output_dir) / INBOX_DIR
+def inbox_dir(state_dir: Path) -> Path:
+    """An owner's inbox folder: ``<owner's local state folder>/inbox``. Posted messages
+    are source data, not derived: they live with the state, so deleting the output (the
+    documented reset) or a backup of the state alone keeps them."""
+    return Path(state_dir) / INBOX_DIR
 
 
 IMPLICIT = "implicit"  # option marking the inbox source no [[sources]] table configured
 
 
-def inbox_spec(output_dir: Path, timezone: str, owner: str | None) -> SourceSpec:
-    """The implicit inbox source of an owner's folder (the configuration names none)."""
-    path = inbox_dir(output_dir)
+def inbox_spec(state_dir: Path, timezone: str, owner: str | None) -> SourceSpec:
+    """The implicit inbox source of an owner's state folder (the configuration names none)."""
+    path = inbox_dir(state_dir)
     return SourceSpec(SOURCE_NAME, KIND, path, timezone, owner or None, {IMPLICIT: True})
 
 
@@ -457,15 +461,85 @@ def configured_inbox(sources: Iterable[SourceSpec]) -> SourceSpec | None:
 
 
 def with_inbox(
-    sources: tuple[SourceSpec, ...], output_dir: Path, timezone: str, owner: str | None
+    sources: tuple[SourceSpec, ...],
+    state_dir: Path,
+    timezone: str,
+    owner: str | None,
+    legacy: Path | None = None,
 ) -> tuple[SourceSpec, ...]:
     """``sources`` plus the owner's inbox once it exists (apps posted), unless a configured
     source already is the inbox (or takes its name): a deployment that never received a
     post reads exactly its configured sources. An implicit inbox of another folder (a copy
-    of the configuration for another output) is replaced."""
+    of the configuration for another output) is replaced. ``legacy``: the output folder
+    whose ``inbox`` an older release kept there (:func:`migrate_inbox` moves it before a
+    run reads it), so the source is known before the move."""
     base = tuple(s for s in sources if not s.options.get(IMPLICIT))
     if any(s.kind == KIND or s.name == SOURCE_NAME for s in base):
         return base
-    if not inbox_dir(output_dir).is_dir():
+    old = inbox_dir(legacy) if legacy is not None else None
+    if not inbox_dir(state_dir).is_dir() and not (old is not None and old.is_dir()):
         return base
-    return (*base, inbox_spec(output_dir, timezone, owner))
+    return (*base, inbox_spec(state_dir, timezone, owner))
+
+
+def _line_id(raw: bytes) -> bytes:
+    """A stored line's client id (``b""`` for a line without one): what makes it a copy."""
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        return b""
+    cid = obj.get("id") if isinstance(obj, dict) else None
+    return b"id:" + cid.encode("utf-8", "surrogatepass") if isinstance(cid, str) else b""
+
+
+def migrate_inbox(legacy: Path, target: Path) -> list[str]:
+    """Move an inbox an older release kept in the output folder (``legacy``) to ``target``
+    (in the state folder); the notice (one line), none when there was nothing to move.
+
+    A rename when ``target`` does not exist yet; else file by file under the old inbox's
+    lock: a day file the target lacks is moved, one both hold gets the lines whose id it
+    lacks appended (ids are idempotent: an id seen twice is one message)."""
+    legacy, target = Path(legacy), Path(target)
+    if not legacy.is_dir() or (target.exists() and legacy.resolve() == target.resolve()):
+        return []
+    notice = [f"moved the inbox (messages apps posted) from {legacy} to {target}"]
+    if not target.exists():
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            os.rename(legacy, target)
+        except OSError:
+            pass  # another file system: file by file below
+        else:
+            _fsync_dir(target.parent)
+            _fsync_dir(legacy.parent)
+            return notice
+    target.mkdir(mode=0o700, parents=True, exist_ok=True)
+    lock = os.open(legacy / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for src in sorted(p for p in legacy.rglob("*") if p.is_file()):
+            rel = src.relative_to(legacy)
+            if rel.as_posix() == LOCK_FILE:
+                continue
+            dst = target / rel
+            if not dst.parent.exists():
+                dst.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not dst.exists():
+                _replace(dst, src.read_bytes())
+            elif dst.suffix == ".jsonl":
+                have = dst.read_bytes()
+                seen = set(have.splitlines()) | {_line_id(ln) for ln in have.splitlines()}
+                extra = [
+                    ln
+                    for ln in src.read_bytes().splitlines()
+                    if ln and ln not in seen and (_line_id(ln) or b"-") not in seen
+                ]
+                if extra:
+                    head = have if not have or have.endswith(b"\n") else have + b"\n"
+                    _replace(dst, head + b"\n".join(extra) + b"\n")
+            src.unlink()
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+    shutil.rmtree(legacy, ignore_errors=True)
+    return notice

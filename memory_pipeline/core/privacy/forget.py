@@ -21,7 +21,7 @@ still keeps ingest from bringing them back), then:
 - deletes the index's per-partition token parts (``core/indexes/parts.py``, under the
   cache folder): the next index build recomputes them from the cleaned tables;
 - deletes the contact's dossier ``.md`` file;
-- rewrites the owner's inbox (messages apps posted, ``core/ingest/inbox.py``) so the
+- rewrites the owner's inbox (messages apps posted, ``core/ingest/inbox.py``, in the state) so the
   contact's messages are only text-free lines there.
 
 Every scan and deletion of the storage of record goes through ``core/common/fs.py``, so an
@@ -113,6 +113,8 @@ class ForgetPlan:
     work_dir: Path | None = None  # warehouse + eval; None = output_dir (a local output)
     # where the forget list and its salt live (core/common/state.py); None = output_dir
     state_dir: Location | None = None
+    # the owner's inbox (local); None = ``<state_dir>/inbox`` when the state is local
+    inbox: Path | None = None
 
     def summary_lines(self) -> list[str]:
         """Human-readable lines: tables/partitions/rows, versions, cache, files."""
@@ -196,6 +198,7 @@ def plan_forget(
     cache_path: Path,
     work_dir: Path | None = None,
     state_dir: Location | None = None,
+    inbox: Path | None = None,
 ) -> ForgetPlan:
     """Everything forgetting ``contact`` would remove; changes nothing."""
     # the marker naming the folder's owner is local: in work_dir when the data is remote
@@ -206,6 +209,7 @@ def plan_forget(
         cache_path=cache_path,
         work_dir=work_dir,
         state_dir=state_dir,
+        inbox=inbox,
     )
     key = match_key(plan.contact_id)
     plan.contact_ids = {c for c in _stored_contacts(store) if match_key(c) == key}
@@ -382,12 +386,19 @@ def apply_forget(plan: ForgetPlan, *, today: dt.date | None = None) -> ForgetLis
 
 
 def scrub_inbox(plan: ForgetPlan, forget: ForgetList) -> int:
-    """Turn the forgotten messages of the owner's inbox (``<output folder>/inbox``, local)
-    into text-free lines; the number replaced."""
-    folder = plan.work_dir if plan.work_dir is not None else plan.output_dir
-    if fs.is_remote(folder):
-        return 0
-    return InboxStore(inbox_dir(Path(folder)), "UTC").scrub(forget)
+    """Turn the forgotten messages of the owner's inbox (local, in the state folder: it is
+    source data) into text-free lines; the number replaced."""
+    folder = plan_inbox(plan.inbox, plan.state_dir, plan.output_dir)
+    return InboxStore(folder, "UTC").scrub(forget) if folder is not None else 0
+
+
+def plan_inbox(inbox: Path | None, state_dir: Location | None, output: Location) -> Path | None:
+    """The inbox a plan rewrites: the one given, else ``<state>/inbox`` when the state
+    folder (default: the output folder) is local; None when there is none to touch."""
+    if inbox is not None:
+        return Path(inbox)
+    state = state_dir if state_dir is not None else output
+    return None if fs.is_remote(state) else inbox_dir(Path(state))
 
 
 def _cache_dir(output_dir: Location, cache_path: Path | None, work_dir: Path | None = None) -> Path:

@@ -43,13 +43,14 @@ from memory_pipeline.core.common.storage import TableStore, write_text_atomic
 from memory_pipeline.core.indexes.parts import drop_parts
 from memory_pipeline.core.indexes.publish import index_root, list_versions
 from memory_pipeline.core.ingest.file_cache import scrub as scrub_ingest_cache
-from memory_pipeline.core.ingest.inbox import InboxStore, inbox_dir
+from memory_pipeline.core.ingest.inbox import InboxStore
 from memory_pipeline.core.memories.stage import mark_refold, refold_from
 from memory_pipeline.core.privacy.forget import (
     ForgetPlan,
     _cache_dir,
     derived_outputs,
     drop_derived,
+    plan_inbox,
     purge_cache,
 )
 
@@ -95,6 +96,7 @@ class RetentionPlan:
     dossier_partitions: list[dt.date] = field(default_factory=list)  # cumulative: all rebuilt
     refold: bool = False  # dossiers existed: the next fold rebuilds them from the cutoff
     state_dir: Location | None = None  # salt, forget list, purge log; None = output_dir
+    inbox: Path | None = None  # the owner's inbox (local); None = <state_dir>/inbox if local
     texts: set[str] = field(default_factory=set)  # never logged: matched in cache payloads
     text_hashes: set[str] = field(default_factory=set)
 
@@ -132,6 +134,7 @@ def plan_retention(
     dossier_dir: Location | None = None,
     work_dir: Path | None = None,
     state_dir: Location | None = None,
+    inbox: Path | None = None,
 ) -> RetentionPlan:
     """Every partition older than ``cutoff`` and what derives from it; changes nothing.
 
@@ -147,6 +150,7 @@ def plan_retention(
         dossier_dir=dossier_dir,
         work_dir=work_dir,
         state_dir=state_dir,
+        inbox=inbox,
     )
     for t in (t for t in T.REGISTRY if t.partitioned):
         old = [d for d in store.dates(t) if d < cutoff]
@@ -176,9 +180,9 @@ def apply_retention(plan: RetentionPlan, *, ran_on: dt.date | None = None) -> di
     """Delete what ``plan`` lists and log it; the log entry, or None when nothing was old.
     The owner's inbox (what apps posted, kept locally) loses its day files before the
     cutoff in any case."""
-    folder = plan.work_dir if plan.work_dir is not None else plan.output_dir
-    if not fs.is_remote(folder):
-        InboxStore(inbox_dir(Path(folder)), "UTC").purge_before(plan.cutoff)
+    folder = plan_inbox(plan.inbox, plan.state_dir, plan.output_dir)
+    if folder is not None:
+        InboxStore(folder, "UTC").purge_before(plan.cutoff)
     if not plan.rows:
         return None
     store = TableStore(plan.output_dir)
@@ -238,6 +242,7 @@ def purge_expired(
     on: dt.date | None = None,
     work_dir: Path | None = None,
     state_dir: Location | None = None,
+    inbox: Path | None = None,
 ) -> dict | None:
     """The whole retention step of a run: plan and apply; None when off or nothing old."""
     cutoff = retention_cutoff(retain_days, on)
@@ -251,6 +256,7 @@ def purge_expired(
             dossier_dir=dossier_dir,
             work_dir=work_dir,
             state_dir=state_dir,
+            inbox=inbox,
         ),
         ran_on=on or today(),
     )

@@ -20,6 +20,7 @@ from memory_pipeline.core.ingest.inbox import (
     clear_markers,
     inbox_dir,
     inbox_spec,
+    migrate_inbox,
     pending_days,
     pending_markers,
     with_inbox,
@@ -181,7 +182,25 @@ def test_retention_deletes_the_inbox_days_before_the_cutoff(tmp_path):
     store = InboxStore(inbox_dir(tmp_path), TZ)
     old = {**_raw("old", "an old secret"), "time": "2024-01-05T10:00:00+09:00"}
     store.append(_entries(old, _raw("new", "a recent note")))
-    apply_retention(plan_retention(tmp_path, dt.date(2024, 2, 1)))  # no table is old
+    # the inbox is in the state folder, apart from the output
+    output = tmp_path / "output"
+    apply_retention(plan_retention(output, dt.date(2024, 2, 1), state_dir=tmp_path))
     text = "".join(p.read_text() for p in inbox_dir(tmp_path).rglob("*.jsonl"))
     assert "old secret" not in text and "recent note" in text
     assert store.lookup("old") is None and store.lookup("new") is not None
+
+
+def test_an_inbox_in_the_output_moves_into_the_state_once(tmp_path):
+    old, new = inbox_dir(tmp_path / "output"), inbox_dir(tmp_path / "state")
+    InboxStore(old, TZ).append(_entries(_raw("a"), _raw("b", h=21)))
+    InboxStore(old, TZ).mark_pending([DAY])
+    said = migrate_inbox(old, new)
+    assert said == [f"moved the inbox (messages apps posted) from {old} to {new}"]
+    assert not old.exists() and migrate_inbox(old, new) == []
+    assert pending_days(new) == {DAY}
+    # an old inbox reappearing beside the moved one (a restored output): merged, no line twice
+    InboxStore(old, TZ).append(_entries(_raw("b", h=21), _raw("c", h=22), _raw("d", conv="ken")))
+    assert len(migrate_inbox(old, new)) == 1 and not old.exists()
+    assert sorted(InboxStore(new, TZ).ids()) == ["a", "b", "c", "d"]
+    lines = (new / file_rel("maria", DAY)).read_text().splitlines()
+    assert len(lines) == 3
