@@ -175,7 +175,11 @@ def _status(server: Server, key: str, cid: str) -> httpx.Response:
 
 
 def _inbox(deployment: dict, oid: str) -> Path:
-    return deployment["root"] / "out" / "owners" / oid / "inbox"
+    """The owner's inbox: in their state folder (``<state>/owners/<id>/inbox``)."""
+    cfg = deployment["cfg"]
+    folder = cfg.for_owner(next(s for s in cfg.owner_specs() if s.id == oid)).inbox_path
+    assert folder == deployment["root"] / "state" / "owners" / oid / "inbox"
+    return folder
 
 
 def _inbox_text(deployment: dict, oid: str) -> str:
