@@ -27,11 +27,22 @@ import dagster as dg
 from memory_pipeline.config import PipelineConfig
 
 
-def daily_partitions(cfg: PipelineConfig) -> dg.DailyPartitionsDefinition:
-    """One partition per local date; ``end_date`` (inclusive) bounds a historical corpus."""
+def daily_partitions(
+    cfg: PipelineConfig, *, in_progress: bool = False
+) -> dg.DailyPartitionsDefinition:
+    """One partition per local date; ``end_date`` (inclusive) bounds a historical corpus.
+
+    Without ``end_date`` the calendar ends yesterday (a day is a partition once it is over),
+    so the nightly, the sensors and the UI never see a half day. ``in_progress`` adds today
+    (Dagster's ``end_offset=1``; never past ``end_date``): the service's refresh builds it so
+    a message posted today is searchable at once; the nightly rebuilds the day once it is
+    over."""
     end = None if cfg.end_date is None else (cfg.end_date + dt.timedelta(days=1)).isoformat()
     return dg.DailyPartitionsDefinition(
-        start_date=cfg.start_date.isoformat(), end_date=end, timezone=cfg.timezone
+        start_date=cfg.start_date.isoformat(),
+        end_date=end,
+        timezone=cfg.timezone,
+        end_offset=1 if in_progress else 0,  # end_date still bounds it
     )
 
 

@@ -143,8 +143,8 @@ class Messages:
             entries.append((row, e))
         # the refresh intent goes to disk before the messages: a crash between the two
         # leaves a refresh with nothing new (harmless), never a message nobody refreshes
-        # (its retry would be a duplicate and request nothing). A day that is no partition
-        # yet is left to the run that makes it one.
+        # (its retry would be a duplicate and request nothing). A day the refresh cannot
+        # build (after today or end_date) is left to the run that makes it a partition.
         wanted = {
             d
             for d in (e.day(tz) for _, e in entries if e.id not in forgotten)
@@ -244,15 +244,15 @@ class Messages:
 
     def _outside(self, day: dt.date) -> str | None:
         """Why a message of ``day`` cannot become searchable by a refresh now, or None:
-        partitions run from start_date to end_date (without one, to yesterday)."""
+        a refresh builds start_date to end_date, never past today."""
         cfg = self.cfg
         if day < cfg.start_date:
             return f"dated before start_date {cfg.start_date}: ingest quarantines it (out_of_range)"
         if cfg.end_date is not None and day > cfg.end_date:
             return f"dated after end_date {cfg.end_date}: ingested once a partition covers it"
         today = dt.datetime.now(zone(cfg.timezone)).date()
-        if cfg.end_date is None and day >= today:
-            return "dated today or later: ingested once its day's partition exists (nightly)"
+        if day > today:
+            return "dated after today: ingested once its day's partition exists (nightly)"
         return None
 
     def resume(self) -> set[dt.date]:

@@ -14,8 +14,11 @@ until then. A subprocess, not a thread: the stages are CPU-bound and would hold 
 server's GIL against the searches.
 
 Posts that arrive while a refresh runs are collected and refreshed together right after.
-Dates that are no partition yet (today, without ``end_date``) are skipped here: the nightly
-run or the source sensor takes them once their partition exists (the inbox is a source).
+Today is refreshed too (within ``end_date``), although a live calendar ends yesterday: the
+stages run over the refreshed days as static partition keys (as ``memory-pipeline run`` runs
+over its days with data), so today's key needs no calendar entry; the nightly rebuilds the
+day once it is over, which finalizes it. Dates after today or after ``end_date`` are
+skipped: a later run takes them once their partition exists.
 """
 
 from __future__ import annotations
@@ -238,7 +241,7 @@ def refresh(config: str | None, days: Iterable[dt.date], *, wait: float = LOCK_W
     # the intents this refresh covers: those on disk now (a post during the refresh adds
     # its own, which stays for the next one)
     markers = [m for root in owner_inboxes(cfg) for m in pending_markers(root, days)]
-    parts = daily_partitions(cfg)
+    parts = daily_partitions(cfg, in_progress=True)  # up to today without end_date
     # a record dated before the first partition is accounted in it (as ingest dates it)
     wanted = sorted({max(d, cfg.start_date) for d in days})
     ranges = run_ranges(wanted, lambda d: parts.has_partition_key(d.isoformat()))
@@ -248,7 +251,13 @@ def refresh(config: str | None, days: Iterable[dt.date], *, wait: float = LOCK_W
     _instance_home(cfg)
     t0 = time.perf_counter()
     with output_lock(cfg.output_dir, wait=wait):
-        full = build_definitions(cfg, config)
+        # over exactly the refreshed days (static keys, today's too: see the module's note)
+        keys = [
+            first + dt.timedelta(days=i)
+            for first, last, _ in ranges
+            for i in range((last - first).days + 1)
+        ]
+        full = build_definitions(cfg, config, days=keys)
         # the assets with their blocking checks; the great-expectations suites (seconds of
         # import and validation, non-blocking) run with the nightly, not on every post
         defs = dg.Definitions(assets=list(full.assets or ()), resources=full.resources)
