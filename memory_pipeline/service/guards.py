@@ -248,16 +248,15 @@ GIL_SWITCH = 0.001  # seconds a thread holds the GIL while another waits (Python
 
 
 def one_blas_thread() -> None:
-    """One BLAS thread for the process (a server's parallelism is its request threads and
-    worker processes). OpenBLAS's own threads spin while they wait for work: on the query
-    encoders' small matrices they cost 2-6x the CPU of the work itself, and a long query
-    paid that most (benchmarks/results/service.md). And a shorter GIL switch interval: a
-    short request waiting behind a long one gets its turn after 1 ms, not 5."""
+    """One BLAS thread for the process (``loader.one_blas_thread``: on the query encoders'
+    small matrices OpenBLAS's spinning threads cost 2-6x the CPU of the work itself, and a
+    long query paid that most, benchmarks/results/service.md), and a shorter GIL switch
+    interval: a short request waiting behind a long one gets its turn after 1 ms, not 5."""
     import sys
 
-    from threadpoolctl import threadpool_limits
+    from memory_pipeline.service.loader import one_blas_thread as blas_on_one_thread
 
-    threadpool_limits(limits=1)
+    blas_on_one_thread()
     sys.setswitchinterval(GIL_SWITCH)
 
 

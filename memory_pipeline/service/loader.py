@@ -162,17 +162,15 @@ class IndexLoader:
 
 
 def one_blas_thread() -> None:
-    """BLAS on one thread in this (serving) process. A search's matmuls are small (a query
-    against a few thousand columns or vectors): OpenBLAS's extra threads mostly spin, which
-    doubled a search's CPU time, and each worker already has its own core to use."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - a dependency
-        return
+    """BLAS (and any other native thread pool) on one thread in this serving process. A
+    search's matmuls are small (a query against a few thousand columns or vectors):
+    OpenBLAS's extra threads mostly spin, which doubled a search's CPU time, and a server's
+    parallelism is its request threads and worker processes."""
     import numpy  # noqa: F401 - its BLAS loaded, so the limit reaches it
     import scipy.sparse  # noqa: F401
+    from threadpoolctl import threadpool_limits
 
-    threadpool_limits(1, user_api="blas")
+    threadpool_limits(limits=1)
 
 
 def prime(snap: Snapshot, *, memories: bool) -> None:
