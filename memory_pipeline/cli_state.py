@@ -20,6 +20,7 @@ from memory_pipeline.state import (
     instance_home,
     package_version,
     prepare_state,
+    sqlite_base_dir,
     version_line,
     write_instance_yaml,
 )
@@ -76,7 +77,7 @@ def _instance_storage(cfg: PipelineConfig) -> tuple[str, Path | None]:
     storage = body.get("storage") or {}
     if "postgres" in storage:
         return "postgres", None
-    base = (storage.get("sqlite") or {}).get("base_dir")
+    base = sqlite_base_dir(storage)
     # a relative folder is Dagster's working directory's (where the commands run)
     return "sqlite", (Path(base) if base else home / "storage").resolve()
 

@@ -160,6 +160,34 @@ def copy_legacy_instance(
     return True
 
 
+# The instance storage a local (SQLite) instance gets: Dagster's, with the faster event log of
+# defs/dagster_sqlite.py (named here, not imported: loading the config must not load Dagster)
+SQLITE_STORAGE_MODULE = "memory_pipeline.defs.dagster_sqlite"
+SQLITE_STORAGE_CLASS = "SqliteStorage"
+
+
+def sqlite_storage(base_dir: Path) -> dict:
+    """The ``storage:`` block of a local instance whose files are in ``base_dir``."""
+    return {
+        "custom": {
+            "module": SQLITE_STORAGE_MODULE,
+            "class": SQLITE_STORAGE_CLASS,
+            "config": {"base_dir": str(base_dir)},
+        }
+    }
+
+
+def sqlite_base_dir(storage: dict) -> str | None:
+    """The SQLite folder of a ``storage:`` block (Dagster's ``sqlite:`` or ours), else None
+    (PostgreSQL, or another custom storage); ``""`` when the block names no folder."""
+    if "sqlite" in storage:
+        return (storage.get("sqlite") or {}).get("base_dir") or ""
+    custom = storage.get("custom") or {}
+    if custom.get("module") == SQLITE_STORAGE_MODULE:
+        return (custom.get("config") or {}).get("base_dir") or ""
+    return None
+
+
 def write_instance_yaml(home: Path, template_dir: Path | None) -> Path:
     """``<home>/dagster.yaml``: the template's settings (``dagster.yaml`` beside the config,
     else :data:`DEFAULT_INSTANCE`) with every local storage folder inside ``home``.
@@ -173,8 +201,8 @@ def write_instance_yaml(home: Path, template_dir: Path | None) -> Path:
     else:
         body = dict(DEFAULT_INSTANCE)
     storage = body.get("storage") or {"sqlite": {}}
-    if "sqlite" in storage:
-        storage = {"sqlite": {"base_dir": str(home / "storage")}}
+    if sqlite_base_dir(storage) is not None or "sqlite" in storage:
+        storage = sqlite_storage(home / "storage")
     body["storage"] = storage
     body["local_artifact_storage"] = {
         "module": "dagster._core.storage.root",

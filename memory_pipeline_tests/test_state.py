@@ -364,7 +364,8 @@ def test_the_instance_defaults_to_the_state_and_takes_the_old_run_history(old_pr
     home = instance_home(cfg)
     assert home == cfg.state_root / "dagster" and os.environ["DAGSTER_HOME"] == str(home)
     body = yaml.safe_load((home / "dagster.yaml").read_text())
-    assert body["storage"]["sqlite"]["base_dir"] == str(home / "storage")
+    assert body["storage"]["custom"]["config"]["base_dir"] == str(home / "storage")
+    assert body["storage"]["custom"]["module"] == "memory_pipeline.defs.dagster_sqlite"
     assert body["compute_logs"]["config"]["base_dir"] == str(home / "compute_logs")
     shipped = yaml.safe_load((ROOT / "dagster.yaml").read_text())
     for key in ("concurrency", "run_monitoring", "telemetry"):

@@ -1,6 +1,6 @@
 """Every name this package takes from Dagster's private modules (``dagster._core``), in one place.
 
-Dagster's public API does not cover four things the pipeline does, so those few names come
+Dagster's public API does not cover five things the pipeline does, so those few names come
 from its internals. Each is listed in ``_INTERNALS`` below with why it is needed and what
 public API would replace it; an upgrade of Dagster that moves one breaks here, and nowhere
 else. The pinned version these were checked against is dagster 1.13.
@@ -28,6 +28,31 @@ _INTERNALS: dict[str, tuple[str, str]] = {
     "AssetCheckEvaluationTargetMaterializationData": (
         "dagster._core.definitions.asset_checks.asset_check_evaluation",
         "target of a per-partition check evaluation; no public equivalent",
+    ),
+    # -- the instance's SQLite event log (dagster_sqlite) ----------------------------------
+    # Dagster's SQLite storage, subclassed to keep its engines, write a batch in one
+    # transaction and store slim planned check rows; replaced by a faster SQLite event log
+    # in Dagster, or by the PostgreSQL instance (deploy/postgres), which needs none of it.
+    "SqliteEventLogStorage": (
+        "dagster._core.storage.event_log.sqlite.sqlite_event_log",
+        "SQLite event log subclassed for speed",
+    ),
+    "INDEX_SHARD_NAME": (
+        "dagster._core.storage.event_log.sqlite.sqlite_event_log",
+        "SQLite event log subclassed for speed",
+    ),
+    "DagsterSqliteStorage": ("dagster._core.storage.sqlite_storage", "its instance storage"),
+    "AssetCheckExecutionsTable": (
+        "dagster._core.storage.event_log.schema",
+        "planned check rows written by the subclass",
+    ),
+    "AssetCheckExecutionRecordStatus": (
+        "dagster._core.storage.asset_check_execution_record",
+        "planned check rows written by the subclass",
+    ),
+    "AssetCheckEvaluationPlanned": (
+        "dagster._core.definitions.asset_checks.asset_check_evaluation",
+        "planned check rows written by the subclass",
     ),
     # -- executing a stage job in process with an origin (runner._execute) ------------------
     # ``execute_in_process`` records no code origin, so the UI disables Re-execute for the

@@ -28,8 +28,8 @@ a killed process failed instead of leaving them STARTED (``fail_orphaned_runs``)
 Event batching: unless the environment sets ``DAGSTER_EVENT_BATCH_SIZE``, the runs made here
 use ``EVENT_BATCH_SIZE`` (``event_batching``). A stage's step stores one materialization per
 partition and table; on the PostgreSQL instance batching writes them in one statement per
-output instead of one round trip (and commit) each (bench_ingest ``--instance postgres``).
-Other storages write a batch event by event, as without it.
+output instead of one round trip (and commit) each (bench_ingest ``--instance postgres``), and
+the local SQLite instance (``defs/dagster_sqlite.py``) in one transaction per file.
 """
 
 from __future__ import annotations
