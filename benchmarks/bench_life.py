@@ -3,7 +3,9 @@
 Each case generates export files (``life_corpus.py``: WhatsApp, LINE, Telegram, SMS Backup,
 Discord), writes a personal configuration (open dates, one ``auto`` source) and runs the real
 command, ``memory-pipeline --config … run --quiet``, in a fresh process with a fresh Dagster
-instance (SQLite, ``DAGSTER_HOME`` beside the config). Figures per run: wall seconds, CPU
+instance: the one ``memory-pipeline`` makes in the state folder (``state/dagster``, SQLite, as
+a user gets it; ``--stock-instance`` uses Dagster's own SQLite storage instead, in
+``dagster_home`` beside the config). Figures per run: wall seconds, CPU
 seconds and peak RSS of the child (``os.wait4``), the wall seconds of each stage (its Dagster
 run's start and end), and the events the instance stored for the call (all of them, and the
 materializations, planned materializations and check evaluations among them).
@@ -50,11 +52,22 @@ def cli() -> list[str]:
     return [sys.executable, "-m", "memory_pipeline.cli"]
 
 
+STOCK_INSTANCE = False  # --stock-instance: Dagster's SQLite storage, not the generated one
+
+
+def instance_home(root: Path) -> Path:
+    """The Dagster instance a run in ``root`` uses."""
+    return root / "dagster_home" if STOCK_INSTANCE else root / "state" / "dagster"
+
+
 def run_cli(root: Path, *extra: str) -> dict:
     """``memory-pipeline run`` in a child process; wall, CPU and peak RSS of that child."""
-    env = {**os.environ, "DAGSTER_HOME": str(root / "dagster_home"), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("DAGSTER_HOME", None)
+    if STOCK_INSTANCE:
+        env["DAGSTER_HOME"] = str(instance_home(root))
+        instance_home(root).mkdir(parents=True, exist_ok=True)
     env.setdefault("HF_HUB_OFFLINE", "1")
-    (root / "dagster_home").mkdir(exist_ok=True)
     cmd = [*cli(), "--config", str(root / "memory_pipeline.toml"), "run", "--quiet", *extra]
     t0 = time.perf_counter()
     with (root / "run.log").open("a") as log:
@@ -74,16 +87,14 @@ def run_cli(root: Path, *extra: str) -> dict:
 
 def instance_figures(root: Path, since: float) -> dict:
     """Events and per-stage seconds of the runs the instance recorded after ``since``."""
-    os.environ["DAGSTER_HOME"] = str(root / "dagster_home")
+    os.environ["DAGSTER_HOME"] = str(instance_home(root))
     import dagster as dg
 
     counts = {"events": 0, "materializations": 0, "planned": 0, "check_evaluations": 0}
     stages: dict[str, float] = {}
     with dg.DagsterInstance.get() as instance:
         records = [
-            r
-            for r in instance.get_run_records()
-            if r.create_timestamp.timestamp() >= since - 1
+            r for r in instance.get_run_records() if r.create_timestamp.timestamp() >= since - 1
         ]
         for record in records:
             run = record.dagster_run
@@ -192,10 +203,18 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--years", type=float, default=10)
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    ap.add_argument(
+        "--stock-instance",
+        action="store_true",
+        help="Dagster's own SQLite storage (DAGSTER_HOME without a dagster.yaml), for comparison",
+    )
     args = ap.parse_args()
+    global STOCK_INSTANCE
+    STOCK_INSTANCE = args.stock_instance
     work = Path(tempfile.mkdtemp(prefix="bench_life_"))
     results: dict = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                     "load_1min": os.getloadavg()[0], "cases": {}}  # fmt: skip
+                     "load_1min": os.getloadavg()[0], "stock_instance": STOCK_INSTANCE,
+                     "cases": {}}  # fmt: skip
     try:
         for case in args.cases.split(","):
             if case == "sparse":
@@ -213,7 +232,9 @@ def main() -> None:
         else:
             print(f"work folder: {work}")
     RESULTS.mkdir(exist_ok=True)
-    name = "life_" + "_".join(args.cases.split(",")) + ".json"
+    name = (
+        "life_" + "_".join(args.cases.split(",")) + ("_stock" if STOCK_INSTANCE else "") + ".json"
+    )
     (RESULTS / name).write_text(json.dumps(results, indent=1), encoding="utf-8")
 
 
