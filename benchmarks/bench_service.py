@@ -380,10 +380,11 @@ def main() -> None:
             "every connection busy waits, and is counted in `queued`); the capacity row is a "
             "closed loop (each connection sends as soon as its answer arrives). Client CPU: "
             "the generator's own; server CPU: every server process's, over the same window; "
-            "conns per worker: which worker process accepted each connection; send lag: "
-            "scheduled time to write for requests that found a free connection (the "
-            "generator's own delay)"
-            + (" (reopened until even: `--balance`)." if args.balance else "."),
+            "conns per worker: which worker process accepted each connection"
+            + (" (reopened until even: `--balance`)" if args.balance else "")
+            + "; send lag: scheduled time to write for requests that found a free connection "
+            "(the generator's own delay). Offered: the rate asked (the Poisson schedule's "
+            "own count over the row's duration).",
             "",
             "| row | offered/s | achieved/s | answered | p50 ms | p95 ms | p99 ms | errors "
             "| queued | client CPU s (ms/req) | server CPU s (ms/req) | conns per worker "
@@ -498,6 +499,8 @@ def _serve(args: argparse.Namespace, keys, key: str, owner_dir: Path, workers: i
                     args.balance,
                 )
                 loop = res["loop"]
+                if rate > 0:
+                    offered += f" ({res['scheduled'] / args.duration:.0f})"
                 open_rows.append(_async_row(f"{label}, {name}", offered, res))
 
             rate, first = args.open_rate, args.connections[0]

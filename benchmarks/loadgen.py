@@ -240,11 +240,11 @@ async def _run(job: dict[str, Any]) -> dict[str, Any]:
         return request_bytes(hostname, "/v1/search", key, body.encode("utf-8"))
 
     rate, duration = float(job.get("rate", 0)), float(job["duration"])
+    schedule = poisson_schedule(rate, duration, int(job.get("seed", 0)))
     tally = _Tally()
     cpu0, srv0 = time.process_time(), _cpu_ticks(pids)
     t0 = time.perf_counter()
     if rate > 0:
-        schedule = poisson_schedule(rate, duration, int(job.get("seed", 0)))
         await _open_loop(conns, schedule, payload, timeout, t0, tally)
     else:
         await _closed_loop(conns, payload, timeout, t0 + duration, tally)
@@ -261,6 +261,7 @@ async def _run(job: dict[str, Any]) -> dict[str, Any]:
         "errors": tally.errors,
         "queued": tally.queued,
         "sent": done + tally.errors,
+        "scheduled": len(schedule),
         "wall": wall,
         # answered per second, over the first schedule slot to the last response
         "achieved": done / (tally.last_end - t0) if tally.last_end > t0 else 0.0,
