@@ -32,7 +32,15 @@ import threading
 import time
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "realpersonachat"
+# as bench_ingest.py: the shared data folder beside the checkout, unless the environment says
+DATA = (
+    Path(
+        os.environ.get(
+            "MEMORY_PIPELINE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"
+        )
+    )
+    / "realpersonachat"
+)
 
 
 def _write_config(tree: Path, folder: Path, data: Path, limit: int | None) -> Path:
