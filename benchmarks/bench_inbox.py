@@ -105,6 +105,23 @@ def write_config(work: Path, rpc: Path | None, dialogues: int | None) -> Path:
     return out
 
 
+def seed_cache(source: Path, work: Path) -> None:
+    """Copy a provider cache into the build's output (SQLite's backup API: consistent while
+    another process still writes it); the build then embeds only what it lacks."""
+    import sqlite3
+
+    from memory_pipeline.config import load_config
+
+    target = load_config(work / "memory_pipeline.toml", env={}).cache_path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    src, dst = sqlite3.connect(source), sqlite3.connect(target)
+    with dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
+    print(f"provider cache seeded from {source}", flush=True)
+
+
 def _days(work: Path) -> tuple[list[dt.date], object]:
     from memory_pipeline.config import load_config
     from memory_pipeline.core.common import tables as T
@@ -134,6 +151,13 @@ def main() -> int:
     ap.add_argument("--burst", type=int, default=10)
     ap.add_argument("--searchers", type=int, default=2)
     ap.add_argument("--reuse", action="store_true", help="keep a built work folder")
+    ap.add_argument(
+        "--seed-cache",
+        type=Path,
+        default=None,
+        help="a provider cache (provider_cache.sqlite) to start the build's cache from, e.g. "
+        "the one bench_retrieval.py fills with the same corpus's vectors",
+    )
     ap.add_argument("--no-nightly", action="store_true", help="skip the nightly-style run")
     ap.add_argument("--json", type=Path, default=DEFAULT_JSON)
     ap.add_argument("--label", default=None)
@@ -145,6 +169,8 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         write_config(work, args.rpc, args.dialogues)
+        if args.seed_cache is not None:
+            seed_cache(args.seed_cache, work)
         wall, cpu, _ = _cli(work, "run", "--quiet")
         figures["full_build"] = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
         print(f"full build: {wall:.1f}s wall, {cpu:.1f}s CPU", flush=True)
