@@ -671,11 +671,14 @@ def serve(service: MemoryService, keys: KeyStore, settings: ServiceSettings) -> 
     """Run the server until interrupted (uvicorn; its own access log is off: it prints the
     query string, which may hold a memory query).
 
-    With ``settings.processes > 1`` uvicorn starts that many worker processes on one socket:
-    a search is CPU-bound and holds the GIL, so one process uses one core whatever its
-    threads. Each worker builds its own app from :data:`WORKER_ENV` (config path, key
-    file, settings) and loads, follows and drops index versions on its own; the key file is
-    re-checked per request in every worker; rate limits are per worker."""
+    With ``settings.processes > 1`` uvicorn's supervisor starts that many worker processes,
+    each on a socket of its own bound with ``SO_REUSEPORT`` (``service/balance.py``: the
+    kernel spreads connections over them; on one shared socket a burst of keep-alive
+    connections went to one worker): a search is CPU-bound and holds the GIL, so one process
+    uses one core whatever its threads. Each worker builds its own app from
+    :data:`WORKER_ENV` (config path, key file, settings) and loads, follows and drops index
+    versions on its own; the key file is re-checked per request in every worker; rate limits
+    are per worker."""
     import uvicorn
 
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
@@ -690,7 +693,9 @@ def serve(service: MemoryService, keys: KeyStore, settings: ServiceSettings) -> 
                 "settings": dataclasses.asdict(settings),
             }
         )
-        uvicorn.run(f"{__name__}:worker_app", factory=True, workers=settings.processes, **common)
+        from memory_pipeline.service.balance import run_workers
+
+        run_workers(f"{__name__}:worker_app", settings.processes, factory=True, **common)
         return
     uvicorn.run(create_app(service, keys, settings), **common)
 
