@@ -65,10 +65,9 @@ def _children_cpu() -> float:
 def _env(work: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_PIPELINE_")}
     env["PYTHONPATH"] = str(REPO)
-    env["DAGSTER_HOME"] = str(work / "dagster")
+    # the Dagster instance a user gets: the one memory-pipeline makes in the state folder
+    env.pop("DAGSTER_HOME", None)
     env["HF_HUB_OFFLINE"] = "1"
-    (work / "dagster").mkdir(parents=True, exist_ok=True)
-    (work / "dagster" / "dagster.yaml").touch()
     return env
 
 
