@@ -183,6 +183,21 @@ def single_threaded_blas() -> Any:
     return ctl.limit(limits=1, user_api="blas")
 
 
+# A document-side encode splits over threads from this many texts per thread, on at most
+# this many threads (Splade.encode)
+PARALLEL_MIN = 256
+MAX_THREADS = 4
+
+
+def encode_threads() -> int:
+    """Threads for a long document-side encode: the cores this process may run on, capped."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_THREADS, cores))
+
+
 class Splade:
     """splade-tiny: ``encode(texts)`` -> CSR (n, 30522) float32 SPLADE vectors; a version's
     queries through :class:`QueryScorer` (only the vocabulary its turns use)."""
@@ -267,14 +282,34 @@ class Splade:
         return _layer_norm(h, w[t + "LayerNorm.gamma"], w[t + "LayerNorm.beta"])
 
     def encode(
-        self, texts: Sequence[str], batch: int = 32, max_tokens: int = MAX_TOKENS
+        self,
+        texts: Sequence[str],
+        batch: int = 32,
+        max_tokens: int = MAX_TOKENS,
+        threads: int | None = None,
     ) -> sp.csr_matrix:
         """SPLADE vectors of ``texts`` (rows in order), each cut to ``max_tokens`` word
         pieces. log1p(relu(.)) is monotone, so the max over positions is taken on the logits
         first: one activation per term, not per (position, term). Texts are encoded in
-        batches of similar length (little padding), in float32, on one BLAS thread."""
+        batches of similar length (little padding), in float32, on one BLAS thread.
+
+        A long list (a first build over years of English turns: ~6.6 CPU s per 1,000) is
+        split into ``threads`` contiguous parts encoded at once (default: the cores this
+        process may use, at most :data:`MAX_THREADS`, one per :data:`PARALLEL_MIN` texts):
+        the matmuls release the GIL, so the parts run on their own cores. Rows are the same
+        as one thread's up to float32 rounding (a text's batch neighbours differ)."""
+        n = encode_threads() if threads is None else max(1, threads)
+        n = min(n, len(texts) // PARALLEL_MIN) if threads is None else min(n, len(texts))
         with single_threaded_blas():
-            return self._encode(texts, batch, max_tokens)
+            if n <= 1:
+                return self._encode(texts, batch, max_tokens)
+            from concurrent.futures import ThreadPoolExecutor
+
+            size = -(-len(texts) // n)
+            parts = [texts[i : i + size] for i in range(0, len(texts), size)]
+            with ThreadPoolExecutor(len(parts), thread_name_prefix="splade") as pool:
+                done = list(pool.map(lambda p: self._encode(p, batch, max_tokens), parts))
+            return sp.vstack(done, format="csr", dtype=np.float32)
 
     def _encode(self, texts: Sequence[str], batch: int, max_tokens: int) -> sp.csr_matrix:
         seqs = [self.tok.encode(t, max_tokens) for t in texts]

@@ -94,3 +94,28 @@ def test_mix_splade_adds_the_scaled_channel_and_is_a_no_op_when_off():
     np.testing.assert_allclose(mixed, (own / 2 + 2 * spl / 4) * 2)
     # no BM25 match: SPLADE alone orders the turns
     np.testing.assert_allclose(mix_splade(np.zeros(3), spl, 1.0), spl / 4)
+
+
+@needs_weights
+def test_a_long_encode_on_threads_equals_one_thread():
+    """The document side of a long list runs on several threads (a first build); the rows
+    are the same texts' vectors, in order, as one thread gives (float32 rounding apart)."""
+    enc = SP.packaged()
+    texts = [
+        f"{who}: we met at the {place} on day {i} and talked about {topic}"
+        for i, (who, place, topic) in enumerate(
+            zip(
+                ["Alex", "Sam", "Kim", "Lee"] * 20,
+                ["lake house", "station", "office", "beach", "museum"] * 16,
+                ["violins", "the dog", "a new job", "Kyoto", "rent", "tennis", "books", "rain"]
+                * 10,
+                strict=False,
+            )
+        )
+    ]
+    one = enc.encode(texts, threads=1)
+    three = enc.encode(texts, threads=3)
+    assert one.shape == three.shape == (80, len(enc.tok.terms))
+    assert (one != 0).sum() > 0
+    assert np.allclose(one.toarray(), three.toarray(), atol=1e-5)
+    assert SP.encode_threads() >= 1
