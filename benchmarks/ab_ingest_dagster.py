@@ -12,9 +12,9 @@ thread's run delay: the main thread's own waits (I/O, locks, other threads, slee
 
 Usage (from the repository root)::
 
-    git worktree add --detach /work/wt/ingest-before 392a0aa^
-    /work/main/.venv/bin/python benchmarks/ab_ingest_dagster.py \\
-        --tree before=/work/wt/ingest-before --tree after=$PWD --pairs 3
+    git worktree add --detach ../ingest-before 392a0aa^
+    .venv/bin/python benchmarks/ab_ingest_dagster.py \\
+        --tree before=../ingest-before --tree after=$PWD --pairs 3
 
 One JSON line per run is appended to ``--out``; the results are in
 benchmarks/results/search_cpu.md ("The Dagster ingest wall time").
