@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 CHILD = r"""
 import json, os, sys, time
@@ -62,13 +63,14 @@ print(json.dumps({"wall_s": wall, "cpu_s": cpu, "events": events, "bytes": size}
 
 
 def _yaml(home: Path, ours: bool) -> None:
-    storage = (
-        "storage:\n  custom:\n    module: memory_pipeline.defs.dagster_sqlite\n"
-        f"    class: SqliteStorage\n    config:\n      base_dir: {home}/storage\n"
-        if ours
-        else f"storage:\n  sqlite:\n    base_dir: {home}/storage\n"
-    )
-    (home / "dagster.yaml").write_text(storage + "telemetry:\n  enabled: false\n")
+    import yaml
+
+    from memory_pipeline.state import sqlite_storage
+
+    base = home / "storage"
+    storage = sqlite_storage(base) if ours else {"sqlite": {"base_dir": str(base)}}
+    body = {"storage": storage, "telemetry": {"enabled": False}}
+    (home / "dagster.yaml").write_text(yaml.safe_dump(body))
 
 
 def one(ours: bool, batch: int, partitions: int) -> dict:

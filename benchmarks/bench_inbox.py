@@ -105,19 +105,15 @@ def write_config(work: Path, rpc: Path | None, dialogues: int | None) -> Path:
 
 
 def seed_cache(source: Path, work: Path) -> None:
-    """Copy a provider cache into the build's output (SQLite's backup API: consistent while
-    another process still writes it); the build then embeds only what it lacks."""
-    import sqlite3
-
+    """Copy a provider cache into the build's output (SQLite's backup API, as `backup` copies
+    it: consistent while another process still writes it); the build then embeds only what
+    it lacks."""
     from memory_pipeline.config import load_config
+    from memory_pipeline.core.common.backup import _sqlite_copy
 
     target = load_config(work / "memory_pipeline.toml", env={}).cache_path
     target.parent.mkdir(parents=True, exist_ok=True)
-    src, dst = sqlite3.connect(source), sqlite3.connect(target)
-    with dst:
-        src.backup(dst)
-    src.close()
-    dst.close()
+    _sqlite_copy(source, target)
     print(f"provider cache seeded from {source}", flush=True)
 
 

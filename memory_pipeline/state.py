@@ -201,7 +201,7 @@ def write_instance_yaml(home: Path, template_dir: Path | None) -> Path:
     else:
         body = dict(DEFAULT_INSTANCE)
     storage = body.get("storage") or {"sqlite": {}}
-    if sqlite_base_dir(storage) is not None or "sqlite" in storage:
+    if sqlite_base_dir(storage) is not None:
         storage = sqlite_storage(home / "storage")
     body["storage"] = storage
     body["local_artifact_storage"] = {

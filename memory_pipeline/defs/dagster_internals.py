@@ -42,6 +42,8 @@ _INTERNALS: dict[str, tuple[str, str]] = {
         "SQLite event log subclassed for speed",
     ),
     "DagsterSqliteStorage": ("dagster._core.storage.sqlite_storage", "its instance storage"),
+    "_event_logs_directory": ("dagster._core.storage.sqlite_storage", "its event log folder"),
+    "SQLITE_BUSY_TIMEOUT_SECONDS": ("dagster._core.storage.sqlite", "its busy timeout"),
     "AssetCheckExecutionsTable": (
         "dagster._core.storage.event_log.schema",
         "planned check rows written by the subclass",

@@ -48,7 +48,6 @@ from memory_pipeline.defs import dagster_internals as di
 # Shard files whose engine (and one open connection) a process keeps: the index, and the
 # runs it writes or watches. Older ones are closed; reopening one costs about a millisecond.
 OPEN_SHARDS = 32
-BUSY_TIMEOUT_S = 15.0  # as Dagster's SQLITE_BUSY_TIMEOUT_SECONDS
 SYNCHRONOUS = "NORMAL"
 
 
@@ -78,7 +77,10 @@ class SqliteEventLogStorage(di.SqliteEventLogStorage):
         engine = db.create_engine(
             self.conn_string_for_shard(shard),
             poolclass=StaticPool,
-            connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False},
+            connect_args={
+                "timeout": di.SQLITE_BUSY_TIMEOUT_SECONDS,
+                "check_same_thread": False,
+            },
         )
         db.event.listen(engine, "connect", _pragmas)
         if shard not in self._initialized_dbs:
@@ -209,14 +211,8 @@ class SqliteStorage(di.DagsterSqliteStorage):
 
     def __init__(self, base_dir: str, inst_data: Any = None) -> None:
         super().__init__(base_dir, inst_data=inst_data)
-        self._event_log_storage = SqliteEventLogStorage(_event_logs_directory(base_dir))
+        self._event_log_storage = SqliteEventLogStorage(di._event_logs_directory(base_dir))
 
     @classmethod
     def from_config_value(cls, inst_data: Any, config_value: Any) -> SqliteStorage:
         return cls.from_local(inst_data=inst_data, **config_value)
-
-
-def _event_logs_directory(base: str) -> str:
-    import os
-
-    return os.path.join(base, "history", "runs", "")
