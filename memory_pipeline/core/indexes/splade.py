@@ -31,6 +31,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import erf
 
+from memory_pipeline.core.common.blas import single_threaded_blas, usable_cores
+
 FOLDER = Path(__file__).with_name("splade")
 WEIGHTS = FOLDER / "splade_tiny.npz"
 VOCAB = FOLDER / "vocab.txt"
@@ -161,28 +163,6 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return F32(0.5) * x * (F32(1.0) + erf(x * _RSQRT2))
 
 
-@functools.cache
-def _blas():
-    """threadpoolctl's controller for the BLAS numpy uses, or None without threadpoolctl."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:  # pragma: no cover - a dependency
-        return None
-    return ThreadpoolController()
-
-
-def single_threaded_blas() -> Any:
-    """A context in which BLAS runs on one thread. SPLADE's matmuls are small (a text's
-    word pieces x 128 x the vocabulary): OpenBLAS's threads split them but mostly spin,
-    doubling the CPU time of an encode for little wall time."""
-    ctl = _blas()
-    if ctl is None:  # pragma: no cover
-        import contextlib
-
-        return contextlib.nullcontext()
-    return ctl.limit(limits=1, user_api="blas")
-
-
 # A document-side encode splits over threads from this many texts per thread, on at most
 # this many threads (Splade.encode)
 PARALLEL_MIN = 256
@@ -191,11 +171,7 @@ MAX_THREADS = 4
 
 def encode_threads() -> int:
     """Threads for a long document-side encode: the cores this process may run on, capped."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_THREADS, cores))
+    return max(1, min(MAX_THREADS, usable_cores()))
 
 
 class Splade:
@@ -215,8 +191,9 @@ class Splade:
         w = self.w
         # the embedding rows every text adds (position, token type 0), and per layer one
         # (128, 384) query|key|value matmul instead of three, the softmax scale folded in
-        self.pos = w["bert.embeddings.position_embeddings.weight"] + (
-            w["bert.embeddings.token_type_embeddings.weight"][0]
+        self.pos = (
+            w["bert.embeddings.position_embeddings.weight"]
+            + (w["bert.embeddings.token_type_embeddings.weight"][0])
         )
         d = self.emb.shape[1] // HEADS
         scale = F32(1.0 / np.sqrt(d))

