@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index
+from memory_pipeline.core.indexes.bm25 import DOC_IDS_FILE, Bm25Index, build_index
 from memory_pipeline.core.indexes.tokenize import Tokenizer
 
 TURN_FOLDER = "turns"
@@ -227,7 +227,7 @@ def build_turn_index(
             Path(version), chunks, messages, tokenizer, context, parts, sources
         )
         if stats is not None:
-            return stats
+            return stats | _store_layout(Path(version), chunks, stats)
     layout = turn_layout(chunks.sort_by("chunk_id"))
     lists, own = turn_token_lists(layout, messages, tokenizer, context)
     folder = Path(version) / TURN_FOLDER
@@ -244,7 +244,15 @@ def build_turn_index(
             write_message_tokens(folder, own, idx.vocab)
     meta = {"format": TURN_FORMAT, "context": context, "turns": len(layout.message_ids)}
     (folder / TURN_META).write_text(json.dumps(meta), encoding="utf-8")
-    return stats
+    return stats | _store_layout(Path(version), chunks, stats)
+
+
+def _store_layout(version: Path, chunks: pa.Table, stats: Mapping) -> dict:
+    """The turn layout's arrays beside the index (``turn_arrays``): a load maps them instead
+    of deriving them from the chunk lookup; nothing for an index without turns."""
+    from memory_pipeline.core.indexes.turn_arrays import write_turn_arrays
+
+    return write_turn_arrays(version, chunks) if stats.get("turns") else {}
 
 
 def write_message_tokens(folder: Path, own: list[list[str]], vocab: dict[str, int]) -> None:
@@ -276,7 +284,18 @@ def load_turn_indexes(version: Path, reps: Sequence[str] = TURN_REPS) -> dict[st
         return {}
     if meta.get("format") != TURN_FORMAT:
         return {}
-    return {r: Bm25Index.load(folder / r, mmap=True) for r in reps if (folder / r).is_dir()}
+    out: dict[str, Bm25Index] = {}
+    seen: tuple[bytes, list[str]] | None = None
+    for r in reps:
+        if not (folder / r).is_dir():
+            continue
+        # ``turn`` and ``turn_ctx`` index the same messages in the same order: one parse of
+        # the ids (400k of them on a large corpus) when the two files are byte for byte equal
+        raw = (folder / r / DOC_IDS_FILE).read_bytes()
+        if seen is None or seen[0] != raw:
+            seen = (raw, json.loads(raw.decode("utf-8")))
+        out[r] = Bm25Index.load(folder / r, mmap=True, doc_ids=seen[1])
+    return out
 
 
 _ROWS = "__message_rows"  # a column the parts path adds to its chunks
