@@ -128,8 +128,10 @@ class TurnIndex:
     def senders(self) -> np.ndarray:
         """Every turn's sender (layout order; read through ``fields`` on first use)."""
         if self._senders is None:
-            self._senders, lengths = self._fields(self.message_ids)
+            senders, lengths = self._fields(self.message_ids)
+            # lengths first: a search on another thread reads both once senders is set
             self._lengths = np.asarray(lengths, np.float64)
+            self._senders = senders
         return self._senders
 
     @property
