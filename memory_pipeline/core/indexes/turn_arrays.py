@@ -128,7 +128,7 @@ class TurnArrays:
         return TurnLayout(
             self.message_ids,
             names[self.session_code].tolist() if len(names) else [],
-            CsrRows(self.rows_indptr, self.rows),  # type: ignore[arg-type]
+            CsrRows(self.rows_indptr, self.rows),
             self.position,
             self.session_length,
         )

@@ -45,7 +45,7 @@ class TurnLayout:
 
     message_ids: list[str]
     session_ids: list[str]
-    chunk_rows: list[list[int]]
+    chunk_rows: Sequence[list[int]]  # a list, or read from stored arrays (turn_arrays)
     position: np.ndarray
     session_length: np.ndarray
 
