@@ -3,7 +3,7 @@
 Why: a search over turns needs, per message of the version, its session, its position in
 it and the chunk rows holding it, plus those (chunk, turn) pairs sorted by chunk (see
 ``retrieval.turns.TurnIndex``). Deriving them from the chunk lookup at load took a Python
-loop over every message (:func:`turns.turn_layout`, then the pairs' sort): ~1.3 s of the
+loop over every message (:func:`turn_layout`, then the pairs' sort): ~1.3 s of the
 2.9 s a new version of all RealPersonaChat (408k messages) took to become servable. A
 version is immutable, so the build computes them here with Arrow and numpy, writes them
 beside the turn index (``turns/layout/``: ``.npy`` files, memory-mapped at load; the message
@@ -13,7 +13,7 @@ ids as the turn index writes its doc ids, so a load reuses that index's list; an
 The files are a cache of what the chunk lookup decides: ``layout.json`` records the chunk
 ids they were computed from (a digest), and a load whose lookup does not match, a version
 published before these files, or one whose format this code does not read, computes them
-as before (:func:`derive_turn_chunks` over :func:`turns.turn_layout`). Tested: the arrays
+as before (:func:`derive_turn_chunks` over :func:`turn_layout`). Tested: the arrays
 equal the ones the loop derives, and searches rank the same with either.
 """
 
@@ -31,11 +31,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from memory_pipeline.core.indexes.bm25 import DOC_IDS_FILE
 from memory_pipeline.core.indexes.parts import digest, gather_ranges
-from memory_pipeline.core.indexes.turns import TURN_FOLDER, TURN_REPS, TurnLayout, turn_layout
 
-LAYOUT_FOLDER = "layout"  # under the version's turn folder
+LAYOUT_FOLDER = "layout"  # under a version's turn folder
 LAYOUT_META = "layout.json"
 LAYOUT_IDS = "message_ids.json"  # as the turn index writes its doc ids
 LAYOUT_FORMAT = 1
@@ -51,6 +49,64 @@ LAYOUT_ARRAYS = {
     "pair_turn": np.int64,
 }
 CHUNK_COLUMNS = ["chunk_id", "session_id", "chunk_index", "message_ids"]
+
+
+@dataclass(frozen=True)
+class TurnLayout:
+    """Every message of the indexed chunks in session order (no text: what search needs).
+
+    ``chunk_rows[i]``: the rows (in the chunk lookup's order) of the chunks holding message
+    ``i`` (two where windows overlap); ``position[i]``: its offset in its session, and
+    ``session_length[i]`` the session's message count (features of the reranker)."""
+
+    message_ids: list[str]
+    session_ids: list[str]
+    chunk_rows: Sequence[list[int]]  # a list, or read from stored arrays (turn_arrays)
+    position: np.ndarray
+    session_length: np.ndarray
+
+
+def turn_layout(chunks: pa.Table) -> TurnLayout:
+    """The messages of a chunk lookup (chunk_id order), session by session (sorted ids).
+
+    A session's messages are its chunks' message lists in ``chunk_index`` order with the
+    overlap removed; a message id seen in two sessions is kept in the first (it cannot
+    happen with content-derived ids, but a bad input must not duplicate a document)."""
+    sessions = chunks.column("session_id").to_pylist()
+    index = chunks.column("chunk_index").to_pylist()
+    mids = chunks.column("message_ids").to_pylist()
+    rows_of: dict[str, list[int]] = {}
+    for row, sid in enumerate(sessions):
+        rows_of.setdefault(sid, []).append(row)
+    ids: list[str] = []
+    out_sessions: list[str] = []
+    out_rows: list[list[int]] = []
+    position: list[int] = []
+    length: list[int] = []
+    placed: dict[str, int] = {}
+    for sid in sorted(rows_of):
+        start = len(ids)
+        for row in sorted(rows_of[sid], key=lambda r: (index[r], r)):
+            for m in mids[row]:
+                if m not in placed:
+                    placed[m] = len(ids)
+                    ids.append(m)
+                    out_sessions.append(sid)
+                    out_rows.append([])
+                elif out_sessions[placed[m]] != sid:
+                    continue
+                if row not in out_rows[placed[m]]:
+                    out_rows[placed[m]].append(row)
+        n = len(ids) - start
+        position += list(range(n))
+        length += [n] * n
+    return TurnLayout(
+        ids,
+        out_sessions,
+        out_rows,
+        np.asarray(position, dtype=np.int32),
+        np.asarray(length, dtype=np.int32),
+    )
 
 
 @dataclass(frozen=True)
@@ -160,7 +216,7 @@ def compute_turn_arrays(chunks: pa.Table) -> TurnArrays:
     """The arrays of ``turn_layout(chunks)`` (``chunks``: the chunk lookup, chunk_id order)
     with Arrow and numpy, in time O(listed messages) without a Python step per message.
 
-    The same walk as :func:`turns.turn_layout`: sessions by id, a session's chunks by
+    The same walk as :func:`turn_layout`: sessions by id, a session's chunks by
     (chunk_index, row), each chunk's messages in order; a message is placed where first
     seen, a later sighting in its session adds the chunk row (once), one in another session
     is ignored. A table with nulls in those columns takes the loop itself."""
@@ -267,14 +323,14 @@ def _from_layout(layout: TurnLayout) -> TurnArrays:
     )
 
 
-def write_turn_arrays(version: Path, chunks: pa.Table) -> dict:
+def write_turn_arrays(folder: Path, chunks: pa.Table) -> dict:
     """Compute the turn layout's arrays of ``chunks`` (the chunk lookup's rows, any order:
-    sorted by chunk_id here, as the lookup is read) and write them under
-    ``version/turns/layout`` (a temp folder renamed into place); returns stats."""
+    sorted by chunk_id here, as the lookup is read) and write them into ``folder`` (a
+    version's ``turns/layout``; a temp folder renamed into place); returns stats."""
     table = chunks.select(CHUNK_COLUMNS).sort_by("chunk_id")
     ids_array, arrays = _layout_arrays(table)
     ids = arrays.message_ids if ids_array is None else ids_array.to_pylist()
-    folder = Path(version) / TURN_FOLDER / LAYOUT_FOLDER
+    folder = Path(folder)
     tmp = folder.with_name(f".{LAYOUT_FOLDER}.{uuid.uuid4().hex}")
     tmp.mkdir(parents=True)
     for name, dtype in LAYOUT_ARRAYS.items():
@@ -297,16 +353,20 @@ def write_turn_arrays(version: Path, chunks: pa.Table) -> dict:
 
 
 def load_turn_arrays(
-    version: Path, chunk_ids: pa.Array | pa.ChunkedArray, turn_ids: list[str] | None = None
+    folder: Path,
+    chunk_ids: pa.Array | pa.ChunkedArray,
+    turn_ids: list[str] | None = None,
+    turn_ids_file: Path | None = None,
 ) -> TurnArrays | None:
-    """The stored arrays of a version, memory-mapped; None when it has none (published
-    before them), in a format this code does not read, incomplete, or computed from other
-    chunk rows than ``chunk_ids`` (the chunk lookup as loaded): the caller derives them.
+    """The arrays stored in ``folder``, memory-mapped; None when there are none (a version
+    published before them), in a format this code does not read, incomplete, or computed
+    from other chunk rows than ``chunk_ids`` (the chunk lookup as loaded): the caller
+    derives them.
 
-    ``turn_ids``: the ``turn`` index's doc ids as loaded; when its file holds the same bytes
-    as the stored message ids (the build writes the documents in layout order), that list
-    is the layout's too: no second parse, and one list to compare with."""
-    folder = Path(version) / TURN_FOLDER / LAYOUT_FOLDER
+    ``turn_ids``: the ``turn`` index's doc ids as read from ``turn_ids_file``; when that
+    file holds the same bytes as the stored message ids (the build writes the documents in
+    layout order), that list is the layout's too: no second parse, one list to compare."""
+    folder = Path(folder)
     try:
         meta = json.loads((folder / LAYOUT_META).read_text(encoding="utf-8"))
         if meta.get("format") != LAYOUT_FORMAT or meta.get("chunks") != len(chunk_ids):
@@ -315,7 +375,8 @@ def load_turn_arrays(
             return None
         arrays = {n: np.asarray(np.load(folder / f"{n}.npy", mmap_mode="r")) for n in LAYOUT_ARRAYS}
         raw = (folder / LAYOUT_IDS).read_bytes()
-        ids = turn_ids if turn_ids is not None and _same_bytes(folder, raw) else None
+        same = turn_ids is not None and turn_ids_file is not None and _holds(turn_ids_file, raw)
+        ids = turn_ids if same else None
         if ids is None:
             ids = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, KeyError, pa.ArrowException):
@@ -339,9 +400,9 @@ def load_turn_arrays(
     return TurnArrays(message_ids=ids, session_names=list(meta["session_names"]), **arrays)
 
 
-def _same_bytes(folder: Path, raw: bytes) -> bool:
-    """Whether the ``turn`` index's doc ids file holds ``raw``."""
+def _holds(path: Path, raw: bytes) -> bool:
+    """Whether the file at ``path`` holds ``raw``."""
     try:
-        return (folder.parent / TURN_REPS[0] / DOC_IDS_FILE).read_bytes() == raw
+        return Path(path).read_bytes() == raw
     except OSError:
         return False

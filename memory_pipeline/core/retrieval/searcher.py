@@ -32,8 +32,12 @@ from memory_pipeline.core.indexes.publish import (
     load_bm25,
     read_lookups,
 )
-from memory_pipeline.core.indexes.turn_arrays import load_turn_arrays
-from memory_pipeline.core.indexes.turns import load_message_tokens, load_turn_indexes, turn_layout
+from memory_pipeline.core.indexes.turns import (
+    load_message_tokens,
+    load_turn_indexes,
+    load_turn_layout,
+    turn_layout,
+)
 from memory_pipeline.core.retrieval.answerability import AnswerModel
 from memory_pipeline.core.retrieval.config import (
     FUSIONS,
@@ -218,12 +222,7 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         """The turn index over the layout the version stores (memory-mapped arrays, written
         at publish), or, for a version published before them, the layout derived from the
         chunk lookup (a loop over every message: what the stored arrays save a load)."""
-        turn = indexes.get("turn")
-        stored = load_turn_arrays(
-            self.version,
-            self._chunk_table.column("chunk_id"),
-            turn.doc_ids if turn is not None else None,
-        )
+        stored = load_turn_layout(self.version, self._chunk_table.column("chunk_id"), indexes)
         if stored is not None:
             layout, chunks = stored.layout(), stored.chunks()
         else:

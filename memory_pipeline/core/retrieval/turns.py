@@ -22,8 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memory_pipeline.core.indexes.bm25 import Bm25Index
-from memory_pipeline.core.indexes.turn_arrays import TurnChunks, derive_turn_chunks
-from memory_pipeline.core.indexes.turns import TurnLayout
+from memory_pipeline.core.indexes.turn_arrays import TurnChunks, TurnLayout, derive_turn_chunks
 from memory_pipeline.core.retrieval.fusion import by_score
 
 Ranked = list[tuple[str, float]]

@@ -11,14 +11,13 @@ import pyarrow as pa
 import pytest
 
 from memory_pipeline.core.indexes.turn_arrays import (
-    LAYOUT_FOLDER,
     LAYOUT_META,
     compute_turn_arrays,
     derive_turn_chunks,
     load_turn_arrays,
+    turn_layout,
     write_turn_arrays,
 )
-from memory_pipeline.core.indexes.turns import TURN_FOLDER, turn_layout
 
 
 def _random_chunks(seed: int) -> pa.Table:
@@ -92,26 +91,27 @@ def test_the_arrays_of_small_cases_equal_the_loop():
 
 def test_stored_arrays_load_and_a_stale_or_old_folder_is_not_read(tmp_path):
     chunks = _random_chunks(5)
-    stats = write_turn_arrays(tmp_path, chunks.sort_by("session_id"))  # any row order
+    folder = tmp_path / "layout"
+    stats = write_turn_arrays(folder, chunks.sort_by("session_id"))  # any row order
     assert stats == {"turn_layout_stored": True}
     ids = chunks.column("chunk_id")
-    got = load_turn_arrays(tmp_path, ids)
+    got = load_turn_arrays(folder, ids)
     assert got is not None
     want = compute_turn_arrays(chunks)
     assert got.message_ids == want.message_ids and got.session_names == want.session_names
     assert got.pair_turn.tolist() == want.pair_turn.tolist()
     # other chunk rows than the ones the arrays were computed from: derived instead
-    assert load_turn_arrays(tmp_path, ids.slice(1)) is None
-    assert load_turn_arrays(tmp_path, pa.array(list(reversed(ids.to_pylist())))) is None
-    folder = tmp_path / TURN_FOLDER / LAYOUT_FOLDER
+    assert load_turn_arrays(folder, ids.slice(1)) is None
+    assert load_turn_arrays(folder, pa.array(list(reversed(ids.to_pylist())))) is None
     meta = json.loads((folder / LAYOUT_META).read_text(encoding="utf-8"))
     (folder / LAYOUT_META).write_text(json.dumps(meta | {"format": 99}), encoding="utf-8")
-    assert load_turn_arrays(tmp_path, ids) is None  # a format this code does not read
+    assert load_turn_arrays(folder, ids) is None  # a format this code does not read
     (folder / LAYOUT_META).write_text(json.dumps(meta), encoding="utf-8")
+    assert load_turn_arrays(folder, ids) is not None
     np.save(folder / "pair_turn.npy", np.zeros(1, np.int64))  # damaged: wrong length
-    assert load_turn_arrays(tmp_path, ids) is None
+    assert load_turn_arrays(folder, ids) is None
     (folder / "pair_turn.npy").unlink()
-    assert load_turn_arrays(tmp_path, ids) is None
+    assert load_turn_arrays(folder, ids) is None
     assert load_turn_arrays(tmp_path / "older", ids) is None  # published before them
 
 
@@ -128,17 +128,16 @@ def test_codes_not_in_first_seen_order_are_renumbered(monkeypatch):
 def test_a_load_reuses_the_turn_index_ids_when_the_files_are_the_same(tmp_path):
     """The stored ids are written as the turn index writes its doc ids: a load takes the
     index's list (no second parse) when the bytes agree, and parses its own otherwise."""
-    from memory_pipeline.core.indexes.bm25 import DOC_IDS_FILE
+    from memory_pipeline.core.indexes.bm25 import build_index
 
     chunks = _random_chunks(7)
-    write_turn_arrays(tmp_path, chunks)
+    folder = tmp_path / "layout"
+    write_turn_arrays(folder, chunks)
     ids = chunks.column("chunk_id")
     layout_ids = compute_turn_arrays(chunks).message_ids
-    turn = tmp_path / TURN_FOLDER / "turn"
-    turn.mkdir()
-    (turn / DOC_IDS_FILE).write_text(json.dumps(layout_ids, ensure_ascii=False), "utf-8")
-    loaded = list(layout_ids)
-    assert load_turn_arrays(tmp_path, ids, loaded).message_ids is loaded
-    (turn / DOC_IDS_FILE).write_text(json.dumps(layout_ids[::-1], ensure_ascii=False), "utf-8")
-    other = load_turn_arrays(tmp_path, ids, loaded).message_ids
-    assert other is not loaded and other == layout_ids
+    for order, same in ((layout_ids, True), (layout_ids[::-1], False)):
+        index = build_index(order, ["x"] * len(order), "regex")
+        saved = index.save(tmp_path / f"turn_{same}")
+        got = load_turn_arrays(folder, ids, index.doc_ids, saved / "doc_ids.json")
+        assert got.message_ids == layout_ids and (got.message_ids is index.doc_ids) == same
+    assert load_turn_arrays(folder, ids, index.doc_ids, tmp_path / "none").message_ids == layout_ids
