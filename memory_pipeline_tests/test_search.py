@@ -947,3 +947,122 @@ def test_the_default_search_ranks_as_pinned(built: Runner):
     want = json.loads(RANKINGS.read_text(encoding="utf-8"))
     changed = {q: (got.get(q), w) for q, w in want.items() if got.get(q) != w}
     assert not changed, f"default rankings changed for {len(changed)} queries: {changed}"
+
+
+def _without_stored_layout(built: Runner, out: Path) -> Path:
+    """A copy of the sample's output whose version lacks the turn layout's arrays, as a
+    version published before they were stored."""
+    import shutil
+
+    from memory_pipeline.core.indexes.turn_arrays import LAYOUT_FOLDER
+    from memory_pipeline.core.indexes.turns import TURN_FOLDER
+
+    shutil.copytree(built.store.root, out)
+    shutil.rmtree(current_version(out) / TURN_FOLDER / LAYOUT_FOLDER)
+    return out
+
+
+TURN_ARRAYS = (
+    "session_code",
+    "session_starts",
+    "first_chunk",
+    "last_chunk",
+    "pair_chunk",
+    "pair_turn",
+    "chunk_start",
+    "chunk_session",
+    "lengths",
+)
+
+
+def test_the_stored_turn_layout_ranks_as_the_one_derived_at_load(built: Runner, tmp_path):
+    """The turn layout's arrays written at publish (memory-mapped when a version loads)
+    against the same version without them (derived from the chunk lookup at load), and
+    against a turn index built as before they existed (the loop, every sender and length
+    read at load): the same results, ids and scores, for every ranking that reads turns
+    (reranked, lifted, scoped, time-filtered, SPLADE), and the same turn index."""
+    from dataclasses import replace
+
+    from memory_pipeline.core.indexes.turn_arrays import LAYOUT_FOLDER, LAYOUT_META, CsrRows
+    from memory_pipeline.core.indexes.turns import TURN_FOLDER, turn_layout
+    from memory_pipeline.core.retrieval.searcher import DEFAULT, Searcher
+    from memory_pipeline.core.retrieval.turns import TurnIndex
+
+    folder = current_version(built.store.root) / TURN_FOLDER / LAYOUT_FOLDER
+    assert (folder / LAYOUT_META).is_file()
+    stored = Searcher(built.store.root)
+    old_copy = _without_stored_layout(built, tmp_path / "derived")
+    derived, shipped = Searcher(old_copy), Searcher(old_copy)
+    loaded = derived.turn_index
+    layout = turn_layout(shipped._chunk_table)
+    ids = layout.message_ids
+    shipped._turn_index = TurnIndex(
+        layout,
+        loaded.indexes,
+        len(shipped.chunk_ids),
+        senders=[s or "" for s in shipped._messages.column("sender", ids)],
+        lengths=shipped._messages.text_lengths(ids),
+        message_tokens=loaded.message_tokens,
+    )
+    shipped._turns_loaded = True
+    a, b, c = stored.turn_index, derived.turn_index, shipped.turn_index
+    assert isinstance(a.layout.chunk_rows, CsrRows) and isinstance(b.layout.chunk_rows, list)
+    texts = stored.message_ids[0][:2] + stored.message_ids[-1][:2]
+    queries = PIN_QUERIES + [stored.message(m)["text"] for m in texts]
+    configs = [
+        DEFAULT,
+        SearchConfig(mode="bm25", turns="index", lift=0.3),
+        SearchConfig(mode="bm25", turns="index", rerank=True),
+        SearchConfig(mode="bm25", turns="index", splade=3.0),
+        replace(DEFAULT, speaker_boost=0.5),
+    ]
+    as_of = dt.datetime(2024, 3, 15, 10, 0)
+    compared = 0
+    for q in queries:
+        for cfg in configs:
+            for scope in ({}, {"contact": "Maria"}):
+                x = stored.search(q, 8, cfg, as_of=as_of, **scope).to_dict()
+                y = derived.search(q, 8, cfg, as_of=as_of, **scope).to_dict()
+                z = shipped.search(q, 8, cfg, as_of=as_of, **scope).to_dict()
+                assert x == y == z, (q, cfg.name, scope)
+                compared += bool(x["turns"])
+    assert compared > len(queries)  # turns were ranked, not only compared empty
+    # the turn index itself (read after the searches: its senders and lengths in full)
+    for t in (a, b):
+        assert t.message_ids == c.message_ids and t.row_of == c.row_of
+        assert t.layout.session_ids == c.layout.session_ids
+        assert list(t.layout.chunk_rows) == c.layout.chunk_rows
+        assert t.extra_chunks == c.extra_chunks and t.senders.tolist() == c.senders.tolist()
+        for name in TURN_ARRAYS:
+            x, y = getattr(t, name), getattr(c, name)
+            assert x.dtype == y.dtype and x.tolist() == y.tolist(), name
+        for name in ("position", "session_length"):
+            x, y = getattr(t.layout, name), getattr(c.layout, name)
+            assert x.dtype == y.dtype and x.tolist() == y.tolist(), name
+
+
+def test_a_version_without_the_stored_turn_layout_still_loads(built: Runner, tmp_path):
+    """A version published before the layout's arrays (or whose arrays do not match its
+    chunk lookup) loads, derives the layout, and searches as the pinned rankings say."""
+    import shutil
+
+    from memory_pipeline.core.indexes.turn_arrays import LAYOUT_FOLDER, LAYOUT_META
+    from memory_pipeline.core.indexes.turns import TURN_FOLDER
+    from memory_pipeline.core.retrieval.searcher import Searcher
+
+    want = json.loads(RANKINGS.read_text(encoding="utf-8"))
+    old = _without_stored_layout(built, tmp_path / "old")
+    stale = tmp_path / "stale"
+    shutil.copytree(built.store.root, stale)
+    meta = current_version(stale) / TURN_FOLDER / LAYOUT_FOLDER / LAYOUT_META
+    meta.write_text(
+        json.dumps(json.loads(meta.read_text()) | {"chunk_digest": "other"}), encoding="utf-8"
+    )
+    for out in (old, stale):
+        s = Searcher(out)
+        assert s.turn_index is not None and len(s.turn_index) > 0
+        assert s.turn_index.message_tokens is not None
+        for q in PIN_QUERIES[:4]:
+            r = memory_pipeline.search_with(s, q, 5, as_of=dt.datetime(2024, 3, 15, 10, 0))
+            assert [t.message_id for t in r.turns] == want[q]["turns"]
+            assert [c.chunk_id for c in r.chunks] == want[q]["chunks"]

@@ -162,8 +162,12 @@ class Bm25Index:
         return directory
 
     @classmethod
-    def load(cls, directory: str | Path, mmap: bool = True) -> Bm25Index:
-        """Open a saved index; ``mmap`` maps the score arrays instead of reading them."""
+    def load(
+        cls, directory: str | Path, mmap: bool = True, doc_ids: list[str] | None = None
+    ) -> Bm25Index:
+        """Open a saved index; ``mmap`` maps the score arrays instead of reading them.
+        ``doc_ids``: the ids its doc ids file holds, when the caller has parsed that file's
+        bytes already (indexes over the same documents share one list)."""
         directory = Path(directory)
         meta = json.loads((directory / META_FILE).read_text(encoding="utf-8"))
         if meta.get("format_version") != FORMAT_VERSION:
@@ -171,7 +175,8 @@ class Bm25Index:
                 f"{directory}: index format {meta.get('format_version')!r}, "
                 f"expected {FORMAT_VERSION}: rebuild the index"
             )
-        doc_ids = json.loads((directory / DOC_IDS_FILE).read_text(encoding="utf-8"))
+        if doc_ids is None:
+            doc_ids = json.loads((directory / DOC_IDS_FILE).read_text(encoding="utf-8"))
         tokenizer = get_tokenizer(meta["tokenizer"]["name"], **meta["tokenizer"]["params"])
         retriever = bm25s.BM25.load(str(directory), mmap=mmap, show_progress=False)
         if retriever.scores["num_docs"] != len(doc_ids):

@@ -17,15 +17,22 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from memory_pipeline.core.indexes.bm25 import Bm25Index, build_index
+from memory_pipeline.core.indexes.bm25 import DOC_IDS_FILE, Bm25Index, build_index
 from memory_pipeline.core.indexes.tokenize import Tokenizer
+from memory_pipeline.core.indexes.turn_arrays import (
+    LAYOUT_FOLDER,
+    TurnArrays,
+    TurnLayout,
+    load_turn_arrays,
+    turn_layout,
+    write_turn_arrays,
+)
 
 TURN_FOLDER = "turns"
 TURN_REPS = ("turn", "turn_ctx")
@@ -33,64 +40,6 @@ TURN_META = "turns.json"
 MESSAGE_TOKENS = "message_tokens.npz"
 TURN_FORMAT = 1
 CONTEXT = 1  # neighbours either side in ``turn_ctx`` (measured: see the evaluation report)
-
-
-@dataclass(frozen=True)
-class TurnLayout:
-    """Every message of the indexed chunks in session order (no text: what search needs).
-
-    ``chunk_rows[i]``: the rows (in the chunk lookup's order) of the chunks holding message
-    ``i`` (two where windows overlap); ``position[i]``: its offset in its session, and
-    ``session_length[i]`` the session's message count (features of the reranker)."""
-
-    message_ids: list[str]
-    session_ids: list[str]
-    chunk_rows: list[list[int]]
-    position: np.ndarray
-    session_length: np.ndarray
-
-
-def turn_layout(chunks: pa.Table) -> TurnLayout:
-    """The messages of a chunk lookup (chunk_id order), session by session (sorted ids).
-
-    A session's messages are its chunks' message lists in ``chunk_index`` order with the
-    overlap removed; a message id seen in two sessions is kept in the first (it cannot
-    happen with content-derived ids, but a bad input must not duplicate a document)."""
-    sessions = chunks.column("session_id").to_pylist()
-    index = chunks.column("chunk_index").to_pylist()
-    mids = chunks.column("message_ids").to_pylist()
-    rows_of: dict[str, list[int]] = {}
-    for row, sid in enumerate(sessions):
-        rows_of.setdefault(sid, []).append(row)
-    ids: list[str] = []
-    out_sessions: list[str] = []
-    out_rows: list[list[int]] = []
-    position: list[int] = []
-    length: list[int] = []
-    placed: dict[str, int] = {}
-    for sid in sorted(rows_of):
-        start = len(ids)
-        for row in sorted(rows_of[sid], key=lambda r: (index[r], r)):
-            for m in mids[row]:
-                if m not in placed:
-                    placed[m] = len(ids)
-                    ids.append(m)
-                    out_sessions.append(sid)
-                    out_rows.append([])
-                elif out_sessions[placed[m]] != sid:
-                    continue
-                if row not in out_rows[placed[m]]:
-                    out_rows[placed[m]].append(row)
-        n = len(ids) - start
-        position += list(range(n))
-        length += [n] * n
-    return TurnLayout(
-        ids,
-        out_sessions,
-        out_rows,
-        np.asarray(position, dtype=np.int32),
-        np.asarray(length, dtype=np.int32),
-    )
 
 
 def turn_documents(
@@ -227,7 +176,7 @@ def build_turn_index(
             Path(version), chunks, messages, tokenizer, context, parts, sources
         )
         if stats is not None:
-            return stats
+            return stats | _store_layout(Path(version), chunks, stats)
     layout = turn_layout(chunks.sort_by("chunk_id"))
     lists, own = turn_token_lists(layout, messages, tokenizer, context)
     folder = Path(version) / TURN_FOLDER
@@ -244,7 +193,30 @@ def build_turn_index(
             write_message_tokens(folder, own, idx.vocab)
     meta = {"format": TURN_FORMAT, "context": context, "turns": len(layout.message_ids)}
     (folder / TURN_META).write_text(json.dumps(meta), encoding="utf-8")
-    return stats
+    return stats | _store_layout(Path(version), chunks, stats)
+
+
+def _store_layout(version: Path, chunks: pa.Table, stats: Mapping) -> dict:
+    """The turn layout's arrays beside the index (``turn_arrays``): a load maps them instead
+    of deriving them from the chunk lookup; nothing for an index without turns."""
+    if not stats.get("turns"):
+        return {}
+    return write_turn_arrays(Path(version) / TURN_FOLDER / LAYOUT_FOLDER, chunks)
+
+
+def load_turn_layout(
+    version: Path, chunk_ids: pa.Array | pa.ChunkedArray, indexes: Mapping[str, Bm25Index]
+) -> TurnArrays | None:
+    """The turn layout a version stores (``turn_arrays.load_turn_arrays``; None: derive it),
+    its message ids the ``turn`` index's own list when the two files agree."""
+    folder = Path(version) / TURN_FOLDER
+    turn = indexes.get(TURN_REPS[0])
+    return load_turn_arrays(
+        folder / LAYOUT_FOLDER,
+        chunk_ids,
+        turn.doc_ids if turn is not None else None,
+        folder / TURN_REPS[0] / DOC_IDS_FILE,
+    )
 
 
 def write_message_tokens(folder: Path, own: list[list[str]], vocab: dict[str, int]) -> None:
@@ -276,7 +248,18 @@ def load_turn_indexes(version: Path, reps: Sequence[str] = TURN_REPS) -> dict[st
         return {}
     if meta.get("format") != TURN_FORMAT:
         return {}
-    return {r: Bm25Index.load(folder / r, mmap=True) for r in reps if (folder / r).is_dir()}
+    out: dict[str, Bm25Index] = {}
+    seen: tuple[bytes, list[str]] | None = None
+    for r in reps:
+        if not (folder / r).is_dir():
+            continue
+        # ``turn`` and ``turn_ctx`` index the same messages in the same order: one parse of
+        # the ids (400k of them on a large corpus) when the two files are byte for byte equal
+        raw = (folder / r / DOC_IDS_FILE).read_bytes()
+        if seen is None or seen[0] != raw:
+            seen = (raw, json.loads(raw.decode("utf-8")))
+        out[r] = Bm25Index.load(folder / r, mmap=True, doc_ids=seen[1])
+    return out
 
 
 _ROWS = "__message_rows"  # a column the parts path adds to its chunks

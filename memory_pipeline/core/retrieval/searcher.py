@@ -32,7 +32,12 @@ from memory_pipeline.core.indexes.publish import (
     load_bm25,
     read_lookups,
 )
-from memory_pipeline.core.indexes.turns import load_message_tokens, load_turn_indexes, turn_layout
+from memory_pipeline.core.indexes.turns import (
+    load_message_tokens,
+    load_turn_indexes,
+    load_turn_layout,
+    turn_layout,
+)
 from memory_pipeline.core.retrieval.answerability import AnswerModel
 from memory_pipeline.core.retrieval.config import (
     FUSIONS,
@@ -175,7 +180,7 @@ class Searcher(_Retrievers, _Answerability, _Hits):
         if not self._turns_loaded:
             indexes = load_turn_indexes(self.version)
             if indexes:
-                self._turn_index = self._make_turn_index(turn_layout(self._chunk_table), indexes)
+                self._turn_index = self._make_turn_index(indexes)
                 self._turn_index.message_tokens = load_message_tokens(self.version)
             self._turns_loaded = True
         return self._turn_index
@@ -213,15 +218,17 @@ class Searcher(_Retrievers, _Answerability, _Hits):
             out = np.where(mask[self.turn_index.first_chunk], out, 0.0)
         return out
 
-    def _make_turn_index(self, layout, indexes) -> TurnIndex:
-        ids = layout.message_ids
-        return TurnIndex(
-            layout,
-            indexes,
-            len(self.chunk_ids),
-            senders=[s or "" for s in self._messages.column("sender", ids)],
-            lengths=self._messages.text_lengths(ids),
-        )
+    def _make_turn_index(self, indexes: Mapping[str, Any]) -> TurnIndex:
+        """The turn index over the layout the version stores (memory-mapped arrays, written
+        at publish), or, for a version published before them, the layout derived from the
+        chunk lookup (a loop over every message: what the stored arrays save a load)."""
+        stored = load_turn_layout(self.version, self._chunk_table.column("chunk_id"), indexes)
+        if stored is not None:
+            layout, chunks = stored.layout(), stored.chunks()
+        else:
+            layout, chunks = turn_layout(self._chunk_table), None
+        fields = self._messages.senders_and_lengths  # read per query, for the reranked turns
+        return TurnIndex(layout, indexes, len(self.chunk_ids), chunks=chunks, fields=fields)
 
     # -- lookups (what callers read instead of the searcher's internals) -------------------
     def message(self, message_id: str) -> Mapping[str, Any]:

@@ -119,7 +119,11 @@ class _Answerability:
             return []
         rows_of = self._doc_rows.get(rep)
         if rows_of is None:
-            rows_of = self._doc_rows[rep] = {d: i for i, d in enumerate(index.doc_ids)}
+            if rep == "turn" and ti.in_layout_order(rep):  # its row_of: no second map
+                rows_of = ti.row_of
+            else:
+                rows_of = {d: i for i, d in enumerate(index.doc_ids)}
+            self._doc_rows[rep] = rows_of
         rows = [rows_of.get(d) for d in doc_ids]
         if any(r is None for r in rows):
             return []

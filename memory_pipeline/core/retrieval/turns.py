@@ -16,16 +16,18 @@ Pure numpy over precomputed arrays: one query costs a few vector operations per 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from memory_pipeline.core.indexes.bm25 import Bm25Index
-from memory_pipeline.core.indexes.turns import TurnLayout
+from memory_pipeline.core.indexes.turn_arrays import TurnChunks, TurnLayout, derive_turn_chunks
 from memory_pipeline.core.retrieval.fusion import by_score
 
 Ranked = list[tuple[str, float]]
+# (senders, text lengths) of message ids: what the reranker reads of a turn's message
+Fields = Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -73,35 +75,42 @@ class TurnIndex:
         senders: Sequence[str] | None = None,
         lengths: Sequence[int] | None = None,
         message_tokens: tuple[np.ndarray, np.ndarray] | None = None,
+        chunks: TurnChunks | None = None,
+        fields: Fields | None = None,
     ) -> None:
+        """``chunks``: the layout's chunk arrays as the version stores them
+        (``turn_arrays``); derived from ``layout`` when not given (a loop over turns).
+        ``fields``: instead of ``senders`` / ``lengths``, a function giving the sender and
+        text length of message ids, asked for the turns a query's reranker scores: a lookup
+        per message of the version at load cost more than building the rest of the index."""
         self.layout = layout
         # each message's tokens as ids in the ``turn`` vocabulary (CSR: indptr, ids), written
         # by the index build; None for an older version (highlights then tokenize per query)
         self.message_tokens = message_tokens
         n = len(layout.message_ids)
-        self.senders = np.array(list(senders) if senders is not None else [""] * n, dtype=object)
-        self.lengths = np.asarray(lengths if lengths is not None else np.zeros(n), np.float64)
-        codes: dict[str, int] = {}
-        self.session_code = np.array(
-            [codes.setdefault(sid, len(codes)) for sid in layout.session_ids], dtype=np.int64
-        )
+        self._fields = fields
+        self._senders: np.ndarray | None = None
+        self._lengths: np.ndarray | None = None
+        if fields is None:
+            self._senders = np.array(list(senders) if senders is not None else [""] * n, object)
+            self._lengths = np.asarray(lengths if lengths is not None else np.zeros(n), np.float64)
+        if chunks is None:
+            chunks = derive_turn_chunks(layout)
+        self.session_code = chunks.session_code
         change = np.r_[True, self.session_code[1:] != self.session_code[:-1]] if n else []
         self.session_starts = np.flatnonzero(change)
         self.indexes = dict(indexes)
         self.message_ids = layout.message_ids
-        self.row_of = {m: i for i, m in enumerate(layout.message_ids)}
+        self.row_of = dict(zip(layout.message_ids, range(n), strict=True))
         # a message's chunks share its session, so one row answers scope and time masks
-        self.first_chunk = np.array([r[0] for r in layout.chunk_rows], dtype=np.int64)
+        self.first_chunk = chunks.first_chunk
         # Per-query maxima without np.maximum.at (slow on 400k turns): a turn is in at most
         # two overlapping windows (first / last chunk row), turns are grouped by session in
         # layout order, and (chunk, turn) pairs sorted by chunk reduce with reduceat.
-        self.last_chunk = np.array([r[-1] for r in layout.chunk_rows], dtype=np.int64)
-        self.extra_chunks = [
-            (t, c) for t, rows in enumerate(layout.chunk_rows) if len(rows) > 2 for c in rows[1:-1]
-        ]
-        pairs = sorted((c, t) for t, rows in enumerate(layout.chunk_rows) for c in rows)
-        self.pair_chunk = np.array([p[0] for p in pairs], dtype=np.int64)
-        self.pair_turn = np.array([p[1] for p in pairs], dtype=np.int64)
+        self.last_chunk = chunks.last_chunk
+        self.extra_chunks = chunks.extra_chunks
+        self.pair_chunk = chunks.pair_chunk
+        self.pair_turn = chunks.pair_turn
         # turns of chunk row r: pair_turn[chunk_start[r] : chunk_start[r + 1]]
         self.chunk_start = np.searchsorted(self.pair_chunk, np.arange(n_chunks + 1))
         self.chunk_session = np.zeros(n_chunks, dtype=np.int64)
@@ -110,20 +119,54 @@ class TurnIndex:
             self.chunk_session[self.first_chunk] = self.session_code
             self.chunk_session[self.last_chunk] = self.session_code
         self._doc_pos: dict[str, np.ndarray | None] = {}
-        self._senders_cf: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.message_ids)
+
+    @property
+    def senders(self) -> np.ndarray:
+        """Every turn's sender (layout order; read through ``fields`` on first use)."""
+        if self._senders is None:
+            senders, lengths = self._fields(self.message_ids)
+            # lengths first: a search on another thread reads both once senders is set
+            self._lengths = np.asarray(lengths, np.float64)
+            self._senders = senders
+        return self._senders
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Every turn's text length in characters (layout order, float)."""
+        if self._lengths is None:
+            self.senders  # noqa: B018 - reads both
+        return self._lengths
+
+    def _fields_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(senders, lengths as floats) of the turns at layout ``rows``."""
+        if self._senders is not None:
+            return self._senders[rows], self._lengths[rows]
+        senders, lengths = self._fields([self.message_ids[r] for r in rows.tolist()])
+        return senders, np.asarray(lengths, np.float64)
 
     def _positions(self, rep: str) -> np.ndarray | None:
         """Row (in layout order) of each document of ``rep``'s bm25s index; None when that
         is the identity (the build writes the documents in layout order), so scores need
         no scatter over every turn per query."""
         if rep not in self._doc_pos:
-            pos = np.array([self.row_of[d] for d in self.indexes[rep].doc_ids], dtype=np.int64)
+            doc_ids = self.indexes[rep].doc_ids
+            # one compare (none when the version's layout took the index's own list), not a
+            # lookup per turn
+            if doc_ids is self.message_ids or list(doc_ids) == list(self.message_ids):
+                self._doc_pos[rep] = None  # (the layout's ids are distinct: row_of[id_i] = i)
+                return None
+            pos = np.array([self.row_of[d] for d in doc_ids], dtype=np.int64)
             same = len(pos) == len(self) and bool(np.array_equal(pos, np.arange(len(pos))))
             self._doc_pos[rep] = None if same else pos
         return self._doc_pos[rep]
+
+    def in_layout_order(self, rep: str) -> bool:
+        """Whether ``rep``'s documents are the turns in layout order (as the build writes
+        them): a document's row in that index is then its turn's row."""
+        return self._positions(rep) is None
 
     def scores(self, tokens: Sequence[str], rep: str, chunk_mask: np.ndarray | None) -> np.ndarray:
         """BM25 of every turn (layout order) for already tokenized ``tokens``; 0 outside
@@ -261,11 +304,9 @@ class TurnIndex:
         rows = np.fromiter((self.row_of[m] for m, _ in top), np.int64, len(top))
         at = np.searchsorted(fused.rows, rows)  # each top turn is live
         named = {s.casefold() for s in speakers}
+        senders, lengths = self._fields_of(rows)
         if named:
-            if self._senders_cf is None:  # once per version, not per query and turn
-                self._senders_cf = [str(x).casefold() for x in self.senders]
-            cf = self._senders_cf
-            speaker = np.array([1.0 if cf[r] in named else 0.0 for r in rows.tolist()])
+            speaker = np.array([1.0 if str(x).casefold() in named else 0.0 for x in senders])
         else:
             speaker = np.zeros(len(rows))
         time = (
@@ -288,7 +329,7 @@ class TurnIndex:
                 time,
                 pos / np.maximum(length, 1.0),
                 (pos == 0).astype(np.float64),
-                np.log1p(self.lengths[rows]),
+                np.log1p(lengths),
             ]
         ).reshape(len(rows), 12)
 

@@ -41,3 +41,17 @@ def test_columns_by_id_with_unknown_ids():
     assert rows.text_lengths(["a", "b", "c", "zzz"]) == [5, 7, 0, 0]
     assert rows.text_lengths([]) == []
     assert MessageRows(_table().slice(0, 0)).latest() is None
+
+
+def test_senders_and_lengths_equal_the_columns_a_turn_index_was_given():
+    """What a version's turn index reads per turn, at once: the same senders ("" for a null
+    sender or an unknown id) and text lengths as ``column`` and ``text_lengths``."""
+    rows = MessageRows(_table())
+    for ids in (["c", "zzz", "a", "b", "a"], [], ["zzz"]):
+        senders, lengths = rows.senders_and_lengths(ids)
+        assert senders.dtype == object and senders.tolist() == [
+            s or "" for s in rows.column("sender", ids)
+        ]
+        assert lengths.tolist() == rows.text_lengths(ids)
+    senders, lengths = MessageRows(_table().slice(0, 0)).senders_and_lengths(["a"])
+    assert senders.tolist() == [""] and lengths.tolist() == [0]
