@@ -135,7 +135,8 @@ def _timeline_bullets(state: DossierState) -> list[str]:
 
 
 # contacts whose Timeline pairs a process keeps (least recently used go): a Timeline holds
-# a few hundred statements at most (``_keep_timeline``), so a memo is well under a megabyte
+# a few hundred statements at most (``_keep_timeline``), so a memo is under a megabyte
+# (0.66 MiB for the 431 of the longest in a 10-year, 100,000-message synthetic life)
 MEMO_CONTACTS = 64
 
 
