@@ -6,11 +6,15 @@ enrichment, the rule memory extractor; not timed), then every day with sessions 
 (``build_day``) and rendered (``dossier_rows``) in order, as the ``dossiers`` stage does in a
 first run. Printed: process CPU seconds of the fold and of the render, the longest Timeline
 held, and a SHA-256 over every day's rows (markdown and state), so two versions of the code
-can be checked to give byte-identical pages.
+can be checked to give byte-identical pages (``--dump``: one digest per day and contact, to
+find the first page that differs). Compare digests at one ``PYTHONHASHSEED``: the inputs
+are not the same under every seed (the session enrichment picks among tied summary bullets
+in set order, 2 of 5,057 sessions at 100,000 messages), so ``inputs_sha256`` says whether
+two runs started from the same tables.
 
 Usage::
 
-    python benchmarks/bench_dossier_days.py --messages 100000 --years 10
+    PYTHONHASHSEED=0 python benchmarks/bench_dossier_days.py --messages 100000 --years 10
     python benchmarks/bench_dossier_days.py --messages 20000 --years 10 --profile out.prof
 """
 
@@ -83,10 +87,15 @@ def by_day(table: pa.Table, days: list[dt.date]) -> dict[dt.date, pa.Table]:
     return {d: table.filter(pc.equal(col, pa.scalar(d, pa.date32()))) for d in days}
 
 
-def run(messages: int, years: float, seed: int, profile: str | None) -> dict:
+def run(
+    messages: int, years: float, seed: int, profile: str | None, dump: str | None = None
+) -> dict:
     t0 = time.process_time()
     msgs, sessions, enrichment, memories = inputs(messages, years, seed)
     prep = time.process_time() - t0
+    given = hashlib.sha256()  # the inputs too: a different page may come from them
+    for t in (msgs, sessions, enrichment, memories):
+        given.update(repr(t.to_pydict()).encode())
     days = sorted(set(sessions.column("local_date").to_pylist()))
     per_ses, per_enr, per_mem = (by_day(t, days) for t in (sessions, enrichment, memories))
     index = {m: i for i, m in enumerate(msgs.column("message_id").to_pylist())}
@@ -101,6 +110,7 @@ def run(messages: int, years: float, seed: int, profile: str | None) -> dict:
     fold = render = 0.0
     digest = hashlib.sha256()
     longest = 0
+    lines = []  # with --dump: one digest per day and contact, to find where two runs part
     prof = cProfile.Profile() if profile else None
     if prof:
         prof.enable()
@@ -117,9 +127,14 @@ def run(messages: int, years: float, seed: int, profile: str | None) -> dict:
         for c, md, st in zip(*(rows.column(k).to_pylist() for k in
                                ("contact_id", "markdown", "state")), strict=True):  # fmt: skip
             digest.update(f"{d}\x1f{c}\x1f{md}\x1f{st}\x1e".encode())
+            if dump:
+                one = [hashlib.sha256(x.encode()).hexdigest()[:16] for x in (md, st)]
+                lines.append(f"{d} {c} markdown {one[0]} state {one[1]}\n")
     if prof:
         prof.disable()
         prof.dump_stats(profile)
+    if dump:
+        Path(dump).write_text("".join(lines))
     return {
         "messages": messages,
         "years": years,
@@ -130,6 +145,7 @@ def run(messages: int, years: float, seed: int, profile: str | None) -> dict:
         "fold_cpu_s": round(fold, 2),
         "render_cpu_s": round(render, 2),
         "longest_timeline": longest,
+        "inputs_sha256": given.hexdigest(),
         "sha256": digest.hexdigest(),
     }
 
@@ -140,8 +156,10 @@ def main() -> None:
     ap.add_argument("--years", type=float, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", help="write a cProfile of the day loop to this file")
+    ap.add_argument("--dump", help="write a digest per day and contact to this file")
     args = ap.parse_args()
-    print(json.dumps(run(args.messages, args.years, args.seed, args.profile), indent=1))
+    out = run(args.messages, args.years, args.seed, args.profile, args.dump)
+    print(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":
