@@ -5,6 +5,7 @@ sessions, every chat-derived text escaped.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 
 from memory_pipeline.core.common.escape import escape_markdown as _md
@@ -95,9 +96,16 @@ def _profile_line_ok(state: DossierState, text: str) -> bool:
     """A profile line states who the person is: it opens with them (their name, as subject
     or possessor) and carries no logistics. Shown only (the state keeps every entry), so
     the fold is unchanged; trip times and prices stay under Ongoing and the Timeline."""
-    if _LOGISTICS.search(text):
+    if _logistics(text):
         return False
     return any(n and text.startswith(n) for n in (*state.speakers, state.contact_id))
+
+
+@functools.lru_cache(maxsize=8192)
+def _logistics(text: str) -> bool:
+    """``text`` names a clock time or a price: asked of every profile entry on every day's
+    render (hundreds of entries, the same ones day after day), so remembered per text."""
+    return _LOGISTICS.search(text) is not None
 
 
 def _plan_bullets(state: DossierState, day: dt.date, owner_label: str) -> list[str]:

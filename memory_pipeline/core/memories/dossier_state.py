@@ -152,12 +152,20 @@ class DossierState:
         return cls(**data)
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def _json_copy(value: Any) -> Any:
-    """A deep copy of JSON-native data (lists, dicts, and immutable scalars)."""
+    """A deep copy of JSON-native data (lists, dicts, and immutable scalars). A list of
+    scalars (the session ids the pattern bullets cite, thousands over years) is copied in
+    one step, and a dict's scalar values are taken as they are: most of a state is scalars,
+    and a call per scalar was most of the copy."""
     if isinstance(value, list):
+        if all(type(v) in _SCALARS for v in value):
+            return value.copy()
         return [_json_copy(v) for v in value]
     if isinstance(value, dict):
-        return {k: _json_copy(v) for k, v in value.items()}
+        return {k: v if type(v) in _SCALARS else _json_copy(v) for k, v in value.items()}
     if isinstance(value, tuple):
         return tuple(_json_copy(v) for v in value)
     return value

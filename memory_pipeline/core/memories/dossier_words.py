@@ -83,10 +83,16 @@ _SMALL_WORDS = frozenset(
 )
 
 
+def _people(state: DossierState) -> tuple[str, ...]:
+    """The names a comparison sets aside (see ``_words``): the contact-side speakers, the
+    owner and the contact."""
+    return (*state.speakers, state.owner_name, state.contact_id)
+
+
 def _words(state: DossierState, text: str) -> frozenset[str]:
     """The words of a statement without the people's names ("Maria and others", "Maria and
     Yuki" are the same people), dates and small words: what two bullets are compared on."""
-    return _words_of(text, (*state.speakers, state.owner_name, state.contact_id))
+    return _words_of(text, _people(state))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -106,15 +112,22 @@ def _words_of(text: str, people: tuple[str, ...]) -> frozenset[str]:
     return frozenset(w for w in words if w not in names and w not in _SMALL_WORDS)
 
 
+def _similar(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Two non-empty word sets say the same: one inside the other, or a Jaccard overlap of
+    at least ``NEAR_DUPLICATE`` (the one test every near-duplicate check makes)."""
+    return a <= b or b <= a or len(a & b) / len(a | b) >= NEAR_DUPLICATE
+
+
 def _near_duplicate(state: DossierState, text: str, said: list[str]) -> bool:
     """``text`` says what one of ``said`` says: one's words inside the other's, or a Jaccard
     overlap of at least ``NEAR_DUPLICATE``."""
-    a = _words(state, text)
+    people = _people(state)  # once, not once per line compared
+    a = _words_of(text, people)
     if not a:
         return False
     for other in said:
-        b = _words(state, other)
-        if b and (a <= b or b <= a or len(a & b) / len(a | b) >= NEAR_DUPLICATE):
+        b = _words_of(other, people)
+        if b and _similar(a, b):
             return True
     return False
 

@@ -705,3 +705,18 @@ def test_state_copy_is_deep_and_to_json_is_the_canonical_dump(folded):
     dup.hour_sessions[0].append("ses_x")
     dup.agenda.append({"key": "k"})
     assert st.to_json() == before
+
+    def containers(value, path="state"):  # every list and dict of a value, by where it is
+        if isinstance(value, list | dict):
+            yield path, value
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for k, v in items:
+                yield from containers(v, f"{path}/{k}")
+
+    fresh = st.copy()
+    fields = [f.name for f in dataclasses.fields(st)]
+    mine = dict(containers({f: getattr(st, f) for f in fields}))
+    theirs = dict(containers({f: getattr(fresh, f) for f in fields}))
+    assert mine.keys() == theirs.keys() and len(mine) > 50
+    shared = [p for p in mine if p != "state" and mine[p] is theirs[p]]
+    assert not shared, shared[:5]
