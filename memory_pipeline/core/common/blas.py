@@ -29,11 +29,23 @@ def _blas() -> Any:
 
 
 def single_threaded_blas() -> Any:
-    """A context in which BLAS runs on one thread (process-wide while it is open)."""
-    ctl = _blas()
-    if ctl is None:  # pragma: no cover
-        return contextlib.nullcontext()
-    return ctl.limit(limits=1, user_api="blas")
+    """BLAS on one thread in this process from now on; returns a no-op context.
+
+    Process-wide and kept, not restored on exit: a limit restored by one thread while
+    another still encodes (the text indexes build SPLADE beside BM25, a service encodes
+    queries beside a refresh) gave that encode two BLAS threads halfway through, and its
+    rows other last bits, so a build on one machine did not equal itself. Every matmul
+    here is small, and the parallelism is the project's own threads and processes."""
+    global _PINNED
+    if _PINNED != os.getpid():
+        ctl = _blas()
+        if ctl is not None:
+            ctl.limit(limits=1, user_api="blas")  # applied now; never restored
+        _PINNED = os.getpid()
+    return contextlib.nullcontext()
+
+
+_PINNED = 0  # the process that pinned BLAS to one thread (a fork re-pins its own)
 
 
 def usable_cores() -> int:

@@ -270,61 +270,71 @@ class Splade:
         first: one activation per term, not per (position, term). Texts are encoded in
         batches of similar length (little padding), in float32, on one BLAS thread.
 
-        A long list (a first build over years of English turns: ~6.6 CPU s per 1,000) is
-        split into ``threads`` contiguous parts encoded at once (default: the cores this
-        process may use, at most :data:`MAX_THREADS`, one per :data:`PARALLEL_MIN` texts):
-        the matmuls release the GIL, so the parts run on their own cores. Rows are the same
-        as one thread's up to float32 rounding (a text's batch neighbours differ)."""
+        A long list (a first build over years of English turns: ~6.6 CPU s per 1,000) runs
+        its batches on ``threads`` threads at once (default: the cores this process may use,
+        at most :data:`MAX_THREADS`, one per :data:`PARALLEL_MIN` texts): the matmuls release
+        the GIL, so the batches run on their own cores. The batches are the ones a single
+        thread makes (all texts sorted by length once), so the rows are the same bits on any
+        number of threads, and a build equals itself on any machine's core count."""
         n = encode_threads() if threads is None else max(1, threads)
         n = min(n, len(texts) // PARALLEL_MIN) if threads is None else min(n, len(texts))
-        with single_threaded_blas():
-            if n <= 1:
-                return self._encode(texts, batch, max_tokens)
-            from concurrent.futures import ThreadPoolExecutor
-
-            size = -(-len(texts) // n)
-            parts = [texts[i : i + size] for i in range(0, len(texts), size)]
-            with ThreadPoolExecutor(len(parts), thread_name_prefix="splade") as pool:
-                done = list(pool.map(lambda p: self._encode(p, batch, max_tokens), parts))
-            return sp.vstack(done, format="csr", dtype=np.float32)
-
-    def _encode(self, texts: Sequence[str], batch: int, max_tokens: int) -> sp.csr_matrix:
+        single_threaded_blas()
         seqs = [self.tok.encode(t, max_tokens) for t in texts]
-        order = np.argsort([len(s) for s in seqs], kind="stable")
-        bias = self.bias
-        data: list[np.ndarray] = [np.zeros(0, np.float32)] * len(seqs)
-        cols: list[np.ndarray] = [np.zeros(0, np.int32)] * len(seqs)
-        for i in range(0, len(order), batch):
-            idx = order[i : i + batch]
-            length = max(len(seqs[j]) for j in idx)
-            ids = np.zeros((len(idx), length), np.int64)
-            mask = np.zeros((len(idx), length), np.int64)
-            for r, j in enumerate(idx):
-                ids[r, : len(seqs[j])] = seqs[j]
-                mask[r, : len(seqs[j])] = 1
-            h = self._hidden(ids, mask)
-            lengths = mask.sum(axis=1)
-            real = h[mask > 0]  # (positions, 128), the texts' real positions in row order
-            starts = np.r_[0, np.cumsum(lengths)[:-1]]
-            top = np.empty((len(idx), bias.size), np.float32)
-            for a in range(0, len(idx), SLICE):  # the (positions, V) logits of a few texts
-                last = min(a + SLICE, len(idx)) - 1
-                lo, hi = starts[a], starts[last] + lengths[last]
-                logits = real[lo:hi] @ self.decoder
-                top[a : a + SLICE] = np.maximum.reduceat(logits, starts[a : a + SLICE] - lo)
-            top += bias
-            for r, j in enumerate(idx):
-                nz = np.flatnonzero(top[r] > 0)
-                cols[j] = nz.astype(np.int32)
-                data[j] = np.log1p(top[r, nz])
         if not seqs:
             return sp.csr_matrix((0, len(self.tok.terms)), dtype=np.float32)
+        order = np.argsort([len(s) for s in seqs], kind="stable")
+        data: list[np.ndarray] = [np.zeros(0, np.float32)] * len(seqs)
+        cols: list[np.ndarray] = [np.zeros(0, np.int32)] * len(seqs)
+        batches = [order[i : i + batch] for i in range(0, len(order), batch)]
+
+        def run(idx: np.ndarray) -> None:
+            self._encode_batch(seqs, idx, cols, data)
+
+        if n <= 1 or len(batches) < 2:
+            for idx in batches:
+                run(idx)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(n, len(batches)), thread_name_prefix="splade") as pool:
+                list(pool.map(run, batches))
         indptr = np.r_[0, np.cumsum([c.size for c in cols])]
         return sp.csr_matrix(
             (np.concatenate(data), np.concatenate(cols), indptr),
-            shape=(len(seqs), bias.size),
+            shape=(len(seqs), self.bias.size),
             dtype=np.float32,
         )
+
+    def _encode_batch(
+        self,
+        seqs: list[list[int]],
+        idx: np.ndarray,
+        cols: list[np.ndarray],
+        data: list[np.ndarray],
+    ) -> None:
+        """The rows of the texts ``idx`` (one batch), written into ``cols`` and ``data``."""
+        bias = self.bias
+        length = max(len(seqs[j]) for j in idx)
+        ids = np.zeros((len(idx), length), np.int64)
+        mask = np.zeros((len(idx), length), np.int64)
+        for r, j in enumerate(idx):
+            ids[r, : len(seqs[j])] = seqs[j]
+            mask[r, : len(seqs[j])] = 1
+        h = self._hidden(ids, mask)
+        lengths = mask.sum(axis=1)
+        real = h[mask > 0]  # (positions, 128), the texts' real positions in row order
+        starts = np.r_[0, np.cumsum(lengths)[:-1]]
+        top = np.empty((len(idx), bias.size), np.float32)
+        for a in range(0, len(idx), SLICE):  # the (positions, V) logits of a few texts
+            last = min(a + SLICE, len(idx)) - 1
+            lo, hi = starts[a], starts[last] + lengths[last]
+            logits = real[lo:hi] @ self.decoder
+            top[a : a + SLICE] = np.maximum.reduceat(logits, starts[a : a + SLICE] - lo)
+        top += bias
+        for r, j in enumerate(idx):
+            nz = np.flatnonzero(top[r] > 0)
+            cols[j] = nz.astype(np.int32)
+            data[j] = np.log1p(top[r, nz])
 
     def hidden_of(self, text: str, max_tokens: int = MAX_TOKENS) -> np.ndarray:
         """One text's MLM-head states (word pieces, 128): no padding, no mask."""
@@ -405,7 +415,10 @@ def text_key(text: str) -> bytes:
 # the vectors this process encoded last, by text key (bounded: ~80 non-zeros a row): a
 # second build in one process (a refresh after a forget dropped the cache, the test suite's
 # builds of one sample) encodes no text twice
-_MEMO: dict[bytes, sp.csr_matrix] = {}
+# keyed by (the cache folder, the text's key): a row depends on its batch neighbours in the
+# last float bits, so one owner's build must not take rows another owner's batches made (a
+# build on one Dask worker would differ from the same build beside other owners)
+_MEMO: dict[tuple[str, bytes], sp.csr_matrix] = {}
 MEMO_ROWS = 50_000
 
 
@@ -425,7 +438,8 @@ def encode_cached(texts: Sequence[str], cache: Path | None, encoder: Splade) -> 
         except (OSError, ValueError, KeyError):
             old, known = None, {}
     unknown = [(t, k) for t, k in zip(texts, keys, strict=True) if k not in known]
-    missing = list(dict.fromkeys(t for t, k in unknown if k not in _MEMO))
+    scope = str(cache)
+    missing = list(dict.fromkeys(t for t, k in unknown if (scope, k) not in _MEMO))
     fresh = encoder.encode(missing) if missing else None
     new_row = {text_key(t): i for i, t in enumerate(missing)}
     vocab = len(encoder.tok.terms)
@@ -436,11 +450,11 @@ def encode_cached(texts: Sequence[str], cache: Path | None, encoder: Splade) -> 
         elif k in known:
             parts.append(old[known[k]])
         else:
-            parts.append(_MEMO[k])
+            parts.append(_MEMO[scope, k])
     for k, i in new_row.items():  # this process's next build (a refresh, a test module)
         if len(_MEMO) >= MEMO_ROWS:
             _MEMO.pop(next(iter(_MEMO)))
-        _MEMO[k] = fresh[i]
+        _MEMO[scope, k] = fresh[i]
     out = (
         sp.vstack(parts, format="csr", dtype=np.float32)
         if parts
