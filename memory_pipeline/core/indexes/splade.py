@@ -415,11 +415,21 @@ def text_key(text: str) -> bytes:
 # the vectors this process encoded last, by text key (bounded: ~80 non-zeros a row): a
 # second build in one process (a refresh after a forget dropped the cache, the test suite's
 # builds of one sample) encodes no text twice
-# keyed by (the cache folder, the text's key): a row depends on its batch neighbours in the
-# last float bits, so one owner's build must not take rows another owner's batches made (a
-# build on one Dask worker would differ from the same build beside other owners)
+# keyed by (owner, the text's key): a row depends on its batch neighbours in the last float
+# bits, so one owner's build must not take rows another owner's batches made (a build on one
+# Dask worker would differ from the same build beside other owners); one owner's builds do
+# share them (a refresh publishes the files of a full rebuild)
 _MEMO: dict[tuple[str, bytes], sp.csr_matrix] = {}
 MEMO_ROWS = 50_000
+
+
+def _memo_scope(cache: Path | None) -> str:
+    """The owner a cache folder belongs to (``.../owners/<id>/...``), "" for a single owner."""
+    parts = Path(cache).parts if cache is not None else ()
+    for i in range(len(parts) - 2, -1, -1):
+        if parts[i] == "owners":
+            return parts[i + 1]
+    return ""
 
 
 def encode_cached(texts: Sequence[str], cache: Path | None, encoder: Splade) -> sp.csr_matrix:
@@ -438,7 +448,7 @@ def encode_cached(texts: Sequence[str], cache: Path | None, encoder: Splade) -> 
         except (OSError, ValueError, KeyError):
             old, known = None, {}
     unknown = [(t, k) for t, k in zip(texts, keys, strict=True) if k not in known]
-    scope = str(cache)
+    scope = _memo_scope(cache)
     missing = list(dict.fromkeys(t for t, k in unknown if (scope, k) not in _MEMO))
     fresh = encoder.encode(missing) if missing else None
     new_row = {text_key(t): i for i, t in enumerate(missing)}
