@@ -984,27 +984,15 @@ def test_the_stored_turn_layout_ranks_as_the_one_derived_at_load(built: Runner, 
     from dataclasses import replace
 
     from memory_pipeline.core.indexes.turn_arrays import LAYOUT_FOLDER, LAYOUT_META, CsrRows
-    from memory_pipeline.core.indexes.turns import TURN_FOLDER, turn_layout
+    from memory_pipeline.core.indexes.turns import TURN_FOLDER
     from memory_pipeline.core.retrieval.searcher import DEFAULT, Searcher
-    from memory_pipeline.core.retrieval.turns import TurnIndex
+    from memory_pipeline_tests.core.retrieval.test_turn_layout_search import _as_before
 
     folder = current_version(built.store.root) / TURN_FOLDER / LAYOUT_FOLDER
     assert (folder / LAYOUT_META).is_file()
     stored = Searcher(built.store.root)
     old_copy = _without_stored_layout(built, tmp_path / "derived")
-    derived, shipped = Searcher(old_copy), Searcher(old_copy)
-    loaded = derived.turn_index
-    layout = turn_layout(shipped._chunk_table)
-    ids = layout.message_ids
-    shipped._turn_index = TurnIndex(
-        layout,
-        loaded.indexes,
-        len(shipped.chunk_ids),
-        senders=[s or "" for s in shipped._messages.column("sender", ids)],
-        lengths=shipped._messages.text_lengths(ids),
-        message_tokens=loaded.message_tokens,
-    )
-    shipped._turns_loaded = True
+    derived, shipped = Searcher(old_copy), _as_before(Searcher(old_copy))
     a, b, c = stored.turn_index, derived.turn_index, shipped.turn_index
     assert isinstance(a.layout.chunk_rows, CsrRows) and isinstance(b.layout.chunk_rows, list)
     texts = stored.message_ids[0][:2] + stored.message_ids[-1][:2]
