@@ -45,6 +45,19 @@ HEADS = 2
 EPS = 1e-12
 QUERY_MEMO = 4096  # queries whose terms a QueryScorer keeps (then all dropped)
 SLICE = 8  # texts whose logits are computed in one matmul (8 x 256 x 30522 floats at most)
+# the fewest rows a matmul is given (zero rows appended): BLAS takes another kernel for a few
+# rows, whose sums round differently, so a short text alone would not get the bits it gets
+# among others
+MIN_ROWS = 64
+
+
+def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for a 2-D ``a`` through the kernel a many-row product takes (see MIN_ROWS)."""
+    if a.shape[0] >= MIN_ROWS:
+        return a @ b
+    padded = np.zeros((MIN_ROWS, a.shape[1]), a.dtype)
+    padded[: a.shape[0]] = a
+    return (padded @ b)[: a.shape[0]]
 
 
 def available() -> bool:
@@ -237,11 +250,11 @@ class Splade:
             p = f"bert.encoder.layer.{i}."
 
             def lin(h, name, p=p):
-                flat = h.reshape(-1, h.shape[-1]) @ self.t[p + name + ".weight"]
+                flat = _mm(h.reshape(-1, h.shape[-1]), self.t[p + name + ".weight"])
                 return flat.reshape(*h.shape[:-1], -1) + w[p + name + ".bias"]
 
             wqkv, bqkv = self.qkv[i]
-            qkv = (x.reshape(-1, width) @ wqkv + bqkv).reshape(n, length, 3, HEADS, d)
+            qkv = (_mm(x.reshape(-1, width), wqkv) + bqkv).reshape(n, length, 3, HEADS, d)
             q, k, v = (qkv[:, :, j].transpose(0, 2, 1, 3) for j in range(3))
             att = q @ k.transpose(0, 1, 3, 2)
             if bias is not None:
@@ -255,7 +268,8 @@ class Splade:
             h = lin(_gelu(lin(x, "intermediate.dense")), "output.dense")
             x = _layer_norm(h + x, w[p + "output.LayerNorm.gamma"], w[p + "output.LayerNorm.beta"])
         t = "cls.predictions.transform."
-        h = _gelu(x @ self.t[t + "dense.weight"] + w[t + "dense.bias"])
+        flat = _mm(x.reshape(-1, width), self.t[t + "dense.weight"]).reshape(n, length, -1)
+        h = _gelu(flat + w[t + "dense.bias"])
         return _layer_norm(h, w[t + "LayerNorm.gamma"], w[t + "LayerNorm.beta"])
 
     def encode(
@@ -268,24 +282,32 @@ class Splade:
         """SPLADE vectors of ``texts`` (rows in order), each cut to ``max_tokens`` word
         pieces. log1p(relu(.)) is monotone, so the max over positions is taken on the logits
         first: one activation per term, not per (position, term). Texts are encoded in
-        batches of similar length (little padding), in float32, on one BLAS thread.
+        float32, on one BLAS thread, in batches of texts of one length (no padding), every
+        matmul given at least :data:`MIN_ROWS` rows: a text's row is the same bits alone or
+        among any others, so a refresh that encodes only new texts, a cached row and a full
+        rebuild agree to the bit.
 
         A long list (a first build over years of English turns: ~6.6 CPU s per 1,000) runs
         its batches on ``threads`` threads at once (default: the cores this process may use,
         at most :data:`MAX_THREADS`, one per :data:`PARALLEL_MIN` texts): the matmuls release
-        the GIL, so the batches run on their own cores. The batches are the ones a single
-        thread makes (all texts sorted by length once), so the rows are the same bits on any
-        number of threads, and a build equals itself on any machine's core count."""
+        the GIL, so the batches run on their own cores."""
         n = encode_threads() if threads is None else max(1, threads)
         n = min(n, len(texts) // PARALLEL_MIN) if threads is None else min(n, len(texts))
         single_threaded_blas()
         seqs = [self.tok.encode(t, max_tokens) for t in texts]
         if not seqs:
             return sp.csr_matrix((0, len(self.tok.terms)), dtype=np.float32)
-        order = np.argsort([len(s) for s in seqs], kind="stable")
+        lengths = np.array([len(s) for s in seqs])
+        order = np.argsort(lengths, kind="stable")
         data: list[np.ndarray] = [np.zeros(0, np.float32)] * len(seqs)
         cols: list[np.ndarray] = [np.zeros(0, np.int32)] * len(seqs)
-        batches = [order[i : i + batch] for i in range(0, len(order), batch)]
+        # runs of one length, cut every ``batch`` texts
+        cuts = np.flatnonzero(np.diff(lengths[order])) + 1
+        batches = [
+            run[i : i + batch]
+            for run in np.split(order, cuts)
+            for i in range(0, len(run), batch)
+        ]
 
         def run(idx: np.ndarray) -> None:
             self._encode_batch(seqs, idx, cols, data)
@@ -312,23 +334,20 @@ class Splade:
         cols: list[np.ndarray],
         data: list[np.ndarray],
     ) -> None:
-        """The rows of the texts ``idx`` (one batch), written into ``cols`` and ``data``."""
+        """The rows of the texts ``idx`` (one batch, one length), written into ``cols`` and
+        ``data``."""
         bias = self.bias
-        length = max(len(seqs[j]) for j in idx)
-        ids = np.zeros((len(idx), length), np.int64)
-        mask = np.zeros((len(idx), length), np.int64)
-        for r, j in enumerate(idx):
-            ids[r, : len(seqs[j])] = seqs[j]
-            mask[r, : len(seqs[j])] = 1
-        h = self._hidden(ids, mask)
-        lengths = mask.sum(axis=1)
-        real = h[mask > 0]  # (positions, 128), the texts' real positions in row order
-        starts = np.r_[0, np.cumsum(lengths)[:-1]]
+        ids = np.array([seqs[j] for j in idx], np.int64)
+        length = ids.shape[1]
+        h = self._hidden(ids, None)
+        real = h.reshape(-1, h.shape[-1])  # (positions, 128) in row order
+        lengths = np.full(len(idx), length)
+        starts = np.arange(len(idx)) * length
         top = np.empty((len(idx), bias.size), np.float32)
         for a in range(0, len(idx), SLICE):  # the (positions, V) logits of a few texts
             last = min(a + SLICE, len(idx)) - 1
             lo, hi = starts[a], starts[last] + lengths[last]
-            logits = real[lo:hi] @ self.decoder
+            logits = _mm(real[lo:hi], self.decoder)
             top[a : a + SLICE] = np.maximum.reduceat(logits, starts[a : a + SLICE] - lo)
         top += bias
         for r, j in enumerate(idx):
@@ -404,7 +423,7 @@ def packaged() -> Splade | None:
 
 INDEX_FILE = "splade.npz"  # in the version's turns folder, rows in turn layout order
 CACHE_FILE = "undated_splade.npz"  # text hash -> vector; "undated": retention drops it too
-FORMAT = 1
+FORMAT = 2  # 2: rows independent of their batch (1: a row depended on its neighbours)
 
 
 def text_key(text: str) -> bytes:
@@ -414,22 +433,10 @@ def text_key(text: str) -> bytes:
 
 # the vectors this process encoded last, by text key (bounded: ~80 non-zeros a row): a
 # second build in one process (a refresh after a forget dropped the cache, the test suite's
-# builds of one sample) encodes no text twice
-# keyed by (owner, the text's key): a row depends on its batch neighbours in the last float
-# bits, so one owner's build must not take rows another owner's batches made (a build on one
-# Dask worker would differ from the same build beside other owners); one owner's builds do
-# share them (a refresh publishes the files of a full rebuild)
-_MEMO: dict[tuple[str, bytes], sp.csr_matrix] = {}
+# builds of one sample) encodes no text twice. A row is the same bits whichever texts it was
+# encoded with (Splade.encode), so the memo is shared by every owner and build of the process.
+_MEMO: dict[bytes, sp.csr_matrix] = {}
 MEMO_ROWS = 50_000
-
-
-def _memo_scope(cache: Path | None) -> str:
-    """The owner a cache folder belongs to (``.../owners/<id>/...``), "" for a single owner."""
-    parts = Path(cache).parts if cache is not None else ()
-    for i in range(len(parts) - 2, -1, -1):
-        if parts[i] == "owners":
-            return parts[i + 1]
-    return ""
 
 
 def encode_cached(texts: Sequence[str], cache: Path | None, encoder: Splade) -> sp.csr_matrix:
@@ -448,8 +455,7 @@ def encode_cached(texts: Sequence[str], cache: Path | None, encoder: Splade) -> 
         except (OSError, ValueError, KeyError):
             old, known = None, {}
     unknown = [(t, k) for t, k in zip(texts, keys, strict=True) if k not in known]
-    scope = _memo_scope(cache)
-    missing = list(dict.fromkeys(t for t, k in unknown if (scope, k) not in _MEMO))
+    missing = list(dict.fromkeys(t for t, k in unknown if k not in _MEMO))
     fresh = encoder.encode(missing) if missing else None
     new_row = {text_key(t): i for i, t in enumerate(missing)}
     vocab = len(encoder.tok.terms)
@@ -460,11 +466,11 @@ def encode_cached(texts: Sequence[str], cache: Path | None, encoder: Splade) -> 
         elif k in known:
             parts.append(old[known[k]])
         else:
-            parts.append(_MEMO[scope, k])
+            parts.append(_MEMO[k])
     for k, i in new_row.items():  # this process's next build (a refresh, a test module)
         if len(_MEMO) >= MEMO_ROWS:
             _MEMO.pop(next(iter(_MEMO)))
-        _MEMO[scope, k] = fresh[i]
+        _MEMO[k] = fresh[i]
     out = (
         sp.vstack(parts, format="csr", dtype=np.float32)
         if parts

@@ -119,3 +119,24 @@ def test_a_long_encode_on_threads_equals_one_thread():
     assert (one != 0).sum() > 0
     assert np.allclose(one.toarray(), three.toarray(), atol=1e-5)
     assert SP.encode_threads() >= 1
+
+
+@needs_weights
+def test_a_row_is_the_same_bits_alone_or_among_any_texts():
+    """A text's vector does not depend on the texts encoded with it: alone, among texts of
+    other lengths, in a shuffled subset or on several threads it is the same bits, so a
+    refresh that encodes only new turns, a cached row and a full rebuild agree exactly."""
+    rng = np.random.default_rng(7)
+    words = "we met at the lake house station office beach and talked about violins rain".split()
+    texts = ["", "hi", "ok!", "x " * 400] + [
+        " ".join(rng.choice(words, size=int(rng.integers(1, 60)))) for _ in range(300)
+    ]
+    enc = SP.packaged()
+    whole = enc.encode(texts, threads=2)
+    assert len({len(enc.tok.encode(t)) for t in texts}) > 30  # many lengths, short and long
+    for i in [0, 1, 2, 3, *rng.choice(len(texts), size=12, replace=False)]:
+        alone = enc.encode([texts[i]], threads=1)
+        assert (alone != whole[i]).nnz == 0, i
+    for n in (5, 77):
+        pick = rng.choice(len(texts), size=n, replace=False)
+        assert (enc.encode([texts[i] for i in pick], threads=1) != whole[pick]).nnz == 0
