@@ -52,18 +52,10 @@ class TurnScores:
         rows = np.flatnonzero(a)
         return cls(rows, a[rows], a.size)
 
-    def at(self, rows: np.ndarray) -> np.ndarray:
-        """The scores of layout ``rows`` (any order), 0 for a turn without one."""
-        out = np.zeros(len(rows), dtype=self.values.dtype)
-        if self.rows.size and len(rows):
-            i = np.minimum(np.searchsorted(self.rows, rows), self.rows.size - 1)
-            hit = self.rows[i] == rows
-            out[hit] = self.values[i[hit]]
-        return out
-
     def get(self, row: int) -> float:
         """The score of layout row ``row`` (0 without one)."""
-        return float(self.at(np.array([row], dtype=np.int64))[0])
+        i = int(np.searchsorted(self.rows, row))
+        return float(self.values[i]) if i < self.rows.size and self.rows[i] == row else 0.0
 
     def max(self) -> float:
         """The maximum over all ``n`` turns (the absent ones are 0), 0 when there are none."""
@@ -251,8 +243,7 @@ class TurnIndex:
         token ids ``ids``: bm25s's ``get_scores_from_ids`` bit for bit, without a pass over
         every document. bm25s adds each token's column (repeats included, in query order) to
         a float32 zero vector; here the same additions go into this thread's zeroed
-        scratch vector (a column's documents are distinct, so ``+=`` on its rows is exact),
-        and only the rows touched are read out and reset."""
+        scratch vector, and only the rows touched are read out and reset."""
         r = index.retriever
         data, indices, indptr = r.scores["data"], r.scores["indices"], r.scores["indptr"]
         dtype = np.dtype(r.dtype)
@@ -268,14 +259,20 @@ class TurnIndex:
             buf = bufs[rep] = np.zeros(int(r.scores["num_docs"]), dtype=dtype)
         parts = []
         try:
-            for t in ids:
+            for t in ids:  # bm25s's own additions (np.add.at), in the same order
                 lo, hi = int(indptr[t]), int(indptr[t + 1])
-                at = indices[lo:hi]
-                buf[at] += data[lo:hi]
-                parts.append(at)
-            rows = _union(*parts)
-            values = buf[rows].astype(np.float64)
-            buf[rows] = 0
+                np.add.at(buf, indices[lo:hi], data[lo:hi])
+                parts.append(indices[lo:hi])
+            if sum(p.size for p in parts) * 8 > buf.size:
+                # common tokens: one pass over the vector beats merging their columns (a
+                # sum of exactly 0 is left out: absent reads as the same 0)
+                rows = np.flatnonzero(buf != 0)
+                values = buf[rows].astype(np.float64)
+                buf.fill(0)
+            else:
+                rows = _union(parts, buf.size)
+                values = buf[rows].astype(np.float64)
+                buf[rows] = 0
         except BaseException:
             del bufs[rep]  # possibly left dirty: the next query allocates a zeroed one
             raise
@@ -344,20 +341,26 @@ class TurnIndex:
             rows = np.fromiter((chunk_row[d] for d, _ in chunk_ranked), np.int64, len(chunk_ranked))
             vals = np.fromiter((s for _, s in chunk_ranked), np.float64, len(chunk_ranked))
             c[rows] = _unit(vals)
-            seg = np.concatenate(
-                [self.pair_turn[self.chunk_start[r] : self.chunk_start[r + 1]] for r in rows]
-            )
+            # the ranked chunks' turns, chunk after chunk (each chunk has at least one)
+            starts = self.chunk_start[rows]
+            lengths = self.chunk_start[rows + 1] - starts
+            offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+            seg = self.pair_turn[np.repeat(starts - offsets, lengths) + np.arange(lengths.sum())]
         # sorted unique rows of (a match) or (in a ranked chunk)
-        live = _union(own.positive(), ctx.positive(), seg)
-        best_chunk = np.maximum(c[self.first_chunk[live]], c[self.last_chunk[live]])
+        live = _union([own.positive(), ctx.positive(), seg], len(self))
+        slot = _slots(len(self))
+        slot[live] = np.arange(live.size)  # row -> its index in live, read at live rows only
+        # a turn outside every ranked chunk has no chunk score: only seg's turns read c
+        best_chunk = np.zeros(live.size)
+        best_chunk[slot[seg]] = np.maximum(c[self.first_chunk[seg]], c[self.last_chunk[seg]])
         for t, row in self.extra_chunks:  # a message in 3+ windows (short stride): rare
             i = np.searchsorted(live, t)
             if i < live.size and live[i] == t:
                 best_chunk[i] = max(best_chunk[i], c[row])
         own_max, ctx_max = own.max(), ctx.max()
-        own_raw = own.at(live)
+        own_raw = _spread(own, live, slot)
         t_own = own_raw / own_max if own_max > 0 else np.zeros(live.size)
-        t_ctx = ctx.at(live) / ctx_max if ctx_max > 0 else np.zeros(live.size)
+        t_ctx = _spread(ctx, live, slot) / ctx_max if ctx_max > 0 else np.zeros(live.size)
         turn = weights.w_self * t_own + weights.w_ctx * t_ctx + weights.w_chunk * best_chunk
         turns = _top_rows(self.message_ids, live, turn, n_turns)
         session_best = np.zeros(int(self.session_code.max()) + 1 if len(self) else 0)
@@ -370,10 +373,8 @@ class TurnIndex:
 
         if weights.lift <= 0 or not chunk_ranked:
             return result(chunk_ranked)
-        # a ranked chunk's best turn: reduceat over its turns (each chunk has at least one)
-        lengths = self.chunk_start[rows + 1] - self.chunk_start[rows]
-        offsets = np.r_[0, np.cumsum(lengths)[:-1]]
-        own_seg = own.at(seg) / own_max if own_max > 0 else np.zeros(seg.size)
+        # a ranked chunk's best turn: reduceat over its turns
+        own_seg = own_raw[slot[seg]] / own_max if own_max > 0 else np.zeros(seg.size)
         lifted = np.zeros(self.n_chunks, dtype=np.float64)
         lifted[rows] = np.maximum.reduceat(own_seg, offsets)
         # lifting re-orders the ranked chunks only: the scope and time filters made that list
@@ -446,24 +447,64 @@ def mix_splade(
         mixed = TurnScores(o.rows, o.values.astype(np.float64), o.n)
     else:
         # a turn with neither score stays 0: (0 / scale + weight * 0 / best) * scale
-        rows = _union(o.rows, sp.rows)
-        ov, sv = o.at(rows).astype(np.float64), sp.at(rows).astype(np.float64)
+        rows = _union([o.rows, sp.rows], o.n)
+        slot = _slots(o.n)
+        slot[rows] = np.arange(rows.size)
+        ov, sv = np.zeros(rows.size), np.zeros(rows.size)
+        ov[slot[o.rows]] = o.values
+        sv[slot[sp.rows]] = sp.values
         scale = top if top > 0 else 1.0
         mixed = TurnScores(rows, (ov / scale + weight * np.maximum(sv, 0.0) / best) * scale, o.n)
     return mixed if isinstance(own, TurnScores) else mixed.dense()
 
 
-def _union(*parts: np.ndarray) -> np.ndarray:
-    """The sorted distinct values of integer arrays. A stable sort (timsort) merges the
-    already sorted runs (a bm25s column, a score's rows) in about linear time; np.unique
-    and np.union1d (hashing) were ten times slower on 100k rows."""
-    if not parts:
+_SLOTS = threading.local()
+
+
+def _slots(n: int) -> np.ndarray:
+    """This thread's index array over ``n`` turns (contents undefined: a caller writes the
+    rows it reads). Kept, not allocated per query: a fresh array of 400k rows costs its page
+    faults on first write, more than the scatter itself."""
+    a = getattr(_SLOTS, "a", None)
+    if a is None or a.size < n:
+        a = _SLOTS.a = np.empty(n, dtype=np.int64)
+    return a
+
+
+def _spread(scores: TurnScores, live: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    """``scores`` at the sorted rows ``live`` (which hold every row scoring above 0;
+    ``slot``: each live row's index in ``live``), 0 where it has none."""
+    out = np.zeros(live.size, dtype=scores.values.dtype)
+    pos = scores.values > 0
+    if pos.all():  # BM25's: every score is positive
+        out[slot[scores.rows]] = scores.values
+        return out
+    out[slot[scores.rows[pos]]] = scores.values[pos]
+    if live.size:  # a score <= 0 is read where another part made its row live
+        rows, values = scores.rows[~pos], scores.values[~pos]
+        i = np.minimum(np.searchsorted(live, rows), live.size - 1)
+        hit = live[i] == rows
+        out[i[hit]] = values[hit]
+    return out
+
+
+def _union(parts: Sequence[np.ndarray], n: int) -> np.ndarray:
+    """The sorted distinct values (int64) of integer arrays of values in [0, n). A stable
+    sort (timsort) merges the already sorted runs (a bm25s column, a score's rows) in about
+    linear time, in the parts' own dtype (int32 sorts faster); np.unique and np.union1d
+    hash, over ten times slower on 100k rows. When the arrays hold more than a quarter of
+    ``n`` values, one mark per value is cheaper."""
+    total = sum(len(p) for p in parts)
+    if total * 4 > n:
+        mark = np.zeros(n, dtype=bool)
+        for p in parts:
+            mark[p] = True
+        return np.flatnonzero(mark)
+    if not total:
         return np.zeros(0, np.int64)
-    cat = np.concatenate([np.asarray(p, dtype=np.int64) for p in parts])
+    cat = np.concatenate(parts)
     cat.sort(kind="stable")
-    if cat.size < 2:
-        return cat
-    return cat[np.r_[True, cat[1:] != cat[:-1]]]
+    return cat[np.r_[True, cat[1:] != cat[:-1]]].astype(np.int64, copy=False)
 
 
 def _unit(v: np.ndarray) -> np.ndarray:

@@ -307,14 +307,22 @@ def test_splade_sparse_scores_are_the_bincount_over_every_turn():
 
 
 def test_threads_scoring_at_once_get_the_serial_results(corpus):
-    ti = corpus["shuffled"]
+    """Each thread has its own scratch vectors: searches on the service's threads at once
+    score and fuse as one after the other."""
+    ti, chunk_ids = corpus["shuffled"], corpus["chunk_ids"]
+    chunk_row = {c: i for i, c in enumerate(chunk_ids)}
     mask = _masks(corpus)[1]
-    jobs = [(q, rep, m) for q in QUERIES for rep in ("turn", "turn_ctx") for m in (None, mask)]
+    ranked = [(c, 1.0 / (k + 1)) for k, c in enumerate(chunk_ids[::40])]
+    jobs = [(q, m) for q in QUERIES for m in (None, mask)]
 
     def run(job):
-        q, rep, m = job
-        s = ti.scores(TOK.tokenize(q), rep, m)
-        return s.rows.tobytes(), s.values.tobytes()
+        q, m = job
+        toks = TOK.tokenize(q)
+        own, ctx = ti.scores(toks, "turn", m), ti.scores(toks, "turn_ctx", m)
+        f = ti.fuse(ranked, chunk_row, chunk_ids, own, ctx, TurnWeights(0.5, 0.2, 0.3, 0.5), 30)
+        arrays = (f.rows, f.own, f.ctx, f.own_raw, f.chunk, f.session)
+        return (own.rows.tobytes(), own.values.tobytes(), ctx.values.tobytes(), f.chunks,
+                f.turns, tuple(a.tobytes() for a in arrays))  # fmt: skip
 
     serial = [run(j) for j in jobs]
     with ThreadPoolExecutor(4) as pool:
@@ -327,10 +335,31 @@ def test_turn_scores_read_as_the_dense_array():
     s = TurnScores.of(dense)
     assert s.rows.tolist() == [1, 3, 4]
     assert _same_bits(s.dense(), dense)
-    assert _same_bits(s.at(np.array([5, 3, 0, 1])), dense[[5, 3, 0, 1]])
-    assert s.get(3) == 2.0 and s.get(2) == 0.0
+    assert [s.get(r) for r in range(6)] == dense.tolist()
     assert s.max() == dense.max()
     assert TurnScores.of(-np.ones(3)).max() == -1.0  # every turn scored: no implicit 0
     assert TurnScores.of(dense[:2]).max() == 0.0  # an absent turn is 0
     assert TurnScores.of(np.zeros(0)).max() == 0.0
-    assert TurnScores.of(np.zeros(4)).at(np.arange(4)).tolist() == [0.0] * 4
+    assert TurnScores.of(np.zeros(4)).get(3) == 0.0
+
+
+def test_fuse_reads_scores_at_or_below_zero_as_the_dense_fusion(corpus):
+    """Not BM25's (its sums are positive), but a dense caller's arrays may hold them: a
+    turn scoring <= 0 is live only through another part, and then reads its own score."""
+    ti, chunk_ids = corpus["ti"], corpus["chunk_ids"]
+    chunk_row = {c: i for i, c in enumerate(chunk_ids)}
+    rng = np.random.default_rng(13)
+    n = len(ti)
+    for density in (0.01, 0.3, 0.9):
+        own = np.where(rng.random(n) < density, rng.normal(size=n), 0.0)
+        ctx = np.where(rng.random(n) < density, rng.normal(size=n), 0.0)
+        ranked = [
+            (chunk_ids[i], float(5 - k))
+            for k, i in enumerate(rng.choice(len(chunk_ids), 5, replace=False))
+        ]
+        for w in (TurnWeights(), TurnWeights(0.6, 0.1, 0.3, 0.5)):
+            want = dense_fuse(ti, ranked, chunk_row, chunk_ids, own, ctx, w, 20)
+            got = ti.fuse(ranked, chunk_row, chunk_ids, own, ctx, w, 20)
+            _assert_same_fused(got, want)
+            sparse = TurnScores.of(own), TurnScores.of(ctx)
+            _assert_same_fused(ti.fuse(ranked, chunk_row, chunk_ids, *sparse, w, 20), want)
