@@ -253,7 +253,7 @@ def turn_prf(s, scored, cands, cfg: SearchConfig) -> None:
         for rep in ("turn", "turn_ctx"):
             v = (1 - lam) * cand.turn[rep].astype(np.float64)
             for t, w in terms:
-                v += lam * w * ti.scores([t], rep, mask)
+                v += lam * w * ti.scores([t], rep, mask).dense()
             out.turn[rep] = v
         return out
 

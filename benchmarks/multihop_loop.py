@@ -534,7 +534,7 @@ def embedding_expansion(s, scored, cands, cfg, scratch: Path, scores, record) ->
             for rep in ("turn", "turn_ctx"):
                 v = (1 - lam) * cand.turn[rep].astype(np.float64)
                 for t, w in terms.items():
-                    v = v + lam * (w / total) * ti.scores([t], rep, mask)
+                    v = v + lam * (w / total) * ti.scores([t], rep, mask).dense()
                 out.turn[rep] = v
             pairs.append(scores(*ranked_one(s, out, cfg), q))
         record(f"embexp n={n_terms} lam={lam} sim>={min_sim}", pairs)

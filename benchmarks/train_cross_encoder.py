@@ -123,7 +123,7 @@ def prep(locomo: Path, work: Path, out: Path) -> None:
         if not pos:
             continue
         mask = s.scope_mask(None, o.corpus_id)
-        sc = ti.scores(tok.tokenize(o.text), "turn", mask)
+        sc = ti.scores(tok.tokenize(o.text), "turn", mask).dense()
         order = np.argsort(-sc, kind="stable")
         hard = [ti.message_ids[i] for i in order[: OBS_BM25 + len(pos) + 2]]
         hard = [m for m in hard if m not in pos and conv_of.get(m) == o.corpus_id][:OBS_BM25]

@@ -138,11 +138,11 @@ def _candidates(searcher, text: str, mask, dense_reps: Sequence[str]) -> Candida
     if ti is not None:
         tokens = searcher.bm25["raw_text"].tokenizer.tokenize(text)
         for rep in ("turn", "turn_ctx"):
-            cand.turn[rep] = ti.scores(tokens, rep, mask).astype(np.float32)
+            cand.turn[rep] = ti.scores(tokens, rep, mask).dense(np.float32)
         splade = getattr(searcher, "splade_scores", None)
         scores = splade(text, mask) if splade is not None else None
         if scores is not None:  # the learned sparse channel (English, when built)
-            cand.turn["splade"] = scores.astype(np.float32)
+            cand.turn["splade"] = scores.dense(np.float32)
     return cand
 
 

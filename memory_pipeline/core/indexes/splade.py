@@ -399,15 +399,29 @@ class QueryScorer:
 
     def scores(self, query: str) -> np.ndarray:
         """Every turn's score (float64, turn layout order)."""
+        rows, values = self.sparse_scores(query)
+        out = np.zeros(self.turns)
+        out[rows] = values
+        return out
+
+    def sparse_scores(self, query: str) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted turn rows, float64 scores) of the turns the query's terms reach (every
+        other turn scores 0): the sums ``scores`` gives, without a vector over all turns."""
         nz, weights = self.query_terms(query)
         lo, hi = self.indptr[nz], self.indptr[nz + 1]
         sizes = hi - lo
         if not sizes.sum():
-            return np.zeros(self.turns)
+            return np.zeros(0, np.int64), np.zeros(0)
         # the entries of the query's columns, each with its column's weight
         at = np.repeat(lo - np.r_[0, np.cumsum(sizes)[:-1]], sizes) + np.arange(sizes.sum())
         w = np.repeat(weights, sizes) * self.data[at]
-        return np.bincount(self.rows[at], weights=w, minlength=self.turns)
+        turn = self.rows[at].astype(np.int64)
+        # a turn's entries summed in entry order (a stable sort keeps it), as np.bincount
+        # over every turn sums them: the same float64 bits
+        order = np.argsort(turn, kind="stable")
+        turn = turn[order]
+        first = np.r_[True, turn[1:] != turn[:-1]]
+        return turn[first], np.bincount(np.cumsum(first) - 1, weights=w[order])
 
 
 @functools.cache

@@ -73,7 +73,7 @@ from memory_pipeline.core.retrieval.searcher_parts import (
 from memory_pipeline.core.retrieval.searcher_retrievers import _Retrievers
 from memory_pipeline.core.retrieval.timeexpr import ParsedQuery, parse_query
 from memory_pipeline.core.retrieval.timemask import SessionTimes
-from memory_pipeline.core.retrieval.turns import TurnIndex
+from memory_pipeline.core.retrieval.turns import TurnIndex, TurnScores
 
 __all__ = [
     "ANSWER_MODELS",
@@ -205,18 +205,19 @@ class Searcher(_Retrievers, _Answerability, _Hits):
             self._splade_loaded = True
         return self._splade
 
-    def splade_scores(self, content: str, mask: np.ndarray | None) -> np.ndarray | None:
-        """Every turn's SPLADE score for an English ``content`` (0 outside ``mask``, a
-        boolean array over chunk rows); None when the channel does not apply: no vectors,
-        no packaged encoder, or a query in another language."""
+    def splade_scores(self, content: str, mask: np.ndarray | None) -> TurnScores | None:
+        """The turns' SPLADE scores for an English ``content`` (the turns its terms reach
+        inside ``mask``, a boolean array over chunk rows); None when the channel does not
+        apply: no vectors, no packaged encoder, or a query in another language."""
         if self.splade_index is None or self._splade_scorer is None:
             return None
         if language_of(content, self.corpus_language) != "en":
             return None
-        out = self._splade_scorer.scores(content)
+        rows, values = self._splade_scorer.sparse_scores(content)
         if mask is not None:
-            out = np.where(mask[self.turn_index.first_chunk], out, 0.0)
-        return out
+            keep = mask[self.turn_index.first_chunk[rows]]
+            rows, values = rows[keep], values[keep]
+        return TurnScores(rows, values, len(self.turn_index))
 
     def _make_turn_index(self, indexes: Mapping[str, Any]) -> TurnIndex:
         """The turn index over the layout the version stores (memory-mapped arrays, written

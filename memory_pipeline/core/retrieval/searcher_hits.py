@@ -73,7 +73,7 @@ class _Hits:
         row = ti.row_of.get(message_id) if ti is not None else None
         sid = ti.layout.session_ids[row] if row is not None else ""
         last = getattr(self._last, "turns", None)
-        own = float(last[0][row]) if last is not None and row is not None else None
+        own = last[0].get(row) if last is not None and row is not None else None
         return TurnHit(
             rank=rank,
             message_id=message_id,

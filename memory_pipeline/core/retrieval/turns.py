@@ -12,10 +12,15 @@ date and the message; ``turn_ctx``: its neighbours), then the granularities lift
   way), and sessions fold the lifted chunks as before.
 
 Pure numpy over precomputed arrays: one query costs a few vector operations per granularity.
+Per-turn scores are sparse (``TurnScores``: the turns with a match): a RealPersonaChat
+message as a query matches ~3 % of its 408k turns' BM25 documents (~5 % of their contexts),
+and the ranking then costs 20-25 % less CPU than with arrays over every turn
+(benchmarks/bench_turn_ranking.py).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,6 +33,48 @@ from memory_pipeline.core.retrieval.fusion import by_score
 Ranked = list[tuple[str, float]]
 # (senders, text lengths) of message ids: what the reranker reads of a turn's message
 Fields = Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class TurnScores:
+    """One score per turn, stored sparsely: ``values`` at layout ``rows`` (sorted, unique)
+    and 0 for every other of the ``n`` turns. A query's BM25 or SPLADE matches a few
+    percent of the turns: a dense array would be mostly zeros written and read back."""
+
+    rows: np.ndarray  # int64
+    values: np.ndarray
+    n: int
+
+    @classmethod
+    def of(cls, scores: TurnScores | np.ndarray) -> TurnScores:
+        """``scores`` as given, or a dense array's non-zero entries (dtype kept)."""
+        if isinstance(scores, TurnScores):
+            return scores
+        a = np.asarray(scores)
+        rows = np.flatnonzero(a)
+        return cls(rows, a[rows], a.size)
+
+    def get(self, row: int) -> float:
+        """The score of layout row ``row`` (0 without one)."""
+        i = int(np.searchsorted(self.rows, row))
+        return float(self.values[i]) if i < self.rows.size and self.rows[i] == row else 0.0
+
+    def max(self) -> float:
+        """The maximum over all ``n`` turns (the absent ones are 0), 0 when there are none."""
+        if not self.values.size:
+            return 0.0
+        top = float(self.values.max())
+        return top if self.rows.size == self.n else max(top, 0.0)
+
+    def positive(self) -> np.ndarray:
+        """The rows scoring above 0 (sorted)."""
+        return self.rows[self.values > 0]
+
+    def dense(self, dtype: np.dtype | type | None = None) -> np.ndarray:
+        """Every turn's score, layout order (``dtype``: default the values')."""
+        out = np.zeros(self.n, dtype=self.values.dtype if dtype is None else dtype)
+        out[self.rows] = self.values
+        return out
 
 
 @dataclass(frozen=True)
@@ -119,6 +166,9 @@ class TurnIndex:
             self.chunk_session[self.first_chunk] = self.session_code
             self.chunk_session[self.last_chunk] = self.session_code
         self._doc_pos: dict[str, np.ndarray | None] = {}
+        # per thread (the service searches on several threads over one index): a float32
+        # accumulator per rep, all zeros between queries (see _bm25)
+        self._scratch = threading.local()
 
     def __len__(self) -> int:
         return len(self.message_ids)
@@ -168,25 +218,67 @@ class TurnIndex:
         them): a document's row in that index is then its turn's row."""
         return self._positions(rep) is None
 
-    def scores(self, tokens: Sequence[str], rep: str, chunk_mask: np.ndarray | None) -> np.ndarray:
-        """BM25 of every turn (layout order) for already tokenized ``tokens``; 0 outside
-        ``chunk_mask`` (a boolean array over chunk rows) and for turns without a match."""
-        out = np.zeros(len(self), dtype=np.float64)
+    def scores(self, tokens: Sequence[str], rep: str, chunk_mask: np.ndarray | None) -> TurnScores:
+        """BM25 of the turns (layout rows) for already tokenized ``tokens``: the turns with
+        a match inside ``chunk_mask`` (a boolean array over chunk rows; None: all)."""
         index = self.indexes.get(rep)
+        none = TurnScores(np.zeros(0, np.int64), np.zeros(0), len(self))
         if index is None:
-            return out
+            return none
         vocab = index.vocab
         ids = [vocab[t] for t in tokens if t in vocab]
-        if ids:
-            scores = np.asarray(index.retriever.get_scores_from_ids(ids), dtype=np.float64)
-            pos = self._positions(rep)
-            if pos is None:
-                out = scores
-            else:
-                out[pos] = scores
+        if not ids:
+            return none
+        rows, values = self._bm25(rep, index, ids)
+        pos = self._positions(rep)
+        if pos is not None:
+            rows = pos[rows]
+            order = np.argsort(rows)
+            rows, values = rows[order], values[order]
         if chunk_mask is not None:
-            out = np.where(chunk_mask[self.first_chunk], out, 0.0)
-        return out
+            keep = chunk_mask[self.first_chunk[rows]]
+            rows, values = rows[keep], values[keep]
+        return TurnScores(rows, values, len(self))
+
+    def _bm25(self, rep: str, index: Bm25Index, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted document rows, float64 scores) of the documents of ``rep`` matching
+        token ids ``ids``: bm25s's ``get_scores_from_ids`` bit for bit, without a pass over
+        every document. bm25s adds each token's column (repeats included, in query order) to
+        a float32 zero vector; here the same additions go into this thread's zeroed
+        scratch vector, and only the rows touched are read out and reset."""
+        r = index.retriever
+        data, indices, indptr = r.scores["data"], r.scores["indices"], r.scores["indptr"]
+        dtype = np.dtype(r.dtype)
+        if r.nonoccurrence_array is not None or data.dtype != dtype:
+            # a method adding a constant to every document (bm25l, bm25+), which the
+            # project's builds do not make: every document scores, sparse saves nothing
+            dense = np.asarray(r.get_scores_from_ids(ids), dtype=np.float64)
+            rows = np.flatnonzero(dense)
+            return rows, dense[rows]
+        bufs = self._scratch.__dict__.setdefault("bufs", {})
+        buf = bufs.get(rep)
+        if buf is None or buf.size != r.scores["num_docs"] or buf.dtype != dtype:
+            buf = bufs[rep] = np.zeros(int(r.scores["num_docs"]), dtype=dtype)
+        parts = []
+        try:
+            for t in ids:  # bm25s's own additions (np.add.at), in the same order
+                lo, hi = int(indptr[t]), int(indptr[t + 1])
+                np.add.at(buf, indices[lo:hi], data[lo:hi])
+                parts.append(indices[lo:hi])
+            if sum(p.size for p in parts) * 8 > buf.size:
+                # common tokens: one pass over the vector beats merging their columns (a
+                # sum of exactly 0 is left out: absent reads as the same 0)
+                rows = np.flatnonzero(buf != 0)
+                values = buf[rows].astype(np.float64)
+                buf.fill(0)
+            else:
+                rows = _union(parts, buf.size)
+                values = buf[rows].astype(np.float64)
+                buf[rows] = 0
+        except BaseException:
+            del bufs[rep]  # possibly left dirty: the next query allocates a zeroed one
+            raise
+        return rows, values
 
     def highlight_scores(
         self, message_ids: Sequence[str], tokens: Sequence[str], idf: Mapping[str, float]
@@ -232,42 +324,45 @@ class TurnIndex:
         chunk_ranked: Ranked,
         chunk_row: Mapping[str, int],
         chunk_ids: Sequence[str],
-        own: np.ndarray,
-        ctx: np.ndarray,
+        own: TurnScores | np.ndarray,
+        ctx: TurnScores | np.ndarray,
         weights: TurnWeights,
         n_turns: int,
     ) -> Fused:
         """The chunks re-ranked with their turns' lift and the top ``n_turns`` turns, both
-        best first, ties by id. ``own`` / ``ctx``: ``scores`` of ``turn`` / ``turn_ctx``.
+        best first, ties by id. ``own`` / ``ctx``: ``scores`` of ``turn`` / ``turn_ctx``
+        (or the same as dense arrays over every turn).
 
-        Only the live turns (a BM25 match, or in a ranked chunk) are scored: on 400k turns a
-        query touches a few thousand, and full-length passes would cost more than search."""
+        Only the live turns (a BM25 match, or in a ranked chunk) are scored, and nothing
+        passes over every turn but the union of the live rows when they are many."""
+        own, ctx = TurnScores.of(own), TurnScores.of(ctx)
         c = np.zeros(self.n_chunks, dtype=np.float64)
-        present = np.zeros(self.n_chunks, dtype=bool)
         rows = np.zeros(0, np.int64)
         seg = np.zeros(0, np.int64)
         if chunk_ranked:
             rows = np.fromiter((chunk_row[d] for d, _ in chunk_ranked), np.int64, len(chunk_ranked))
             vals = np.fromiter((s for _, s in chunk_ranked), np.float64, len(chunk_ranked))
             c[rows] = _unit(vals)
-            present[rows] = True
-            seg = np.concatenate(
-                [self.pair_turn[self.chunk_start[r] : self.chunk_start[r + 1]] for r in rows]
-            )
-        # sorted unique rows of (a match) or (in a ranked chunk): a mask, not np.union1d,
-        # whose hash-unique over ~100k matches was 2/3 of the fusion on RealPersonaChat
-        is_live = (own > 0) | (ctx > 0)
-        is_live[seg] = True
-        live = np.flatnonzero(is_live)
-        best_chunk = np.maximum(c[self.first_chunk[live]], c[self.last_chunk[live]])
+            # the ranked chunks' turns, chunk after chunk (each chunk has at least one)
+            starts = self.chunk_start[rows]
+            lengths = self.chunk_start[rows + 1] - starts
+            offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+            seg = self.pair_turn[np.repeat(starts - offsets, lengths) + np.arange(lengths.sum())]
+        # sorted unique rows of (a match) or (in a ranked chunk)
+        live = _union([own.positive(), ctx.positive(), seg], len(self))
+        slot = _slots(len(self))
+        slot[live] = np.arange(live.size)  # row -> its index in live, read at live rows only
+        # a turn outside every ranked chunk has no chunk score: only seg's turns read c
+        best_chunk = np.zeros(live.size)
+        best_chunk[slot[seg]] = np.maximum(c[self.first_chunk[seg]], c[self.last_chunk[seg]])
         for t, row in self.extra_chunks:  # a message in 3+ windows (short stride): rare
             i = np.searchsorted(live, t)
             if i < live.size and live[i] == t:
                 best_chunk[i] = max(best_chunk[i], c[row])
-        own_max = float(own.max()) if own.size else 0.0
-        ctx_max = float(ctx.max()) if ctx.size else 0.0
-        t_own = own[live] / own_max if own_max > 0 else np.zeros(live.size)
-        t_ctx = ctx[live] / ctx_max if ctx_max > 0 else np.zeros(live.size)
+        own_max, ctx_max = own.max(), ctx.max()
+        own_raw = _spread(own, live, slot)
+        t_own = own_raw / own_max if own_max > 0 else np.zeros(live.size)
+        t_ctx = _spread(ctx, live, slot) / ctx_max if ctx_max > 0 else np.zeros(live.size)
         turn = weights.w_self * t_own + weights.w_ctx * t_ctx + weights.w_chunk * best_chunk
         turns = _top_rows(self.message_ids, live, turn, n_turns)
         session_best = np.zeros(int(self.session_code.max()) + 1 if len(self) else 0)
@@ -276,14 +371,12 @@ class TurnIndex:
         session = session_best[self.session_code[live]] if live.size else np.zeros(0)
 
         def result(chunks: Ranked) -> Fused:
-            return Fused(chunks, turns, live, t_own, t_ctx, own[live], best_chunk, session)
+            return Fused(chunks, turns, live, t_own, t_ctx, own_raw, best_chunk, session)
 
         if weights.lift <= 0 or not chunk_ranked:
             return result(chunk_ranked)
-        # a ranked chunk's best turn: reduceat over its turns (each chunk has at least one)
-        lengths = self.chunk_start[rows + 1] - self.chunk_start[rows]
-        offsets = np.r_[0, np.cumsum(lengths)[:-1]]
-        own_seg = own[seg] / own_max if own_max > 0 else np.zeros(seg.size)
+        # a ranked chunk's best turn: reduceat over its turns
+        own_seg = own_raw[slot[seg]] / own_max if own_max > 0 else np.zeros(seg.size)
         lifted = np.zeros(self.n_chunks, dtype=np.float64)
         lifted[rows] = np.maximum.reduceat(own_seg, offsets)
         # lifting re-orders the ranked chunks only: the scope and time filters made that list
@@ -334,25 +427,86 @@ class TurnIndex:
         ).reshape(len(rows), 12)
 
 
-def mix_splade(own: np.ndarray, splade: np.ndarray | None, weight: float) -> np.ndarray:
+def mix_splade(
+    own: TurnScores | np.ndarray, splade: TurnScores | np.ndarray | None, weight: float
+) -> TurnScores | np.ndarray:
     """A turn's own share with the learned sparse channel: ``(own / max own + weight *
     splade / max splade) * max own``. Each part is scaled by its best value for the query
     (as ``fuse`` scales its parts) and the sum goes back to BM25's scale, so ``own_raw``
     and the reranker's features keep their range. Unchanged when ``weight`` is 0 or there
     are no SPLADE scores; a query without a BM25 match keeps SPLADE's order (scale 1).
+    Dense arrays in, a dense array out (float64 once mixed).
 
     Measured on LoCoMo dev (benchmarks/results/splade.md): weight 3 chosen in every
     leave-one-conversation-out fold."""
-    if weight <= 0 or splade is None or splade.size != own.size:
+    if weight <= 0 or splade is None:
         return own  # as given (its dtype too: the ranking without the channel is unchanged)
-    own = np.asarray(own, dtype=np.float64)
-    top = float(own.max()) if own.size else 0.0
-    best = float(splade.max()) if splade.size else 0.0
-    if best <= 0:
+    o, sp = TurnScores.of(own), TurnScores.of(splade)
+    if sp.n != o.n:
         return own
-    splade = np.asarray(splade, dtype=np.float64)
-    scale = top if top > 0 else 1.0
-    return (own / scale + weight * np.maximum(splade, 0.0) / best) * scale
+    top, best = o.max(), sp.max()  # maxima over every turn (an absent one is 0)
+    if best <= 0:
+        mixed = TurnScores(o.rows, o.values.astype(np.float64), o.n)
+    else:
+        # a turn with neither score stays 0: (0 / scale + weight * 0 / best) * scale
+        rows = _union([o.rows, sp.rows], o.n)
+        slot = _slots(o.n)
+        slot[rows] = np.arange(rows.size)
+        ov, sv = np.zeros(rows.size), np.zeros(rows.size)
+        ov[slot[o.rows]] = o.values
+        sv[slot[sp.rows]] = sp.values
+        scale = top if top > 0 else 1.0
+        mixed = TurnScores(rows, (ov / scale + weight * np.maximum(sv, 0.0) / best) * scale, o.n)
+    return mixed if isinstance(own, TurnScores) else mixed.dense()
+
+
+_SLOTS = threading.local()
+
+
+def _slots(n: int) -> np.ndarray:
+    """This thread's index array over ``n`` turns (contents undefined: a caller writes the
+    rows it reads). Kept, not allocated per query: a fresh array of 400k rows costs its page
+    faults on first write, more than the scatter itself."""
+    a = getattr(_SLOTS, "a", None)
+    if a is None or a.size < n:
+        a = _SLOTS.a = np.empty(n, dtype=np.int64)
+    return a
+
+
+def _spread(scores: TurnScores, live: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    """``scores`` at the sorted rows ``live`` (which hold every row scoring above 0;
+    ``slot``: each live row's index in ``live``), 0 where it has none."""
+    out = np.zeros(live.size, dtype=scores.values.dtype)
+    pos = scores.values > 0
+    if pos.all():  # BM25's: every score is positive
+        out[slot[scores.rows]] = scores.values
+        return out
+    out[slot[scores.rows[pos]]] = scores.values[pos]
+    if live.size:  # a score <= 0 is read where another part made its row live
+        rows, values = scores.rows[~pos], scores.values[~pos]
+        i = np.minimum(np.searchsorted(live, rows), live.size - 1)
+        hit = live[i] == rows
+        out[i[hit]] = values[hit]
+    return out
+
+
+def _union(parts: Sequence[np.ndarray], n: int) -> np.ndarray:
+    """The sorted distinct values (int64) of integer arrays of values in [0, n). A stable
+    sort (timsort) merges the already sorted runs (a bm25s column, a score's rows) in about
+    linear time, in the parts' own dtype (int32 sorts faster); np.unique and np.union1d
+    hash, over ten times slower on 100k rows. When the arrays hold more than a quarter of
+    ``n`` values, one mark per value is cheaper."""
+    total = sum(len(p) for p in parts)
+    if total * 4 > n:
+        mark = np.zeros(n, dtype=bool)
+        for p in parts:
+            mark[p] = True
+        return np.flatnonzero(mark)
+    if not total:
+        return np.zeros(0, np.int64)
+    cat = np.concatenate(parts)
+    cat.sort(kind="stable")
+    return cat[np.r_[True, cat[1:] != cat[:-1]]].astype(np.int64, copy=False)
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
