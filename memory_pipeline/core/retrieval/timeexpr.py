@@ -136,20 +136,33 @@ _HONORIFIC = r"(?:さん|くん|君|ちゃん|様|さま|氏|先生)?"
 
 
 @lru_cache(maxsize=256)
-def _speaker_rx(names: tuple[str, ...]) -> list[tuple[str, re.Pattern[str]]]:
+def _speaker_rx(names: tuple[str, ...]) -> list[tuple[str, re.Pattern[str], str, bool]]:
+    """(name, its matcher, its first word, whether the matcher ignores case) per name."""
     out = []
     for name in names:
         n = unicodedata.normalize("NFKC", str(name)).strip()
         if not n:
             continue
-        body = r"\s+".join(map(re.escape, n.split()))
+        words = n.split()
+        body = r"\s+".join(map(re.escape, words))
         if _JA_CHARS.search(n):
-            out.append((name, re.compile(body + _HONORIFIC)))
+            out.append((name, re.compile(body + _HONORIFIC), words[0], False))
         else:
             b = r"(?<![A-Za-z0-9À-ÖØ-öø-ÿ])"
             e = r"(?:'s|’s|'|’)?(?![A-Za-z0-9À-ÖØ-öø-ÿ])"
-            out.append((name, re.compile(b + body + e, re.I)))
+            out.append((name, re.compile(b + body + e, re.I), words[0], True))
     return out
+
+
+# the letters re.IGNORECASE matches with an ASCII letter beyond ``str.lower`` (dotless i, long
+# s) or whose full lowercase is two characters (İ); test_timeexpr checks every character
+_FOLD_TO_ASCII = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
+
+
+def _ascii_fold(text: str) -> str:
+    """``text`` lowered so that every character re.IGNORECASE matches with an ASCII letter
+    becomes that letter in lower case."""
+    return text.translate(_FOLD_TO_ASCII).lower() if not text.isascii() else text.lower()
 
 
 def _find_speakers(
@@ -157,7 +170,17 @@ def _find_speakers(
 ) -> tuple[list[str], list[tuple[int, int]]]:
     hits: list[tuple[int, str]] = []
     spans: list[tuple[int, int]] = []
-    for name, rx in _speaker_rx(names):
+    # a name's matcher runs only where the text holds its first word (a substring test per
+    # name, not a regex scan: a history has hundreds of names). Exact: a case-sensitive
+    # matcher needs the word as is; a case-blind one (ASCII name) needs it in the text
+    # folded as re.IGNORECASE folds it to ASCII letters (``_ascii_fold``)
+    folded = _ascii_fold(text)
+    for name, rx, first, fold in _speaker_rx(names):
+        if not fold:
+            if first not in text:
+                continue
+        elif first.isascii() and first.lower() not in folded:
+            continue
         for m in rx.finditer(text):
             if any(s < m.end() and m.start() < e for s, e in taken):
                 continue
