@@ -35,6 +35,7 @@ from memory_pipeline.core.common.storage_digests import (
     _DIGESTS_LOCK,
     DIGESTS_FILE,
     file_digest,
+    flush_digests,
     forget_digest,
 )
 from memory_pipeline.core.common.storage_files import (
@@ -90,7 +91,9 @@ WRITE_MEMO = WriteMemo(MEMO_BYTES)
 def clear_process_memos() -> None:
     """Forget what this process memoized about stored files (digests, written tables), as
     a new process starts: what a benchmark calls before each run, as production starts a
-    new process per run."""
+    new process per run. The digests not yet written to their books are written first, as
+    the process ending would."""
+    flush_digests()
     with _DIGESTS_LOCK:
         _DIGESTS.clear()
         _BOOKS.clear()

@@ -4,6 +4,7 @@ folder, in a small book beside the files, so a refresh does not re-hash every st
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -24,6 +25,13 @@ DIGESTS_FILE = ".digests.json"
 _DIGESTS: dict[tuple[str, tuple[int, ...]], str] = {}
 _DIGESTS_LOCK = threading.Lock()
 _BOOKS: dict[Path, tuple[tuple[int, ...] | None, dict[str, list]]] = {}
+# digests computed since a folder's book was last written (folder -> file name -> entry): the
+# book is rewritten once they reach a quarter of it (at least FLUSH_MIN), and at exit, not once
+# per new digest (a first run over 1,884 days rewrote a growing book 1,884 times per table,
+# ~50 s of a 10-minute run); a digest not yet written is at worst computed again by another
+# process
+_PENDING: dict[Path, dict[str, list]] = {}
+FLUSH_MIN = 64
 
 
 def _book(folder: Path) -> dict[str, list]:
@@ -66,6 +74,7 @@ def forget_digest(path: Path) -> None:
     partition's old bytes does not outlive them."""
     path = Path(path)
     with _DIGESTS_LOCK:
+        _PENDING.get(path.parent, {}).pop(path.name, None)
         if not (path.parent / DIGESTS_FILE).is_file():
             return
         entries = _book(path.parent)
@@ -101,7 +110,41 @@ def file_digest(path: Location) -> str:
         if len(_DIGESTS) > 100_000:
             _DIGESTS.clear()
         _DIGESTS[key] = sha
-        entries = dict(_book(path.parent))
-        entries[path.name] = [*ident, sha]
-        _save_book(path.parent, entries)
+        _record(path.parent, path.name, [*ident, sha])
     return sha
+
+
+def _record(folder: Path, name: str, entry: list) -> None:
+    """Add ``name``'s entry to the folder's pending digests (call under ``_DIGESTS_LOCK``);
+    the book is written when enough are pending."""
+    pending = _PENDING.setdefault(folder, {})
+    pending[name] = entry
+    if len(pending) >= max(FLUSH_MIN, len(_book(folder)) // 4):
+        _flush(folder)
+
+
+def _flush(folder: Path) -> None:
+    """Write the folder's book with its pending digests (call under ``_DIGESTS_LOCK``): over
+    the book as it is on disk now (another process may have written it), each pending
+    digest kept only while its file still has the identity it was computed for, so a
+    digest of a deleted or replaced partition is never written."""
+    pending = _PENDING.pop(folder, {})
+    if not pending:
+        return
+    entries = dict(_book(folder))
+    for name, entry in pending.items():
+        try:
+            ident = _identity(os.stat(folder / name))
+        except OSError:
+            continue
+        if tuple(entry[:-1]) == ident:
+            entries[name] = entry
+    _save_book(folder, entries)
+
+
+@atexit.register
+def flush_digests() -> None:
+    """Write every book with pending digests (at exit; callers may flush sooner)."""
+    with _DIGESTS_LOCK:
+        for folder in list(_PENDING):
+            _flush(folder)

@@ -175,6 +175,7 @@ def test_a_digest_is_recorded_for_the_next_process_and_dropped_with_its_file(tmp
     assert store.digest(T.INGEST_AUDIT, DAY) == want
     assert len(hashed) == 1
     book = path.parent / storage.DIGESTS_FILE
+    storage_digests.flush_digests()  # as the process exits (or enough digests are pending)
     assert book.is_file() and want in book.read_text()
     storage.clear_process_memos()  # as a new process starts
     assert store.digest(T.INGEST_AUDIT, DAY) == want
@@ -205,3 +206,29 @@ def test_a_stale_or_broken_digest_book_is_never_trusted(tmp_path, monkeypatch):
     book.write_text("{not json")
     storage.clear_process_memos()
     assert store.digest(T.INGEST_AUDIT, DAY) == want
+
+
+def test_many_new_digests_rewrite_the_book_a_few_times_and_never_keep_a_gone_file(
+    tmp_path, monkeypatch
+):
+    """A first run digests a partition per day: the book is rewritten when a quarter of it
+    is new, not once per digest, and what it finally holds is every digest of a file that
+    still exists with the bytes it was computed for."""
+    store = TableStore(tmp_path)
+    days = [DAY + dt.timedelta(days=i) for i in range(600)]
+    for day in days:
+        store.write(T.INGEST_AUDIT, _audit(2), day)
+    saves = []
+    real_save = storage_digests._save_book
+    monkeypatch.setattr(storage_digests, "_save_book", lambda *a: saves.append(1) or real_save(*a))
+    want = {d: store.digest(T.INGEST_AUDIT, d) for d in days}
+    assert 1 <= len(saves) <= 12
+    gone, replaced = days[-1], days[-2]
+    store.delete(T.INGEST_AUDIT, gone)  # after its digest was computed, maybe not written
+    store.write(T.INGEST_AUDIT, _audit(3), replaced)
+    storage.clear_process_memos()  # the process ends: what is pending is written
+    book = json.loads((store.path(T.INGEST_AUDIT, DAY).parent / storage.DIGESTS_FILE).read_text())
+    assert {v[-1] for v in book.values()} == {want[d] for d in days[:-2]}
+    hashed = _hashes(monkeypatch)
+    assert all(store.digest(T.INGEST_AUDIT, d) == want[d] for d in days[:-2])
+    assert hashed == []  # the next process reads them all from the book
