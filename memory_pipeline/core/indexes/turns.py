@@ -275,7 +275,9 @@ def _message_columns(messages: pa.Table) -> tuple[pa.Array, pa.Table] | None:
     ids = pc.cast(cols.column("message_id"), pa.string()).combine_chunks()
     if pc.count_distinct(ids, mode="all").as_py() != len(ids):
         return None
-    return ids, cols.drop_columns(["message_id"])
+    # one chunk per column: a part takes its rows (``_heads_texts``), and a take from a table
+    # of one chunk per day re-assembles every chunk (a first build over 1,884 days: ~25 s)
+    return ids, cols.drop_columns(["message_id"]).combine_chunks()
 
 
 def _heads_texts(cols: pa.Table, rows: pa.Array) -> tuple[pa.Array, pa.Array]:
