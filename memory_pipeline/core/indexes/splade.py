@@ -231,19 +231,14 @@ class Splade:
                 )
             )
 
-    def _hidden(self, ids: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-        """The MLM head's transformed states (batch, length, 128), float32; ``mask`` None:
-        no padding (every position is real)."""
+    def _hidden(self, ids: np.ndarray) -> np.ndarray:
+        """The MLM head's transformed states (batch, length, 128), float32, of texts of one
+        length (every position is real: no padding, no attention mask)."""
         w = self.w
         n, length = ids.shape
         x = self.emb[ids] + self.pos[:length]
         e = "bert.embeddings.LayerNorm."
         x = _layer_norm(x, w[e + "gamma"], w[e + "beta"])
-        bias = (
-            None
-            if mask is None or mask.all()
-            else np.where(mask[:, None, None, :] > 0, F32(0.0), F32(-1e9))
-        )
         width = x.shape[-1]
         d = width // HEADS
         for i in range(LAYERS):
@@ -257,8 +252,6 @@ class Splade:
             qkv = (_mm(x.reshape(-1, width), wqkv) + bqkv).reshape(n, length, 3, HEADS, d)
             q, k, v = (qkv[:, :, j].transpose(0, 2, 1, 3) for j in range(3))
             att = q @ k.transpose(0, 1, 3, 2)
-            if bias is not None:
-                att += bias
             att = np.exp(att - att.max(-1, keepdims=True))
             att /= att.sum(-1, keepdims=True)
             ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n, length, width)
@@ -337,7 +330,7 @@ class Splade:
         bias = self.bias
         ids = np.array([seqs[j] for j in idx], np.int64)
         length = ids.shape[1]
-        h = self._hidden(ids, None)
+        h = self._hidden(ids)
         real = h.reshape(-1, h.shape[-1])  # (positions, 128) in row order
         top = np.empty((len(idx), bias.size), np.float32)
         for a in range(0, len(idx), SLICE):  # the (positions, V) logits of a few texts
@@ -355,7 +348,7 @@ class Splade:
     def hidden_of(self, text: str, max_tokens: int = MAX_TOKENS) -> np.ndarray:
         """One text's MLM-head states (word pieces, 128): no padding, no mask."""
         ids = np.asarray(self.tok.encode(text, max_tokens), dtype=np.int64)[None, :]
-        return self._hidden(ids, None)[0]
+        return self._hidden(ids)[0]
 
 
 class QueryScorer:
@@ -385,10 +378,10 @@ class QueryScorer:
         hit = self._memo.get(query)
         if hit is not None:
             return hit
-        with single_threaded_blas():
-            # a query is cut to QUERY_MAX_TOKENS word pieces: its cost is bounded
-            h = self.encoder.hidden_of(query, QUERY_MAX_TOKENS)
-            top = (h @ self.decoder).max(axis=0)
+        single_threaded_blas()
+        # a query is cut to QUERY_MAX_TOKENS word pieces: its cost is bounded
+        h = self.encoder.hidden_of(query, QUERY_MAX_TOKENS)
+        top = (h @ self.decoder).max(axis=0)
         top += self.bias
         nz = np.flatnonzero(top > 0)
         hit = (nz, np.log1p(top[nz]))
@@ -478,14 +471,15 @@ def encode_cached(texts: Sequence[str], cache: Path | None, encoder: Splade) -> 
                 known = {bytes(k): i for i, k in enumerate(z["keys"])}
         except (OSError, ValueError, KeyError):
             old, known = None, {}
-    missing = list(
-        dict.fromkeys(
-            t for t, k in zip(texts, keys, strict=True) if k not in known and k not in _MEMO
-        )
-    )
+    # key -> text of each distinct text neither the cache nor the memo holds
+    missing = {k: t for t, k in zip(texts, keys, strict=True) if k not in known and k not in _MEMO}
     vocab = len(encoder.tok.terms)
-    fresh = encoder.encode(missing) if missing else sp.csr_matrix((0, vocab), dtype=np.float32)
-    new_row = {text_key(t): i for i, t in enumerate(missing)}
+    fresh = (
+        encoder.encode(list(missing.values()))
+        if missing
+        else sp.csr_matrix((0, vocab), dtype=np.float32)
+    )
+    new_row = {k: i for i, k in enumerate(missing)}
     # every row from one stacked source (the cache, the fresh rows, the memo's): one
     # vectorized row selection, not a slice and a vstack per turn (100,000 turns a night)
     n_old = old.shape[0] if old is not None else 0
