@@ -10,7 +10,6 @@ the CPU of one thread. A batch's rows also no longer depend on how many threads 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 from typing import Any
@@ -28,10 +27,10 @@ def _blas() -> Any:
     return ThreadpoolController()
 
 
-def single_threaded_blas() -> Any:
-    """BLAS on one thread in this process from now on; returns a no-op context.
+def single_threaded_blas() -> None:
+    """BLAS on one thread in this process from now on (a call per encode is a pid check).
 
-    Process-wide and kept, not restored on exit: a limit restored by one thread while
+    Process-wide and never restored: a limit restored by one thread while
     another still encodes (the text indexes build SPLADE beside BM25, a service encodes
     queries beside a refresh) gave that encode two BLAS threads halfway through, and its
     rows other last bits, so a build on one machine did not equal itself. Every matmul
@@ -42,7 +41,6 @@ def single_threaded_blas() -> Any:
         if ctl is not None:
             ctl.limit(limits=1, user_api="blas")  # applied now; never restored
         _PINNED = os.getpid()
-    return contextlib.nullcontext()
 
 
 _PINNED = 0  # the process that pinned BLAS to one thread (a fork re-pins its own)

@@ -274,18 +274,17 @@ class UseEmbedder(_WindowedLocal):
         out = np.empty((n, self.dim), dtype=np.float32)
         groups = _micro_batches(ids)
         workers = max(1, min(self.threads, usable_cores(), len(groups)))
-        with single_threaded_blas():
-            if workers == 1:
-                for first, end, n_tokens in groups:
-                    backend._encode_batch(ids[first:end], n_tokens, out[first:end])
-            else:
-                with ThreadPoolExecutor(workers, thread_name_prefix="use") as pool:
-                    futures = [
-                        pool.submit(backend._encode_batch, ids[a:b], k, out[a:b])
-                        for a, b, k in groups
-                    ]
-                    for f in futures:
-                        f.result()
+        single_threaded_blas()
+        if workers == 1:
+            for first, end, n_tokens in groups:
+                backend._encode_batch(ids[first:end], n_tokens, out[first:end])
+        else:
+            with ThreadPoolExecutor(workers, thread_name_prefix="use") as pool:
+                futures = [
+                    pool.submit(backend._encode_batch, ids[a:b], k, out[a:b]) for a, b, k in groups
+                ]
+                for f in futures:
+                    f.result()
         return out
 
 
