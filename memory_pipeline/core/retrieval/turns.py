@@ -350,8 +350,7 @@ class TurnIndex:
             seg = self.pair_turn[np.repeat(starts - offsets, lengths) + np.arange(lengths.sum())]
         # sorted unique rows of (a match) or (in a ranked chunk)
         live = _union([own.positive(), ctx.positive(), seg], len(self))
-        slot = _slots(len(self))
-        slot[live] = np.arange(live.size)  # row -> its index in live, read at live rows only
+        slot = _slots(live, len(self))  # row -> its index in live, read at live rows only
         # a turn outside every ranked chunk has no chunk score: only seg's turns read c
         best_chunk = np.zeros(live.size)
         best_chunk[slot[seg]] = np.maximum(c[self.first_chunk[seg]], c[self.last_chunk[seg]])
@@ -450,8 +449,7 @@ def mix_splade(
     else:
         # a turn with neither score stays 0: (0 / scale + weight * 0 / best) * scale
         rows = _union([o.rows, sp.rows], o.n)
-        slot = _slots(o.n)
-        slot[rows] = np.arange(rows.size)
+        slot = _slots(rows, o.n)
         ov, sv = np.zeros(rows.size), np.zeros(rows.size)
         ov[slot[o.rows]] = o.values
         sv[slot[sp.rows]] = sp.values
@@ -463,13 +461,15 @@ def mix_splade(
 _SLOTS = threading.local()
 
 
-def _slots(n: int) -> np.ndarray:
-    """This thread's index array over ``n`` turns (contents undefined: a caller writes the
-    rows it reads). Kept, not allocated per query: a fresh array of 400k rows costs its page
-    faults on first write, more than the scatter itself."""
+def _slots(rows: np.ndarray, n: int) -> np.ndarray:
+    """This thread's index array over ``n`` turns holding each of ``rows``' index in
+    ``rows`` at that row (other entries undefined: read only at ``rows``). Kept, not
+    allocated per query: a fresh array of 400k rows costs its page faults on first write,
+    more than the scatter itself."""
     a = getattr(_SLOTS, "a", None)
     if a is None or a.size < n:
         a = _SLOTS.a = np.empty(n, dtype=np.int64)
+    a[rows] = np.arange(rows.size)
     return a
 
 
