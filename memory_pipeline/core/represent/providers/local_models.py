@@ -232,7 +232,10 @@ class UseEmbedder(_WindowedLocal):
         port = _pure_tokenizer(model)
         if tok is port:
             return [tok.encode(t, out_type=int, add_bos=True, add_eos=True) for t in texts]
-        out = tok.encode(list(texts), out_type=int, add_bos=True, add_eos=True, num_threads=1)
+        if len(texts) == 1:  # a query: the list form costs ~15x a string's (0.14 vs 0.01 ms)
+            out = [tok.encode(texts[0], out_type=int, add_bos=True, add_eos=True)]
+        else:
+            out = tok.encode(list(texts), out_type=int, add_bos=True, add_eos=True, num_threads=1)
         for i, ids in enumerate(out):
             if len(ids) == 2:  # nothing left after normalizing: the port says <unk>
                 out[i] = [ids[0], _UNK, ids[1]]
