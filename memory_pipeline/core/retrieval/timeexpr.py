@@ -251,6 +251,25 @@ def parse_query(
         return ParsedQuery("content_only", (), (), content, "relevance", (note,))
 
 
+def _speaker_names(speakers: object) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The usable names of ``speakers`` and their trimmed lower-case set (memoized by the
+    names: a search parses against all of a history's names, hundreds, twice)."""
+    try:
+        key = tuple(speakers or ())  # type: ignore[call-overload]
+        hash(key)
+    except TypeError:  # an unhashable name: not memoized (not iterable: raised as before)
+        return _names_of(speakers or ())  # type: ignore[arg-type]
+    return _speaker_names_of(key)
+
+
+def _names_of(speakers: Sequence[object]) -> tuple[tuple[str, ...], frozenset[str]]:
+    names = tuple(s for s in speakers if isinstance(s, str) and s.strip())
+    return names, frozenset(n.strip().lower() for n in names)
+
+
+_speaker_names_of = lru_cache(maxsize=64)(_names_of)
+
+
 def _parse(
     query: object, now: object, speakers: Sequence[str], lang: str | None, week_start: int
 ) -> ParsedQuery:
@@ -274,8 +293,8 @@ def _parse(
     notes.append(f"lang={lang}")
     if isinstance(speakers, str):
         speakers = (speakers,)
-    names = tuple(s for s in (speakers or ()) if isinstance(s, str) and s.strip())
-    c = _Ctx(today, week_start, lang, text, frozenset(n.strip().lower() for n in names))
+    names, lowered = _speaker_names(speakers)
+    c = _Ctx(today, week_start, lang, text, lowered)
 
     atoms = _ranges(_merge_parts(_scan(c), c), c)
     filters: list[TimeFilter] = []
