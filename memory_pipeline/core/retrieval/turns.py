@@ -169,6 +169,7 @@ class TurnIndex:
         # per thread (the service searches on several threads over one index): a float32
         # accumulator per rep, all zeros between queries (see _bm25)
         self._scratch = threading.local()
+        self._ordered: dict[str, dict[int, bool]] = {}  # rep -> token -> documents in order
 
     def __len__(self) -> int:
         return len(self.message_ids)
@@ -247,7 +248,9 @@ class TurnIndex:
         a float32 zero vector; here the same additions go into this thread's zeroed
         scratch vector, and only the rows touched are read out and reset."""
         r = index.retriever
-        data, indices, indptr = r.scores["data"], r.scores["indices"], r.scores["indptr"]
+        # plain arrays over the memory-mapped ones: a memmap's every slice and item goes
+        # through its Python-level __getitem__, which cost more than the additions
+        data, indices, indptr = (np.asarray(r.scores[k]) for k in ("data", "indices", "indptr"))
         dtype = np.dtype(r.dtype)
         if r.nonoccurrence_array is not None or data.dtype != dtype:
             # a method adding a constant to every document (bm25l, bm25+), which the
@@ -264,7 +267,7 @@ class TurnIndex:
             for t in ids:  # bm25s's own additions (np.add.at), in the same order
                 lo, hi = int(indptr[t]), int(indptr[t + 1])
                 docs = indices[lo:hi]
-                if docs.size < 2 or bool((docs[1:] > docs[:-1]).all()):
+                if hi - lo >= FANCY_ADD_MIN and self._listed_once(rep, t, docs):
                     # each document once (bm25s stores a token's documents in order): a
                     # fancy-index add makes the same float32 additions, several times faster
                     buf[docs] += data[lo:hi]
@@ -285,6 +288,15 @@ class TurnIndex:
             del bufs[rep]  # possibly left dirty: the next query allocates a zeroed one
             raise
         return rows, values
+
+    def _listed_once(self, rep: str, token: int, docs: np.ndarray) -> bool:
+        """Whether ``token``'s documents in ``rep`` are in increasing order, hence each
+        listed once (checked once per token: a query may repeat a word hundreds of times)."""
+        seen = self._ordered.setdefault(rep, {})
+        found = seen.get(token)
+        if found is None:
+            found = seen[token] = bool((docs[1:] > docs[:-1]).all())
+        return found
 
     def highlight_scores(
         self, message_ids: Sequence[str], tokens: Sequence[str], idf: Mapping[str, float]
@@ -463,6 +475,10 @@ def mix_splade(
         mixed = TurnScores(rows, (ov / scale + weight * np.maximum(sv, 0.0) / best) * scale, o.n)
     return mixed if isinstance(own, TurnScores) else mixed.dense()
 
+
+# a token column this long or longer is added with a fancy index (np.add.at is as cheap on a
+# few entries, and needs no check)
+FANCY_ADD_MIN = 64
 
 _SLOTS = threading.local()
 
