@@ -50,6 +50,8 @@ from pathlib import Path
 
 import httpx
 
+from memory_pipeline.service import DEFAULT_THREADS
+
 QUERIES = [
     "what did Maria say about the dog shelter?",
     "when is the Kyoto trip?",
@@ -434,7 +436,7 @@ def _serve(args: argparse.Namespace, keys, key: str, owner_dir: Path, workers: i
     cmd += ["--burst", "100000", "--workers", str(workers)]
     # one key stands for all the clients here: let it use every thread (serve's default
     # gives one key one thread, for fairness between keys; bench_service_attack.py)
-    cmd += ["--key-threads", str(args.threads or 8)]
+    cmd += ["--key-threads", str(args.threads or DEFAULT_THREADS)]
     cmd += ["--threads", str(args.threads)] if args.threads else []
     log = Path(keys.path).with_name(f"server-{workers}.log")  # kept when a run fails
     with open(log, "wb") as sink:
