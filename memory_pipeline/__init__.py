@@ -128,9 +128,15 @@ def _resolve_recent(
     tokenizer = s.bm25["raw_text"].tokenizer if "raw_text" in s.bm25 else None
     idf = s.idf
 
+    weights: dict[str, float] = {}  # a conversation repeats its words: tokenized once each
+
     def weight(word: str) -> float:
-        toks = tokenizer.tokenize(word) if tokenizer is not None else []
-        return sum(idf.get(t, 0.0) for t in toks) / len(toks) if toks else 0.0
+        found = weights.get(word)
+        if found is None:
+            toks = tokenizer.tokenize(word) if tokenizer is not None else []
+            found = sum(idf.get(t, 0.0) for t in toks) / len(toks) if toks else 0.0
+            weights[word] = found
+        return found
 
     r = resolve_references(query, messages, known=s.known_speakers, as_of=as_of, weight_of=weight)
     notes = list(r.notes)

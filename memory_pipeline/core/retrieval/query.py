@@ -440,9 +440,11 @@ def salient_entities(
     return ranked_persons, ranked_topics
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_time_word(word: str) -> bool:
     """Whether the time parser reads ``word`` as a time expression (then it is a filter
-    of the query, not a topic of the conversation)."""
+    of the query, not a topic of the conversation). Memoized: a conversation repeats its
+    words, and each was a parse of its own (most of a long ``recent``'s cost)."""
     parsed = parse_query(word, now=_EPOCH)
     # a future or invalid expression ("来週") is no filter, but the parser still names it
     return bool(parsed.filters) or any(n.startswith(("'", '"')) for n in parsed.notes)
